@@ -1,0 +1,7 @@
+"""``python -m residlab`` is the ``residlab`` command."""
+
+import sys
+
+from residlab.cli import main
+
+sys.exit(main())

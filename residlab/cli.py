@@ -1,0 +1,37 @@
+"""The ``residlab`` command. Each subcommand hands its arguments to the module that computes it,
+so ``residlab toy`` and ``python3 trace_residual_toy.py`` run the same ``main``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module whose main(argv) runs it, one-line help). Modules are imported only when chosen,
+# so `residlab --help` and `residlab toy` never load torch.
+COMMANDS = {
+    "toy": ("residlab.toy", "Lab 05 Parts 1-3: the toy residual trace as a JSON report"),
+    "lesson": ("residlab.lesson_lab", "Lesson 2.1: train the copy model, audit it, profile pre-LN vs post-LN gradients"),
+    "pythia": ("residlab.pythia.cli", "Pythia-14M specimen: plan, fetch, verify, pin, observe"),
+    "site": ("residlab.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
+    "sync": ("residlab.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="residlab", description="Compute what the residual-stream course site shows.")
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, help_text) in COMMANDS.items():
+        sub = subcommands.add_parser(name, help=help_text, add_help=False)
+        sub.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    module = importlib.import_module(COMMANDS[args.command][0])
+    return module.main(args.arguments) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

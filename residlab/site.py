@@ -1,0 +1,359 @@
+"""The site's pages, read the way Quarto reads them: what can be checked without Quarto, and execution.
+
+``residlab site check`` checks everything static: every navbar and sidebar entry exists, every relative
+link and image resolves, every ``{{< var >}}`` key is in ``_variables.yml``, every ``@fig-``/``@sec-``/
+``@tbl-`` reference has exactly one label on its page, every citation is in the page's bibliography and
+every file named in ``resources`` exists.
+
+``residlab site run [PAGE ...]`` executes each page's Python cells in a real Jupyter kernel, in the page's
+folder, as Quarto's Jupyter engine does, then evaluates the page's inline ``{python}`` expressions. A
+failing cell is reported with its page, cell number, label and line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from residlab.sync import default_site_root
+
+FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
+INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")
+VAR_SHORTCODE = re.compile(r"\{\{<\s*var\s+(?P<key>[^\s>]+)\s*>\}\}")
+INLINE_PYTHON = re.compile(r"`\{python\}\s+(?P<expr>[^`]+)`")
+# Markdown links and images: [text](target "title") and ![alt](target); skips code spans first.
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?P<target><[^>]+>|[^)\s]+)(?:\s+\"[^\"]*\")?\)")
+CROSSREF = re.compile(r"(?<![\w@])@(?P<label>(?:fig|sec|tbl|eq)-[A-Za-z0-9_-]*[A-Za-z0-9_])")
+CITATION = re.compile(r"(?<![\w@])\[?-?@(?P<key>[A-Za-z][\w:.#$%&+?<>~/-]*[\w])")
+HEADING_ID = re.compile(r"\{[^}]*#(?P<label>(?:sec|fig|tbl|eq)-[A-Za-z0-9_-]+)[^}]*\}")
+CELL_OPTION = re.compile(r"^#\|\s*(?P<key>[\w-]+)\s*:\s*(?P<value>.*)$")
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.IGNORECASE)
+
+
+@dataclass
+class Cell:
+    source: str
+    options: dict
+    line: int  # 1-based line of the opening fence in the file that holds it
+    file: Path
+
+    @property
+    def label(self) -> str:
+        return str(self.options.get("label", ""))
+
+
+@dataclass
+class Page:
+    path: Path
+    front_matter: dict
+    body: str  # includes expanded
+    cells: list[Cell] = field(default_factory=list)
+    inline_expressions: list[str] = field(default_factory=list)
+    prose: str = ""  # body without fenced code blocks or code spans
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+
+def _split_front_matter(text: str) -> tuple[dict, str, int]:
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            front = yaml.safe_load(text[4:end]) or {}
+            rest_start = text.find("\n", end + 4) + 1
+            return front, text[rest_start:], text[:rest_start].count("\n")
+    return {}, text, 0
+
+
+def _expand(path: Path, text: str, first_line: int, seen: tuple[Path, ...]) -> list[tuple[str, Path, int]]:
+    """Lines of ``text`` with ``{{< include >}}`` expanded, each tagged with its file and line."""
+    lines: list[tuple[str, Path, int]] = []
+    for number, line in enumerate(text.splitlines(), start=first_line + 1):
+        match = INCLUDE.match(line.strip())
+        if match:
+            included = (path.parent / match.group("path")).resolve()
+            if not included.exists():
+                raise FileNotFoundError(f"{path}:{number}: included file {match.group('path')} does not exist")
+            if included in seen:
+                raise ValueError(f"{path}:{number}: {included.name} includes itself")
+            lines += _expand(included, included.read_text(encoding="utf-8"), 0, seen + (included,))
+        else:
+            lines.append((line, path, number))
+    return lines
+
+
+def read_page(path: Path) -> Page:
+    path = path.resolve()
+    front, body, offset = _split_front_matter(path.read_text(encoding="utf-8"))
+    tagged = _expand(path, body, offset, (path,))
+    page = Page(path=path, front_matter=front, body="\n".join(line for line, _, _ in tagged))
+    prose_lines: list[str] = []
+    index = 0
+    while index < len(tagged):
+        line, file, number = tagged[index]
+        fence = FENCE_OPEN.match(line) or re.match(r"^(?P<ticks>`{3,}|~{3,})(?P<lang>[^`]*)$", line)
+        if fence:
+            ticks = fence.group("ticks")
+            block: list[str] = []
+            index += 1
+            while index < len(tagged) and tagged[index][0].strip() != ticks:
+                block.append(tagged[index][0])
+                index += 1
+            index += 1  # closing fence
+            if FENCE_OPEN.match(line) and fence.group("lang") == "python":
+                options = {}
+                for option_line in block:
+                    option = CELL_OPTION.match(option_line)
+                    if not option:
+                        break
+                    options[option.group("key")] = yaml.safe_load(option.group("value"))
+                page.cells.append(Cell(source="\n".join(block), options=options, line=number, file=file))
+                prose_lines += [option_line for option_line in block if CELL_OPTION.match(option_line)]
+            continue
+        prose_lines.append(line)
+        index += 1
+    prose = "\n".join(prose_lines)
+    page.inline_expressions = [match.group("expr").strip() for match in INLINE_PYTHON.finditer(prose)]
+    page.prose = re.sub(r"`[^`\n]*`", "", prose)
+    return page
+
+
+# ---------------------------------------------------------------- the site's structure
+
+
+def load_config(root: Path) -> dict:
+    return yaml.safe_load((root / "_quarto.yml").read_text(encoding="utf-8"))
+
+
+def _entries(contents) -> list[str]:
+    """Every href in a navbar/sidebar contents tree."""
+    found: list[str] = []
+    for item in contents or []:
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            if "href" in item:
+                found.append(item["href"])
+            found += _entries(item.get("contents"))
+            found += _entries(item.get("left"))
+            found += _entries(item.get("right"))
+    return found
+
+
+def navigation_entries(config: dict) -> list[str]:
+    website = config.get("website", {})
+    navbar = website.get("navbar", {})
+    entries = _entries(navbar.get("left")) + _entries(navbar.get("right"))
+    sidebars = website.get("sidebar", {})
+    for sidebar in sidebars if isinstance(sidebars, list) else [sidebars]:
+        entries += _entries(sidebar.get("contents"))
+    return entries
+
+
+def site_pages(root: Path) -> list[Path]:
+    """Every page Quarto renders: .qmd files outside hidden/underscore/output folders, not partials."""
+    skip = {"_site", ".venv", ".quarto", "node_modules", ".git"}
+    pages = []
+    for path in sorted(root.rglob("*.qmd")):
+        parts = path.relative_to(root).parts
+        if any(part in skip or part.startswith((".", "_")) for part in parts):
+            continue
+        pages.append(path)
+    return pages
+
+
+def _flatten(mapping: dict, prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in mapping.items():
+        dotted = f"{prefix}{key}"
+        keys.add(dotted)
+        if isinstance(value, dict):
+            keys |= _flatten(value, dotted + ".")
+    return keys
+
+
+def _bibliography_keys(page: Page) -> set[str]:
+    bibliographies = page.front_matter.get("bibliography", [])
+    keys: set[str] = set()
+    for name in [bibliographies] if isinstance(bibliographies, str) else bibliographies:
+        text = (page.folder / name).read_text(encoding="utf-8")
+        keys |= set(re.findall(r"@\w+\s*\{\s*([^,\s]+)\s*,", text))
+    return keys
+
+
+def check_page(page: Page, root: Path, variables: set[str]) -> list[str]:
+    """Static problems on one page."""
+    where = page.path.relative_to(root)
+    problems = []
+    for match in LINK.finditer(page.prose):
+        target = match.group("target").strip("<>")
+        if EXTERNAL.match(target):
+            continue
+        target_path = (page.folder / target.split("#")[0].split("?")[0]).resolve()
+        candidates = [target_path]
+        if target_path.suffix == ".html":
+            candidates.append(target_path.with_suffix(".qmd"))
+        if not any(candidate.exists() for candidate in candidates):
+            problems.append(f"{where}: link target {target} does not exist")
+        elif root.resolve() not in target_path.parents:
+            problems.append(f"{where}: link target {target} lies outside the site")
+    for match in VAR_SHORTCODE.finditer(page.body):
+        if match.group("key") not in variables:
+            problems.append(f"{where}: {{{{< var {match.group('key')} >}}}} is not in _variables.yml")
+    labels = [cell.label for cell in page.cells if cell.label]
+    labels += [match.group("label") for match in HEADING_ID.finditer(page.prose)]
+    for reference in sorted({match.group("label") for match in CROSSREF.finditer(page.prose)}):
+        count = labels.count(reference)
+        if count != 1:
+            problems.append(f"{where}: @{reference} has {count} labels, needs exactly one")
+    for label in sorted({label for label in labels if labels.count(label) > 1}):
+        problems.append(f"{where}: label {label} is defined {labels.count(label)} times")
+    citations = {
+        match.group("key")
+        for match in CITATION.finditer(page.prose)
+        if not re.match(r"(fig|sec|tbl|eq)-", match.group("key"))
+    }
+    if citations:
+        known = _bibliography_keys(page)
+        for key in sorted(citations - known):
+            problems.append(f"{where}: citation @{key} is not in the page's bibliography")
+    for cell in page.cells:
+        label = cell.label
+        if label.startswith("fig-") and not cell.options.get("fig-alt"):
+            problems.append(f"{where}: figure cell {label} has no fig-alt text")
+    return problems
+
+
+def check_site(root: Path) -> list[str]:
+    config = load_config(root)
+    problems = []
+    for entry in navigation_entries(config):
+        if not (root / entry).exists():
+            problems.append(f"_quarto.yml: navigation entry {entry} does not exist")
+    for pattern in config.get("project", {}).get("resources", []):
+        if not glob.glob(str(root / pattern)):
+            problems.append(f"_quarto.yml: resource {pattern} matches no file")
+    variables = _flatten(yaml.safe_load((root / "_variables.yml").read_text(encoding="utf-8")) or {})
+    listed = {(root / entry).resolve() for entry in navigation_entries(config)}
+    for path in site_pages(root):
+        if path.resolve() not in listed:
+            problems.append(f"{path.relative_to(root)} is not in the navbar or sidebar")
+        problems += check_page(read_page(path), root, variables)
+    return problems
+
+
+# ---------------------------------------------------------------- execution
+
+
+@dataclass
+class CellFailure:
+    page: str
+    cell_number: int
+    label: str
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        label = f" ({self.label})" if self.label else ""
+        return f"{self.page}: cell {self.cell_number}{label} at {self.location} failed:\n{self.message}"
+
+
+@dataclass
+class ExecutedPage:
+    page: Page
+    notebook: object  # nbformat.NotebookNode, executed
+    inline_values: dict[str, str]
+    failures: list[CellFailure]
+
+
+def _error_text(output) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(output.get("traceback", [])) or output.get("evalue", ""))
+
+
+INLINE_CELL_MARKER = "# residlab: inline expressions"
+
+
+def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
+    """Execute one page's cells in a fresh python3 kernel whose working folder is the page's folder."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    page = read_page(path)
+    where = str(page.path.relative_to(root.resolve()))
+    cells = [cell for cell in page.cells if cell.options.get("eval", True) is not False]
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    for cell in cells:
+        notebook.cells.append(nbformat.v4.new_code_cell(cell.source))
+    if page.inline_expressions:
+        # Quarto evaluates inline expressions after the page's cells; each prints its str() on one line.
+        lines = [INLINE_CELL_MARKER]
+        lines += [f"print('\\x1e' + str({expression}))" for expression in page.inline_expressions]
+        notebook.cells.append(nbformat.v4.new_code_cell("\n".join(lines)))
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(page.folder)}},
+    )
+    client.execute()
+    failures = []
+    for number, (cell, executed) in enumerate(zip(cells + [None], notebook.cells), start=1):
+        allowed_error = cell is not None and cell.options.get("error") is True
+        location = f"{cell.file.relative_to(root.resolve())}:{cell.line}" if cell else "inline expressions"
+        label = cell.label if cell else ""
+        for output in executed.get("outputs", []):
+            if output.get("output_type") == "error" and not allowed_error:
+                failures.append(CellFailure(where, number, label, location, _error_text(output)))
+            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+                if cell is None or cell.options.get("warning") is not False:
+                    failures.append(
+                        CellFailure(where, number, label, location, "wrote to stderr:\n" + output.get("text", ""))
+                    )
+    inline_values: dict[str, str] = {}
+    if page.inline_expressions:
+        text = "".join(
+            output.get("text", "")
+            for output in notebook.cells[-1].get("outputs", [])
+            if output.get("output_type") == "stream" and output.get("name") == "stdout"
+        )
+        values = [line[1:] for line in text.split("\n") if line.startswith("\x1e")]
+        inline_values = dict(zip(page.inline_expressions, values))
+    return ExecutedPage(page, notebook, inline_values, failures)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="residlab site", description=__doc__.splitlines()[0])
+    parser.add_argument("action", choices=["check", "run", "list"])
+    parser.add_argument("pages", nargs="*", type=Path, help="pages to run (default: every page of the site)")
+    parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    if not (root / "_quarto.yml").exists():
+        parser.error(f"{root} has no _quarto.yml: pass the site's root with --root")
+    if args.action == "list":
+        for path in site_pages(root):
+            print(path.relative_to(root))
+        return 0
+    if args.action == "check":
+        problems = check_site(root)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{len(site_pages(root))} pages checked, {len(problems)} problems")
+        return 1 if problems else 0
+    pages = [page.resolve() for page in args.pages] or site_pages(root)
+    failed = 0
+    for path in pages:
+        result = execute_page(path, root)
+        status = "ok" if not result.failures else f"{len(result.failures)} failing cell(s)"
+        print(f"{path.relative_to(root)}: {len(result.page.cells)} cells, "
+              f"{len(result.inline_values)} inline values: {status}")
+        for failure in result.failures:
+            print(failure, file=sys.stderr)
+        failed += bool(result.failures)
+    return 1 if failed else 0

@@ -1,0 +1,63 @@
+"""``residlab sync``: write (or, with ``--check``, verify) every file derived from the package.
+
+Derived files: the runners in ``assets/labs/``, ``assets/labs/residual-requirements.txt`` and
+``_variables.yml``. The tests run the check, so a page, a runner and the pins cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from residlab import pins, runners
+
+
+def default_site_root() -> Path:
+    # An editable install (how the project is always installed) keeps the package inside the site.
+    return Path(__file__).resolve().parent.parent
+
+
+def derived_files(site_root: Path) -> dict[Path, str]:
+    lock = pins.load_lock_data()
+    outputs = runners.runner_outputs(site_root / "assets" / "labs")
+    outputs.update(pins.pinned_outputs(site_root, lock))
+    return outputs
+
+
+def stale_files(site_root: Path) -> list[str]:
+    """Every derived file that is missing or differs from what the package would write, and pin drift."""
+    problems = []
+    for path, text in derived_files(site_root).items():
+        if not path.exists():
+            problems.append(f"{path.relative_to(site_root)} is missing")
+        elif path.read_text(encoding="utf-8") != text:
+            problems.append(f"{path.relative_to(site_root)} differs from what `residlab sync` writes")
+    requirements = site_root / "requirements.txt"
+    problems += pins.requirements_drift(pins.load_lock_data(), requirements.read_text(encoding="utf-8"))
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="residlab sync", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a derived file is stale")
+    parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
+    args = parser.parse_args(argv)
+    if not (args.root / "_quarto.yml").exists():
+        parser.error(f"{args.root} has no _quarto.yml: pass the site's root with --root")
+    if args.check:
+        problems = stale_files(args.root)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            print("run `residlab sync` to rewrite the derived files", file=sys.stderr)
+        return 1 if problems else 0
+    for path, text in derived_files(args.root).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(args.root)}")
+    drift = pins.requirements_drift(pins.load_lock_data(), (args.root / "requirements.txt").read_text(encoding="utf-8"))
+    for problem in drift:
+        print(problem, file=sys.stderr)
+    return 1 if drift else 0

@@ -1,0 +1,136 @@
+"""The site as Quarto sees it: static checks, the harness itself, and (where Quarto exists) a real render."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from residlab import site
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_site_has_no_static_problems():
+    assert site.check_site(ROOT) == []
+
+
+def test_every_page_is_in_the_navigation():
+    listed = {(ROOT / entry).resolve() for entry in site.navigation_entries(site.load_config(ROOT))}
+    pages = site.site_pages(ROOT)
+    assert len(pages) >= 12
+    assert {page.resolve() for page in pages} <= listed
+
+
+def _write_site(tmp_path: Path, page_text: str, variables: str = "a:\n  b: 1\n") -> Path:
+    (tmp_path / "_quarto.yml").write_text("project:\n  type: website\nwebsite:\n  sidebar:\n    contents:\n      - p.qmd\n")
+    (tmp_path / "_variables.yml").write_text(variables)
+    (tmp_path / "p.qmd").write_text(textwrap.dedent(page_text))
+    return tmp_path
+
+
+def test_static_check_names_each_kind_of_problem(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        bibliography: refs.bib
+        ---
+        See @fig-missing, @sec-twice, [gone](gone.qmd), ![img](gone.png), {{< var a.zzz >}} and [@nobody].
+
+        ## One {#sec-twice}
+
+        ## Two {#sec-twice}
+
+        ```{python}
+        #| label: fig-noalt
+        pass
+        ```
+        """,
+    )
+    (root / "refs.bib").write_text("@article{somebody2020,\n  title={T},\n}\n")
+    problems = "\n".join(site.check_site(root))
+    assert "@fig-missing has 0 labels" in problems
+    assert "@sec-twice has 2 labels" in problems
+    assert "link target gone.qmd does not exist" in problems
+    assert "link target gone.png does not exist" in problems
+    assert "{{< var a.zzz >}} is not in _variables.yml" in problems
+    assert "citation @nobody is not in the page's bibliography" in problems
+    assert "figure cell fig-noalt has no fig-alt text" in problems
+
+
+def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        ---
+        {{< var a.b >}} and [self](p.qmd#top) and [out](https://example.org/x) `[not a link](nowhere.qmd)`
+
+        {{< include _part.qmd >}}
+        """,
+    )
+    (root / "_part.qmd").write_text("See @fig-z.\n\n```{python}\n#| label: fig-z\n#| fig-alt: a plot\npass\n```\n")
+    assert site.check_site(root) == []
+    assert [cell.label for cell in site.read_page(root / "p.qmd").cells] == ["fig-z"]
+
+
+@pytest.mark.slow
+def test_execution_reports_page_cell_label_and_line(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        ---
+        ```{python}
+        import os
+        here = os.getcwd()
+        ```
+
+        Inline: `{python} 6 * 7`.
+
+        ```{python}
+        #| label: boom
+        raise ValueError("broken cell")
+        ```
+        """,
+    )
+    result = site.execute_page(root / "p.qmd", root)
+    assert result.inline_values == {"6 * 7": "42"}
+    assert [(failure.cell_number, failure.label, failure.location) for failure in result.failures] == [
+        (2, "boom", "p.qmd:11")
+    ]
+    assert "ValueError: broken cell" in result.failures[0].message
+    assert "p.qmd: cell 2 (boom) at p.qmd:11 failed" in str(result.failures[0])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", site.site_pages(ROOT), ids=lambda path: str(path.relative_to(ROOT)))
+def test_page_executes_cleanly(page):
+    result = site.execute_page(page, ROOT)
+    assert not result.failures, "\n\n".join(str(failure) for failure in result.failures)
+    for expression, value in result.inline_values.items():
+        assert value.strip(), f"{page.name}: inline `{{python}} {expression}` rendered as nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed here: `quarto render` runs where it is (see README)")
+def test_quarto_render_builds_every_page_and_download(tmp_path):
+    output = tmp_path / "_site"
+    completed = subprocess.run(
+        ["quarto", "render", "--cache-refresh", "--output-dir", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "WARN" not in completed.stderr, completed.stderr
+    for page in site.site_pages(ROOT):
+        assert (output / page.relative_to(ROOT).with_suffix(".html")).exists(), page
+    for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
+        built = output / "assets" / "labs" / runner
+        assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()

@@ -22,15 +22,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="residlab", description="Compute what the residual-stream course site shows.")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, help_text) in COMMANDS.items():
-        sub = subcommands.add_parser(name, help=help_text, add_help=False)
-        sub.add_argument("arguments", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        subcommands.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    module = importlib.import_module(COMMANDS[args.command][0])
-    return module.main(args.arguments) or 0
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in COMMANDS:
+        # Hand the rest over untouched: argparse would reorder or reject the subcommand's own options.
+        return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0
+    build_parser().parse_args(argv)  # --help, or an error naming the unknown command
+    return 2
 
 
 if __name__ == "__main__":

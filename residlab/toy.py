@@ -1,0 +1,616 @@
+"""The Lab 05 toy residual stream, computed exactly with the standard library alone.
+
+The lab's hand trace uses two hand-made update rules on a 3-entry column vector
+
+    F(x) = [-x1, 2, 0]         y = x + F(x)          (first branch, then the intermediate stream)
+    G(y) = [y2, -y2, 2*y1]     z = y + G(y)          (second branch, then the final stream)
+
+and a scalar readout s = [0, 0, 1] z. Neither rule is attention or an MLP, and there is no normalisation.
+
+Arithmetic is exact: every entry is held as a ``fractions.Fraction``, so integer, decimal ("0.5") and
+fraction ("1/3") input give exact results, and a norm keeps its exact form (``sqrt(17)``) next to its
+float. A float entry is taken at its exact binary value. ``Vector`` is frozen (a tuple inside a frozen
+dataclass), so no intervention can change a baseline vector or a stored result: every case starts from
+a fresh copy of the input and builds new vectors.
+
+Bad input fails loudly with ``ToyInputError`` (a ``ValueError``): a non-numeric entry (a string, a bool,
+None) or a non-finite one (NaN, inf) names its index and value; adding or subtracting vectors of
+different lengths names both lengths and never truncates; an update rule given a vector that is not
+3 x 1 says so.
+
+JSON conventions of the report (``python3 trace_residual_toy.py`` or ``residlab toy``):
+
+- a number is ``{"exact": E, "float": F}``: E is an int when the value is a whole number, otherwise the
+  string "p/q"; F is the nearest float;
+- a vector is ``{"exact": [E, ...], "float": [F, ...], "shape": [rows, 1]}``;
+- a norm is ``{"squared": E, "exact": "sqrt(N)", "simplified": "k*sqrt(m)", "float": F}`` (a perfect
+  square shows its root, e.g. "4", in both forms);
+- a 2 x 3 array is ``{"exact": [[E, E, E], [E, E, E]], "float": [[...], [...]], "shape": [2, 3]}``.
+
+Command line: ``--input 1,2,-1`` (comma-separated; "1/2" and "0.5" allowed), ``--second-position -2,0,3``
+and ``--indent N`` (0 prints one line; otherwise each vector
+stays on one line). Bad input exits with status 2 and a message on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+
+STREAM_WIDTH = 3  # every toy vector is a 3 x 1 column
+DEFAULT_INPUT = (1, 2, -1)
+DEFAULT_SECOND_POSITION = (-2, 0, 3)
+READOUT_WEIGHTS = (0, 0, 1)  # s = [0, 0, 1] z selects the third coordinate
+# Extra inputs for the prediction "does y1 depend on x1?": varied signs, a zero and a fraction.
+Y1_PROBE_INPUTS = ((1, 2, -1), (-2, 0, 3), (5, -3, 2), (0, 0, 0), (Fraction(7, 2), 1, Fraction(-1, 3)))
+
+
+class ToyInputError(ValueError):
+    """Input the toy refuses: a non-numeric or non-finite entry, mismatched lengths, a wrong shape."""
+
+
+def _exact_entry(index: int, value: object) -> Fraction:
+    """Convert one entry to an exact Fraction, or refuse it naming its index and value."""
+    # bool is an int subclass; True as a coordinate is almost certainly a mistake.
+    if isinstance(value, bool) or not isinstance(value, (int, Fraction, float, Decimal)):
+        raise ToyInputError(
+            f"entry {index} is {value!r} ({type(value).__name__}); entries must be real numbers "
+            "(int, float, Fraction or Decimal)"
+        )
+    if isinstance(value, (float, Decimal)) and not math.isfinite(value):
+        raise ToyInputError(f"entry {index} is {value!r}; entries must be finite (no NaN or infinity)")
+    return Fraction(value)
+
+
+@dataclass(frozen=True)
+class Vector:
+    """An immutable column vector of exact entries; shape (len(entries), 1)."""
+
+    entries: tuple[Fraction, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.entries, (str, bytes)) or not isinstance(self.entries, Iterable):
+            raise ToyInputError(f"a vector needs a sequence of numbers, got {self.entries!r}")
+        exact = tuple(_exact_entry(index, value) for index, value in enumerate(self.entries))
+        object.__setattr__(self, "entries", exact)  # the frozen dataclass's one sanctioned write
+
+    @classmethod
+    def of(cls, *values: object) -> Vector:
+        return cls(tuple(values))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.entries), 1)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, index: int) -> Fraction:
+        return self.entries[index]
+
+    def copy(self) -> Vector:
+        """A new, equal Vector object (each intervention starts from one)."""
+        return Vector(self.entries)
+
+    def _check_same_length(self, other: Vector, operation: str) -> None:
+        if not isinstance(other, Vector):
+            raise ToyInputError(f"cannot {operation} a Vector and {type(other).__name__}")
+        if len(self) != len(other):
+            raise ToyInputError(
+                f"cannot {operation} vectors of lengths {len(self)} and {len(other)}: "
+                "lengths must match (nothing is truncated)"
+            )
+
+    def __add__(self, other: Vector) -> Vector:
+        self._check_same_length(other, "add")
+        return Vector(tuple(a + b for a, b in zip(self.entries, other.entries)))
+
+    def __sub__(self, other: Vector) -> Vector:
+        self._check_same_length(other, "subtract")
+        return Vector(tuple(a - b for a, b in zip(self.entries, other.entries)))
+
+    def dot(self, other: Vector) -> Fraction:
+        self._check_same_length(other, "take the dot product of")
+        return sum((a * b for a, b in zip(self.entries, other.entries)), Fraction(0))
+
+    def norm(self) -> Norm:
+        return Norm(self.dot(self))
+
+    def floats(self) -> list[float]:
+        return [float(value) for value in self.entries]
+
+    def latex(self) -> str:
+        """Row form with a transpose, as the lab writes columns: [0,4,-1]^T."""
+        return "[" + ",".join(latex_number(value) for value in self.entries) + r"]^\mathsf{T}"
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(exact_text(value) for value in self.entries) + "]"
+
+
+def zero_vector(width: int = STREAM_WIDTH) -> Vector:
+    return Vector((0,) * width)
+
+
+def exact_text(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def exact_json(value: Fraction) -> int | str:
+    return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+
+
+def latex_number(value: Fraction) -> str:
+    if value.denominator == 1:
+        return str(value.numerator)
+    sign = "-" if value < 0 else ""
+    return rf"{sign}\tfrac{{{abs(value.numerator)}}}{{{value.denominator}}}"
+
+
+def _split_square(n: int) -> tuple[int, int]:
+    """Write a non-negative integer n as k*k*m with m square-free; return (k, m)."""
+    outside, inside, factor = 1, n, 2
+    while factor * factor <= inside:
+        while inside % (factor * factor) == 0:
+            inside //= factor * factor
+            outside *= factor
+        factor += 1
+    return outside, inside
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A Euclidean norm kept exactly as the square root of an exact squared norm."""
+
+    squared: Fraction
+
+    def _root_parts(self) -> tuple[Fraction, int]:
+        """sqrt(squared) = coefficient * sqrt(radicand) with an integer, square-free radicand."""
+        # sqrt(p/q) = sqrt(p*q) / q, then pull square factors out of p*q.
+        p, q = self.squared.numerator, self.squared.denominator
+        outside, inside = _split_square(p * q)
+        return Fraction(outside, q), inside
+
+    @property
+    def is_rational(self) -> bool:
+        return self._root_parts()[1] in (0, 1)
+
+    @property
+    def exact(self) -> str:
+        """The form the lab writes: sqrt(32), not 4*sqrt(2); a perfect square shows its root."""
+        if self.is_rational:
+            return self.simplified
+        return f"sqrt({exact_text(self.squared)})"
+
+    @property
+    def simplified(self) -> str:
+        coefficient, radicand = self._root_parts()
+        if radicand == 0:
+            return "0"
+        if radicand == 1:
+            return exact_text(coefficient)
+        if coefficient == 1:
+            return f"sqrt({radicand})"
+        root = f"sqrt({radicand})" if coefficient.numerator == 1 else f"{coefficient.numerator}*sqrt({radicand})"
+        return root if coefficient.denominator == 1 else f"{root}/{coefficient.denominator}"
+
+    @property
+    def value(self) -> float:
+        return math.sqrt(self.squared)
+
+    def latex(self) -> str:
+        coefficient, radicand = self._root_parts()
+        if radicand == 0:
+            return "0"
+        if radicand == 1:
+            return latex_number(coefficient)
+        return rf"\sqrt{{{latex_number(self.squared)}}}"
+
+    def to_json(self) -> dict:
+        return {"squared": exact_json(self.squared), "exact": self.exact, "simplified": self.simplified, "float": self.value}
+
+
+def check_column(vector: Vector, name: str, rows: int = STREAM_WIDTH) -> Vector:
+    """Refuse anything that is not a rows x 1 column vector; return it unchanged."""
+    if not isinstance(vector, Vector):
+        raise ToyInputError(f"{name} must be a Vector, got {type(vector).__name__}")
+    if vector.shape != (rows, 1):
+        raise ToyInputError(f"{name} has shape {vector.shape[0]}x1; the toy stream is {rows}x1")
+    return vector
+
+
+def first_update(x: Vector) -> Vector:
+    """F(x) = [-x1, 2, 0]: cancels the first coordinate, writes a constant 2 into the second."""
+    check_column(x, "the input of F")
+    return Vector((-x[0], 2, 0))
+
+
+def second_update(y: Vector) -> Vector:
+    """G(y) = [y2, -y2, 2*y1]: moves the second coordinate around and doubles the first into the third."""
+    check_column(y, "the input of G")
+    return Vector((y[1], -y[1], 2 * y[0]))
+
+
+def readout(z: Vector) -> Fraction:
+    """s = [0, 0, 1] z: the final third coordinate."""
+    return check_column(z, "the readout's input").dot(Vector(READOUT_WEIGHTS))
+
+
+@dataclass(frozen=True)
+class SequentialTrace:
+    """The five labelled vectors of one pass, each 3 x 1: x, F-branch write, y, G-branch write, z."""
+
+    input: Vector
+    first_update: Vector
+    intermediate: Vector
+    second_update: Vector
+    final: Vector
+
+    def __post_init__(self) -> None:
+        for name in TRACE_FIELDS:
+            check_column(getattr(self, name), name.replace("_", " "))
+
+    def vectors(self) -> dict[str, Vector]:
+        return {name: getattr(self, name) for name in TRACE_FIELDS}
+
+
+TRACE_FIELDS = ("input", "first_update", "intermediate", "second_update", "final")
+
+
+def sequential_trace(x: Vector, *, suppress_first: bool = False, suppress_second: bool = False) -> SequentialTrace:
+    """y = x + F(x), z = y + G(y). A suppressed branch writes zeros; G always reads the y it is given."""
+    check_column(x, "the input")
+    first = zero_vector() if suppress_first else first_update(x)
+    intermediate = x + first
+    second = zero_vector() if suppress_second else second_update(intermediate)
+    return SequentialTrace(x, first, intermediate, second, intermediate + second)
+
+
+@dataclass(frozen=True)
+class ParallelTrace:
+    """z = x + F(x) + G(x): both branches read the same original input (a different architecture)."""
+
+    input: Vector
+    first_update: Vector
+    second_update: Vector
+    final: Vector
+
+    def __post_init__(self) -> None:
+        for name in ("input", "first_update", "second_update", "final"):
+            check_column(getattr(self, name), name.replace("_", " "))
+
+
+def parallel_trace(x: Vector) -> ParallelTrace:
+    check_column(x, "the input")
+    first, second = first_update(x), second_update(x)
+    return ParallelTrace(x, first, second, x + first + second)
+
+
+@dataclass(frozen=True)
+class Interventions:
+    """The three independent cases, each run on its own fresh copy of the input, and the shortcut."""
+
+    first_suppressed: SequentialTrace
+    second_suppressed: SequentialTrace
+    parallel: ParallelTrace
+    shortcut: Vector  # baseline z - baseline F(x): arithmetic on stored results, not a rerun
+
+
+def run_interventions(x: Vector, baseline: SequentialTrace) -> Interventions:
+    return Interventions(
+        first_suppressed=sequential_trace(x.copy(), suppress_first=True),
+        second_suppressed=sequential_trace(x.copy(), suppress_second=True),
+        parallel=parallel_trace(x.copy()),
+        shortcut=baseline.final - baseline.first_update,
+    )
+
+
+def check_position_rows(rows: Sequence[Vector]) -> tuple[int, int]:
+    """The positions array is n x 3, one token position per row; return its shape."""
+    if not rows:
+        raise ToyInputError("the positions array needs at least one row")
+    for index, row in enumerate(rows):
+        if not isinstance(row, Vector) or len(row) != STREAM_WIDTH:
+            length = len(row) if isinstance(row, Vector) else type(row).__name__
+            raise ToyInputError(f"position row {index} has {length} entries; every row needs {STREAM_WIDTH}")
+    return (len(rows), STREAM_WIDTH)
+
+
+def trace_positions(rows: Sequence[Vector]) -> tuple[SequentialTrace, ...]:
+    """Apply the update rules to each row separately: nothing here reads another row."""
+    check_position_rows(rows)
+    return tuple(sequential_trace(row.copy()) for row in rows)
+
+
+# ---- JSON ------------------------------------------------------------------------------------------
+
+
+def number_json(value: Fraction) -> dict:
+    return {"exact": exact_json(value), "float": float(value)}
+
+
+def vector_json(vector: Vector) -> dict:
+    return {"exact": [exact_json(v) for v in vector.entries], "float": vector.floats(), "shape": list(vector.shape)}
+
+
+def array_json(rows: Sequence[Vector]) -> dict:
+    return {
+        "exact": [[exact_json(v) for v in row.entries] for row in rows],
+        "float": [row.floats() for row in rows],
+        "shape": list(check_position_rows(rows)),
+    }
+
+
+def _traced_vector_json(vector: Vector) -> dict:
+    return {**vector_json(vector), "norm": vector.norm().to_json()}
+
+
+def sequential_json(trace: SequentialTrace) -> dict:
+    return {
+        **{name: _traced_vector_json(vector) for name, vector in trace.vectors().items()},
+        "readout": number_json(readout(trace.final)),
+    }
+
+
+def parallel_json(trace: ParallelTrace) -> dict:
+    return {
+        "formula": "x + F(x) + G(x)",
+        **{name: _traced_vector_json(getattr(trace, name)) for name in ("input", "first_update", "second_update", "final")},
+        "readout": number_json(readout(trace.final)),
+    }
+
+
+def _sum_of_roots_text(first: Norm, second: Norm) -> str:
+    return f"{first.exact} + {second.exact}"
+
+
+def build_report(x: Vector, second_position: Vector, command: Sequence[str] | None = None) -> dict:
+    """Everything the lab asks of Parts 1-3, for input x and the second position, as JSON-ready data."""
+    check_column(x, "the input")
+    check_column(second_position, "the second position")
+    baseline_input = x.copy()  # kept aside so the report can show the input came through unchanged
+    baseline = sequential_trace(x)
+    cases = run_interventions(x, baseline)
+
+    total_change = baseline.final - baseline.input
+    first_norm, second_norm = baseline.first_update.norm(), baseline.second_update.norm()
+    update_dot = baseline.first_update.dot(baseline.second_update)
+    cosine = None  # undefined when either update is zero
+    if first_norm.squared and second_norm.squared:
+        cosine = float(update_dot) / (first_norm.value * second_norm.value)
+
+    readouts = {
+        "baseline": readout(baseline.final),
+        "first_suppressed": readout(cases.first_suppressed.final),
+        "second_suppressed": readout(cases.second_suppressed.final),
+        "parallel": readout(cases.parallel.final),
+        "shortcut": readout(cases.shortcut),
+    }
+    first_effect = abs(readouts["first_suppressed"] - readouts["baseline"])
+    second_effect = abs(readouts["second_suppressed"] - readouts["baseline"])
+
+    y1_probes = [
+        {"input": vector_json(probe), "y1": number_json(sequential_trace(probe).intermediate[0])}
+        for probe in dict.fromkeys([x, second_position, *(Vector(values) for values in Y1_PROBE_INPUTS)])
+    ]  # dict.fromkeys: each distinct probe once, in order
+
+    rows = (x, second_position)
+    row_traces = trace_positions(rows)
+    zero_row = zero_vector()
+    # Changing the other row to zeros must leave this row's results exactly as they were.
+    rows_unchanged_by_other = [
+        trace_positions(tuple(row if j == i else zero_row for j, row in enumerate(rows)))[i] == row_traces[i]
+        for i in range(len(rows))
+    ]
+    norms = [baseline.input.norm(), baseline.intermediate.norm(), baseline.final.norm()]
+    every_vector = [
+        *baseline.vectors().values(),
+        *cases.first_suppressed.vectors().values(),
+        *cases.second_suppressed.vectors().values(),
+        cases.parallel.input, cases.parallel.first_update, cases.parallel.second_update, cases.parallel.final,
+        cases.shortcut,
+        total_change,
+        *(vector for trace in row_traces for vector in trace.vectors().values()),
+    ]
+
+    return {
+        "report": "Lab 05 toy residual trace (Parts 1-3)",
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
+        "command": list(command) if command is not None else None,
+        "conventions": (
+            "exact values are ints or 'p/q' strings; float is the nearest float; a norm's exact form is "
+            "sqrt(squared norm); vectors are 3x1 columns written as lists"
+        ),
+        "update_rules": {"F": "F(x) = [-x1, 2, 0]", "G": "G(y) = [y2, -y2, 2*y1]", "readout": "s = [0, 0, 1] z"},
+        "baseline": sequential_json(baseline),
+        "total_change": {"formula": "z - x", **_traced_vector_json(total_change)},
+        "norm_comparison": {
+            "first_update_norm": first_norm.to_json(),
+            "second_update_norm": second_norm.to_json(),
+            "sum_of_update_norms": {
+                "exact": _sum_of_roots_text(first_norm, second_norm),
+                "float": first_norm.value + second_norm.value,
+            },
+            "total_change_norm": total_change.norm().to_json(),
+            "update_dot_product": number_json(update_dot),
+            "update_cosine": cosine,
+            "why_they_differ": (
+                "z - x = F(x) + G(y): the norm of a sum equals the sum of the norms only when the updates "
+                "point the same way; a negative dot product means they partly cancel"
+            ),
+        },
+        "interventions": {
+            "first_suppressed": {
+                "description": "F writes zeros, so y = x and G is recomputed from that changed input",
+                **sequential_json(cases.first_suppressed),
+            },
+            "second_suppressed": {
+                "description": "F writes as in the baseline; only G's write is replaced by zeros",
+                **sequential_json(cases.second_suppressed),
+            },
+            "parallel": {
+                "description": "both branches read the original x: a different architecture, not a renaming",
+                **parallel_json(cases.parallel),
+            },
+        },
+        "shortcut": {
+            "formula": "baseline z - baseline F(x)",
+            **vector_json(cases.shortcut),
+            "readout": number_json(readouts["shortcut"]),
+            "equals_first_suppressed": cases.shortcut == cases.first_suppressed.final,
+        },
+        "readouts": {name: number_json(value) for name, value in readouts.items()},
+        "predictions": {
+            "y1_depends_on_x1": {
+                # y1 depends on x1 only if probes with different x1 give different y1.
+                "answer": len({json.dumps(probe["y1"]["exact"]) for probe in y1_probes}) > 1,
+                "reason": "y1 = x1 + (-x1) = 0 whatever x1 is",
+                "probes": y1_probes,
+            },
+            "each_addition_increases_norm": {
+                "answer": norms[1].squared > norms[0].squared and norms[2].squared > norms[1].squared,
+                "first_addition": {"before": norms[0].to_json(), "after": norms[1].to_json(), "increased": norms[1].squared > norms[0].squared},
+                "second_addition": {"before": norms[1].to_json(), "after": norms[2].to_json(), "increased": norms[2].squared > norms[1].squared},
+            },
+            "shortcut_recovers_first_suppressed": {
+                "answer": cases.shortcut == cases.first_suppressed.final,
+                "shortcut": vector_json(cases.shortcut),
+                "first_suppressed_final": vector_json(cases.first_suppressed.final),
+            },
+            "larger_update_has_larger_readout_effect": {
+                # None when the two updates have equal norms: then neither is "the larger".
+                "answer": None if first_norm.squared == second_norm.squared else (
+                    second_effect > first_effect if second_norm.squared > first_norm.squared else first_effect > second_effect
+                ),
+                "first_update_norm": first_norm.to_json(),
+                "second_update_norm": second_norm.to_json(),
+                "readout_change_when_first_suppressed": number_json(first_effect),
+                "readout_change_when_second_suppressed": number_json(second_effect),
+            },
+        },
+        "positions": {
+            "array": array_json(rows),
+            "first_update": array_json([t.first_update for t in row_traces]),
+            "intermediate": array_json([t.intermediate for t in row_traces]),
+            "second_update": array_json([t.second_update for t in row_traces]),
+            "final": array_json([t.final for t in row_traces]),
+            "rows_match_single_vector_traces": [t == sequential_trace(row) for t, row in zip(row_traces, rows)],
+            "rows_unchanged_when_other_row_zeroed": rows_unchanged_by_other,
+        },
+        "checks": {
+            "every_vector_is_3x1": all(vector.shape == (STREAM_WIDTH, 1) for vector in every_vector),
+            "input_unchanged_after_interventions": x == baseline_input and baseline.input == baseline_input,
+        },
+    }
+
+
+# ---- command line ------------------------------------------------------------------------------------
+
+
+def parse_vector_text(text: str) -> Vector:
+    """'1,2,-1' or '1/2, 0.5, -3' -> a 3 x 1 Vector; raise ToyInputError naming the bad entry."""
+    values = []
+    for index, piece in enumerate(text.split(",")):
+        piece = piece.strip()
+        try:
+            values.append(Fraction(piece))
+        except ZeroDivisionError:
+            raise ToyInputError(f"entry {index} is {piece!r}, a fraction with a zero denominator") from None
+        except ValueError:
+            try:
+                as_float = float(piece)  # 'nan' and 'inf' parse here; name them as non-finite
+            except ValueError:
+                raise ToyInputError(f"entry {index} is {piece!r}, which is not a number") from None
+            raise ToyInputError(f"entry {index} is {as_float!r}; entries must be finite (no NaN or infinity)") from None
+    vector = Vector(tuple(values))
+    if len(vector) != STREAM_WIDTH:
+        raise ToyInputError(f"{text!r} has {len(vector)} entries; the toy stream needs {STREAM_WIDTH}")
+    return vector
+
+
+def _vector_argument(text: str) -> Vector:
+    try:
+        return parse_vector_text(text)
+    except ToyInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _indent_argument(text: str) -> int:
+    try:
+        indent = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if indent < 0:
+        raise argparse.ArgumentTypeError(f"{indent} is negative; use 0 for one line")
+    return indent
+
+
+VECTOR_OPTIONS = ("--input", "--second-position")
+ONE_LINE_WIDTH = 100  # compact JSON up to this many characters is printed on one line
+
+
+def _join_vector_values(argv: Sequence[str]) -> list[str]:
+    # argparse reads "-2,0,3" after an option as another option; "--opt=-2,0,3" is unambiguous.
+    joined, index = [], 0
+    while index < len(argv):
+        if argv[index] in VECTOR_OPTIONS and index + 1 < len(argv):
+            joined.append(f"{argv[index]}={argv[index + 1]}")
+            index += 2
+        else:
+            joined.append(argv[index])
+            index += 1
+    return joined
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # `residlab toy` and `python3 trace_residual_toy.py` run this same parser; name whichever ran.
+    prog = "residlab toy" if Path(sys.argv[0]).name == "residlab" else Path(sys.argv[0]).name
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Lab 05 Parts 1-3: trace the toy residual stream exactly and print one JSON report.",
+    )
+    default_input = ",".join(map(str, DEFAULT_INPUT))
+    default_second = ",".join(map(str, DEFAULT_SECOND_POSITION))
+    parser.add_argument("--input", type=_vector_argument, default=default_input, metavar="X1,X2,X3",
+                        help=f"the input column x (default {default_input}); fractions like 1/2 are exact")
+    parser.add_argument("--second-position", type=_vector_argument, default=default_second, metavar="X1,X2,X3",
+                        help=f"the second token position, row 2 of the 2x3 array (default {default_second})")
+    parser.add_argument("--indent", type=_indent_argument, default=2, metavar="N",
+                        help="JSON indentation (default 2; 0 prints one line)")
+    return parser
+
+
+def format_report(value: object, indent: int, level: int = 0) -> str:
+    """JSON text indented by nesting, except that anything short (a vector, a number, a norm) stays on one line."""
+    compact = json.dumps(value)
+    if indent == 0 or len(compact) <= ONE_LINE_WIDTH:
+        return compact
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(key)}: {format_report(item, indent, level + 1)}" for key, item in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(value, list) and any(isinstance(item, (dict, list)) for item in value):
+        if all(isinstance(item, list) for item in value):  # a matrix: one row per line
+            rows = [inner + json.dumps(item) for item in value]
+        else:
+            rows = [inner + format_report(item, indent, level + 1) for item in value]
+        return "[\n" + ",\n".join(rows) + "\n" + pad + "]"
+    return compact
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = build_parser().parse_args(_join_vector_values(sys.argv[1:] if argv is None else argv))
+    report = build_report(arguments.input, arguments.second_position, command=sys.argv)
+    print(format_report(report, arguments.indent))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""``residlab pythia plan|fetch|verify|pin|...``: the same functions the runner uses, as package commands.
+
+Each subcommand is one small function taking its own argument list; ``SUBCOMMANDS`` maps names to them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from residlab.pythia import runner
+
+
+def plan_command(argv: list[str]) -> int:
+    """The six files, their sizes and the total, from the lock; no network."""
+    parser = runner.build_runner_parser("residlab pythia plan")
+    args = parser.parse_args(argv)
+    if args.artifacts or args.offline or args.output:
+        parser.error("plan takes only --lock")
+    args.plan = True
+    return _run(args, ["plan", *argv])
+
+
+def fetch_command(argv: list[str]) -> int:
+    """Download what is missing of the six pinned files into --artifacts DIR, verifying each."""
+    parser = runner.build_runner_parser("residlab pythia fetch")
+    args = parser.parse_args(argv)
+    if args.artifacts is None or args.plan or args.offline or args.output:
+        parser.error("fetch takes --artifacts DIR [--lock FILE] [--endpoint URL]")
+    return _run(args, ["fetch", *argv])
+
+
+def verify_command(argv: list[str]) -> int:
+    """Verify --artifacts DIR against the lock, offline."""
+    parser = runner.build_runner_parser("residlab pythia verify")
+    args = parser.parse_args(argv)
+    if args.artifacts is None or args.plan or args.output:
+        parser.error("verify takes --artifacts DIR [--lock FILE]")
+    args.offline = True
+    return _run(args, ["verify", *argv])
+
+
+def pin_command(argv: list[str]) -> int:
+    """Instructors: re-read a revision from the Hub API and rewrite the lock."""
+    from residlab.pythia import pin
+
+    return pin.main(argv)
+
+
+def observe_command(argv: list[str]) -> int:
+    """Capture the residual stream of verified files (offline) or of the synthetic specimen into --output DIR."""
+    import argparse
+    import tempfile
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="residlab pythia observe", description=observe_command.__doc__)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--artifacts", type=Path, metavar="DIR", help="verified artifact directory (checked offline)")
+    source.add_argument(
+        "--specimen", action="store_true", help="the synthetic specimen (random weights, NOT Pythia), written to a temp dir"
+    )
+    parser.add_argument("--lock", type=Path, metavar="FILE", help="lock for --artifacts (default: the pinned lock)")
+    parser.add_argument("--seed", type=int, default=0, help="specimen seed (with --specimen)")
+    parser.add_argument("--output", type=Path, metavar="DIR", required=True, help="new or empty result directory")
+    parser.add_argument("--position", type=int, help="token position to observe (default: the last token)")
+    args = parser.parse_args(argv)
+    if args.specimen and args.lock:
+        parser.error("--lock goes with --artifacts; --specimen writes its own lock")
+    from residlab.pythia import observe
+    from residlab.pythia.artifacts import ArtifactError, verify_artifacts
+    from residlab.pythia.lock import LockError, load_lock, parse_lock
+
+    command = ["residlab", "pythia", "observe", *argv]
+    try:
+        observe.check_output_directory(args.output)  # before the specimen is written or anything loaded
+        if args.specimen:
+            from residlab.pythia.specimen import write_specimen
+
+            with tempfile.TemporaryDirectory(prefix="residlab-specimen-") as scratch:
+                lock_data = write_specimen(Path(scratch) / "artifacts", seed=args.seed)
+                lock = parse_lock(lock_data, f"write_specimen(seed={args.seed})")
+                verified = verify_artifacts(Path(scratch) / "artifacts", lock)
+                result = observe.observe_to_directory(verified, args.output, command=command, position=args.position)
+        else:
+            verified = verify_artifacts(args.artifacts, load_lock(args.lock))
+            result = observe.observe_to_directory(verified, args.output, command=command, position=args.position)
+    except (observe.ObservationError, ArtifactError, LockError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    observe.print_summary(result, args.output)
+    return 0
+
+
+def _run(args, arguments: list[str]) -> int:
+    try:
+        return runner.run_runner(args, command=["residlab", "pythia", *arguments])
+    except (runner.ArtifactError, runner.LockError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+SUBCOMMANDS = {
+    "plan": plan_command,
+    "fetch": fetch_command,
+    "verify": verify_command,
+    "pin": pin_command,
+    "observe": observe_command,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in SUBCOMMANDS:
+        stream = sys.stdout if argv and argv[0] in ("-h", "--help") else sys.stderr
+        print("usage: residlab pythia {" + ",".join(SUBCOMMANDS) + "} [options]", file=stream)
+        for name, function in SUBCOMMANDS.items():
+            print(f"  {name:<8} {function.__doc__.strip().splitlines()[0]}", file=stream)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"unknown subcommand {argv[0]!r}", file=stream)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return SUBCOMMANDS[argv[0]](argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

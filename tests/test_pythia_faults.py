@@ -1,0 +1,218 @@
+"""Every fault is refused with an error naming the file; nothing half-written is accepted; nothing the user
+already had is overwritten or deleted (each test snapshots the directory before and after)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from residlab.pythia.artifacts import STAGING_PREFIX, ArtifactError, fetch_artifacts, verify_artifacts
+from residlab.pythia.lock import ALLOWED_FILES, load_lock
+
+
+def quiet(_message: str) -> None:
+    pass
+
+
+def snapshot(directory: Path) -> dict:
+    """Every entry under ``directory`` (hidden ones too): its kind and bytes, or where a link points."""
+    state = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(root, name)
+            relative = str(path.relative_to(directory))
+            if path.is_symlink():
+                state[relative] = ("link", os.readlink(path))
+            elif path.is_dir():
+                state[relative] = ("dir",)
+            else:
+                state[relative] = ("file", path.read_bytes())
+    return state
+
+
+def flip_middle_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+# ---- verification of an existing directory (offline) ------------------------------------------------------------
+
+
+def _truncate(directory: Path) -> None:
+    path = directory / "model.safetensors"
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _flip(directory: Path) -> None:
+    flip_middle_byte(directory / "tokenizer.json")
+
+
+def _extra(directory: Path) -> None:
+    (directory / "pytorch_model.bin").write_bytes(b"weights that were never allowed")
+
+
+def _missing(directory: Path) -> None:
+    (directory / "special_tokens_map.json").unlink()
+
+
+def _wrong_size(directory: Path) -> None:
+    with open(directory / "config.json", "ab") as handle:
+        handle.write(b"\n")
+
+
+def _symlink_outside(directory: Path) -> None:
+    # Same bytes, but held outside the directory and linked in: still refused.
+    outside = directory.parent / "elsewhere-config.json"
+    outside.write_bytes((directory / "config.json").read_bytes())
+    (directory / "config.json").unlink()
+    (directory / "config.json").symlink_to(outside)
+
+
+def _subdirectory(directory: Path) -> None:
+    (directory / "checkpoints").mkdir()
+    (directory / "checkpoints" / "step1000.safetensors").write_bytes(b"x")
+
+
+def _interrupted_fetch(directory: Path) -> None:
+    (directory / f"{STAGING_PREFIX}abc").mkdir()
+
+
+LOCAL_FAULTS = {
+    "truncated file": (_truncate, r"model\.safetensors: 14,071,960 bytes, the lock says 28,143,920"),
+    "flipped byte": (_flip, r"tokenizer\.json: sha256 [0-9a-f]{64}, the lock says [0-9a-f]{64} \(same size, different bytes\)"),
+    "extra file": (_extra, r"pytorch_model\.bin: extra file"),
+    "missing file": (_missing, r"special_tokens_map\.json: missing"),
+    "wrong size": (_wrong_size, r"config\.json: \d+ bytes, the lock says \d+"),
+    "symlink outside": (_symlink_outside, r"config\.json: is a symbolic link \(to .*elsewhere-config\.json\)"),
+    "subdirectory": (_subdirectory, r"checkpoints: unexpected directory"),
+    "interrupted fetch": (_interrupted_fetch, r"left by an interrupted fetch"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(LOCAL_FAULTS))
+def test_offline_verification_refuses_each_fault_and_changes_nothing(
+    fault, copy_specimen, specimen_lock_path, fake_hub_server
+):
+    damage, message = LOCAL_FAULTS[fault]
+    directory = copy_specimen()
+    lock = load_lock(specimen_lock_path)
+    verify_artifacts(directory, lock)  # sound before the damage
+    damage(directory)
+    before = snapshot(directory)
+    with pytest.raises(ArtifactError, match=message):
+        verify_artifacts(directory, lock)
+    assert snapshot(directory) == before
+    assert fake_hub_server.requests == []  # verification never reaches a hub
+
+
+@pytest.mark.parametrize("fault", sorted(set(LOCAL_FAULTS) - {"missing file"}))  # a missing file is fetched
+def test_fetch_refuses_a_damaged_directory_before_any_request(
+    fault, copy_specimen, specimen_lock_path, fake_hub_server
+):
+    damage, message = LOCAL_FAULTS[fault]
+    directory = copy_specimen()
+    damage(directory)
+    before = snapshot(directory)
+    with pytest.raises(ArtifactError, match=message) as error:
+        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet)
+    assert "never overwrites or deletes" in str(error.value)
+    assert fake_hub_server.requests == []
+    assert snapshot(directory) == before
+
+
+def test_fetch_fills_in_a_missing_file(copy_specimen, specimen_lock_path, fake_hub_server):
+    directory = copy_specimen()
+    _missing(directory)
+    fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet)
+    assert set(fake_hub_server.resolved_files()) == {"special_tokens_map.json"}
+
+
+# ---- faults on the hub's side ----------------------------------------------------------------------------------
+
+HUB_FAULTS = {
+    # fault on the hub, the file it hits, what the error must say
+    "404 wrong file": ("missing", "tokenizer_config.json", r"tokenizer_config\.json: .*the Hub has no such file"),
+    "500": ("server_error", "*", r"config\.json: download .* failed: .*500"),
+    "truncated body": ("truncate", "model.safetensors", r"model\.safetensors: download .* failed: .*(Consistency check|size)"),
+    "transfer cut midway": ("cut", "model.safetensors", r"model\.safetensors: download .* failed"),
+    "flipped byte": ("flip", "model.safetensors", r"downloaded model\.safetensors: sha256 [0-9a-f]{64}, the lock says"),
+    "wrong size": ("resize", "config.json", r"downloaded config\.json: \d+ bytes, the lock says \d+"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(HUB_FAULTS))
+def test_a_hub_fault_is_refused_and_only_verified_complete_files_remain(
+    fault, tmp_path, specimen_dir, specimen_lock_path, fake_hub_server, no_retry_sleep
+):
+    kind, name, message = HUB_FAULTS[fault]
+    directory = tmp_path / "artifacts"
+    directory.mkdir()
+    users_copy = directory / "special_tokens_map.json"  # the user already has this one: it must survive untouched
+    users_copy.write_bytes((specimen_dir / users_copy.name).read_bytes())
+    users_stat = users_copy.stat()
+    lock = load_lock(specimen_lock_path)
+    fake_hub_server.faults[name] = kind
+    with pytest.raises(ArtifactError, match=message):
+        fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+    left = sorted(path.name for path in directory.iterdir())
+    assert set(left) < set(ALLOWED_FILES)  # no staging folder, no .cache, no partial file
+    assert name not in left
+    for kept in left:  # whatever was moved in is complete and matches the lock
+        assert (directory / kept).read_bytes() == (specimen_dir / kept).read_bytes()
+    assert (users_copy.stat().st_ino, users_copy.stat().st_mtime_ns) == (users_stat.st_ino, users_stat.st_mtime_ns)
+    assert "special_tokens_map.json" not in fake_hub_server.resolved_files()
+    # Once the hub is sound again, the same directory completes without re-downloading what it kept.
+    fake_hub_server.faults.clear()
+    fake_hub_server.requests.clear()
+    fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+    assert set(fake_hub_server.resolved_files()) == set(ALLOWED_FILES) - set(left)
+    verify_artifacts(directory, lock)
+
+
+def test_a_revision_the_hub_lacks_is_refused(tmp_path, specimen_lock_data, fake_hub_server):
+    import json
+
+    data = dict(specimen_lock_data, revision="0" * 40)
+    lock_path = tmp_path / "other-revision.lock.json"
+    lock_path.write_text(json.dumps(data))
+    directory = tmp_path / "artifacts"
+    with pytest.raises(ArtifactError, match=r"config\.json: .*the Hub has no such revision"):
+        fetch_artifacts(directory, load_lock(lock_path), endpoint=fake_hub_server.endpoint, report=quiet)
+    assert list(directory.iterdir()) == []
+
+
+def test_an_unreachable_hub_is_refused(tmp_path, specimen_lock_path, no_retry_sleep):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    directory = tmp_path / "artifacts"
+    with pytest.raises(ArtifactError, match=r"config\.json: download .* failed"):
+        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=endpoint, report=quiet)
+    assert list(directory.iterdir()) == []
+
+
+def test_a_transfer_cut_once_is_resumed_or_refused_never_half_kept(
+    tmp_path, specimen_dir, specimen_lock_path, fake_hub_server, no_retry_sleep
+):
+    import huggingface_hub
+
+    fake_hub_server.faults["model.safetensors"] = "cut_once"
+    directory = tmp_path / "artifacts"
+    lock = load_lock(specimen_lock_path)
+    gets = lambda: [p for m, p in fake_hub_server.requests if m == "GET" and p.endswith("/model.safetensors")]  # noqa: E731
+    if int(huggingface_hub.__version__.split(".")[0]) >= 1:
+        # huggingface_hub 1.x+ resumes with a Range request; the result is still checked before acceptance.
+        fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+        assert len(gets()) == 2
+        assert (directory / "model.safetensors").read_bytes() == (specimen_dir / "model.safetensors").read_bytes()
+    else:
+        # 0.x gives up on a broken chunked read: refused, and the half file is not kept.
+        with pytest.raises(ArtifactError, match=r"model\.safetensors: download .* failed"):
+            fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+        assert "model.safetensors" not in {path.name for path in directory.iterdir()}
+        assert all(not path.name.startswith(".") for path in directory.iterdir())

@@ -54,7 +54,8 @@ class Page:
     front_matter: dict
     body: str  # includes expanded
     cells: list[Cell] = field(default_factory=list)
-    inline_expressions: list[str] = field(default_factory=list)
+    # (expression, number of Python cells before it): Quarto evaluates each where it stands in the page.
+    inline_expressions: list[tuple[str, int]] = field(default_factory=list)
     prose: str = ""  # body without fenced code blocks or code spans
 
     @property
@@ -95,6 +96,7 @@ def read_page(path: Path) -> Page:
     tagged = _expand(path, body, offset, (path,))
     page = Page(path=path, front_matter=front, body="\n".join(line for line, _, _ in tagged))
     prose_lines: list[str] = []
+    expressions_scanned = 0
     index = 0
     while index < len(tagged):
         line, file, number = tagged[index]
@@ -115,12 +117,16 @@ def read_page(path: Path) -> Page:
                         break
                     options[option.group("key")] = yaml.safe_load(option.group("value"))
                 page.cells.append(Cell(source="\n".join(block), options=options, line=number, file=file))
+                for prose_line in prose_lines[expressions_scanned:]:
+                    page.inline_expressions += [(m.group("expr").strip(), len(page.cells) - 1) for m in INLINE_PYTHON.finditer(prose_line)]
+                expressions_scanned = len(prose_lines)
                 prose_lines += [option_line for option_line in block if CELL_OPTION.match(option_line)]
             continue
         prose_lines.append(line)
         index += 1
     prose = "\n".join(prose_lines)
-    page.inline_expressions = [match.group("expr").strip() for match in INLINE_PYTHON.finditer(prose)]
+    for prose_line in prose_lines[expressions_scanned:]:
+        page.inline_expressions += [(m.group("expr").strip(), len(page.cells)) for m in INLINE_PYTHON.finditer(prose_line)]
     page.prose = re.sub(r"`[^`\n]*`", "", prose)
     return page
 
@@ -255,14 +261,15 @@ def check_site(root: Path) -> list[str]:
 @dataclass
 class CellFailure:
     page: str
-    cell_number: int
+    cell_number: int  # 1-based among the page's Python cells; 0 for the inline expressions
     label: str
     location: str
     message: str
 
     def __str__(self) -> str:
         label = f" ({self.label})" if self.label else ""
-        return f"{self.page}: cell {self.cell_number}{label} at {self.location} failed:\n{self.message}"
+        cell = f"cell {self.cell_number}{label}" if self.cell_number else "an inline expression"
+        return f"{self.page}: {cell} at {self.location} failed:\n{self.message}"
 
 
 @dataclass
@@ -278,6 +285,12 @@ def _error_text(output) -> str:
 
 
 INLINE_CELL_MARKER = "# residlab: inline expressions"
+INLINE_FORMATTER = """\
+def _residlab_inline(value):
+    if not isinstance(value, str):
+        value = get_ipython().display_formatter.format(value)[0]["text/plain"]
+    print("\\x1e" + value.replace("\\n", " "))
+"""
 
 
 def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
@@ -287,43 +300,49 @@ def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
 
     page = read_page(path)
     where = str(page.path.relative_to(root.resolve()))
-    cells = [cell for cell in page.cells if cell.options.get("eval", True) is not False]
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    for cell in cells:
-        notebook.cells.append(nbformat.v4.new_code_cell(cell.source))
-    if page.inline_expressions:
-        # Quarto evaluates inline expressions after the page's cells; each prints its str() on one line.
-        lines = [INLINE_CELL_MARKER]
-        lines += [f"print('\\x1e' + str({expression}))" for expression in page.inline_expressions]
-        notebook.cells.append(nbformat.v4.new_code_cell("\n".join(lines)))
+    # Each notebook cell remembers the page cell it came from (None: an inline-expression cell).
+    origins: list[Cell | None] = []
+    expressions = list(page.inline_expressions)
+
+    def add_inline_cell(cells_before: int) -> None:
+        due = [expression for expression, position in expressions if position == cells_before]
+        if due:
+            source = [INLINE_CELL_MARKER, INLINE_FORMATTER] + [f"_residlab_inline({expression})" for expression in due]
+            notebook.cells.append(nbformat.v4.new_code_cell("\n".join(source)))
+            origins.append(None)
+
+    add_inline_cell(0)
+    for position, cell in enumerate(page.cells, start=1):
+        if cell.options.get("eval", True) is not False:
+            notebook.cells.append(nbformat.v4.new_code_cell(cell.source))
+            origins.append(cell)
+        add_inline_cell(position)
     client = NotebookClient(
         notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
         resources={"metadata": {"path": str(page.folder)}},
     )
     client.execute()
     failures = []
-    for number, (cell, executed) in enumerate(zip(cells + [None], notebook.cells), start=1):
+    values: list[str] = []
+    for cell, executed in zip(origins, notebook.cells):
+        number = page.cells.index(cell) + 1 if cell else 0
         allowed_error = cell is not None and cell.options.get("error") is True
         location = f"{cell.file.relative_to(root.resolve())}:{cell.line}" if cell else "inline expressions"
         label = cell.label if cell else ""
         for output in executed.get("outputs", []):
-            if output.get("output_type") == "error" and not allowed_error:
+            kind = output.get("output_type")
+            if kind == "error" and not allowed_error:
                 failures.append(CellFailure(where, number, label, location, _error_text(output)))
-            elif output.get("output_type") == "stream" and output.get("name") == "stderr":
+            elif kind == "stream" and output.get("name") == "stderr":
                 if cell is None or cell.options.get("warning") is not False:
                     failures.append(
                         CellFailure(where, number, label, location, "wrote to stderr:\n" + output.get("text", ""))
                     )
-    inline_values: dict[str, str] = {}
-    if page.inline_expressions:
-        text = "".join(
-            output.get("text", "")
-            for output in notebook.cells[-1].get("outputs", [])
-            if output.get("output_type") == "stream" and output.get("name") == "stdout"
-        )
-        values = [line[1:] for line in text.split("\n") if line.startswith("\x1e")]
-        inline_values = dict(zip(page.inline_expressions, values))
+            elif kind == "stream" and cell is None:
+                values += [line[1:] for line in output.get("text", "").split("\n") if line.startswith("\x1e")]
+    inline_values = dict(zip([expression for expression, _ in expressions], values))
     return ExecutedPage(page, notebook, inline_values, failures)
 
 

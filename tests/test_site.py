@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import textwrap
@@ -12,6 +13,7 @@ import pytest
 from residlab import site
 
 ROOT = Path(__file__).resolve().parent.parent
+LIBRARY_REPR = re.compile(r"^(np\.|numpy\.|tensor\(|array\(|Fraction\(|<)")
 
 
 def test_site_has_no_static_problems():
@@ -93,7 +95,7 @@ def test_execution_reports_page_cell_label_and_line(tmp_path):
         here = os.getcwd()
         ```
 
-        Inline: `{python} 6 * 7`.
+        Inline: `{python} 6 * 7`, `{python} "text"`, `{python} __import__("fractions").Fraction(1, 2)`.
 
         ```{python}
         #| label: boom
@@ -102,7 +104,7 @@ def test_execution_reports_page_cell_label_and_line(tmp_path):
         """,
     )
     result = site.execute_page(root / "p.qmd", root)
-    assert result.inline_values == {"6 * 7": "42"}
+    assert list(result.inline_values.values()) == ["42", "text", "Fraction(1, 2)"]
     assert [(failure.cell_number, failure.label, failure.location) for failure in result.failures] == [
         (2, "boom", "p.qmd:11")
     ]
@@ -117,6 +119,8 @@ def test_page_executes_cleanly(page):
     assert not result.failures, "\n\n".join(str(failure) for failure in result.failures)
     for expression, value in result.inline_values.items():
         assert value.strip(), f"{page.name}: inline `{{python}} {expression}` rendered as nothing"
+        # Quarto shows a non-string as its repr: a page must format numbers itself.
+        assert not LIBRARY_REPR.match(value), f"{page.name}: inline `{{python}} {expression}` renders as {value}"
 
 
 @pytest.mark.slow
@@ -134,3 +138,40 @@ def test_quarto_render_builds_every_page_and_download(tmp_path):
     for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
         built = output / "assets" / "labs" / runner
         assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()
+
+
+@pytest.mark.slow
+def test_inline_expressions_are_evaluated_where_they_stand(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        ---
+        Before any cell: `{python} 1 + 1`.
+
+        ```{python}
+        value = "first"
+        ```
+
+        Now `{python} value`.
+
+        ```{python}
+        value = "second"
+        ```
+
+        Finally `{python} value`.
+        """,
+    )
+    page = site.read_page(root / "p.qmd")
+    assert page.inline_expressions == [("1 + 1", 0), ("value", 1), ("value", 2)]
+    result = site.execute_page(root / "p.qmd", root)
+    assert not result.failures
+    assert sum("_residlab_inline(" in cell.source for cell in result.notebook.cells) == 3
+    outputs = [
+        output["text"].strip("\x1e\n")
+        for cell in result.notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("name") == "stdout" and output["text"].startswith("\x1e")
+    ]
+    assert outputs == ["2", "first", "second"]

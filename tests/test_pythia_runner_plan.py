@@ -172,3 +172,20 @@ def test_runner_observes_the_verified_specimen_offline(runner_copy, tmp_path, co
     assert sorted(path.name for path in output.iterdir()) == ["captures.json", "manifest.json", "observations.json"]
     manifest = json.loads((output / "manifest.json").read_text(encoding="utf-8"))
     assert json.dumps(manifest).count(json.loads(specimen_lock_path.read_text())["revision"]) >= 1
+    observations = json.loads((output / "observations.json").read_text(encoding="utf-8"))
+    assert observations["selected_position"] == len(observations["tokens"]) - 1
+    assert f"{output}" in result.stdout  # the run's summary names where it wrote
+
+
+def test_runner_observes_the_position_it_is_given(runner_copy, tmp_path, copy_specimen, specimen_lock_path, hub_env):
+    output = tmp_path / "run-position"
+    result = run(
+        [runner_copy.name, "--offline", "--artifacts", str(copy_specimen()), "--lock", str(specimen_lock_path),
+         "--output", str(output), "--position", "2"],
+        cwd=runner_copy.parent,
+        env=hub_env,
+    )
+    assert result.returncode == 0, result.stderr
+    observations = json.loads((output / "observations.json").read_text(encoding="utf-8"))
+    assert observations["selected_position"] == 2
+    assert observations["selected_token"]["position"] == 2

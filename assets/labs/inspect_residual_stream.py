@@ -1309,6 +1309,9 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--lock", type=Path, metavar="FILE", help="use this lock instead of the pinned one")
     parser.add_argument("--output", type=Path, metavar="DIR", help="write manifest.json, observations.json, captures.json here")
     parser.add_argument(
+        "--position", type=int, help="token position to observe, chosen after seeing the tokens (default: the last)"
+    )
+    parser.add_argument(
         "--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT, else huggingface.co)"
     )
     return parser
@@ -1341,11 +1344,11 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
     if args.output is not None:
 
         try:
-            observe_to_directory(verified, args.output, command=command)
+            result = observe_to_directory(verified, args.output, command=command, position=args.position)
         except ObservationError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-        print(f"{args.output}: wrote manifest.json, observations.json and captures.json")
+        print_summary(result, args.output)
     return 0
 
 

@@ -164,15 +164,13 @@ def navigation_entries(config: dict) -> list[str]:
 
 
 def site_pages(root: Path) -> list[Path]:
-    """Every page Quarto renders: .qmd files outside hidden/underscore/output folders, not partials."""
-    skip = {"_site", ".venv", ".quarto", "node_modules", ".git"}
-    pages = []
-    for path in sorted(root.rglob("*.qmd")):
-        parts = path.relative_to(root).parts
-        if any(part in skip or part.startswith((".", "_")) for part in parts):
-            continue
-        pages.append(path)
-    return pages
+    """Every page Quarto renders: the files matching ``project.render`` in _quarto.yml, less partials
+    (a name starting with ``_``), which Quarto only includes into other pages."""
+    patterns = load_config(root).get("project", {}).get("render")
+    if not patterns:
+        raise ValueError(f"{root / '_quarto.yml'} lists no project.render patterns; the site's pages are unknown")
+    pages = {path for pattern in patterns for path in root.glob(pattern) if not path.name.startswith("_")}
+    return sorted(pages)
 
 
 def _flatten(mapping: dict, prefix: str = "") -> set[str]:

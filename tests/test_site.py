@@ -28,7 +28,9 @@ def test_every_page_is_in_the_navigation():
 
 
 def _write_site(tmp_path: Path, page_text: str, variables: str = "a:\n  b: 1\n") -> Path:
-    (tmp_path / "_quarto.yml").write_text("project:\n  type: website\nwebsite:\n  sidebar:\n    contents:\n      - p.qmd\n")
+    (tmp_path / "_quarto.yml").write_text(
+        "project:\n  type: website\n  render: ['*.qmd']\nwebsite:\n  sidebar:\n    contents:\n      - p.qmd\n"
+    )
     (tmp_path / "_variables.yml").write_text(variables)
     (tmp_path / "p.qmd").write_text(textwrap.dedent(page_text))
     return tmp_path
@@ -63,6 +65,15 @@ def test_static_check_names_each_kind_of_problem(tmp_path):
     assert "{{< var a.zzz >}} is not in _variables.yml" in problems
     assert "citation @nobody is not in the page's bibliography" in problems
     assert "figure cell fig-noalt has no fig-alt text" in problems
+
+
+def test_pages_are_the_render_targets_less_partials(tmp_path):
+    root = _write_site(tmp_path, "---\ntitle: t\n---\n")
+    (root / "_part.qmd").write_text("partial\n")
+    (root / "README.md").write_text("not a page\n")
+    assert site.site_pages(root) == [root / "p.qmd"]
+    (root / "stray.qmd").write_text("---\ntitle: s\n---\n")
+    assert "stray.qmd is not in the navbar or sidebar" in site.check_site(root)
 
 
 def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):

@@ -6,8 +6,9 @@ link and image resolves, every ``{{< var >}}`` key is in ``_variables.yml``, eve
 every file named in ``resources`` exists.
 
 ``residlab site run [PAGE ...]`` executes each page's Python cells in a real Jupyter kernel, in the page's
-folder, as Quarto's Jupyter engine does, then evaluates the page's inline ``{python}`` expressions. A
-failing cell is reported with its page, cell number, label and line.
+folder, as Quarto's Jupyter engine does, evaluating each inline ``{python}`` expression where it stands.
+A failing cell is reported with its page, cell number, label and line. The executed page is then given
+to pandoc (the binary pypandoc ships) with ``--mathml``, so math that would not convert is reported too.
 """
 
 from __future__ import annotations
@@ -266,8 +267,9 @@ class CellFailure:
 
     def __str__(self) -> str:
         label = f" ({self.label})" if self.label else ""
-        cell = f"cell {self.cell_number}{label}" if self.cell_number else "an inline expression"
-        return f"{self.page}: {cell} at {self.location} failed:\n{self.message}"
+        if not self.cell_number:  # an inline expression, or pandoc's conversion of the whole page
+            return f"{self.page}: {self.location}:\n{self.message}"
+        return f"{self.page}: cell {self.cell_number}{label} at {self.location} failed:\n{self.message}"
 
 
 @dataclass
@@ -276,6 +278,8 @@ class ExecutedPage:
     notebook: object  # nbformat.NotebookNode, executed
     inline_values: dict[str, str]
     failures: list[CellFailure]
+    cell_outputs: list[list[dict]]  # aligned with page.cells; empty for a cell that is not evaluated
+    inline_outputs: list[str]  # aligned with page.inline_expressions
 
 
 def _error_text(output) -> str:
@@ -341,7 +345,71 @@ def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
             elif kind == "stream" and cell is None:
                 values += [line[1:] for line in output.get("text", "").split("\n") if line.startswith("\x1e")]
     inline_values = dict(zip([expression for expression, _ in expressions], values))
-    return ExecutedPage(page, notebook, inline_values, failures)
+    cell_outputs: list[list[dict]] = [[] for _ in page.cells]
+    for cell, executed in zip(origins, notebook.cells):
+        if cell is not None:
+            cell_outputs[page.cells.index(cell)] = list(executed.get("outputs", []))
+    return ExecutedPage(page, notebook, inline_values, failures, cell_outputs, values)
+
+
+# ---------------------------------------------------------------- what pandoc will parse
+
+
+def _cell_markdown(cell: Cell, outputs: list[dict]) -> str:
+    """The markdown a cell's outputs contribute: text/markdown displays, and stdout of an asis cell."""
+    parts = []
+    for output in outputs:
+        if output.get("output_type") == "stream" and output.get("name") == "stdout" and cell.options.get("output") == "asis":
+            parts.append(output.get("text", ""))
+        elif output.get("output_type") in ("display_data", "execute_result"):
+            parts.append(output.get("data", {}).get("text/markdown", ""))
+    return "\n".join(parts)
+
+
+def page_markdown(executed: ExecutedPage, variables: dict) -> str:
+    """The page as pandoc sees it after execution: cells replaced by their markdown output, inline
+    expressions by their values, ``{{< var >}}`` by the value. Mermaid and other code blocks are dropped:
+    their text is not markdown. Callouts and cross-references stay as written (pandoc ignores them)."""
+    outputs = iter(zip(executed.page.cells, executed.cell_outputs))
+    lines = executed.page.body.split("\n")
+    kept: list[str] = []
+    index = 0
+    while index < len(lines):
+        fence = re.match(r"^(`{3,}|~{3,})", lines[index])
+        if fence:
+            is_python = bool(FENCE_OPEN.match(lines[index])) and FENCE_OPEN.match(lines[index]).group("lang") == "python"
+            index += 1
+            while index < len(lines) and lines[index].strip() != fence.group(1):
+                index += 1
+            index += 1
+            if is_python:
+                kept.append(_cell_markdown(*next(outputs)))
+            continue
+        kept.append(lines[index])
+        index += 1
+    values = iter(executed.inline_outputs)
+    text = INLINE_PYTHON.sub(lambda match: next(values, ""), "\n".join(kept))
+
+    def variable(match: re.Match) -> str:
+        value = variables
+        for key in match.group("key").split("."):
+            value = value[key]
+        return str(value)
+
+    return VAR_SHORTCODE.sub(variable, text)
+
+
+def pandoc_warnings(markdown: str) -> list[str]:
+    """Pandoc's warnings for the HTML-with-MathML conversion Quarto performs (math it cannot convert, ...)."""
+    import subprocess
+
+    import pypandoc
+
+    completed = subprocess.run(
+        [pypandoc.get_pandoc_path(), "--from", "markdown", "--to", "html", "--mathml"],
+        input=markdown, capture_output=True, text=True, check=True,
+    )
+    return [block.strip() for block in re.split(r"(?=\[WARNING\])", completed.stderr) if block.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -364,10 +432,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(site_pages(root))} pages checked, {len(problems)} problems")
         return 1 if problems else 0
     pages = [page.resolve() for page in args.pages] or site_pages(root)
+    variables = yaml.safe_load((root / "_variables.yml").read_text(encoding="utf-8")) or {}
     failed = 0
     for path in pages:
         result = execute_page(path, root)
-        status = "ok" if not result.failures else f"{len(result.failures)} failing cell(s)"
+        if not result.failures:
+            result.failures += [
+                CellFailure(str(path.relative_to(root)), 0, "", "pandoc", warning)
+                for warning in pandoc_warnings(page_markdown(result, variables))
+            ]
+        status = "ok" if not result.failures else f"{len(result.failures)} problem(s)"
         print(f"{path.relative_to(root)}: {len(result.page.cells)} cells, "
               f"{len(result.inline_values)} inline values: {status}")
         for failure in result.failures:

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from residlab import site
 
@@ -128,6 +129,8 @@ def test_execution_reports_page_cell_label_and_line(tmp_path):
 def test_page_executes_cleanly(page):
     result = site.execute_page(page, ROOT)
     assert not result.failures, "\n\n".join(str(failure) for failure in result.failures)
+    variables = yaml.safe_load((ROOT / "_variables.yml").read_text())
+    assert site.pandoc_warnings(site.page_markdown(result, variables)) == []
     for expression, value in result.inline_values.items():
         assert value.strip(), f"{page.name}: inline `{{python}} {expression}` rendered as nothing"
         # Quarto shows a non-string as its repr: a page must format numbers itself.
@@ -149,6 +152,34 @@ def test_quarto_render_builds_every_page_and_download(tmp_path):
     for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
         built = output / "assets" / "labs" / runner
         assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()
+
+
+@pytest.mark.slow
+def test_page_markdown_is_what_pandoc_parses_and_bad_math_is_caught(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        ---
+        Width {{< var a.b >}}, value `{python} 2 + 3`.
+
+        ```{python}
+        #| output: asis
+        print("Good $\\\\lVert x \\\\rVert$ and bad $\\\\notamacro{x}$.")
+        ```
+
+        ```{python}
+        print("$\\\\alsonotamacro$ is plain output, not markdown")
+        ```
+        """,
+    )
+    result = site.execute_page(root / "p.qmd", root)
+    markdown = site.page_markdown(result, {"a": {"b": 1}})
+    assert "Width 1, value 5." in markdown
+    assert "alsonotamacro" not in markdown
+    warnings = site.pandoc_warnings(markdown)
+    assert len(warnings) == 1 and "notamacro" in warnings[0]
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@
 PYTHON ?= python3
 VENV := .venv
 COMPAT_VENV := .venv-compat
+RUNNER_VENV := .venv-runner
 BIN := $(VENV)/bin
 
 .PHONY: render test test-main test-compat venv sync clean
@@ -23,10 +24,16 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 	$(COMPAT_VENV)/bin/python -m pip install --quiet -r tests/compat-requirements.txt
 	touch $@
 
+# What a learner installs for the downloadable runners, and nothing else (tests/test_runners_alone.py).
+$(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
+	$(PYTHON) -m venv $(RUNNER_VENV)
+	$(RUNNER_VENV)/bin/python -m pip install --quiet -r assets/labs/residual-requirements.txt
+	touch $@
+
 test: test-main test-compat
 
-test-main: $(VENV)/.installed
-	$(BIN)/python -m pytest
+test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
 
 test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py
@@ -49,4 +56,4 @@ render: $(VENV)/.installed
 	fi
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) _site .quarto .jupyter_cache
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site .quarto .jupyter_cache

@@ -12,27 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import sys
-import time
 
 import torch
 
+from measure import peak_rss_mib, timed
 from residlab.pythia import observe
 from residlab.pythia.specimen import TOKENIZER_SOURCE, build_specimen_model
-
-
-def peak_rss_mib() -> float:
-    # ru_maxrss is KiB on Linux, bytes on macOS.
-    scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-
-
-def timed(function) -> float:
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
 
 
 def compare(model, input_ids, repeats: int) -> dict:

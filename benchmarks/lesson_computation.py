@@ -13,24 +13,10 @@ timed Python code.) A two-step warm-up run first keeps torch's one-off lazy init
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import time
 
+from measure import peak_rss_mib, timed
 from residlab import lesson_lab
-
-
-def max_rss_mib() -> float:
-    # Linux reports ru_maxrss in KiB, macOS in bytes.
-    scale = 1 if sys.platform == "darwin" else 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-
-
-def timed(function) -> float:
-    """Wall seconds of one call."""
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
 
 
 def full_lesson() -> None:
@@ -49,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
 
     lesson_lab.train_copy_model(steps=2)  # warm-up, untimed
     training = [timed(lambda: lesson_lab.train_copy_model()) for _ in range(args.repeats)]
-    rss_after_training = max_rss_mib()
+    rss_after_training = peak_rss_mib()
     lesson = [timed(full_lesson) for _ in range(args.repeats)]
-    rss_after_lesson = max_rss_mib()
+    rss_after_lesson = peak_rss_mib()
 
     training_s, lesson_s = min(training), min(lesson)
     print(f"training loop alone     : {training_s:7.2f} s")

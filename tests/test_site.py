@@ -152,6 +152,13 @@ def test_quarto_render_builds_every_page_and_download(tmp_path):
     for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
         built = output / "assets" / "labs" / runner
         assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()
+    # The built site works offline: no script, stylesheet or font is fetched from another host.
+    remote_asset = re.compile(r"<(?:script|link)\b[^>]*(?:src|href)=\"(?:https?:)?//[^\"]+\"[^>]*>")
+    for html in output.rglob("*.html"):
+        for tag in remote_asset.findall(html.read_text(encoding="utf-8")):
+            assert "stylesheet" not in tag and "<script" not in tag and "font" not in tag, f"{html.name}: {tag}"
+    for css in output.rglob("*.css"):
+        assert not re.search(r"@import\s+url\(\s*[\"']?(?:https?:)?//", css.read_text(encoding="utf-8")), css.name
 
 
 @pytest.mark.slow

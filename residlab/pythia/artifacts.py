@@ -65,21 +65,21 @@ def plan_text(lock: Lock) -> str:
     return "\n".join(lines)
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def _digest_file(digest, path: Path) -> str:
+    """Feed the file to ``digest`` in chunks (the weights are tens of MB) and return its hex digest."""
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    return _digest_file(hashlib.sha256(), path)
 
 
 def git_blob_id(path: Path) -> str:
     """The git blob id the Hub reports for a non-LFS file: sha1 of b"blob <size>\\0" + content."""
-    digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return _digest_file(hashlib.sha1(b"blob %d\0" % path.stat().st_size), path)
 
 
 def _read_recorded_hashes(directory: Path, lock: Lock) -> dict:

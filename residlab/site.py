@@ -7,7 +7,8 @@ every file named in ``resources`` exists.
 
 ``residlab site run [PAGE ...]`` executes each page's Python cells in a real Jupyter kernel, in the page's
 folder, as Quarto's Jupyter engine does, evaluating each inline ``{python}`` expression where it stands.
-A failing cell is reported with its page, cell number, label and line. The executed page is then given
+A failing cell is reported with its page, cell number, label and line. A page that ran cleanly is stored
+in a jupyter-cache and read back, as ``execute: cache: true`` has Quarto do. The executed page is then given
 to pandoc (the binary pypandoc ships) with ``--mathml``, so math that would not convert is reported too.
 """
 
@@ -16,7 +17,9 @@ from __future__ import annotations
 import argparse
 import glob
 import re
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -295,15 +298,41 @@ def _residlab_inline(value):
 """
 
 
-def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
-    """Execute one page's cells in a fresh python3 kernel whose working folder is the page's folder."""
+def _has_error(notebook) -> bool:
+    return any(output.get("output_type") == "error" for cell in notebook.cells for output in cell.get("outputs", []))
+
+
+def _through_jupyter_cache(notebook, unexecuted, uri: str, cache_dir: Path):
+    """Store the executed notebook in a jupyter-cache and read it back for the unexecuted one, as Quarto's
+    ``cache: true`` does on a later render; returns the notebook with the outputs the cache gave back.
+    Caching checks the execution counts run 1, 2, 3, ... without a gap: every cell ran, in order."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+
+    cache = get_cache(str(cache_dir))
+    cache.cache_notebook_bundle(CacheBundleIn(notebook, uri), check_validity=True, overwrite=True)
+    _, merged = cache.merge_match_into_notebook(unexecuted)
+    return merged
+
+
+def execute_page(path: Path, root: Path, timeout: int = 600, cache_dir: Path | None = None) -> ExecutedPage:
+    """Execute one page's cells in a fresh python3 kernel whose working folder is the page's folder.
+
+    With ``cache_dir``, a page that ran cleanly goes through a jupyter-cache there, and its outputs are the
+    ones the cache returns (what a cached Quarto render would show)."""
+    import copy
+
     import nbformat
+    from jupyter_client.kernelspec import get_kernel_spec
     from nbclient import NotebookClient
 
     page = read_page(path)
     where = str(page.path.relative_to(root.resolve()))
     notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # The installed kernel's own spec, as Quarto writes it: jupyter-cache keys on it, and nbclient would
+    # otherwise rewrite it during execution, so the cached notebook would never match again.
+    spec = get_kernel_spec("python3")
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": spec.display_name, "language": spec.language}
     # Each notebook cell remembers the page cell it came from (None: an inline-expression cell).
     origins: list[Cell | None] = []
     expressions = list(page.inline_expressions)
@@ -321,11 +350,14 @@ def execute_page(path: Path, root: Path, timeout: int = 600) -> ExecutedPage:
             notebook.cells.append(nbformat.v4.new_code_cell(cell.source))
             origins.append(cell)
         add_inline_cell(position)
+    unexecuted = copy.deepcopy(notebook)
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", allow_errors=True,
+        notebook, timeout=timeout, kernel_name="python3", allow_errors=True, record_timing=False,
         resources={"metadata": {"path": str(page.folder)}},
     )
     client.execute()
+    if cache_dir is not None and not _has_error(notebook):
+        notebook = _through_jupyter_cache(notebook, unexecuted, str(page.path), cache_dir)
     failures = []
     values: list[str] = []
     for cell, executed in zip(origins, notebook.cells):
@@ -434,8 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     pages = [page.resolve() for page in args.pages] or site_pages(root)
     variables = yaml.safe_load((root / "_variables.yml").read_text(encoding="utf-8")) or {}
     failed = 0
+    cache_root = Path(tempfile.mkdtemp(prefix="residlab-jupyter-cache-"))
     for path in pages:
-        result = execute_page(path, root)
+        result = execute_page(path, root, cache_dir=cache_root / path.stem)
         if not result.failures:
             result.failures += [
                 CellFailure(str(path.relative_to(root)), 0, "", "pandoc", warning)
@@ -447,4 +480,5 @@ def main(argv: list[str] | None = None) -> int:
         for failure in result.failures:
             print(failure, file=sys.stderr)
         failed += bool(result.failures)
+    shutil.rmtree(cache_root, ignore_errors=True)
     return 1 if failed else 0

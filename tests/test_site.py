@@ -126,8 +126,8 @@ def test_execution_reports_page_cell_label_and_line(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", site.site_pages(ROOT), ids=lambda path: str(path.relative_to(ROOT)))
-def test_page_executes_cleanly(page):
-    result = site.execute_page(page, ROOT)
+def test_page_executes_cleanly(page, tmp_path):
+    result = site.execute_page(page, ROOT, cache_dir=tmp_path / "jupyter-cache")
     assert not result.failures, "\n\n".join(str(failure) for failure in result.failures)
     variables = yaml.safe_load((ROOT / "_variables.yml").read_text())
     assert site.pandoc_warnings(site.page_markdown(result, variables)) == []
@@ -187,6 +187,19 @@ def test_page_markdown_is_what_pandoc_parses_and_bad_math_is_caught(tmp_path):
     assert "alsonotamacro" not in markdown
     warnings = site.pandoc_warnings(markdown)
     assert len(warnings) == 1 and "notamacro" in warnings[0]
+
+
+@pytest.mark.slow
+def test_a_clean_page_round_trips_through_jupyter_cache(tmp_path):
+    from jupyter_cache import get_cache
+
+    root = _write_site(tmp_path, "---\ntitle: t\n---\n```{python}\nprint(sum(range(5)))\n```\n\n`{python} 7`\n")
+    cache_dir = tmp_path / "cache"
+    result = site.execute_page(root / "p.qmd", root, cache_dir=cache_dir)
+    assert not result.failures and result.inline_values == {"7": "7"}
+    assert result.cell_outputs[0][0]["text"] == "10\n"
+    records = get_cache(str(cache_dir)).list_cache_records()
+    assert [record.uri for record in records] == [str((root / "p.qmd").resolve())]
 
 
 @pytest.mark.slow

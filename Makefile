@@ -1,7 +1,9 @@
 # Two commands on a fresh machine (see README):
-#   make render   build the site with fresh runs (needs Quarto; without it, does everything else and says how to get it)
-#   make test     run the whole test suite, including the capture tests under the older Transformers
+#   make render   build the site into _site/ with fresh runs (needs Quarto on PATH, or QUARTO=/path/to/quarto)
+#   make test     run the whole test suite: a full render of a clean copy, checked in headless Chromium,
+#                 and the capture tests again under the older Transformers
 # Each builds the virtual environment it needs from the pinned requirements first.
+# While writing one page: make page PAGE=labs/05-trace-residual-stream.qmd (renders and executes only it).
 
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +11,7 @@ COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
 BIN := $(VENV)/bin
 
-.PHONY: render test test-main test-compat venv sync clean
+.PHONY: render page test test-main test-compat venv sync clean
 
 venv: $(VENV)/.installed
 
@@ -41,19 +43,17 @@ test-compat: $(COMPAT_VENV)/.installed
 sync: $(VENV)/.installed
 	$(BIN)/residlab sync
 
+# A published build is a fresh run: no frozen results survive from earlier renders.
 render: $(VENV)/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
-	@if command -v quarto >/dev/null 2>&1; then \
-		QUARTO_PYTHON="$(abspath $(BIN)/python)" PATH="$(abspath $(BIN)):$$PATH" quarto render --cache-refresh; \
-	else \
-		$(BIN)/residlab site run && \
-		echo "" && \
-		echo "Every page's cells ran and every static check passed, but Quarto is not installed, so no HTML was built." && \
-		echo "Install Quarto 1.10 or newer from https://quarto.org/docs/get-started/ (or your package manager)," && \
-		echo "then run 'make render' again; the site is written to _site/." && \
-		exit 3; \
-	fi
+	rm -rf _freeze
+	$(BIN)/residlab site render
+	$(BIN)/residlab site verify _site
+
+page: $(VENV)/.installed
+	@test -n "$(PAGE)" || { echo "usage: make page PAGE=path/to/page.qmd"; exit 2; }
+	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site .quarto .jupyter_cache
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .quarto

@@ -1,15 +1,18 @@
-"""The site's pages, read the way Quarto reads them: what can be checked without Quarto, and execution.
+"""Build tooling for the site: what Quarto does not check, Quarto's render, and what the render built.
 
-``residlab site check`` checks everything static: every navbar and sidebar entry exists, every relative
-link and image resolves, every ``{{< var >}}`` key is in ``_variables.yml``, every ``@fig-``/``@sec-``/
-``@tbl-`` reference has exactly one label on its page, every citation is in the page's bibliography and
-every file named in ``resources`` exists.
+Quarto is the one thing that executes pages. This module never re-implements it; it checks around it.
 
-``residlab site run [PAGE ...]`` executes each page's Python cells in a real Jupyter kernel, in the page's
-folder, as Quarto's Jupyter engine does, evaluating each inline ``{python}`` expression where it stands.
-A failing cell is reported with its page, cell number, label and line. A page that ran cleanly is stored
-in a jupyter-cache and read back, as ``execute: cache: true`` has Quarto do. The executed page is then given
-to pandoc (the binary pypandoc ships) with ``--mathml``, so math that would not convert is reported too.
+- ``residlab site check``: static checks Quarto does not make before executing: every navbar and sidebar
+  entry exists, every page is listed, every relative link and image in the source resolves, every
+  ``{{< var >}}`` key is in ``_variables.yml``, every ``@fig-``/``@sec-``/``@tbl-`` reference has exactly one
+  label, every citation is in the page's bibliography, every figure cell has alt text, and every file
+  named in ``resources`` exists. Seconds, no kernel.
+- ``residlab site render [--output-dir DIR] [PAGE ...]``: runs ``quarto render`` with this environment's
+  Python as the Jupyter kernel, echoes its output, and fails on a non-zero exit *or* any warning line
+  (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed).
+- ``residlab site verify DIR``: checks what a render built: a page for every source page, every internal
+  link, image, script and stylesheet resolves inside DIR, no cell output is an error or stderr, the
+  downloads are byte-identical to their sources, and nothing is loaded from another host.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from __future__ import annotations
 import argparse
 import glob
 import re
+import os
 import shutil
+import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import yaml
 
@@ -30,7 +36,6 @@ from residlab.sync import default_site_root
 FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
 INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")
 VAR_SHORTCODE = re.compile(r"\{\{<\s*var\s+(?P<key>[^\s>]+)\s*>\}\}")
-INLINE_PYTHON = re.compile(r"`\{python\}\s+(?P<expr>[^`]+)`")
 # Markdown links and images: [text](target "title") and ![alt](target); skips code spans first.
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\((?P<target><[^>]+>|[^)\s]+)(?:\s+\"[^\"]*\")?\)")
 CROSSREF = re.compile(r"(?<![\w@])@(?P<label>(?:fig|sec|tbl|eq)-[A-Za-z0-9_-]*[A-Za-z0-9_])")
@@ -58,8 +63,6 @@ class Page:
     front_matter: dict
     body: str  # includes expanded
     cells: list[Cell] = field(default_factory=list)
-    # (expression, number of Python cells before it): Quarto evaluates each where it stands in the page.
-    inline_expressions: list[tuple[str, int]] = field(default_factory=list)
     prose: str = ""  # body without fenced code blocks or code spans
 
     @property
@@ -100,7 +103,6 @@ def read_page(path: Path) -> Page:
     tagged = _expand(path, body, offset, (path,))
     page = Page(path=path, front_matter=front, body="\n".join(line for line, _, _ in tagged))
     prose_lines: list[str] = []
-    expressions_scanned = 0
     index = 0
     while index < len(tagged):
         line, file, number = tagged[index]
@@ -121,17 +123,11 @@ def read_page(path: Path) -> Page:
                         break
                     options[option.group("key")] = yaml.safe_load(option.group("value"))
                 page.cells.append(Cell(source="\n".join(block), options=options, line=number, file=file))
-                for prose_line in prose_lines[expressions_scanned:]:
-                    page.inline_expressions += [(m.group("expr").strip(), len(page.cells) - 1) for m in INLINE_PYTHON.finditer(prose_line)]
-                expressions_scanned = len(prose_lines)
                 prose_lines += [option_line for option_line in block if CELL_OPTION.match(option_line)]
             continue
         prose_lines.append(line)
         index += 1
-    prose = "\n".join(prose_lines)
-    for prose_line in prose_lines[expressions_scanned:]:
-        page.inline_expressions += [(m.group("expr").strip(), len(page.cells)) for m in INLINE_PYTHON.finditer(prose_line)]
-    page.prose = re.sub(r"`[^`\n]*`", "", prose)
+    page.prose = re.sub(r"`[^`\n]*`", "", "\n".join(prose_lines))
     return page
 
 
@@ -257,198 +253,173 @@ def check_site(root: Path) -> list[str]:
     return problems
 
 
-# ---------------------------------------------------------------- execution
+# ---------------------------------------------------------------- Quarto's render
+
+# A warning from any layer of a render: Quarto ("WARN", "WARNING:"), pandoc ("[WARNING]"), a kernel's logger
+# ("[IPKernelApp] WARNING") or Python's warnings module ("UserWarning: ...").
+WARNING_LINE = re.compile(r"\bWARN(?:ING)?\b|\[WARNING\]|\b[A-Z]\w*Warning\b|\bWarning:")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+QUARTO_MISSING = (
+    "Quarto is not on PATH (or in $QUARTO). Install Quarto 1.10 or newer from https://quarto.org/docs/get-started/ "
+    "(or your package manager), then run the command again."
+)
 
 
-@dataclass
-class CellFailure:
-    page: str
-    cell_number: int  # 1-based among the page's Python cells; 0 for the inline expressions
-    label: str
-    location: str
-    message: str
-
-    def __str__(self) -> str:
-        label = f" ({self.label})" if self.label else ""
-        if not self.cell_number:  # an inline expression, or pandoc's conversion of the whole page
-            return f"{self.page}: {self.location}:\n{self.message}"
-        return f"{self.page}: cell {self.cell_number}{label} at {self.location} failed:\n{self.message}"
+class RenderError(RuntimeError):
+    pass
 
 
-@dataclass
-class ExecutedPage:
-    page: Page
-    notebook: object  # nbformat.NotebookNode, executed
-    inline_values: dict[str, str]
-    failures: list[CellFailure]
-    cell_outputs: list[list[dict]]  # aligned with page.cells; empty for a cell that is not evaluated
-    inline_outputs: list[str]  # aligned with page.inline_expressions
+def quarto_command() -> str:
+    command = os.environ.get("QUARTO") or shutil.which("quarto")
+    if not command:
+        raise RenderError(QUARTO_MISSING)
+    return command
 
 
-def _error_text(output) -> str:
-    return re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(output.get("traceback", [])) or output.get("evalue", ""))
+def render_environment() -> dict[str, str]:
+    """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here."""
+    environment = dict(os.environ)
+    environment["QUARTO_PYTHON"] = sys.executable
+    environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
+    return environment
 
 
-INLINE_CELL_MARKER = "# residlab: inline expressions"
-INLINE_FORMATTER = """\
-def _residlab_inline(value):
-    if not isinstance(value, str):
-        value = get_ipython().display_formatter.format(value)[0]["text/plain"]
-    print("\\x1e" + value.replace("\\n", " "))
-"""
+def warning_lines(output: str) -> list[str]:
+    return [line.strip() for line in ANSI_ESCAPE.sub("", output).splitlines() if WARNING_LINE.search(line)]
 
 
-def _has_error(notebook) -> bool:
-    return any(output.get("output_type") == "error" for cell in notebook.cells for output in cell.get("outputs", []))
-
-
-def _through_jupyter_cache(notebook, unexecuted, uri: str, cache_dir: Path):
-    """Store the executed notebook in a jupyter-cache and read it back for the unexecuted one, as Quarto's
-    ``cache: true`` does on a later render; returns the notebook with the outputs the cache gave back.
-    Caching checks the execution counts run 1, 2, 3, ... without a gap: every cell ran, in order."""
-    from jupyter_cache import get_cache
-    from jupyter_cache.base import CacheBundleIn
-
-    cache = get_cache(str(cache_dir))
-    cache.cache_notebook_bundle(CacheBundleIn(notebook, uri), check_validity=True, overwrite=True)
-    _, merged = cache.merge_match_into_notebook(unexecuted)
-    return merged
-
-
-def execute_page(path: Path, root: Path, timeout: int = 600, cache_dir: Path | None = None) -> ExecutedPage:
-    """Execute one page's cells in a fresh python3 kernel whose working folder is the page's folder.
-
-    With ``cache_dir``, a page that ran cleanly goes through a jupyter-cache there, and its outputs are the
-    ones the cache returns (what a cached Quarto render would show)."""
-    import copy
-
-    import nbformat
-    from jupyter_client.kernelspec import get_kernel_spec
-    from nbclient import NotebookClient
-
-    page = read_page(path)
-    where = str(page.path.relative_to(root.resolve()))
-    notebook = nbformat.v4.new_notebook()
-    # The installed kernel's own spec, as Quarto writes it: jupyter-cache keys on it, and nbclient would
-    # otherwise rewrite it during execution, so the cached notebook would never match again.
-    spec = get_kernel_spec("python3")
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": spec.display_name, "language": spec.language}
-    # Each notebook cell remembers the page cell it came from (None: an inline-expression cell).
-    origins: list[Cell | None] = []
-    expressions = list(page.inline_expressions)
-
-    def add_inline_cell(cells_before: int) -> None:
-        due = [expression for expression, position in expressions if position == cells_before]
-        if due:
-            source = [INLINE_CELL_MARKER, INLINE_FORMATTER] + [f"_residlab_inline({expression})" for expression in due]
-            notebook.cells.append(nbformat.v4.new_code_cell("\n".join(source)))
-            origins.append(None)
-
-    add_inline_cell(0)
-    for position, cell in enumerate(page.cells, start=1):
-        if cell.options.get("eval", True) is not False:
-            notebook.cells.append(nbformat.v4.new_code_cell(cell.source))
-            origins.append(cell)
-        add_inline_cell(position)
-    unexecuted = copy.deepcopy(notebook)
-    client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", allow_errors=True, record_timing=False,
-        resources={"metadata": {"path": str(page.folder)}},
+def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
+           echo=sys.stdout.write, timeout: float = 3600) -> str:
+    """Run ``quarto render`` in ``root``; return its combined output. Raises RenderError on a failed render
+    or on any warning line, naming the lines."""
+    command = [quarto_command(), "render", *[str(page) for page in pages]]
+    if output_dir is not None:
+        command += ["--output-dir", str(output_dir)]
+    if profile:
+        command += ["--profile", profile]
+    process = subprocess.Popen(
+        command, cwd=root, env=render_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, errors="replace",
     )
-    client.execute()
-    if cache_dir is not None and not _has_error(notebook):
-        notebook = _through_jupyter_cache(notebook, unexecuted, str(page.path), cache_dir)
-    failures = []
-    values: list[str] = []
-    for cell, executed in zip(origins, notebook.cells):
-        number = page.cells.index(cell) + 1 if cell else 0
-        allowed_error = cell is not None and cell.options.get("error") is True
-        location = f"{cell.file.relative_to(root.resolve())}:{cell.line}" if cell else "inline expressions"
-        label = cell.label if cell else ""
-        for output in executed.get("outputs", []):
-            kind = output.get("output_type")
-            if kind == "error" and not allowed_error:
-                failures.append(CellFailure(where, number, label, location, _error_text(output)))
-            elif kind == "stream" and output.get("name") == "stderr":
-                if cell is None or cell.options.get("warning") is not False:
-                    failures.append(
-                        CellFailure(where, number, label, location, "wrote to stderr:\n" + output.get("text", ""))
-                    )
-            elif kind == "stream" and cell is None:
-                values += [line[1:] for line in output.get("text", "").split("\n") if line.startswith("\x1e")]
-    inline_values = dict(zip([expression for expression, _ in expressions], values))
-    cell_outputs: list[list[dict]] = [[] for _ in page.cells]
-    for cell, executed in zip(origins, notebook.cells):
-        if cell is not None:
-            cell_outputs[page.cells.index(cell)] = list(executed.get("outputs", []))
-    return ExecutedPage(page, notebook, inline_values, failures, cell_outputs, values)
+    lines = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            echo(line)
+        process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    output = "".join(lines)
+    if process.returncode != 0:
+        raise RenderError(f"quarto render exited with code {process.returncode}")
+    warnings = warning_lines(output)
+    if warnings:
+        raise RenderError("quarto render printed warnings:\n" + "\n".join(f"  {line}" for line in warnings))
+    return output
 
 
-# ---------------------------------------------------------------- what pandoc will parse
+def clean_copy(root: Path, destination: Path) -> Path:
+    """Copy the project as a fresh clone would have it (tracked files and untracked ones git does not
+    ignore, as they are in the working tree), so a render there starts with no _freeze/, _site/ or .quarto/."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root, capture_output=True, check=True, timeout=60,
+    ).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = root / name
+        if source.is_file():  # a tracked file deleted in the working tree is not copied
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
 
 
-def _cell_markdown(cell: Cell, outputs: list[dict]) -> str:
-    """The markdown a cell's outputs contribute: text/markdown displays, and stdout of an asis cell."""
-    parts = []
-    for output in outputs:
-        if output.get("output_type") == "stream" and output.get("name") == "stdout" and cell.options.get("output") == "asis":
-            parts.append(output.get("text", ""))
-        elif output.get("output_type") in ("display_data", "execute_result"):
-            parts.append(output.get("data", {}).get("text/markdown", ""))
-    return "\n".join(parts)
+# ---------------------------------------------------------------- what the render built
 
 
-def page_markdown(executed: ExecutedPage, variables: dict) -> str:
-    """The page as pandoc sees it after execution: cells replaced by their markdown output, inline
-    expressions by their values, ``{{< var >}}`` by the value. Mermaid and other code blocks are dropped:
-    their text is not markdown. Callouts and cross-references stay as written (pandoc ignores them)."""
-    outputs = iter(zip(executed.page.cells, executed.cell_outputs))
-    lines = executed.page.body.split("\n")
-    kept: list[str] = []
-    index = 0
-    while index < len(lines):
-        fence = re.match(r"^(`{3,}|~{3,})", lines[index])
-        if fence:
-            is_python = bool(FENCE_OPEN.match(lines[index])) and FENCE_OPEN.match(lines[index]).group("lang") == "python"
-            index += 1
-            while index < len(lines) and lines[index].strip() != fence.group(1):
-                index += 1
-            index += 1
-            if is_python:
-                kept.append(_cell_markdown(*next(outputs)))
-            continue
-        kept.append(lines[index])
-        index += 1
-    values = iter(executed.inline_outputs)
-    text = INLINE_PYTHON.sub(lambda match: next(values, ""), "\n".join(kept))
+class _References(HTMLParser):
+    """Every URL an HTML page references, with the tag and attribute that holds it."""
 
-    def variable(match: re.Match) -> str:
-        value = variables
-        for key in match.group("key").split("."):
-            value = value[key]
-        return str(value)
+    ATTRIBUTES = {"a": "href", "img": "src", "script": "src", "link": "href", "source": "src", "iframe": "src"}
 
-    return VAR_SHORTCODE.sub(variable, text)
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.references: list[tuple[str, str]] = []
+        self.link_rels: list[tuple[str, str]] = []  # (rel, href) of <link> tags
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        name = self.ATTRIBUTES.get(tag)
+        if name and attributes.get(name):
+            self.references.append((tag, attributes[name]))
+        if tag == "link" and attributes.get("href"):
+            self.link_rels.append((attributes.get("rel") or "", attributes["href"]))
 
 
-def pandoc_warnings(markdown: str) -> list[str]:
-    """Pandoc's warnings for the HTML-with-MathML conversion Quarto performs (math it cannot convert, ...)."""
-    import subprocess
+def _is_remote(url: str) -> bool:
+    parts = urlsplit(url)
+    return bool(parts.netloc) or parts.scheme in ("http", "https")
 
-    import pypandoc
 
-    completed = subprocess.run(
-        [pypandoc.get_pandoc_path(), "--from", "markdown", "--to", "html", "--mathml"],
-        input=markdown, capture_output=True, text=True, check=True,
-    )
-    return [block.strip() for block in re.split(r"(?=\[WARNING\])", completed.stderr) if block.strip()]
+def _local_target(site_dir: Path, html: Path, url: str) -> Path | None:
+    """The file a relative or root-relative URL points at inside the site, or None for one to skip."""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not parts.path:
+        return None  # remote, mailto:, data:, javascript:, or a fragment on the same page
+    path = unquote(parts.path)
+    target = (site_dir / path.lstrip("/")) if path.startswith("/") else (html.parent / path)
+    return target / "index.html" if path.endswith("/") else target
+
+
+REMOTE_CSS_IMPORT = re.compile(r"@import\s+(?:url\()?\s*[\"']?(?:https?:)?//|url\(\s*[\"']?(?:https?:)?//")
+
+
+def verify_build(root: Path, site_dir: Path) -> list[str]:
+    """Problems with what a render wrote to ``site_dir`` for the project in ``root``."""
+    problems = []
+    for page in site_pages(root):
+        built = site_dir / page.relative_to(root).with_suffix(".html")
+        if not built.is_file():
+            problems.append(f"{built.relative_to(site_dir)}: not built (source {page.relative_to(root)})")
+    for pattern in load_config(root).get("project", {}).get("resources", []):
+        for source in sorted(root.glob(pattern)):
+            built = site_dir / source.relative_to(root)
+            if not built.is_file():
+                problems.append(f"{built.relative_to(site_dir)}: resource not copied into the site")
+            elif built.read_bytes() != source.read_bytes():
+                problems.append(f"{built.relative_to(site_dir)}: differs from {source.relative_to(root)}")
+    for html in sorted(site_dir.rglob("*.html")):
+        where = html.relative_to(site_dir)
+        text = html.read_text(encoding="utf-8")
+        if "cell-output-stderr" in text or "cell-output-error" in text:
+            problems.append(f"{where}: a cell wrote to stderr or raised; the page shows it")
+        parser = _References()
+        parser.feed(text)
+        for tag, url in parser.references:
+            if _is_remote(url):
+                rels = {rel for rel, href in parser.link_rels if href == url}
+                if tag in ("script", "img", "iframe", "source") or (tag == "link" and rels - {"canonical", "alternate"}):
+                    problems.append(f"{where}: <{tag}> loads {url} from another host")
+                continue
+            target = _local_target(site_dir, html, url)
+            if target is not None and not target.exists():
+                problems.append(f"{where}: <{tag}> {url} does not resolve to a file in the site")
+    for css in sorted(site_dir.rglob("*.css")):
+        if REMOTE_CSS_IMPORT.search(css.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"{css.relative_to(site_dir)}: fetches a stylesheet or font from another host")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="residlab site", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["check", "run", "list"])
-    parser.add_argument("pages", nargs="*", type=Path, help="pages to run (default: every page of the site)")
+    parser.add_argument("action", choices=["check", "render", "verify", "list"])
+    parser.add_argument("paths", nargs="*", type=Path,
+                        help="render: pages to render (default: the whole site); verify: the built site folder")
     parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
+    parser.add_argument("--output-dir", type=Path, help="render: write the site here instead of _site/")
+    parser.add_argument("--profile", help="render: a Quarto profile to add (for example `axe`)")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     if not (root / "_quarto.yml").exists():
@@ -463,22 +434,17 @@ def main(argv: list[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         print(f"{len(site_pages(root))} pages checked, {len(problems)} problems")
         return 1 if problems else 0
-    pages = [page.resolve() for page in args.pages] or site_pages(root)
-    variables = yaml.safe_load((root / "_variables.yml").read_text(encoding="utf-8")) or {}
-    failed = 0
-    cache_root = Path(tempfile.mkdtemp(prefix="residlab-jupyter-cache-"))
-    for path in pages:
-        result = execute_page(path, root, cache_dir=cache_root / path.stem)
-        if not result.failures:
-            result.failures += [
-                CellFailure(str(path.relative_to(root)), 0, "", "pandoc", warning)
-                for warning in pandoc_warnings(page_markdown(result, variables))
-            ]
-        status = "ok" if not result.failures else f"{len(result.failures)} problem(s)"
-        print(f"{path.relative_to(root)}: {len(result.page.cells)} cells, "
-              f"{len(result.inline_values)} inline values: {status}")
-        for failure in result.failures:
-            print(failure, file=sys.stderr)
-        failed += bool(result.failures)
-    shutil.rmtree(cache_root, ignore_errors=True)
-    return 1 if failed else 0
+    if args.action == "verify":
+        if len(args.paths) != 1 or not args.paths[0].is_dir():
+            parser.error("verify takes one argument: the folder a render wrote (for example _site)")
+        problems = verify_build(root, args.paths[0].resolve())
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"{args.paths[0]}: {len(problems)} problems")
+        return 1 if problems else 0
+    try:
+        render(root, args.output_dir and args.output_dir.resolve(), [path.resolve() for path in args.paths], args.profile)
+    except RenderError as error:
+        print(f"residlab site render: {error}", file=sys.stderr)
+        return 3 if str(error) == QUARTO_MISSING else 1
+    return 0

@@ -1,10 +1,9 @@
-"""The site as Quarto sees it: static checks, the harness itself, and (where Quarto exists) a real render."""
+"""Build tooling around Quarto: the static checks, warning detection, the render wrapper and the freeze guard.
+What a real render builds is tested in tests/site/."""
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -14,7 +13,6 @@ import yaml
 from residlab import site
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY_REPR = re.compile(r"^(np\.|numpy\.|tensor\(|array\(|Fraction\(|<)")
 
 
 def test_site_has_no_static_problems():
@@ -94,146 +92,75 @@ def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
     assert [cell.label for cell in site.read_page(root / "p.qmd").cells] == ["fig-z"]
 
 
-@pytest.mark.slow
-def test_execution_reports_page_cell_label_and_line(tmp_path):
-    root = _write_site(
-        tmp_path,
-        """\
-        ---
-        title: t
-        ---
-        ```{python}
-        import os
-        here = os.getcwd()
-        ```
-
-        Inline: `{python} 6 * 7`, `{python} "text"`, `{python} __import__("fractions").Fraction(1, 2)`.
-
-        ```{python}
-        #| label: boom
-        raise ValueError("broken cell")
-        ```
-        """,
-    )
-    result = site.execute_page(root / "p.qmd", root)
-    assert list(result.inline_values.values()) == ["42", "text", "Fraction(1, 2)"]
-    assert [(failure.cell_number, failure.label, failure.location) for failure in result.failures] == [
-        (2, "boom", "p.qmd:11")
-    ]
-    assert "ValueError: broken cell" in result.failures[0].message
-    assert "p.qmd: cell 2 (boom) at p.qmd:11 failed" in str(result.failures[0])
+def _fake_quarto(tmp_path: Path, output: str, exit_code: int = 0) -> Path:
+    """A stand-in for the quarto executable: prints what it is given and exits; render() treats it as Quarto."""
+    script = tmp_path / "quarto"
+    script.write_text(f"#!/bin/sh\necho \"args: $*\"\nprintf '%b' '{output}'\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return script
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", site.site_pages(ROOT), ids=lambda path: str(path.relative_to(ROOT)))
-def test_page_executes_cleanly(page, tmp_path):
-    result = site.execute_page(page, ROOT, cache_dir=tmp_path / "jupyter-cache")
-    assert not result.failures, "\n\n".join(str(failure) for failure in result.failures)
-    variables = yaml.safe_load((ROOT / "_variables.yml").read_text())
-    assert site.pandoc_warnings(site.page_markdown(result, variables)) == []
-    for expression, value in result.inline_values.items():
-        assert value.strip(), f"{page.name}: inline `{{python}} {expression}` rendered as nothing"
-        # Quarto shows a non-string as its repr: a page must format numbers itself.
-        assert not LIBRARY_REPR.match(value), f"{page.name}: inline `{{python}} {expression}` renders as {value}"
+@pytest.mark.parametrize("line", [
+    "\x1b[33mWARN: Unable to resolve link target: x.qmd\x1b[39m",
+    "WARNING (/src/resources/filters/crossref.lua) Unable to resolve crossref @fig-x",
+    "[WARNING] Could not convert TeX math \\notamacro",
+    "[IPKernelApp] WARNING | Kernel is running over TCP without encryption.",
+    "/x/site-packages/matplotlib/__init__.py:5: UserWarning: Glyph missing",
+    "Warning: something",
+])
+def test_warning_lines_catch_every_layer(line):
+    assert site.warning_lines(f"[ 1/13] glossary/mlp.qmd\n{line}\nOutput created: x.html\n") != []
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not installed here: `quarto render` runs where it is (see README)")
-def test_quarto_render_builds_every_page_and_download(tmp_path):
-    output = tmp_path / "_site"
-    completed = subprocess.run(
-        ["quarto", "render", "--cache-refresh", "--output-dir", str(output)],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800,
-    )
-    assert completed.returncode == 0, completed.stderr
-    assert "WARN" not in completed.stderr, completed.stderr
-    for page in site.site_pages(ROOT):
-        assert (output / page.relative_to(ROOT).with_suffix(".html")).exists(), page
-    for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
-        built = output / "assets" / "labs" / runner
-        assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()
-    # The built site works offline: no script, stylesheet or font is fetched from another host.
-    remote_asset = re.compile(r"<(?:script|link)\b[^>]*(?:src|href)=\"(?:https?:)?//[^\"]+\"[^>]*>")
-    for html in output.rglob("*.html"):
-        for tag in remote_asset.findall(html.read_text(encoding="utf-8")):
-            assert "stylesheet" not in tag and "<script" not in tag and "font" not in tag, f"{html.name}: {tag}"
-    for css in output.rglob("*.css"):
-        assert not re.search(r"@import\s+url\(\s*[\"']?(?:https?:)?//", css.read_text(encoding="utf-8")), css.name
+def test_progress_lines_are_not_warnings():
+    clean = "[ 1/13] glossary/activation-cache.qmd\n  Cell 1/3: 'fig-warnings-note'...Done\nOutput created: _site/index.html\n"
+    assert site.warning_lines(clean) == []
 
 
-@pytest.mark.slow
-def test_page_markdown_is_what_pandoc_parses_and_bad_math_is_caught(tmp_path):
-    root = _write_site(
-        tmp_path,
-        """\
-        ---
-        title: t
-        ---
-        Width {{< var a.b >}}, value `{python} 2 + 3`.
-
-        ```{python}
-        #| output: asis
-        print("Good $\\\\lVert x \\\\rVert$ and bad $\\\\notamacro{x}$.")
-        ```
-
-        ```{python}
-        print("$\\\\alsonotamacro$ is plain output, not markdown")
-        ```
-        """,
-    )
-    result = site.execute_page(root / "p.qmd", root)
-    markdown = site.page_markdown(result, {"a": {"b": 1}})
-    assert "Width 1, value 5." in markdown
-    assert "alsonotamacro" not in markdown
-    warnings = site.pandoc_warnings(markdown)
-    assert len(warnings) == 1 and "notamacro" in warnings[0]
+def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "[ 1/1] p.qmd\\nWARN: Unable to resolve link\\n")))
+    with pytest.raises(site.RenderError, match="printed warnings:\n  WARN: Unable to resolve link"):
+        site.render(tmp_path, tmp_path / "out", echo=lambda line: None)
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "ERROR: boom\\n", exit_code=1)))
+    with pytest.raises(site.RenderError, match="exited with code 1"):
+        site.render(tmp_path, echo=lambda line: None)
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
+    output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], profile="axe", echo=lambda line: None)
+    assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'} --profile axe" in output
+    assert site.render_environment()["QUARTO_PYTHON"] == sys.executable
 
 
-@pytest.mark.slow
-def test_a_clean_page_round_trips_through_jupyter_cache(tmp_path):
-    from jupyter_cache import get_cache
-
-    root = _write_site(tmp_path, "---\ntitle: t\n---\n```{python}\nprint(sum(range(5)))\n```\n\n`{python} 7`\n")
-    cache_dir = tmp_path / "cache"
-    result = site.execute_page(root / "p.qmd", root, cache_dir=cache_dir)
-    assert not result.failures and result.inline_values == {"7": "7"}
-    assert result.cell_outputs[0][0]["text"] == "10\n"
-    records = get_cache(str(cache_dir)).list_cache_records()
-    assert [record.uri for record in records] == [str((root / "p.qmd").resolve())]
+def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("QUARTO", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert site.main(["render", "--root", str(ROOT)]) == 3
+    assert "Install Quarto 1.10 or newer from https://quarto.org" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_inline_expressions_are_evaluated_where_they_stand(tmp_path):
-    root = _write_site(
-        tmp_path,
-        """\
-        ---
-        title: t
-        ---
-        Before any cell: `{python} 1 + 1`.
+def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp_path):
+    from residlab import freeze_guard
 
-        ```{python}
-        value = "first"
-        ```
+    (tmp_path / "residlab").mkdir()
+    (tmp_path / "residlab" / "toy.py").write_text("VALUE = 1\n")
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "_part.qmd").write_text("included\n")
+    assert freeze_guard.guard(tmp_path) == "no frozen results: every page executes"
+    frozen = tmp_path / "_freeze" / "labs" / "page" / "execute-results"
+    frozen.mkdir(parents=True)
+    (frozen / "html.json").write_text("{}")
+    assert freeze_guard.guard(tmp_path) == "frozen results are current"
+    assert (frozen / "html.json").exists()
+    (tmp_path / "labs" / "_part.qmd").write_text("included, edited\n")
+    assert freeze_guard.guard(tmp_path) == "execution inputs changed: every page executes"
+    assert not frozen.exists()
+    (frozen / "html.json").parent.mkdir(parents=True)
+    (frozen / "html.json").write_text("{}")
+    (tmp_path / "residlab" / "toy.py").write_text("VALUE = 2\n")
+    assert freeze_guard.guard(tmp_path) == "execution inputs changed: every page executes"
+    assert not frozen.exists()
 
-        Now `{python} value`.
 
-        ```{python}
-        value = "second"
-        ```
-
-        Finally `{python} value`.
-        """,
-    )
-    page = site.read_page(root / "p.qmd")
-    assert page.inline_expressions == [("1 + 1", 0), ("value", 1), ("value", 2)]
-    result = site.execute_page(root / "p.qmd", root)
-    assert not result.failures
-    assert sum("_residlab_inline(" in cell.source for cell in result.notebook.cells) == 3
-    outputs = [
-        output["text"].strip("\x1e\n")
-        for cell in result.notebook.cells
-        for output in cell.get("outputs", [])
-        if output.get("name") == "stdout" and output["text"].startswith("\x1e")
-    ]
-    assert outputs == ["2", "first", "second"]
+def test_project_freezes_and_guards_as_the_readme_says():
+    config = site.load_config(ROOT)
+    assert config["execute"] == {"freeze": "auto", "cache": False}
+    assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "freeze_guard.py").resolve()

@@ -1,0 +1,149 @@
+"""Every built page in headless Chromium, served on 127.0.0.1: no script error, no failed request, nothing
+fetched from another host; diagrams, math, search, collapsed solutions and downloads work as a reader sees
+them; Quarto's bundled axe-core finds no accessibility violation. A screenshot of each page is saved under
+the folder the test session prints at its end."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from residlab import site
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site.site_pages(ROOT)]
+WAIT_SECONDS = 20
+
+
+def wait_for(browser, condition, message: str):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(browser, WAIT_SECONDS).until(condition)
+    except TimeoutException:
+        pytest.fail(f"{message} (waited {WAIT_SECONDS} s)", pytrace=False)
+
+
+def open_page(browser, url: str) -> dict:
+    """Load a page and wait until it has settled; returns what it requested and logged while loading."""
+    browser.get_log("performance"), browser.get_log("browser")  # drop what earlier pages left
+    browser.get(url)
+    wait_for(browser, lambda b: b.execute_script("return document.readyState") == "complete", f"{url} never loaded")
+    # Mermaid draws after load: wait until every diagram is an SVG (or has failed, which the log then shows).
+    wait_for(browser, lambda b: b.execute_script(
+        "return [...document.querySelectorAll('pre.mermaid, div.mermaid')].every(e => e.querySelector('svg') || e.dataset.processed)"
+    ), f"{url}: a mermaid diagram was never drawn")
+    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
+    requested = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"}
+    failed = [f"{requested.get(e['params']['requestId'], '?')}: {e['params']['errorText']}"
+              for e in events if e["method"] == "Network.loadingFailed"]
+    failed += [f"{e['params']['response']['url']}: HTTP {e['params']['response']['status']}"
+               for e in events if e["method"] == "Network.responseReceived" and e["params"]["response"]["status"] >= 400]
+    return {"requested": sorted(set(requested.values())), "failed": failed, "console": browser.get_log("browser")}
+
+
+@pytest.fixture(scope="module")
+def base_url(built_site, served):
+    return served(built_site.site)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_cleanly_and_only_from_its_own_host(page, base_url, browser, screenshot_dir):
+    loaded = open_page(browser, f"{base_url}/{page}")
+    origin = urlsplit(base_url).netloc
+    remote = [url for url in loaded["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin]
+    assert remote == [], f"{page} requested other hosts"
+    assert loaded["failed"] == [], f"{page} had failed requests"
+    errors = [entry["message"] for entry in loaded["console"] if entry["level"] == "SEVERE"]
+    assert errors == [], f"{page} logged errors"
+    shot = screenshot_dir / (page.replace("/", "__").removesuffix(".html") + ".png")
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_mermaid_diagrams_are_svg(base_url, browser):
+    open_page(browser, f"{base_url}/lessons/04-residual-stream.html")
+    counts = browser.execute_script(
+        "const d = [...document.querySelectorAll('pre.mermaid, div.mermaid')];"
+        "return [d.length, d.filter(e => e.querySelector('svg g')).length]")
+    assert counts[0] >= 2 and counts[0] == counts[1]
+
+
+def test_math_is_mathml_and_visible(base_url, browser):
+    open_page(browser, f"{base_url}/lessons/04-residual-stream.html")
+    sizes = browser.execute_script(
+        "return [...document.querySelectorAll('math')].map(m => { const r = m.getBoundingClientRect();"
+        " return [m.namespaceURI, r.width, r.height]; })")
+    assert len(sizes) >= 10
+    assert {namespace for namespace, _, _ in sizes} == {"http://www.w3.org/1998/Math/MathML"}
+    visible = [size for size in sizes if size[1] > 0 and size[2] > 0]
+    assert len(visible) == len(sizes)
+
+
+def test_search_finds_the_glossary_entry(base_url, browser):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, f"{base_url}/index.html")
+    browser.find_element(By.CSS_SELECTOR, "#quarto-search .aa-DetachedSearchButton").click()
+    field = wait_for(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".aa-DetachedOverlay input.aa-Input"), "search overlay did not open")
+    field.send_keys("residual stream")
+    wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".aa-DetachedOverlay .aa-Item a"), "search found nothing")
+    hits = [link.get_attribute("href") for link in browser.find_elements(By.CSS_SELECTOR, ".aa-DetachedOverlay .aa-Item a")]
+    assert any(urlsplit(hit).path == "/glossary/residual-stream.html" for hit in hits), hits
+
+
+def test_lab_solutions_stay_collapsed_until_clicked(base_url, browser):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, f"{base_url}/labs/05-trace-residual-stream.html")
+    collapsible = browser.find_elements(By.CSS_SELECTOR, ".callout .callout-collapse")
+    assert collapsible, "Lab 05 has no collapsed callout"
+    solutions = collapsible[-1]
+    assert not solutions.is_displayed()
+    header = solutions.find_element(By.XPATH, "preceding-sibling::*[contains(@class, 'callout-header')]")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
+    header.click()
+    wait_for(browser, lambda b: solutions.is_displayed(), "the solutions did not open when clicked")
+    assert "sqrt(17)" in solutions.text
+
+
+def test_every_download_link_serves_the_runner(base_url, browser):
+    from selenium.webdriver.common.by import By
+
+    served = set()
+    for page in ("index.html", "labs/05-trace-residual-stream.html", "lessons/04-residual-stream.html"):
+        open_page(browser, f"{base_url}/{page}")
+        for link in browser.find_elements(By.CSS_SELECTOR, "a[href*='assets/labs/']"):
+            url = link.get_attribute("href")
+            name = urlsplit(url).path.rsplit("/", 1)[-1]
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert response.read() == (ROOT / "assets" / "labs" / name).read_bytes(), url
+            served.add(name)
+    assert served == {"trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"}
+
+
+# Findings axe reports that the project accepts, by rule id, each with the reason (also in the README).
+ACCEPTED_AXE_FINDINGS: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_axe_finds_no_accessibility_violation(page, axe_site, served, browser):
+    url = f"{served(axe_site.site)}/{page}"
+    open_page(browser, url)
+    wait_for(browser, lambda b: b.execute_script("return document.body.getAttribute('data-quarto-axe-complete')"), f"axe never finished on {page}")
+    reports = []
+    for entry in browser.get_log("browser"):
+        text = entry["message"].split(" ", 2)[-1]
+        if '\\"violations\\"' in text or '"violations"' in text:
+            reports.append(json.loads(json.loads(text)) if text.startswith('"') else json.loads(text))
+    assert len(reports) == 1, f"{page}: expected one axe report in the console, found {len(reports)}"
+    violations = [
+        f"{violation['id']} ({violation['impact']}): {violation['help']} at {[node['target'] for node in violation['nodes']][:3]}"
+        for violation in reports[0]["violations"] if violation["id"] not in ACCEPTED_AXE_FINDINGS
+    ]
+    assert violations == [], f"{page}: axe violations"

@@ -1,0 +1,114 @@
+"""What `quarto render` built: every page and download, links that resolve, nothing remote, and the numbers
+the pages promise, read from the HTML Quarto wrote (never from a re-implementation of Quarto)."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from residlab import site
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURE = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
+
+
+def page_text(build, page: str) -> str:
+    """The visible text of a built page: scripts, styles and MathML's TeX annotations removed, spaces collapsed."""
+    text = (build.site / page).read_text(encoding="utf-8")
+    text = re.sub(r"<(script|style|annotation)\b.*?</\1>", " ", text, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_render_prints_no_warning_and_renders_every_page(built_site):
+    # site.render already refused any warning line; this checks the log is Quarto's and names every page.
+    assert site.warning_lines(built_site.output) == []
+    rendered = re.findall(r"\[\s*\d+/\d+\]\s+(\S+)", site.ANSI_ESCAPE.sub("", built_site.output))
+    sources = sorted(str(page.relative_to(ROOT)) for page in site.site_pages(ROOT))
+    assert sorted(rendered) == sources
+
+
+def test_built_site_is_complete_and_self_contained(built_site):
+    assert site.verify_build(built_site.project, built_site.site) == []
+    downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt")
+    for name in downloads:
+        assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
+
+
+def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
+    broken = Path(shutil.copytree(built_site.site, tmp_path / "site"))
+    (broken / "glossary" / "mlp.html").unlink()
+    (broken / "assets/labs/trace_residual_toy.py").write_text("# edited\n")
+    lesson = broken / "lessons" / "04-residual-stream.html"
+    lesson.write_text(lesson.read_text(encoding="utf-8").replace(
+        "</head>", '<script src="https://cdn.example.org/x.js"></script></head>').replace(
+        "</main>", '<div class="cell-output cell-output-stderr">UserWarning</div></main>'), encoding="utf-8")
+    (broken / "site_libs" / "extra.css").write_text("@import url('https://fonts.example.org/f.css');\n")
+    problems = "\n".join(site.verify_build(built_site.project, broken))
+    assert "glossary/mlp.html: not built (source glossary/mlp.qmd)" in problems
+    assert "assets/labs/trace_residual_toy.py: differs from assets/labs/trace_residual_toy.py" in problems
+    assert "lessons/04-residual-stream.html: <script> loads https://cdn.example.org/x.js from another host" in problems
+    assert "lessons/04-residual-stream.html: a cell wrote to stderr or raised" in problems
+    assert "mlp.html does not resolve to a file in the site" in problems  # the sidebar links to the deleted page
+    assert "site_libs/extra.css: fetches a stylesheet or font from another host" in problems
+
+
+def test_math_is_mathml_everywhere(built_site):
+    for page in built_site.site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "mathjax" not in text.lower() and "katex" not in text.lower(), page.name
+    lesson = (built_site.site / "lessons/04-residual-stream.html").read_text(encoding="utf-8")
+    assert lesson.count("<math") >= 10
+
+
+# ---- the numbers each page promises, against references that do not share the page's code path --------
+
+
+def test_lesson_shows_the_documents_readouts(built_site):
+    # The source document's figures for the trained copy model (seed fixed): 0.86 after the attention write,
+    # 0.007 with attention ablated, 0.86 again with the MLP ablated; clean MLP patched into the corrupt run 0.014.
+    text = page_text(built_site, "lessons/04-residual-stream.html")
+    assert re.search(r"after attention 0\.860 7 after MLP 1\.000 7", text)
+    assert re.search(r"attention ablated 0\.007 8 ", text)
+    assert re.search(r"MLP ablated 0\.860 7 ", text)
+    assert re.search(r"corrupt \+ clean MLP patch 0\.014 2 -4\.23", text)
+
+
+def _exact_norm(vector: list[int]) -> str:
+    """sqrt(n) for a non-square sum of squares, the integer otherwise: the toy report's exact notation."""
+    squares = sum(value * value for value in vector)
+    root = int(squares ** 0.5)
+    return str(root) if root * root == squares else f"sqrt({squares})"
+
+
+def test_lab05_shows_the_toy_solutions(built_site):
+    text = page_text(built_site, "labs/05-trace-residual-stream.html")
+    x = [1, 2, -1]
+    y = [x[0] - x[0], x[1] + 2, x[2] + 0]  # F(x) = [-x1, 2, 0]
+    z = [y[0] + y[1], y[1] - y[1], y[2] + 2 * y[0]]  # G(y) = [y2, -y2, 2 y1]
+    assert (y, z) == ([0, 4, -1], [4, 0, -1])  # the document's hand trace
+    for vector in (x, y, z):
+        assert f"[{', '.join(map(str, vector))}]" in text
+    for vector in (x, [-1, 2, 0], y, [4, -4, 0], z, [3, -2, 0]):  # states, updates, z - x
+        assert _exact_norm(vector) in text
+
+
+def test_lab05_part4_shows_the_committed_captures_checks(built_site):
+    text = page_text(built_site, "labs/05-trace-residual-stream.html")
+    checks = json.loads((CAPTURE / "observations.json").read_text())["checks"]
+    identity = checks["identity"]
+    assert f"{identity['max_abs_error']:.3g} (tolerance {identity['blocks'][-1]['tolerance']:.3g})" in text
+    hooks = checks["hook_removal"]
+    assert f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}" in text
+    assert "Synthetic specimen: these are NOT Pythia-14M" in text
+
+
+def test_every_page_says_which_figures_are_analytic_and_which_observed(built_site):
+    for page in ("lessons/04-residual-stream.html", "labs/05-trace-residual-stream.html", "glossary/residual-stream.html"):
+        text = page_text(built_site, page).lower()
+        assert "analytic" in text and "observed" in text, page

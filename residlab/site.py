@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
     parser.add_argument("--output-dir", type=Path, help="render: write the site here instead of _site/")
     parser.add_argument("--profile", help="render: a Quarto profile to add (for example `axe`)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options may come before or after the pages
     root = args.root.resolve()
     if not (root / "_quarto.yml").exists():
         parser.error(f"{root} has no _quarto.yml: pass the site's root with --root")

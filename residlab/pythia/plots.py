@@ -204,10 +204,10 @@ def provenance_table(capture: PageCapture) -> str:
 def tokens_table(capture: PageCapture) -> str:
     selected = capture.observations["selected_position"]
     rows = [
-        [token["position"], token["id"], _code(token["piece"]), "selected" if token["position"] == selected else ""]
+        [token["position"], token["id"], _code(token["piece"]), "yes" if token["position"] == selected else ""]
         for token in capture.observations["tokens"]
     ]
-    return markdown_table(["position", "token id", "decoded piece", ""], rows)
+    return markdown_table(["position", "token id", "decoded piece", "selected"], rows)
 
 
 def _code(text: str) -> str:

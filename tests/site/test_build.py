@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -79,23 +80,25 @@ def test_lesson_shows_the_documents_readouts(built_site):
     assert re.search(r"corrupt \+ clean MLP patch 0\.014 2 -4\.23", text)
 
 
-def _exact_norm(vector: list[int]) -> str:
-    """sqrt(n) for a non-square sum of squares, the integer otherwise: the toy report's exact notation."""
-    squares = sum(value * value for value in vector)
-    root = int(squares ** 0.5)
-    return str(root) if root * root == squares else f"sqrt({squares})"
-
-
 def test_lab05_shows_the_toy_solutions(built_site):
+    raw = (built_site.site / "labs/05-trace-residual-stream.html").read_text(encoding="utf-8")
     text = page_text(built_site, "labs/05-trace-residual-stream.html")
     x = [1, 2, -1]
-    y = [x[0] - x[0], x[1] + 2, x[2] + 0]  # F(x) = [-x1, 2, 0]
-    z = [y[0] + y[1], y[1] - y[1], y[2] + 2 * y[0]]  # G(y) = [y2, -y2, 2 y1]
+    first_update = [-x[0], 2, 0]  # F(x) = [-x1, 2, 0]
+    y = [a + b for a, b in zip(x, first_update)]
+    second_update = [y[1], -y[1], 2 * y[0]]  # G(y) = [y2, -y2, 2 y1]
+    z = [a + b for a, b in zip(y, second_update)]
     assert (y, z) == ([0, 4, -1], [4, 0, -1])  # the document's hand trace
-    for vector in (x, y, z):
-        assert f"[{', '.join(map(str, vector))}]" in text
-    for vector in (x, [-1, 2, 0], y, [4, -4, 0], z, [3, -2, 0]):  # states, updates, z - x
-        assert _exact_norm(vector) in text
+    # Part 3 shows the runner's report: each state and update with its exact norm.
+    for name, vector in (("first_update", first_update), ("intermediate", y), ("second_update", second_update), ("final", z)):
+        squares = sum(value * value for value in vector)
+        assert f"{name} = [{', '.join(map(str, vector))}] shape (3, 1) norm sqrt({squares})" in text
+    # The solutions write norms as math: z - x = [3, -2, 0] has norm sqrt(13), against |F(x)| + |G(y)|.
+    change = [b - a for a, b in zip(x, z)]
+    assert change == [3, -2, 0] and "\\sqrt{13}" in raw
+    assert f"{math.sqrt(13):.3f}" in text and f"{math.sqrt(5) + math.sqrt(32):.3f}" in text
+    dot = sum(a * b for a, b in zip(first_update, second_update))
+    assert f"dot product − {abs(dot)} (cosine − {abs(dot) / math.sqrt(5 * 32):.3f}" in text
 
 
 def test_lab05_part4_shows_the_committed_captures_checks(built_site):

@@ -1,4 +1,4 @@
-"""The Lab 04 page's figure and tables (matplotlib; package only, never bundled into a runner)."""
+"""The Lab 04 page's figure (matplotlib; package only, never bundled into a runner)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from residlab.paper_lab import sinusoidal_encoding
 
 
 def plot_positional_encoding(positions: int, d_model: int):
-    """Heat map of PE(pos, j) for pos = 0..positions-1 and every dimension j. Returns the matplotlib Figure."""
+    """Two heat maps of PE(pos, j) for pos = 0..positions-1: the sine dimensions j = 2i on the left, the cosine
+    dimensions j = 2i + 1 on the right, both against the pair index i. Returns the matplotlib Figure."""
     import matplotlib.pyplot as plt
 
     encoding = sinusoidal_encoding(positions, d_model)
-    figure, ax = plt.subplots(figsize=(7, 3.6))
-    image = ax.imshow(
-        encoding.tolist(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", origin="upper"
-    )
-    ax.set_xlabel("dimension j (even j: sine, odd j: cosine; the wavelength grows with j)")
-    ax.set_ylabel("position pos")
-    ax.set_title(f"Sinusoidal positional encoding, d_model = {d_model}, positions 0 to {positions - 1}")
-    figure.colorbar(image, ax=ax, label="PE(pos, j)")
-    figure.tight_layout()
+    figure, axes = plt.subplots(1, 2, figsize=(7.5, 3.6), sharey=True)
+    for ax, columns, name in ((axes[0], encoding[:, 0::2], "sine: dimension 2i"), (axes[1], encoding[:, 1::2], "cosine: dimension 2i + 1")):
+        image = ax.imshow(columns.tolist(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel("pair index i")
+    axes[0].set_ylabel("position pos")
+    figure.suptitle(f"Sinusoidal positional encoding, d_model = {d_model}, positions 0 to {positions - 1}", fontsize=11)
+    figure.colorbar(image, ax=axes, label="PE(pos, j)", fraction=0.05)
     return figure

@@ -84,6 +84,19 @@ def test_offset_map_moves_any_real_position_and_composes():
     assert (composed - paper_lab.offset_map(7, d)).abs().max().item() < 1e-14
 
 
+def test_figure_draws_the_sine_and_cosine_columns():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from residlab.paper_figures import plot_positional_encoding
+
+    figure = plot_positional_encoding(100, 512)
+    sine, cosine = (ax.get_images()[0].get_array() for ax in figure.axes[:2])
+    assert sine.shape == cosine.shape == (100, 256)
+    assert sine[3, 5] == pytest.approx(closed_form_pe(3, 512)[10]) and cosine[3, 5] == pytest.approx(closed_form_pe(3, 512)[11])
+    matplotlib.pyplot.close(figure)
+
+
 @pytest.mark.parametrize(
     "call, message",
     [

@@ -803,17 +803,18 @@ def build_encoder_layers(seed: int = TRACE_SEED) -> dict[str, nn.TransformerEnco
 
     LayerNorm gains and biases start at 1 and 0; they are drawn here too, so no check relies on that special case.
     """
-    torch.manual_seed(seed)
     layers = {}
-    for name, norm_first in (("post-LN", False), ("pre-LN", True)):
-        layers[name] = nn.TransformerEncoderLayer(
-            TRACE_WIDTH, TRACE_HEADS, TRACE_FF_WIDTH, dropout=PAPER_BASE["P_drop"], activation="relu",
-            batch_first=True, norm_first=norm_first, dtype=TRACE_DTYPE,
-        )
-    with torch.no_grad():
-        for norm in (layers["post-LN"].norm1, layers["post-LN"].norm2):
-            norm.weight.copy_(1 + 0.2 * torch.randn(TRACE_WIDTH, dtype=TRACE_DTYPE))
-            norm.bias.copy_(0.1 * torch.randn(TRACE_WIDTH, dtype=TRACE_DTYPE))
+    with torch.random.fork_rng(devices=[]):  # seed for these weights only; the caller's random stream is kept
+        torch.manual_seed(seed)
+        for name, norm_first in (("post-LN", False), ("pre-LN", True)):
+            layers[name] = nn.TransformerEncoderLayer(
+                TRACE_WIDTH, TRACE_HEADS, TRACE_FF_WIDTH, dropout=PAPER_BASE["P_drop"], activation="relu",
+                batch_first=True, norm_first=norm_first, dtype=TRACE_DTYPE,
+            )
+        with torch.no_grad():
+            for norm in (layers["post-LN"].norm1, layers["post-LN"].norm2):
+                norm.weight.copy_(1 + 0.2 * torch.randn(TRACE_WIDTH, dtype=TRACE_DTYPE))
+                norm.bias.copy_(0.1 * torch.randn(TRACE_WIDTH, dtype=TRACE_DTYPE))
     layers["pre-LN"].load_state_dict(layers["post-LN"].state_dict())
     return {name: layer.eval() for name, layer in layers.items()}
 
@@ -1173,9 +1174,9 @@ def section_positional(result: PaperLabResult) -> str:
 
 def section_trace(result: PaperLabResult) -> str:
     lines = [
-        f"Post-LN block traced: nn.TransformerEncoderLayer(d_model={TRACE_WIDTH}, nhead={TRACE_HEADS}, "
-        f"dim_feedforward={TRACE_FF_WIDTH}, norm_first=False), eval mode, float64, seed {TRACE_SEED}, "
-        f"{TRACE_POSITIONS} positions"
+        f"Block traced: nn.TransformerEncoderLayer(d_model={TRACE_WIDTH}, nhead={TRACE_HEADS}, "
+        f"dim_feedforward={TRACE_FF_WIDTH}), norm_first=False (post-LN) and True (pre-LN), same weights, "
+        f"eval mode, float64, seed {TRACE_SEED}, {TRACE_POSITIONS} positions"
     ]
     for name, trace in result.traces.items():
         lines.append(f"{name}:")

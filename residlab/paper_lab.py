@@ -567,8 +567,9 @@ def section_positional(result: PaperLabResult) -> str:
 def section_trace(result: PaperLabResult) -> str:
     lines = [
         f"Block traced: nn.TransformerEncoderLayer(d_model={TRACE_WIDTH}, nhead={TRACE_HEADS}, "
-        f"dim_feedforward={TRACE_FF_WIDTH}), norm_first=False (post-LN) and True (pre-LN), same weights, "
-        f"eval mode, float64, seed {TRACE_SEED}, {TRACE_POSITIONS} positions"
+        f"dim_feedforward={TRACE_FF_WIDTH})",
+        f"norm_first=False (post-LN) and True (pre-LN), same weights, eval mode, float64, seed {TRACE_SEED}, "
+        f"{TRACE_POSITIONS} positions",
     ]
     for name, trace in result.traces.items():
         lines.append(f"{name}:")
@@ -597,7 +598,7 @@ def section_boundaries(result: PaperLabResult) -> str:
 
 
 def section_comparison(result: PaperLabResult) -> str:
-    lines = ["Same weights, three arrangements: (out - x) - (sum of writes), relative, largest over positions"]
+    lines = ["Same weights, three arrangements: (out - x) - (sum of writes), relative, worst position"]
     lines += [f"  {name:18s} {error:.3e}" for name, error in result.comparison.sum_of_writes_error.items()]
     return "\n".join(lines)
 
@@ -607,10 +608,15 @@ def section_profile(result: PaperLabResult) -> str:
     if profile is None:
         return "Gradient profile skipped (--skip-profile)"
     lines = [
-        f"Lesson 2.1's gradient profile ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds; "
-        "first block first)"
+        f"Lesson 2.1's gradient profile ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds)",
+        "median of each block's mean parameter-gradient norm, first block first:",
     ]
-    lines += [f"{name:8s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
+    per_line = 9  # keeps a line short enough to read on the page
+    for name, values in profile.medians.items():
+        for start in range(0, len(values), per_line):
+            chunk = values[start : start + per_line]
+            label = f"{name} {start + 1}-{start + len(chunk)}"
+            lines.append(f"{label:14s} " + " ".join(f"{v:.5f}" for v in chunk))
     return "\n".join(lines)
 
 

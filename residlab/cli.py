@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "toy": ("residlab.toy", "Lab 05 Parts 1-3: the toy residual trace as a JSON report"),
     "lesson": ("residlab.lesson_lab", "Lesson 2.1: train the copy model, audit it, profile pre-LN vs post-LN gradients"),
+    "paper": ("residlab.paper_lab", "Lab 04: positional encoding, the post-LN block traced and checked, gradient routes"),
     "pythia": ("residlab.pythia.cli", "Pythia-14M specimen: plan, fetch, verify, pin, observe"),
     "site": ("residlab.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),

@@ -8,7 +8,10 @@ Conventions a bundled module follows:
 
 - it opens with a docstring and ``from __future__ import annotations``;
 - it imports other residlab modules only on single lines ending in ``# bundled``;
-- only the last module of a runner has an ``if __name__ == "__main__":`` block.
+- only the last module of a runner has an ``if __name__ == "__main__":`` block, except a module the runner
+  lists as ``borrowed`` (a runner of its own, used here as a library): its block is left out;
+- a module does not define a top-level name an earlier module of the same runner defines (``main`` aside, which
+  only the last module's block calls), since in one file the later definition would silently replace the first.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class Runner:
     filename: str
     modules: tuple[str, ...]  # paths relative to the package directory, in order
     purpose: str
+    borrowed: tuple[str, ...] = ()  # modules whose own ``if __name__ == "__main__":`` block is left out
 
 
 RUNNERS = (
@@ -44,7 +48,48 @@ RUNNERS = (
         ("pythia/lock.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py"),
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
     ),
+    Runner(
+        "read_transformer_paper.py",
+        ("lesson_lab.py", "paper_lab.py"),
+        "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
+        "(needs only torch)",
+        borrowed=("lesson_lab.py",),
+    ),
 )
+
+
+def _is_main_block(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+        and len(node.test.comparators) == 1
+        and isinstance(node.test.comparators[0], ast.Constant)
+        and node.test.comparators[0].value == "__main__"
+    )
+
+
+def _without_main_block(source: str) -> str:
+    """The module's source less its top-level ``if __name__ == "__main__":`` block (and the blank lines before it)."""
+    lines = source.splitlines(keepends=True)
+    for node in reversed(ast.parse(source).body):
+        if _is_main_block(node):
+            kept = "".join(lines[: node.lineno - 1]).rstrip("\n") + "\n"
+            return kept + "".join(lines[node.end_lineno :])
+    return source
+
+
+def _defined_names(source: str) -> set[str]:
+    """Top-level names a module binds by def, class or assignment (imports of the same object are harmless)."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
 
 
 def _split_preamble(source: str, module: str) -> tuple[str, str]:
@@ -67,24 +112,38 @@ def _split_preamble(source: str, module: str) -> tuple[str, str]:
 
 
 def build_runner(runner: Runner, lock_path: Path = DEFAULT_LOCK) -> str:
-    """Return the text of one runner, exactly as it is published."""
-    parts: list[str] = []
+    """Return the text of one runner, exactly as it is published.
+
+    The runner opens with the docstring of its first module that is not borrowed: that module says what it does.
+    """
+    opening = next((m for m in runner.modules if m not in runner.borrowed), None)
+    if opening is None:
+        raise ValueError(f"{runner.filename}: at least one module must be its own, not borrowed")
+    bodies: list[str] = []
+    defined_by: dict[str, str] = {}
     for index, module in enumerate(runner.modules):
         module_path = PACKAGE_DIR / module
         if not module_path.exists():
             raise FileNotFoundError(f"{runner.filename} is built from residlab/{module}, which does not exist")
         source = module_path.read_text(encoding="utf-8")
+        if module in runner.borrowed:
+            source = _without_main_block(source)
+        for name in sorted(_defined_names(source) - {"main"}):
+            if name in defined_by:
+                raise ValueError(f"{module} redefines {name}, which {defined_by[name]} defines: rename one of them")
+            defined_by[name] = module
         if FUTURE_IMPORT not in source:
             raise ValueError(f"{module}: a bundled module must import {FUTURE_IMPORT!r}")
         is_last = index == len(runner.modules) - 1
         if not is_last and '__name__ == "__main__"' in source:
             raise ValueError(f"{module}: only the last module of {runner.filename} may run as a script")
         docstring, body = _split_preamble(source, module)
-        if index == 0:
-            parts.append(docstring + "\n" + FUTURE_IMPORT + "\n")
-        else:
-            parts.append(f"\n\n# ---- from residlab/{module} " + "-" * max(0, 70 - len(module)) + "\n")
-        parts.append(body)
+        if module == opening:
+            opening_docstring = docstring
+        if index > 0 or module != opening:
+            bodies.append(f"\n\n# ---- from residlab/{module} " + "-" * max(0, 70 - len(module)) + "\n")
+        bodies.append(body)
+    parts = [opening_docstring + "\n" + FUTURE_IMPORT + "\n", *bodies]
     text = "".join(parts)
     if LOCK_PLACEHOLDER in text:
         lock_json = json.dumps(json.loads(lock_path.read_text(encoding="utf-8")), indent=1, sort_keys=True)

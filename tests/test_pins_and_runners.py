@@ -85,12 +85,40 @@ def test_runner_builder_refuses_a_second_main_block(tmp_path, monkeypatch):
         runners.build_runner(runners.Runner("x.py", ("a.py", "b.py"), "x"))
 
 
+def test_runner_builder_leaves_out_a_borrowed_modules_script_block(tmp_path, monkeypatch):
+    (tmp_path / "lib.py").write_text(
+        '"""Lib."""\nfrom __future__ import annotations\n\ndef shared():\n    return 41\n\n'
+        'def main():\n    return "lib main"\n\nif __name__ == "__main__":\n    print(main())\n'
+    )
+    (tmp_path / "app.py").write_text(
+        '"""App: opens the runner."""\nfrom __future__ import annotations\n\n'
+        'from residlab.lib import shared  # bundled\n\ndef main():\n    return shared() + 1\n\n'
+        'if __name__ == "__main__":\n    print(main())\n'
+    )
+    monkeypatch.setattr(runners, "PACKAGE_DIR", tmp_path)
+    text = runners.build_runner(runners.Runner("x.py", ("lib.py", "app.py"), "x", borrowed=("lib.py",)))
+    assert text.count('if __name__ == "__main__":') == 1
+    assert text.split("\n")[3] == '"""App: opens the runner."""'
+    script = tmp_path / "x.py"
+    script.write_text(text)
+    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=True)
+    assert completed.stdout == "42\n"
+
+
+def test_runner_builder_refuses_a_name_defined_twice(tmp_path, monkeypatch):
+    (tmp_path / "a.py").write_text('"""A."""\nfrom __future__ import annotations\nWIDTH = 16\n')
+    (tmp_path / "b.py").write_text('"""B."""\nfrom __future__ import annotations\nWIDTH = 32\n')
+    monkeypatch.setattr(runners, "PACKAGE_DIR", tmp_path)
+    with pytest.raises(ValueError, match="b.py redefines WIDTH, which a.py defines"):
+        runners.build_runner(runners.Runner("x.py", ("a.py", "b.py"), "x"))
+
+
 def test_cli_lists_every_subcommand_without_importing_torch():
     completed = subprocess.run(
         [sys.executable, "-c", "import sys; from residlab.cli import main\n"
          "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)"],
         capture_output=True, text=True, check=True,
     )
-    for command in ("toy", "lesson", "pythia", "site", "sync"):
+    for command in ("toy", "lesson", "paper", "pythia", "site", "sync"):
         assert command in completed.stdout
     assert completed.stdout.strip().endswith("False")

@@ -59,6 +59,15 @@ def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
     assert completed.stdout == capsys.readouterr().out
 
 
+def test_paper_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
+    from residlab import paper_lab
+
+    completed = run_alone("read_transformer_paper.py", ["--skip-profile"], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    paper_lab.main(["--skip-profile"])
+    assert completed.stdout == capsys.readouterr().out
+
+
 def test_observation_runner_alone_fetches_verifies_and_observes(tmp_path, specimen_lock_path, hub_env):
     artifacts, first, second = tmp_path / "pythia-artifacts", tmp_path / "run-01", tmp_path / "run-02"
     fetched = run_alone(

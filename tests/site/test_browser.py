@@ -119,7 +119,7 @@ def test_every_download_link_serves_the_runner(base_url, browser):
     from selenium.webdriver.common.by import By
 
     served = set()
-    for page in ("index.html", "labs/05-trace-residual-stream.html", "lessons/04-residual-stream.html"):
+    for page in ("index.html", "labs/04-read-transformer-paper.html", "labs/05-trace-residual-stream.html", "lessons/04-residual-stream.html"):
         open_page(browser, f"{base_url}/{page}")
         for link in browser.find_elements(By.CSS_SELECTOR, "a[href*='assets/labs/']"):
             url = link.get_attribute("href")
@@ -127,7 +127,8 @@ def test_every_download_link_serves_the_runner(base_url, browser):
             with urllib.request.urlopen(url, timeout=10) as response:
                 assert response.read() == (ROOT / "assets" / "labs" / name).read_bytes(), url
             served.add(name)
-    assert served == {"trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"}
+    assert served == {"trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
+                      "read_transformer_paper.py"}
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -36,7 +36,8 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
 
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site.verify_build(built_site.project, built_site.site) == []
-    downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt")
+    downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
+                 "read_transformer_paper.py")
     for name in downloads:
         assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
 

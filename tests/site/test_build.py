@@ -30,7 +30,7 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
     # site.render already refused any warning line; this checks the log is Quarto's and names every page.
     assert site.warning_lines(built_site.output) == []
     rendered = re.findall(r"\[\s*\d+/\d+\]\s+(\S+)", site.ANSI_ESCAPE.sub("", built_site.output))
-    sources = sorted(str(page.relative_to(ROOT)) for page in site.site_pages(ROOT))
+    sources = sorted(str(page.relative_to(built_site.project)) for page in site.site_pages(built_site.project))
     assert sorted(rendered) == sources
 
 

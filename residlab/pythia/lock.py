@@ -210,7 +210,7 @@ def parse_lock(data: object, origin: str) -> Lock:
         if digest is not None and not (isinstance(digest, str) and _HEX64.match(digest)):
             raise LockError(f"{where}: sha256 {digest!r} is neither 64 lowercase hex digits nor null")
         if not (isinstance(entry["source"], str) and entry["source"].strip()):
-            raise LockError(f"{where}: source {entry['source']!r} must be a non-empty string saying where the size and hash came from")
+            raise LockError(f"{where}: source must say where the size and hash came from (got {entry['source']!r})")
         files.append(LockedFile(name=name, size=size, sha256=digest, source=entry["source"]))
 
     names = [entry.name for entry in files]

@@ -678,9 +678,9 @@ def check_output_directory(output_dir: Path) -> Path:
     output_dir = Path(output_dir)
     try:
         status = os.lstat(output_dir)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         parent = Path(os.path.abspath(output_dir)).parent
-        if os.path.lexists(parent) and not parent.is_dir():
+        if any(os.path.lexists(above) and not above.is_dir() for above in (parent, *parent.parents)):
             raise OutputDirectoryError(f"{output_dir}: its parent {parent} is not a directory") from None
         return output_dir
     except OSError as error:
@@ -787,8 +787,7 @@ def observe_to_directory(
     try:
         for name in RESULT_FILES:
             (staging / name).write_bytes(texts[name])
-        check_output_directory(output_dir)  # again: something may have written there meanwhile
-        _place(staging, output_dir)
+        _place(staging, output_dir)  # refuses, naming the cause, if another run got there meanwhile
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -51,23 +51,26 @@ class PageCapture:
         return self.observations["checks"]
 
 
-def _read_json(directory: Path, name: str) -> tuple[bytes, dict]:
+def _read_bytes(directory: Path, name: str) -> bytes:
     from residlab.pythia.lock import UnsafeFileError, read_file_bytes
 
     path = directory / name
     try:
-        data = read_file_bytes(path, RESULT_MAX_BYTES[name]).data
+        return read_file_bytes(path, RESULT_MAX_BYTES[name]).data
     except FileNotFoundError:
         raise CaptureError(f"{path}: missing; a capture directory holds {', '.join(RESULT_MAX_BYTES)}") from None
     except UnsafeFileError as error:
         raise CaptureError(f"{path}: {error}") from None
+
+
+def _parse_json(path: Path, data: bytes) -> dict:
     try:
         value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as error:
         raise CaptureError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(value, dict):
         raise CaptureError(f"{path}: not a JSON object")
-    return data, value
+    return value
 
 
 def _norm(vector: list) -> float:
@@ -139,13 +142,13 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
     records the size and sha256 of observations.json and captures.json, and every number of the selected
     position that the page shows agrees with the one recomputed from the captured tensors."""
     directory = Path(directory)
-    _, manifest = _read_json(directory, "manifest.json")
+    manifest = _parse_json(directory / "manifest.json", _read_bytes(directory, "manifest.json"))
     recorded = manifest.get("results")
     if not isinstance(recorded, dict):
         raise CaptureError(f"{directory / 'manifest.json'}: records no results (sizes and sha256 of the other two files)")
     parsed = {}
     for name in ("observations.json", "captures.json"):
-        data, parsed[name] = _read_json(directory, name)
+        data = _read_bytes(directory, name)
         entry = recorded.get(name) if isinstance(recorded.get(name), dict) else {}
         actual = hashlib.sha256(data).hexdigest()
         if entry.get("sha256") != actual or entry.get("size") != len(data):
@@ -153,6 +156,7 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
                 f"{directory / name}: {len(data):,} bytes with sha256 {actual}, but manifest.json records "
                 f"{entry.get('size')!r} bytes with sha256 {entry.get('sha256')!r}: not the file of this run"
             )
+        parsed[name] = _parse_json(directory / name, data)
     observations, captures = parsed["observations.json"], parsed["captures.json"]
     try:
         ids = [token["id"] for token in observations["tokens"]]

@@ -45,7 +45,7 @@ def test_the_read_rule_refuses_links_fifos_devices_and_oversized_files_without_r
     os.mkfifo(tmp_path / "fifo")  # would block forever if opened for reading without a writer
     with pytest.raises(UnsafeFileError, match="fifo: not a regular file"):
         read_file_bytes(tmp_path / "fifo", 8)
-    with pytest.raises(UnsafeFileError, match="regular.json: 8 bytes, more than the 7 expected; not read"):
+    with pytest.raises(UnsafeFileError, match="regular.json: 8 bytes, more than the 7 allowed; not read"):
         read_file_bytes(regular, 7)
     with pytest.raises(FileNotFoundError):
         read_file_bytes(tmp_path / "absent", 8)
@@ -96,7 +96,7 @@ def test_an_artifact_that_is_not_a_plain_file_of_its_size_is_refused_unread(kind
         message = r"config.json: is a symbolic link \(to /dev/zero\)"
     else:
         target.write_bytes(b"{}" + b" " * 50_000_000)
-        message = "config.json: 50,000,002 bytes, the lock says 638"
+        message = "config.json: 50,000,002 bytes, more than the 638 allowed; not read"
     with pytest.raises(ArtifactError, match=message):
         verify_artifacts(directory, load_lock(specimen_lock_path))
 

@@ -165,7 +165,7 @@ def read_file_bytes(path: Path, max_bytes: int) -> FileBytes:
         if not stat.S_ISREG(before.st_mode):
             raise UnsafeFileError(f"{path.name}: not a regular file; only regular files are read")
         if before.st_size > max_bytes:
-            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} expected; not read")
+            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} allowed; not read")
         chunks, total = [], 0
         while total <= max_bytes:
             chunk = os.read(descriptor, min(_READ_CHUNK, max_bytes + 1 - total))
@@ -459,7 +459,7 @@ def _read_present(directory: Path, name: str, lock: Lock) -> tuple[str | None, F
     except FileNotFoundError:
         return f"{name}: disappeared while the directory was being checked", None
     except UnsafeFileError as error:
-        return str(error).replace("more than the", "the lock says").replace(" expected; not read", ""), None
+        return str(error), None
     if held.size != expected.size:
         return f"{name}: {held.size:,} bytes, the lock says {expected.size:,}", None
     if expected.sha256 is not None and held.sha256 != expected.sha256:
@@ -1670,8 +1670,7 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
             )
     else:
         print(plan_text(lock))
-        limits = FetchLimits(deadline_s=getattr(args, "timeout", FetchLimits().deadline_s))
-        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=limits)
+        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))
     if args.output is not None:
         result = observe_to_directory(verified, args.output, command=command, position=args.position)
         print_summary(result, args.output)

@@ -144,7 +144,7 @@ def _read_present(directory: Path, name: str, lock: Lock) -> tuple[str | None, F
     except FileNotFoundError:
         return f"{name}: disappeared while the directory was being checked", None
     except UnsafeFileError as error:
-        return str(error).replace("more than the", "the lock says").replace(" expected; not read", ""), None
+        return str(error), None
     if held.size != expected.size:
         return f"{name}: {held.size:,} bytes, the lock says {expected.size:,}", None
     if expected.sha256 is not None and held.sha256 != expected.sha256:

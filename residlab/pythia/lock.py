@@ -98,7 +98,7 @@ def read_file_bytes(path: Path, max_bytes: int) -> FileBytes:
         if not stat.S_ISREG(before.st_mode):
             raise UnsafeFileError(f"{path.name}: not a regular file; only regular files are read")
         if before.st_size > max_bytes:
-            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} expected; not read")
+            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} allowed; not read")
         chunks, total = [], 0
         while total <= max_bytes:
             chunk = os.read(descriptor, min(_READ_CHUNK, max_bytes + 1 - total))

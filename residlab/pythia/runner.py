@@ -75,8 +75,7 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
             )
     else:
         print(plan_text(lock))
-        limits = FetchLimits(deadline_s=getattr(args, "timeout", FetchLimits().deadline_s))
-        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=limits)
+        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))
     if args.output is not None:
         result = observe_to_directory(verified, args.output, command=command, position=args.position)
         print_summary(result, args.output)

@@ -293,6 +293,20 @@ def test_a_file_without_a_locked_hash_is_checked_against_the_hub_never_recorded_
     assert verified.bytes_for("config.json") == (target / "config.json").read_bytes()
 
 
+def test_offline_verification_says_what_an_unpinned_file_gets(tmp_path, copy_specimen, specimen_lock_data, capsys):
+    from residlab.pythia import cli
+
+    lock_path = _lock_without_hash(specimen_lock_data, tmp_path)
+    directory = copy_specimen()
+    assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 0
+    out = capsys.readouterr().out
+    assert "generation_config.json: only its size is checked offline" in out and "never reads it" in out
+    with open(directory / "generation_config.json", "ab") as handle:
+        handle.write(b" ")  # its size is still checked
+    assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 1
+    assert "generation_config.json: 76 bytes, more than the 75 allowed; not read" in capsys.readouterr().err
+
+
 def test_a_hand_written_record_does_not_vouch_for_anything(tmp_path, copy_specimen, specimen_lock_data):
     lock = load_lock(_lock_without_hash(specimen_lock_data, tmp_path))
     directory = copy_specimen()

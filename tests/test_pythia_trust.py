@@ -404,6 +404,12 @@ def test_a_capture_that_is_not_one_consistent_run_is_refused_naming_the_file(fau
         plots.read_capture(capture_copy)
 
 
+def test_the_page_refuses_a_damaged_cached_capture_rather_than_showing_it(capture_copy):
+    _truncate(capture_copy)
+    with pytest.raises(plots.CaptureError, match=r"captures\.json: .*not the file of this run"):
+        plots.page_capture(capture_copy, environ={})
+
+
 # ---- null and zero values ------------------------------------------------------------------------------------
 
 

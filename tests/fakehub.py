@@ -16,6 +16,14 @@ honest ``Content-Length`` (the metadata still says the full size); ``"cut"`` ``C
 size but the connection closes half way, and every later GET of that file is dropped unanswered (the network
 stays down); ``"cut_once"`` the same cut, then later GETs are served (with ``Range`` honoured, so the client
 resumes); ``"flip"`` one byte changed, same size; ``"resize"`` one byte appended.
+
+Misbehaviours against the client's byte and time bounds (each ends when the client hangs up or the hub stops):
+``"oversize_unframed"`` no Content-Length, the file then endless zero bytes until the connection closes;
+``"oversize_chunked"`` the same as chunked transfer encoding; ``"trickle"`` an honest Content-Length, then one
+byte every ``hub.trickle_interval`` seconds; ``"trickle_headers"`` the status line, then the headers one byte
+at a time, never finished; ``"silent"`` accepts the request and never answers; ``"stall_ignore_range"`` every GET
+answers 200 from byte 0 whatever its ``Range``, sends half the file and stalls; ``"redirect"`` a 302 to a
+second address that serves the file (as the Hub sends LFS files to its CDN); ``"redirect_loop"`` a 302 to itself.
 Every request is logged in ``hub.requests`` as ``(method, path)``.
 """
 
@@ -30,7 +38,12 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 LFS_FILES = ("model.safetensors",)  # stored with git LFS on the Hub; everything else is a plain git blob
-FAULT_KINDS = ("missing", "server_error", "truncate", "cut", "cut_once", "flip", "resize")
+FAULT_KINDS = (
+    "missing", "server_error", "truncate", "cut", "cut_once", "flip", "resize", "oversize_unframed",
+    "oversize_chunked", "trickle", "trickle_headers", "silent", "stall_ignore_range", "redirect", "redirect_loop",
+)  # fmt: skip
+STREAM_CAP = 256 << 20  # an endless body stops here even if the client never hangs up
+CDN_PREFIX = "/cdn/"
 
 
 def git_blob_id(data: bytes) -> str:
@@ -54,6 +67,8 @@ class FakeHub:
         self.faults: dict[str, str] = {}
         self.requests: list[tuple[str, str]] = []
         self.cut_files: set[str] = set()  # files whose transfer was already cut once
+        self.trickle_interval = 0.05  # seconds between bytes of a "trickle" fault
+        self.stopping = threading.Event()  # ends every stall and endless body when the hub stops
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -83,6 +98,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -184,6 +200,9 @@ class _Handler(BaseHTTPRequestHandler):
                 form = parse_qs(self.rfile.read(length).decode())
                 return self._paths_info(form.get("paths", []))
             return self._send(404, b"no such route")
+        if path.startswith(CDN_PREFIX) and self.command == "GET":
+            name = path[len(CDN_PREFIX) :]
+            return self._send(200, hub.files[name]) if name in hub.files else self._send(404, b"no such object")
         if "/resolve/" in path and self.command in ("HEAD", "GET"):
             if not path.startswith(resolve_prefix):
                 return self._send(404, b"repository not found", error_code="RepoNotFound")
@@ -238,6 +257,13 @@ class _Handler(BaseHTTPRequestHandler):
             headers["X-Linked-Etag"] = f'"{etag}"'
         if self.command == "HEAD":
             return self._send(200, b"", {**headers, "Content-Length": str(len(data))})
+        if fault in MISBEHAVIOURS:
+            self.close_connection = True
+            try:
+                MISBEHAVIOURS[fault](self, name, data)
+            except OSError:  # the client hung up, as a bounded client does
+                pass
+            return
         if fault == "truncate":
             return self._send(200, data[: len(data) // 2], headers)
         if fault in ("cut", "cut_once") and self._already_cut(name):
@@ -260,6 +286,58 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(206, data[start:], headers)
         return self._send(200, data, headers)
 
+    # ---- misbehaviours (each returns when the client hangs up or the hub stops) ----
+    def _endless(self, data: bytes, chunked: bool) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding" if chunked else "Connection", "chunked" if chunked else "close")
+        self.end_headers()
+        block, sent = data + bytes(1 << 16), 0
+        while sent < STREAM_CAP and not self.hub.stopping.is_set():
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(block), block) if chunked else block)
+            sent += len(block)
+            block = bytes(1 << 16)
+
+    def _oversize_unframed(self, name: str, data: bytes) -> None:
+        self._endless(data, chunked=False)
+
+    def _oversize_chunked(self, name: str, data: bytes) -> None:
+        self._endless(data, chunked=True)
+
+    def _trickle(self, name: str, data: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        for index in range(len(data)):
+            if self.hub.stopping.wait(self.hub.trickle_interval):
+                return
+            self.wfile.write(data[index : index + 1])
+            self.wfile.flush()
+
+    def _trickle_headers(self, name: str, data: bytes) -> None:
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        while not self.hub.stopping.wait(self.hub.trickle_interval):
+            self.wfile.write(b"X")  # one endless header line, one byte at a time
+            self.wfile.flush()
+
+    def _silent(self, name: str, data: bytes) -> None:
+        self.hub.stopping.wait(60)
+
+    def _stall_ignore_range(self, name: str, data: bytes) -> None:
+        self.send_response(200)  # never 206: the Range header is ignored
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data[: len(data) // 2])
+        self.wfile.flush()
+        self.hub.stopping.wait(60)
+
+    def _redirect(self, name: str, data: bytes) -> None:
+        self.close_connection = False
+        self._send(302, b"", {"Location": f"{CDN_PREFIX}{name}"})
+
+    def _redirect_loop(self, name: str, data: bytes) -> None:
+        self.close_connection = False
+        self._send(302, b"", {"Location": self.path})
+
     def _already_cut(self, name: str) -> bool:
         """True from the second GET of ``name`` on; records the first."""
         with self.hub._lock:
@@ -278,3 +356,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+
+MISBEHAVIOURS = {
+    "oversize_unframed": _Handler._oversize_unframed,
+    "oversize_chunked": _Handler._oversize_chunked,
+    "trickle": _Handler._trickle,
+    "trickle_headers": _Handler._trickle_headers,
+    "silent": _Handler._silent,
+    "stall_ignore_range": _Handler._stall_ignore_range,
+    "redirect": _Handler._redirect,
+    "redirect_loop": _Handler._redirect_loop,
+}

@@ -12,7 +12,8 @@ import pytest
 
 from residlab.pythia import pin
 from residlab.pythia.artifacts import (
-    VERIFIED_HASHES_FILE,
+    OBSERVE_READS,
+    RETIRED_RECORD_FILE,
     ArtifactError,
     fetch_artifacts,
     plan_text,
@@ -100,6 +101,24 @@ BROKEN_LOCKS = {
     "no source": (lambda d: _file(d, "config.json").update(source=" "), "source must say where"),
     "total disagrees": (lambda d: d.update(total_bytes=30_264_047), "the plan and the lock disagree"),
     "schema": (lambda d: d.update(schema=2), "schema 2"),
+    # Every field of the wrong JSON type: a LockError naming the field, never a TypeError.
+    "schema as text": (lambda d: d.update(schema="1"), "schema '1'"),
+    "schema as list": (lambda d: d.update(schema=[1]), "schema [1]"),
+    "repository as number": (lambda d: d.update(repository=7), "repository 7"),
+    "revision as null": (lambda d: d.update(revision=None), "revision None"),
+    "synthetic as text": (lambda d: d.update(synthetic="no"), "synthetic 'no'"),
+    "files as object": (lambda d: d.update(files={}), "files must be a list of objects"),
+    "file as list": (lambda d: d["files"].append(["config.json"]), "files must be a list of objects"),
+    "name as number": (lambda d: _file(d, "config.json").update(name=5), "files[0]: name 5 is not a string"),
+    "name as list": (lambda d: _file(d, "config.json").update(name=["config.json"]), "files[0]: name ['config.json']"),
+    "name absent": (lambda d: _file(d, "config.json").pop("name"), "files[0]: name None is not a string"),
+    "sha256 as number": (lambda d: _file(d, "config.json").update(sha256=1), "sha256 1 is neither"),
+    "source as number": (lambda d: _file(d, "config.json").update(source=3), "source must say where"),
+    "total as text": (lambda d: d.update(total_bytes="30264046"), "total_bytes '30264046' is not an integer"),
+    "libraries as list": (lambda d: d.update(libraries=["torch"]), "libraries ['torch'] must map"),
+    "library version as number": (lambda d: d["libraries"].update(torch=2), "libraries {"),
+    "also_tested as text": (lambda d: d.update(also_tested="4.57.1"), "also_tested '4.57.1' must map"),
+    "revision_source empty": (lambda d: d.update(revision_source=""), "revision_source '' must be a non-empty string"),
 }
 
 
@@ -225,7 +244,7 @@ def test_fetch_downloads_exactly_the_six_files_once(tmp_path, fake_hub_server, s
     assert verified.sha256 == {entry["name"]: entry["sha256"] for entry in specimen_lock_data["files"]}
     resolved = fake_hub_server.resolved_files()
     assert sorted(set(resolved)) == sorted(ALLOWED_FILES)  # never pytorch_model.bin or modeling_custom.py
-    assert sorted(resolved) == sorted(ALLOWED_FILES * 2)  # one HEAD and one GET each
+    assert sorted(resolved) == sorted(ALLOWED_FILES)  # one GET each, nothing else
     assert all(lock.revision in path for _, path in fake_hub_server.requests)
     requests_made = len(fake_hub_server.requests)
     fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=quiet)
@@ -252,7 +271,7 @@ def _lock_without_hash(specimen_lock_data: dict, tmp_path: Path, name: str = "ge
     return write_specimen_lock(data, tmp_path / "incomplete.lock.json")
 
 
-def test_a_file_without_a_locked_hash_is_checked_against_the_hub_and_recorded(
+def test_a_file_without_a_locked_hash_is_checked_against_the_hub_never_recorded_and_never_loaded(
     tmp_path, fake_hub_server, specimen_lock_data
 ):
     lock = load_lock(_lock_without_hash(specimen_lock_data, tmp_path))
@@ -260,23 +279,46 @@ def test_a_file_without_a_locked_hash_is_checked_against_the_hub_and_recorded(
     messages = []
     fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=messages.append)
     text = "\n".join(messages)
-    assert "The lock is incomplete" in text and "generation_config.json" in text
+    assert "The lock is incomplete" in text and "generation_config.json" in text and "never reads it" in text
     assert f"residlab pythia pin --revision {lock.revision}" in text
     assert any("/paths-info/" in path for method, path in fake_hub_server.requests if method == "POST")
-    record = json.loads((target / VERIFIED_HASHES_FILE).read_text(encoding="utf-8"))
-    expected = _file(specimen_lock_data, "generation_config.json")["sha256"]
-    assert record["revision"] == lock.revision
-    assert record["files"]["generation_config.json"]["sha256"] == expected
-    assert "git blob id" in record["files"]["generation_config.json"]["verified_against"]
+    assert sorted(path.name for path in target.iterdir()) == sorted(ALLOWED_FILES)  # no record of its own
 
-    # Offline, the recorded hash guards those bytes: a changed byte is refused, naming the record.
-    assert verify_artifacts(target, lock).recorded_hashes == ("generation_config.json",)
-    path = target / "generation_config.json"
-    data = bytearray(path.read_bytes())
-    data[3] ^= 0x01
-    path.write_bytes(bytes(data))
-    with pytest.raises(ArtifactError, match=f"generation_config.json: sha256 .*{VERIFIED_HASHES_FILE} says"):
-        verify_artifacts(target, lock)
+    # Offline, only its size can be checked: it is reported as unpinned, and the observation never reads it.
+    verified = verify_artifacts(target, lock)
+    assert verified.unpinned == ("generation_config.json",)
+    assert "generation_config.json" not in OBSERVE_READS
+    with pytest.raises(ArtifactError, match="generation_config.json: the lock .* records no sha256 .* never loaded"):
+        verified.bytes_for("generation_config.json")
+    assert verified.bytes_for("config.json") == (target / "config.json").read_bytes()
+
+
+def test_offline_verification_says_what_an_unpinned_file_gets(tmp_path, copy_specimen, specimen_lock_data, capsys):
+    from residlab.pythia import cli
+
+    lock_path = _lock_without_hash(specimen_lock_data, tmp_path)
+    directory = copy_specimen()
+    assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 0
+    out = capsys.readouterr().out
+    assert "generation_config.json: only its size is checked offline" in out and "never reads it" in out
+    with open(directory / "generation_config.json", "ab") as handle:
+        handle.write(b" ")  # its size is still checked
+    assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 1
+    assert "generation_config.json: 76 bytes, more than the 75 allowed; not read" in capsys.readouterr().err
+
+
+def test_a_hand_written_record_does_not_vouch_for_anything(tmp_path, copy_specimen, specimen_lock_data):
+    lock = load_lock(_lock_without_hash(specimen_lock_data, tmp_path))
+    directory = copy_specimen()
+    (directory / RETIRED_RECORD_FILE).write_text(
+        json.dumps({"repository": lock.repository, "revision": lock.revision, "files": {"generation_config.json": {"sha256": "0" * 64}}})
+    )
+    with pytest.raises(ArtifactError, match=f"{RETIRED_RECORD_FILE}: .*no longer trusted or used"):
+        verify_artifacts(directory, lock)
+    (directory / RETIRED_RECORD_FILE).unlink()
+    (directory / RETIRED_RECORD_FILE).symlink_to("/dev/zero")  # read before any rule once; now never read
+    with pytest.raises(ArtifactError, match=f"{RETIRED_RECORD_FILE}: is a symbolic link"):
+        verify_artifacts(directory, lock)
 
 
 def test_an_unlocked_file_that_disagrees_with_the_hub_metadata_is_refused(
@@ -288,7 +330,6 @@ def test_an_unlocked_file_that_disagrees_with_the_hub_metadata_is_refused(
     with pytest.raises(ArtifactError, match="generation_config.json: git blob id .* the Hub's metadata says"):
         fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=quiet)
     assert not (target / "generation_config.json").exists()
-    assert not (target / VERIFIED_HASHES_FILE).exists()
 
 
 def test_an_existing_unlocked_file_is_checked_against_the_hub_before_it_is_kept(
@@ -297,12 +338,15 @@ def test_an_existing_unlocked_file_is_checked_against_the_hub_before_it_is_kept(
     lock = load_lock(_lock_without_hash(specimen_lock_data, tmp_path))
     target = tmp_path / "artifacts"
     target.mkdir()
-    (target / "generation_config.json").write_bytes((specimen_dir / "generation_config.json").read_bytes())
-    with pytest.raises(ArtifactError, match="no fetch has verified it here"):
-        verify_artifacts(target, lock)
+    original = (specimen_dir / "generation_config.json").read_bytes()
+    changed = bytearray(original)
+    changed[3] ^= 0x01  # same size, different bytes
+    (target / "generation_config.json").write_bytes(bytes(changed))
+    with pytest.raises(ArtifactError, match="generation_config.json: git blob id .* the Hub's metadata says"):
+        fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+    (target / "generation_config.json").write_bytes(original)
     fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=quiet)
-    assert "generation_config.json" not in fake_hub_server.resolved_files()
-    assert "generation_config.json" in json.loads((target / VERIFIED_HASHES_FILE).read_text())["files"]
+    assert "generation_config.json" not in fake_hub_server.resolved_files()  # checked, never downloaded
 
 
 # ---- pin -------------------------------------------------------------------------------------------------------

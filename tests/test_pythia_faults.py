@@ -4,11 +4,12 @@ already had is overwritten or deleted (each test snapshots the directory before 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from residlab.pythia.artifacts import STAGING_PREFIX, ArtifactError, fetch_artifacts, verify_artifacts
+from residlab.pythia.artifacts import STAGING_PREFIX, ArtifactError, FetchLimits, fetch_artifacts, verify_artifacts
 from residlab.pythia.lock import ALLOWED_FILES, load_lock
 
 
@@ -85,7 +86,7 @@ LOCAL_FAULTS = {
     "flipped byte": (_flip, r"tokenizer\.json: sha256 [0-9a-f]{64}, the lock says [0-9a-f]{64} \(same size, different bytes\)"),
     "extra file": (_extra, r"pytorch_model\.bin: extra file"),
     "missing file": (_missing, r"special_tokens_map\.json: missing"),
-    "wrong size": (_wrong_size, r"config\.json: \d+ bytes, the lock says \d+"),
+    "wrong size": (_wrong_size, r"config\.json: 639 bytes, more than the 638 allowed; not read"),
     "symlink outside": (_symlink_outside, r"config\.json: is a symbolic link \(to .*elsewhere-config\.json\)"),
     "subdirectory": (_subdirectory, r"checkpoints: unexpected directory"),
     "interrupted fetch": (_interrupted_fetch, r"left by an interrupted fetch"),
@@ -132,20 +133,48 @@ def test_fetch_fills_in_a_missing_file(copy_specimen, specimen_lock_path, fake_h
 
 # ---- faults on the hub's side ----------------------------------------------------------------------------------
 
+# Small bounds so every misbehaving server is given up on within seconds: a short deadline where the deadline
+# is what must stop the fetch, a generous one elsewhere (so a loaded machine does not turn a refusal for size
+# into a refusal for time).
+FAST = FetchLimits(deadline_s=2.0, stall_s=0.4, attempts=3, backoff_s=0.0)
+STALLS = FetchLimits(deadline_s=60.0, stall_s=0.4, attempts=3, backoff_s=0.0)
+BOUNDED = FetchLimits(deadline_s=60.0, stall_s=5.0, attempts=3, backoff_s=0.0)
+LIMITS_FOR_FAULT = {"trickle": FAST, "trickle_headers": FAST, "silent": STALLS, "stall_ignore_range": STALLS}
+SIZE = {"config.json": 638, "model.safetensors": 28_143_920}  # the specimen's, as its lock records them
+
 HUB_FAULTS = {
     # fault on the hub, the file it hits, what the error must say
     "404 wrong file": ("missing", "tokenizer_config.json", r"tokenizer_config\.json: .*the Hub has no such file"),
-    "500": ("server_error", "*", r"config\.json: download .* failed: .*500"),
-    "truncated body": ("truncate", "model.safetensors", r"model\.safetensors: download .* failed: .*(Consistency check|size)"),
-    "transfer cut midway": ("cut", "model.safetensors", r"model\.safetensors: download .* failed"),
+    "500": ("server_error", "*", r"config\.json: download .* failed .*attempt 3: HTTP 500"),
+    "truncated body": (
+        "truncate", "model.safetensors",
+        r"model\.safetensors: .*the server announces 14,071,960 bytes \(Content-Length\), the lock says 28,143,920",
+    ),
+    "transfer cut midway": ("cut", "model.safetensors", r"model\.safetensors: download .* failed after 14,071,960 of 28,143,920 bytes"),
     "flipped byte": ("flip", "model.safetensors", r"downloaded model\.safetensors: sha256 [0-9a-f]{64}, the lock says"),
-    "wrong size": ("resize", "config.json", r"downloaded config\.json: \d+ bytes, the lock says \d+"),
-}
+    "wrong size": ("resize", "config.json", r"config\.json: .*the server announces 639 bytes \(Content-Length\), the lock says 638"),
+    "oversize without a length": (
+        "oversize_unframed", "config.json", r"config\.json: .*more than the lock's 638 bytes; stopped reading at byte 639\b"
+    ),
+    "oversize chunked": (
+        "oversize_chunked", "model.safetensors",
+        r"model\.safetensors: .*more than the lock's 28,143,920 bytes; stopped reading at byte 28,143,921\b",
+    ),
+    "trickled body": ("trickle", "config.json", r"config\.json: download .* failed .*the fetch's deadline of 2 s passed"),
+    "trickled headers": ("trickle_headers", "config.json", r"config\.json: download .* failed .*the fetch's deadline of 2 s passed"),
+    "silent server": ("silent", "config.json", r"config\.json: .*attempt 3: no data for 0\.4 s \(stalled\)"),
+    "stall, then Range ignored": (
+        "stall_ignore_range", "model.safetensors",
+        r"model\.safetensors: .*attempt 1: no data for 0\.4 s \(stalled\); attempt 2: the server ignored the request "
+        r"to resume from byte 14,071,960",
+    ),
+    "redirect loop": ("redirect_loop", "config.json", r"config\.json: .*more than 5 redirects"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("fault", sorted(HUB_FAULTS))
-def test_a_hub_fault_is_refused_and_only_verified_complete_files_remain(
-    fault, tmp_path, specimen_dir, specimen_lock_path, fake_hub_server, no_retry_sleep
+def test_a_hub_fault_is_refused_in_time_and_only_verified_complete_files_remain(
+    fault, tmp_path, specimen_dir, specimen_lock_path, fake_hub_server
 ):
     kind, name, message = HUB_FAULTS[fault]
     directory = tmp_path / "artifacts"
@@ -155,21 +184,89 @@ def test_a_hub_fault_is_refused_and_only_verified_complete_files_remain(
     users_stat = users_copy.stat()
     lock = load_lock(specimen_lock_path)
     fake_hub_server.faults[name] = kind
+    limits = LIMITS_FOR_FAULT.get(kind, BOUNDED)
+    started = time.monotonic()
     with pytest.raises(ArtifactError, match=message):
-        fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+        fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet, limits=limits)
+    if limits is FAST:
+        assert time.monotonic() - started < FAST.deadline_s + 1.5  # the deadline holds, whatever the server does
     left = sorted(path.name for path in directory.iterdir())
-    assert set(left) < set(ALLOWED_FILES)  # no staging folder, no .cache, no partial file
+    assert set(left) < set(ALLOWED_FILES)  # no staging folder, no partial file
     assert name not in left
     for kept in left:  # whatever was moved in is complete and matches the lock
         assert (directory / kept).read_bytes() == (specimen_dir / kept).read_bytes()
+    assert sum((directory / kept).stat().st_size for kept in left) <= lock.total_bytes
     assert (users_copy.stat().st_ino, users_copy.stat().st_mtime_ns) == (users_stat.st_ino, users_stat.st_mtime_ns)
     assert "special_tokens_map.json" not in fake_hub_server.resolved_files()
     # Once the hub is sound again, the same directory completes without re-downloading what it kept.
     fake_hub_server.faults.clear()
     fake_hub_server.requests.clear()
-    fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
+    fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
     assert set(fake_hub_server.resolved_files()) == set(ALLOWED_FILES) - set(left)
     verify_artifacts(directory, lock)
+
+
+def test_an_oversized_body_is_never_written_past_the_locked_size(
+    tmp_path, specimen_lock_path, fake_hub_server, monkeypatch
+):
+    """Watch every write into the staging file: none takes it past the lock's size."""
+    import builtins
+
+    largest = {}
+    real_open = builtins.open
+
+    class Watched:
+        def __init__(self, handle, name):
+            self.handle, self.name, self.written = handle, name, 0
+
+        def write(self, data):
+            self.written += len(data)
+            largest[self.name] = max(largest.get(self.name, 0), self.written)
+            return self.handle.write(data)
+
+        def __getattr__(self, attribute):
+            return getattr(self.handle, attribute)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.handle.__exit__(*exc)
+
+    def watching_open(path, mode="r", *args, **kwargs):
+        handle = real_open(path, mode, *args, **kwargs)
+        return Watched(handle, Path(path).name) if "w" in mode and STAGING_PREFIX in str(path) else handle
+
+    monkeypatch.setattr(builtins, "open", watching_open)
+    fake_hub_server.faults["model.safetensors"] = "oversize_unframed"
+    with pytest.raises(ArtifactError, match=r"model\.safetensors: .*stopped reading at byte 28,143,921\b"):
+        fetch_artifacts(tmp_path / "a", load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
+    # Written in many pieces, never past the lock's size: the byte beyond it was read, never written.
+    assert SIZE["model.safetensors"] // 2 < largest["model.safetensors"] <= SIZE["model.safetensors"]
+    assert largest["config.json"] == SIZE["config.json"]
+
+
+def test_redirects_are_followed_as_the_hub_sends_files_to_its_cdn(tmp_path, specimen_lock_path, fake_hub_server):
+    fake_hub_server.faults["*"] = "redirect"
+    verified = fetch_artifacts(tmp_path / "a", load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
+    assert sorted(verified.sha256) == sorted(ALLOWED_FILES)
+    assert sum(1 for _, path in fake_hub_server.requests if path.startswith("/cdn/")) == len(ALLOWED_FILES)
+
+
+def test_fetch_timeout_option_bounds_the_command(tmp_path, specimen_lock_path, fake_hub_server, capsys):
+    from residlab.pythia import cli
+
+    fake_hub_server.faults["config.json"] = "trickle"
+    common = ["--artifacts", str(tmp_path / "a"), "--lock", str(specimen_lock_path), "--endpoint", fake_hub_server.endpoint]
+    started = time.monotonic()
+    assert cli.main(["fetch", *common, "--timeout", "1"]) == 1
+    assert time.monotonic() - started < 3.0
+    error = capsys.readouterr().err
+    assert "config.json: download" in error and "deadline of 1 s passed" in error and "Traceback" not in error
+    for bad in ("0", "-3", "soon", "inf"):
+        with pytest.raises(SystemExit):
+            cli.main(["fetch", *common, "--timeout", bad])
+        assert "not a positive number of seconds" in capsys.readouterr().err
 
 
 def test_a_revision_the_hub_lacks_is_refused(tmp_path, specimen_lock_data, fake_hub_server):
@@ -180,39 +277,26 @@ def test_a_revision_the_hub_lacks_is_refused(tmp_path, specimen_lock_data, fake_
     lock_path.write_text(json.dumps(data))
     directory = tmp_path / "artifacts"
     with pytest.raises(ArtifactError, match=r"config\.json: .*the Hub has no such revision"):
-        fetch_artifacts(directory, load_lock(lock_path), endpoint=fake_hub_server.endpoint, report=quiet)
+        fetch_artifacts(directory, load_lock(lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
     assert list(directory.iterdir()) == []
 
 
-def test_an_unreachable_hub_is_refused(tmp_path, specimen_lock_path, no_retry_sleep):
+def test_an_unreachable_hub_is_refused(tmp_path, specimen_lock_path):
     import socket
 
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
     directory = tmp_path / "artifacts"
-    with pytest.raises(ArtifactError, match=r"config\.json: download .* failed"):
-        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=endpoint, report=quiet)
+    with pytest.raises(ArtifactError, match=r"config\.json: download .* failed .*attempt 3: ConnectionRefusedError"):
+        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=endpoint, report=quiet, limits=BOUNDED)
     assert list(directory.iterdir()) == []
 
 
-def test_a_transfer_cut_once_is_resumed_or_refused_never_half_kept(
-    tmp_path, specimen_dir, specimen_lock_path, fake_hub_server, no_retry_sleep
-):
-    import huggingface_hub
-
+def test_a_transfer_cut_once_is_resumed_and_checked(tmp_path, specimen_dir, specimen_lock_path, fake_hub_server):
     fake_hub_server.faults["model.safetensors"] = "cut_once"
     directory = tmp_path / "artifacts"
-    lock = load_lock(specimen_lock_path)
-    gets = lambda: [p for m, p in fake_hub_server.requests if m == "GET" and p.endswith("/model.safetensors")]  # noqa: E731
-    if int(huggingface_hub.__version__.split(".")[0]) >= 1:
-        # huggingface_hub 1.x+ resumes with a Range request; the result is still checked before acceptance.
-        fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
-        assert len(gets()) == 2
-        assert (directory / "model.safetensors").read_bytes() == (specimen_dir / "model.safetensors").read_bytes()
-    else:
-        # 0.x gives up on a broken chunked read: refused, and the half file is not kept.
-        with pytest.raises(ArtifactError, match=r"model\.safetensors: download .* failed"):
-            fetch_artifacts(directory, lock, endpoint=fake_hub_server.endpoint, report=quiet)
-        assert "model.safetensors" not in {path.name for path in directory.iterdir()}
-        assert all(not path.name.startswith(".") for path in directory.iterdir())
+    fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
+    gets = [p for m, p in fake_hub_server.requests if m == "GET" and p.endswith("/model.safetensors")]
+    assert len(gets) == 2  # the second asked for the rest (Range) and the result was still checked
+    assert (directory / "model.safetensors").read_bytes() == (specimen_dir / "model.safetensors").read_bytes()

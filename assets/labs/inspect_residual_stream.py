@@ -13,8 +13,12 @@ Standard library only: the runner's ``--plan`` must work before anything is inst
 from __future__ import annotations
 
 
+import errno
+import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,10 +103,85 @@ FILE_KEYS = ("name", "size", "sha256", "source")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+LOCK_MAX_BYTES = 1 << 20  # a lock is a few kB; anything larger is not a lock
+_READ_CHUNK = 1 << 20
 
 
 class LockError(ValueError):
     """The lock file is malformed or inconsistent; the message names the problem."""
+
+
+class UnsafeFileError(OSError):
+    """A file the tools were about to read is not a plain, stable regular file of a plausible size."""
+
+
+@dataclass(frozen=True)
+class FileBytes:
+    """The bytes of one file, read once, and the identity of the file they came from."""
+
+    data: bytes
+    sha256: str
+    identity: tuple  # (device, inode, size, mtime_ns, ctime_ns) of the open descriptor
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+
+def _identity(status: os.stat_result) -> tuple:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+
+
+def path_identity(path: Path) -> tuple | None:
+    """The identity of whatever ``path`` names now (a link itself, not its target), or None if nothing."""
+    try:
+        return _identity(os.lstat(path))
+    except FileNotFoundError:
+        return None
+
+
+def read_file_bytes(path: Path, max_bytes: int) -> FileBytes:
+    """The one rule for every file read from an artifacts directory, the lock included: opened without
+    following a symbolic link (and without blocking on a FIFO), a regular file, at most ``max_bytes`` read
+    (a larger file is refused from its size, unread), and the descriptor's identity unchanged from before the
+    read to after it, also for the path. The caller hashes and uses ``data``: never the path again.
+
+    Raises ``UnsafeFileError`` (FileNotFoundError when absent) with a message that names the file."""
+    path = Path(path)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    if not nofollow and os.path.islink(path):  # platforms without O_NOFOLLOW: check first (best effort)
+        raise UnsafeFileError(f"{path.name}: is a symbolic link; only regular files are read")
+    flags = os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        if error.errno == errno.ELOOP or os.path.islink(path):
+            raise UnsafeFileError(f"{path.name}: is a symbolic link; only regular files are read") from None
+        raise UnsafeFileError(f"{path.name}: cannot be opened ({error.strerror})") from None
+    try:
+        before = os.fstat(descriptor)
+        if not stat.S_ISREG(before.st_mode):
+            raise UnsafeFileError(f"{path.name}: not a regular file; only regular files are read")
+        if before.st_size > max_bytes:
+            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} allowed; not read")
+        chunks, total = [], 0
+        while total <= max_bytes:
+            chunk = os.read(descriptor, min(_READ_CHUNK, max_bytes + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        after = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    data = b"".join(chunks)
+    if _identity(before) != _identity(after) or len(data) != before.st_size:
+        raise UnsafeFileError(f"{path.name}: changed while it was being read; nothing from it was used")
+    if path_identity(path) != _identity(after):
+        raise UnsafeFileError(f"{path.name}: was replaced while it was being read; nothing from it was used")
+    return FileBytes(data=data, sha256=hashlib.sha256(data).hexdigest(), identity=_identity(after))
 
 
 @dataclass(frozen=True)
@@ -147,7 +226,7 @@ def default_lock_path() -> Path:
 
 def _check_text(data: dict, key: str, origin: str) -> None:
     if key in data and not (isinstance(data[key], str) and data[key].strip()):
-        raise LockError(f"{origin}: {key!r} must be a non-empty string")
+        raise LockError(f"{origin}: {key} {data[key]!r} must be a non-empty string")
 
 
 def parse_lock(data: object, origin: str) -> Lock:
@@ -160,28 +239,30 @@ def parse_lock(data: object, origin: str) -> Lock:
     missing = [key for key in REQUIRED_KEYS if key not in data]
     if missing:
         raise LockError(f"{origin}: missing key(s) {', '.join(missing)}")
-    if data["schema"] != LOCK_SCHEMA:
+    if type(data["schema"]) is not int or data["schema"] != LOCK_SCHEMA:
         raise LockError(f"{origin}: schema {data['schema']!r} is not the supported schema {LOCK_SCHEMA}")
     if not (isinstance(data["repository"], str) and _REPOSITORY.match(data["repository"])):
         raise LockError(f"{origin}: repository {data['repository']!r} is not of the form owner/name")
     if not (isinstance(data["revision"], str) and _HEX40.match(data["revision"])):
         raise LockError(f"{origin}: revision {data['revision']!r} is not an immutable 40-hex commit id")
     if not isinstance(data["synthetic"], bool):
-        raise LockError(f"{origin}: synthetic must be true or false")
+        raise LockError(f"{origin}: synthetic {data['synthetic']!r} must be true or false")
     for key in ("revision_source", "total_bytes_source", "libraries_source", "also_tested_source"):
         _check_text(data, key, origin)
     for key in ("libraries", "also_tested"):
         if key in data and not (
             isinstance(data[key], dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in data[key].items())
         ):
-            raise LockError(f"{origin}: {key} must map library names to version strings")
+            raise LockError(f"{origin}: {key} {data[key]!r} must map library names to version strings")
 
     entries = data["files"]
     if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
         raise LockError(f"{origin}: files must be a list of objects")
     files = []
-    for entry in entries:
+    for index, entry in enumerate(entries):
         name = entry.get("name")
+        if not isinstance(name, str):
+            raise LockError(f"{origin}: files[{index}]: name {name!r} is not a string")
         where = f"{origin}: file {name!r}"
         extra = sorted(set(entry) - set(FILE_KEYS))
         absent = [key for key in FILE_KEYS if key not in entry]
@@ -196,7 +277,7 @@ def parse_lock(data: object, origin: str) -> Lock:
         if digest is not None and not (isinstance(digest, str) and _HEX64.match(digest)):
             raise LockError(f"{where}: sha256 {digest!r} is neither 64 lowercase hex digits nor null")
         if not (isinstance(entry["source"], str) and entry["source"].strip()):
-            raise LockError(f"{where}: source must say where the size and hash came from")
+            raise LockError(f"{where}: source must say where the size and hash came from (got {entry['source']!r})")
         files.append(LockedFile(name=name, size=size, sha256=digest, source=entry["source"]))
 
     names = [entry.name for entry in files]
@@ -244,12 +325,14 @@ def load_lock(path: Path | str | None = None) -> Lock:
         lock_path = default_lock_path() if path is None else Path(path)
         origin = str(lock_path)
         try:
-            text = lock_path.read_text(encoding="utf-8")
+            text = read_file_bytes(lock_path, LOCK_MAX_BYTES).data
         except FileNotFoundError:
             raise LockError(f"{origin}: no such lock file") from None
+        except UnsafeFileError as error:
+            raise LockError(f"{origin}: {error}") from None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise LockError(f"{origin}: not valid JSON ({error})") from None
     return parse_lock(data, origin)
 
@@ -258,19 +341,28 @@ def load_lock(path: Path | str | None = None) -> Lock:
 
 
 import hashlib
-import importlib.util
+import http.client
 import json
 import os
 import shutil
+import socket
 import stat
 import tempfile
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 
-VERIFIED_HASHES_FILE = "residlab-verified-hashes.json"
 STAGING_PREFIX = ".residlab-download-"
-_CHUNK = 1 << 20
+# Written by earlier releases to vouch for files the lock had no hash for; a directory cannot vouch for itself.
+RETIRED_RECORD_FILE = "residlab-verified-hashes.json"
+# The files observe loads. generation_config.json only matters for text generation, which nothing here does.
+OBSERVE_READS = ("config.json", "model.safetensors", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+METADATA_MAX_BYTES = 1 << 20  # the Hub's answer about six paths is a few hundred bytes
+_CHUNK = 1 << 16
 
 
 class ArtifactError(RuntimeError):
@@ -278,11 +370,36 @@ class ArtifactError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class FetchLimits:
+    """Every wait of a fetch is bounded. The default deadline fits the 30 MB of the six files on a slow line
+    (about 17 kB/s); ``--timeout`` changes it."""
+
+    deadline_s: float = 1800.0  # the whole fetch, metadata and every file and retry
+    stall_s: float = 60.0  # no byte for this long: the attempt has stalled
+    attempts: int = 3  # per file, resuming where the last one stopped
+    backoff_s: float = 2.0  # wait before attempt n+1: backoff_s * n (never past the deadline)
+    redirects: int = 5
+
+
+@dataclass(frozen=True)
 class VerifiedArtifacts:
     directory: Path
     lock: Lock
-    sha256: dict  # file name -> sha256 of the bytes on disk, every one checked
-    recorded_hashes: tuple  # files checked against VERIFIED_HASHES_FILE because the lock has no sha256
+    sha256: dict  # file name -> sha256 of the bytes read, every one of the six
+    contents: dict = field(repr=False)  # file name -> FileBytes, for files whose lock entry has a sha256
+    unpinned: tuple = ()  # files the lock has no sha256 for: checked for size only offline, never loaded
+
+    def bytes_for(self, name: str) -> bytes:
+        """The verified bytes of ``name``, refused if the file on disk changed since it was verified."""
+        if name not in self.contents:
+            raise ArtifactError(
+                f"{name}: the lock ({self.lock.origin}) records no sha256 for it, so its bytes are not verified and "
+                f"are never loaded; complete the lock with `residlab pythia pin --revision {self.lock.revision}`"
+            )
+        held = self.contents[name]
+        if path_identity(self.directory / name) != held.identity:
+            raise ArtifactError(f"{name}: changed in {self.directory} after it was verified; refused, nothing loaded")
+        return held.data
 
 
 def plan_text(lock: Lock) -> str:
@@ -296,302 +413,389 @@ def plan_text(lock: Lock) -> str:
     if lock.missing_hashes:
         lines.append(
             f"  The lock records no sha256 for {', '.join(lock.missing_hashes)}: a fetch checks it against the "
-            f"Hub's metadata for this revision. Complete the lock with `residlab pythia pin --revision {lock.revision}`."
+            "Hub's metadata for this revision; offline only its size is checked and the observation never reads "
+            f"it. Complete the lock with `residlab pythia pin --revision {lock.revision}`."
         )
     lines.append(f"  lock: {lock.origin}")
     return "\n".join(lines)
 
 
-def _digest_file(digest, path: Path) -> str:
-    """Feed the file to ``digest`` in chunks (the weights are tens of MB) and return its hex digest."""
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    return _digest_file(hashlib.sha256(), path)
-
-
-def git_blob_id(path: Path) -> str:
+def git_blob_id(data: bytes) -> str:
     """The git blob id the Hub reports for a non-LFS file: sha1 of b"blob <size>\\0" + content."""
-    return _digest_file(hashlib.sha1(b"blob %d\0" % path.stat().st_size), path)
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _read_recorded_hashes(directory: Path, lock: Lock) -> dict:
-    """name -> sha256 recorded by an earlier fetch for files the lock has no hash for."""
-    path = directory / VERIFIED_HASHES_FILE
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        recorded = {name: entry["sha256"] for name, entry in data["files"].items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ArtifactError(f"{VERIFIED_HASHES_FILE}: unreadable ({error}); it should be written only by a fetch") from None
-    if data.get("repository") != lock.repository or data.get("revision") != lock.revision:
-        raise ArtifactError(
-            f"{VERIFIED_HASHES_FILE}: recorded for {data.get('repository')} at {data.get('revision')}, "
-            f"not for {lock.repository} at {lock.revision}"
-        )
-    return recorded
+# ---- offline verification ------------------------------------------------------------------------------------
 
 
-def _inspect_entries(directory: Path) -> tuple[list[str], dict[str, Path]]:
-    """Problems with what the directory holds besides the six files, and the allowed files present."""
-    problems, present = [], {}
+def _inspect_entries(directory: Path) -> tuple[list[str], list[str]]:
+    """Problems with what the directory holds besides the six files, and the allowed names present."""
+    problems, present = [], []
     for entry in sorted(os.scandir(directory), key=lambda item: item.name):
-        path = Path(entry.path)
         if entry.is_symlink():
-            problems.append(f"{entry.name}: is a symbolic link (to {os.readlink(path)}); artifacts must be regular files")
+            problems.append(f"{entry.name}: is a symbolic link (to {os.readlink(entry.path)}); artifacts must be regular files")
         elif entry.name.startswith(STAGING_PREFIX):
             problems.append(f"{entry.name}: left by an interrupted fetch; delete it (its contents were never accepted)")
-        elif entry.is_dir():
+        elif entry.is_dir(follow_symlinks=False):
             problems.append(f"{entry.name}: unexpected directory; the artifact directory holds only the six files")
+        elif entry.name == RETIRED_RECORD_FILE:
+            problems.append(
+                f"{entry.name}: written by an earlier release to vouch for files the lock has no hash for; it is no "
+                "longer trusted or used (trust comes from the lock or the Hub): delete it"
+            )
         elif entry.name in ALLOWED_FILES:
-            if not stat.S_ISREG(entry.stat(follow_symlinks=False).st_mode):
-                problems.append(f"{entry.name}: not a regular file")
-            else:
-                present[entry.name] = path
-        elif entry.name != VERIFIED_HASHES_FILE:
+            present.append(entry.name)
+        else:
             problems.append(f"{entry.name}: extra file, not one of the six allowed files")
     return problems, present
 
 
-def _check_file(path: Path, name: str, lock: Lock, recorded: dict) -> tuple[str | None, str | None]:
-    """(problem, sha256) for one present file: size first, then the hash from the lock or the record."""
+def _read_present(directory: Path, name: str, lock: Lock) -> tuple[str | None, FileBytes | None]:
+    """(problem, bytes) for one present file: read under the one rule, bounded by the lock's size, then the
+    size and, where the lock has one, the sha256."""
     expected = lock.file(name)
-    size = path.stat().st_size
-    if size != expected.size:
-        return f"{name}: {size:,} bytes, the lock says {expected.size:,}", None
-    actual = file_sha256(path)
-    wanted = expected.sha256 or recorded.get(name)
-    if wanted is None:
-        return (
-            f"{name}: the lock records no sha256 and no fetch has verified it here; run the fetch (online) to "
-            f"check it against the Hub, or complete the lock with `residlab pythia pin --revision {lock.revision}`"
-        ), None
-    if actual != wanted:
-        origin = "the lock" if expected.sha256 else VERIFIED_HASHES_FILE
-        return f"{name}: sha256 {actual}, {origin} says {wanted} (same size, different bytes)", None
-    return None, actual
+    try:
+        held = read_file_bytes(directory / name, expected.size)
+    except FileNotFoundError:
+        return f"{name}: disappeared while the directory was being checked", None
+    except UnsafeFileError as error:
+        return str(error), None
+    if held.size != expected.size:
+        return f"{name}: {held.size:,} bytes, the lock says {expected.size:,}", None
+    if expected.sha256 is not None and held.sha256 != expected.sha256:
+        return f"{name}: sha256 {held.sha256}, the lock says {expected.sha256} (same size, different bytes)", None
+    return None, held
 
 
 def verify_artifacts(directory: Path, lock: Lock) -> VerifiedArtifacts:
-    """Check an artifact directory against the lock without any network access."""
+    """Check an artifact directory against the lock without any network access; hold the verified bytes."""
     directory = Path(directory)
     if not directory.is_dir():
         raise ArtifactError(f"{directory}: no such artifact directory")
     problems, present = _inspect_entries(directory)
-    recorded = _read_recorded_hashes(directory, lock)
     problems += [f"{name}: missing" for name in lock.names if name not in present]
-    hashes = {}
-    for name, path in present.items():
-        problem, digest = _check_file(path, name, lock, recorded)
+    held = {}
+    for name in present:
+        problem, read = _read_present(directory, name, lock)
         if problem:
             problems.append(problem)
         else:
-            hashes[name] = digest
+            held[name] = read
     if problems:
-        raise ArtifactError(
-            f"{directory} does not match the lock ({lock.origin}):\n  " + "\n  ".join(problems)
-        )
-    used_records = tuple(name for name in lock.missing_hashes)
-    return VerifiedArtifacts(directory=directory, lock=lock, sha256=hashes, recorded_hashes=used_records)
+        raise ArtifactError(f"{directory} does not match the lock ({lock.origin}):\n  " + "\n  ".join(problems))
+    return VerifiedArtifacts(
+        directory=directory,
+        lock=lock,
+        sha256={name: read.sha256 for name, read in held.items()},
+        contents={name: read for name, read in held.items() if lock.file(name).sha256 is not None},
+        unpinned=lock.missing_hashes,
+    )
 
 
-# ---- fetch ------------------------------------------------------------------------------------------------
+# ---- bounded HTTP --------------------------------------------------------------------------------------------
 
 
-def _hub_metadata(lock: Lock, names: list[str], endpoint: str | None) -> dict:
+class _Refused(Exception):
+    """A download attempt failed; ``retry`` says whether another attempt may help."""
+
+    def __init__(self, message: str, retry: bool = False):
+        super().__init__(message)
+        self.retry = retry
+
+
+@dataclass
+class _Clock:
+    limits: FetchLimits
+    deadline: float
+
+    @classmethod
+    def start(cls, limits: FetchLimits) -> _Clock:
+        return cls(limits, time.monotonic() + limits.deadline_s)
+
+    def remaining(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Refused(f"the fetch's deadline of {self.limits.deadline_s:g} s passed")
+        return left
+
+
+_HUB_ERRORS = {
+    "RepoNotFound": "the Hub has no such repository (or it is private)",
+    "RevisionNotFound": "the Hub has no such revision",
+    "EntryNotFound": "the Hub has no such file at this revision",
+}
+
+
+class _Response:
+    """One HTTP exchange whose every wait is bounded: each socket read by ``stall_s``, and the whole exchange
+    by the deadline, enforced by a timer that shuts the socket down (so a server trickling headers or body
+    one byte at a time cannot hold the fetch)."""
+
+    def __init__(self, url: str, clock: _Clock, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
+        self.clock = clock
+        self.expired = False
+        headers = {"User-Agent": "residlab-fetch", "Accept-Encoding": "identity", **(headers or {})}
+        for _ in range(clock.limits.redirects + 1):
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise _Refused(f"refusing the address {url!r} (only http and https)")
+            connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            self.connection = connection_class(parts.hostname, parts.port, timeout=min(clock.limits.stall_s, clock.remaining()))
+            self.timer = threading.Timer(clock.remaining(), self._expire)
+            self.timer.daemon = True
+            try:
+                self.connection.connect()
+                self.timer.start()
+                target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+                self.connection.request(method, target, body=body, headers=headers)
+                self.response = self.connection.getresponse()
+            except (OSError, http.client.HTTPException) as error:
+                self.close()
+                raise self._failure(error) from None
+            if self.response.status in (301, 302, 303, 307, 308) and self.response.getheader("Location"):
+                location = urljoin(url, self.response.getheader("Location"))
+                self.close()
+                if parts.scheme == "https" and urlsplit(location).scheme != "https":
+                    raise _Refused(f"the server redirected from https to {location!r}; refused")
+                url = location
+                if self.response.status == 303:
+                    method, body = "GET", None
+                continue
+            self.status = self.response.status
+            return
+        raise _Refused(f"more than {clock.limits.redirects} redirects")
+
+    def _expire(self) -> None:
+        self.expired = True
+        try:
+            self.connection.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+
+    def _failure(self, error: BaseException) -> _Refused:
+        if self.expired:
+            return _Refused(f"the fetch's deadline of {self.clock.limits.deadline_s:g} s passed")
+        if isinstance(error, (socket.timeout, TimeoutError)):
+            return _Refused(f"no data for {self.clock.limits.stall_s:g} s (stalled)", retry=True)
+        return _Refused(f"{type(error).__name__}: {error}".rstrip(": "), retry=True)
+
+    def header(self, name: str) -> str | None:
+        return self.response.getheader(name)
+
+    def error_text(self) -> str:
+        hint = _HUB_ERRORS.get(self.header("X-Error-Code") or "")
+        text = f"HTTP {self.status} {self.response.reason}".strip()
+        return f"{hint} ({text})" if hint else text
+
+    def read_some(self, most: int) -> bytes:
+        """At most ``most`` bytes of the body, from one socket read (so never a wait longer than ``stall_s``)."""
+        self.clock.remaining()
+        try:
+            chunk = self.response.read1(min(most, _CHUNK))
+        except (OSError, http.client.HTTPException) as error:
+            raise self._failure(error) from None
+        if self.expired:
+            raise _Refused(f"the fetch's deadline of {self.clock.limits.deadline_s:g} s passed")
+        return chunk
+
+    def read_bounded(self, limit: int) -> bytes:
+        chunks, total = [], 0
+        while chunk := self.read_some(limit + 1 - total):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise _Refused(f"the answer is longer than {limit:,} bytes; stopped reading")
+        return b"".join(chunks)
+
+    def close(self) -> None:
+        self.timer.cancel()
+        self.connection.close()
+
+
+def _endpoint(endpoint: str | None) -> str:
+    return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def _hub_metadata(lock: Lock, names: list[str], endpoint: str, clock: _Clock) -> dict:
     """name -> (size, git blob id, lfs sha256 or None) from the Hub API at the pinned revision."""
-    from huggingface_hub import HfApi
-
+    url = f"{endpoint}/api/models/{quote(lock.repository)}/paths-info/{lock.revision}"
+    body = urlencode([("paths", name) for name in names] + [("expand", "false")]).encode()
+    where = f"the Hub's metadata for {', '.join(names)} at revision {lock.revision}"
     try:
-        infos = HfApi(endpoint=endpoint).get_paths_info(lock.repository, names, revision=lock.revision)
-    except Exception as error:  # noqa: BLE001 - every failure becomes one clear refusal
-        raise ArtifactError(
-            f"could not read the Hub's metadata for {', '.join(names)} at revision {lock.revision}: {_describe(error)}"
-        ) from None
-    found = {}
-    for info in infos:
-        lfs = getattr(info, "lfs", None)
-        found[info.path] = (info.size, info.blob_id, lfs.sha256 if lfs else None)
+        response = _Response(url, clock, "POST", body, {"Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            if response.status != 200:
+                raise _Refused(response.error_text())
+            answer = json.loads(response.read_bounded(METADATA_MAX_BYTES))
+        finally:
+            response.close()
+        found = {
+            entry["path"]: (entry["size"], entry["oid"], (entry.get("lfs") or {}).get("oid"))
+            for entry in answer
+            if isinstance(entry, dict) and entry.get("type", "file") == "file"
+        }
+    except _Refused as error:
+        raise ArtifactError(f"could not read {where}: {error}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ArtifactError(f"could not read {where}: the answer is not the expected JSON ({error})") from None
     absent = [name for name in names if name not in found]
     if absent:
         raise ArtifactError(f"the Hub lists no {', '.join(absent)} at revision {lock.revision}")
     return found
 
 
-def _check_against_hub(path: Path, name: str, metadata: tuple) -> tuple[str | None, str]:
-    """(problem, sha256) for a file the lock has no hash for, against the Hub's size and blob id / LFS sha256."""
+def _hub_problem(name: str, data: bytes, metadata: tuple) -> str | None:
+    """For a file the lock has no hash for: does it match the Hub's size and blob id / LFS sha256?"""
     size, blob_id, lfs_sha256 = metadata
-    actual_size = path.stat().st_size
-    digest = file_sha256(path)
-    if actual_size != size:
-        return f"{name}: {actual_size:,} bytes, the Hub's metadata says {size:,}", digest
-    if lfs_sha256 is not None:
-        if digest != lfs_sha256:
-            return f"{name}: sha256 {digest}, the Hub's LFS metadata says {lfs_sha256}", digest
-    else:
-        actual_blob = git_blob_id(path)
-        if actual_blob != blob_id:
-            return f"{name}: git blob id {actual_blob}, the Hub's metadata says {blob_id}", digest
-    return None, digest
+    if len(data) != size:
+        return f"{name}: {len(data):,} bytes, the Hub's metadata says {size:,}"
+    if lfs_sha256 is not None and hashlib.sha256(data).hexdigest() != lfs_sha256:
+        return f"{name}: sha256 {hashlib.sha256(data).hexdigest()}, the Hub's LFS metadata says {lfs_sha256}"
+    if lfs_sha256 is None and git_blob_id(data) != blob_id:
+        return f"{name}: git blob id {git_blob_id(data)}, the Hub's metadata says {blob_id}"
+    return None
 
 
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [""])[0]
-
-
-def _describe(error: BaseException) -> str:
-    """One readable line: what the Hub said, with the underlying cause huggingface_hub wrapped (e.g. a 500)."""
-    parts, current = [], error
-    while current is not None and len(parts) < 6:
-        part = f"{type(current).__name__}: {_first_line(current)}"
-        if not parts or parts[-1] != part:
-            parts.append(part)
-        current = current.__cause__ or current.__context__
-    hints = {
-        "RevisionNotFoundError": "the Hub has no such revision",
-        "RepositoryNotFoundError": "the Hub has no such repository (or it is private)",
-        "RemoteEntryNotFoundError": "the Hub has no such file at this revision",
-        "EntryNotFoundError": "the Hub has no such file at this revision",
-        "LocalEntryNotFoundError": "the Hub could not be reached or answered with an error",
-    }
-    hint = hints.get(type(error).__name__)
-    if type(error).__name__ == "LocalEntryNotFoundError" and len(parts) > 1:
-        parts = parts[1:]  # its own text only says the file is not cached; the cause says why
-    detail = " <- ".join(parts[:2])
-    return f"{hint} ({detail})" if hint else detail
-
-
-def _record_hashes(directory: Path, lock: Lock, entries: dict) -> None:
-    """Atomically write VERIFIED_HASHES_FILE (name -> sha256 and how it was verified)."""
-    data = {
-        "repository": lock.repository,
-        "revision": lock.revision,
-        "note": "sha256 computed by residlab's fetch for files whose lock entry has none, after checking size "
-        "and git blob id (or LFS sha256) against the Hub's metadata for this immutable revision",
-        "files": entries,
-    }
-    handle, temporary = tempfile.mkstemp(prefix=STAGING_PREFIX, dir=directory)
-    with os.fdopen(handle, "w", encoding="utf-8") as stream:
-        stream.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(temporary, directory / VERIFIED_HASHES_FILE)
-
-
-def _download_one(lock: Lock, name: str, staging: Path, endpoint: str | None) -> Path:
-    from huggingface_hub import hf_hub_download
-
+def _download_attempt(url: str, handle, offset: int, size: int, clock: _Clock) -> int:
+    """Append the rest of the file (from ``offset``) to ``handle``; return the new length. Never reads past
+    ``size + 1`` bytes in all, whatever Content-Length or chunking the server uses."""
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    response = _Response(url, clock, headers=headers)
     try:
-        downloaded = Path(
-            hf_hub_download(lock.repository, name, revision=lock.revision, local_dir=staging, endpoint=endpoint)
-        )
-    except Exception as error:  # noqa: BLE001 - every failure becomes one clear refusal
-        raise ArtifactError(
-            f"{name}: download from {lock.repository} at revision {lock.revision} failed: {_describe(error)}; "
-            "nothing from it was kept"
-        ) from None
-    if downloaded.resolve() != (staging / name).resolve() or not stat.S_ISREG(os.lstat(downloaded).st_mode):
-        raise ArtifactError(f"{name}: the download did not produce a regular file in the staging folder; nothing kept")
-    return downloaded
+        if offset and response.status == 200:
+            raise _Refused(
+                f"the server ignored the request to resume from byte {offset:,} (Range) and began the file again"
+            )
+        if offset and response.status == 206:
+            announced = (response.header("Content-Range") or "").split(" ")[-1].split("-")[0]
+            if announced != str(offset):
+                raise _Refused(f"asked to resume from byte {offset:,}, the server sent {response.header('Content-Range')!r}")
+        elif response.status != 200:
+            raise _Refused(response.error_text(), retry=response.status >= 500 or response.status == 429)
+        length = response.header("Content-Length")
+        if length is not None and length.strip().isdigit() and offset + int(length) != size:
+            raise _Refused(f"the server announces {offset + int(length):,} bytes (Content-Length), the lock says {size:,}")
+        written = offset
+        while chunk := response.read_some(size + 1 - written):
+            if written + len(chunk) > size:  # the byte past the lock's size is read, never written
+                raise _Refused(
+                    f"the server sent more than the lock's {size:,} bytes; stopped reading at byte {written + len(chunk):,}"
+                )
+            handle.write(chunk)
+            written += len(chunk)
+        if written < size:
+            raise _Refused(f"the connection ended after {written:,} of {size:,} bytes", retry=True)
+        return written
+    finally:
+        response.close()
 
 
-def fetch_artifacts(directory: Path, lock: Lock, *, endpoint: str | None = None, report=print) -> VerifiedArtifacts:
+def _download_one(lock: Lock, name: str, staging: Path, endpoint: str, clock: _Clock) -> FileBytes:
+    """Download one file into ``staging`` (bounded attempts, resuming) and read it back under the one rule."""
+    size = lock.file(name).size
+    url = f"{endpoint}/{quote(lock.repository)}/resolve/{lock.revision}/{quote(name)}"
+    path = staging / name
+    failures = []
+    with open(path, "wb") as handle:
+        written = 0
+        for attempt in range(1, clock.limits.attempts + 1):
+            try:
+                written = _download_attempt(url, handle, written, size, clock)
+                break
+            except _Refused as error:
+                handle.flush()
+                written = handle.tell()
+                failures.append(f"attempt {attempt}: {error}")
+                if not error.retry or attempt == clock.limits.attempts:
+                    raise ArtifactError(
+                        f"{name}: download from {lock.repository} at revision {lock.revision} failed after "
+                        f"{written:,} of {size:,} bytes ({'; '.join(failures)}); nothing from it was kept"
+                    ) from None
+                pause = min(clock.limits.backoff_s * attempt, max(0.0, clock.deadline - time.monotonic()))
+                time.sleep(pause)
+    try:
+        return read_file_bytes(path, size)
+    except (OSError, UnsafeFileError) as error:
+        raise ArtifactError(f"{name}: the staged download could not be read back ({error}); nothing kept") from None
+
+
+def fetch_artifacts(
+    directory: Path,
+    lock: Lock,
+    *,
+    endpoint: str | None = None,
+    report=print,
+    limits: FetchLimits = FetchLimits(),
+) -> VerifiedArtifacts:
     """Download the missing ones of the six files into ``directory`` and verify all six."""
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise ArtifactError(f"{directory}: exists and is not a directory")
+    if os.path.islink(directory) or (directory.exists() and not directory.is_dir()):
+        raise ArtifactError(f"{directory}: exists and is not a directory (a symbolic link is refused too)")
     directory.mkdir(parents=True, exist_ok=True)
     problems, present = _inspect_entries(directory)
-    recorded = _read_recorded_hashes(directory, lock)
-    unchecked = []  # present files the lock has no hash for and no earlier fetch recorded
-    for name, path in present.items():
-        if lock.file(name).sha256 is None and name not in recorded:
-            if path.stat().st_size != lock.file(name).size:
-                problems.append(f"{name}: {path.stat().st_size:,} bytes, the lock says {lock.file(name).size:,}")
-            else:
-                unchecked.append(name)
-            continue
-        problem, _ = _check_file(path, name, lock, recorded)
+    held = {}
+    for name in present:
+        problem, read = _read_present(directory, name, lock)
         if problem:
             problems.append(problem)
+        else:
+            held[name] = read
     if problems:
         raise ArtifactError(
             f"{directory} already holds files that do not match the lock; nothing was downloaded, and the fetch never "
             "overwrites or deletes a file you have (move them away first):\n  " + "\n  ".join(problems)
         )
-
     missing = [name for name in lock.names if name not in present]
-    needs_hub_check = sorted(set(unchecked) | {name for name in missing if lock.file(name).sha256 is None})
-    if not missing and not needs_hub_check:
+    unpinned = [name for name in lock.missing_hashes]
+    if not missing and not unpinned:
         report(f"{directory}: all six files already present and verified; nothing downloaded")
         return verify_artifacts(directory, lock)
-    if importlib.util.find_spec("huggingface_hub") is None:
-        raise ArtifactError(
-            "huggingface_hub is not installed: install the pinned requirements (residual-requirements.txt) first"
-        )
 
-    metadata = _hub_metadata(lock, needs_hub_check, endpoint) if needs_hub_check else {}
-    for name in needs_hub_check:
+    clock = _Clock.start(limits)
+    endpoint = _endpoint(endpoint)
+    metadata = _hub_metadata(lock, unpinned, endpoint, clock) if unpinned else {}
+    for name in unpinned:
         if metadata[name][0] != lock.file(name).size:
             raise ArtifactError(
                 f"{name}: the Hub's metadata says {metadata[name][0]:,} bytes at revision {lock.revision}, "
                 f"the lock says {lock.file(name).size:,}: the plan and the lock disagree with the Hub"
             )
-    newly_recorded = {}
-    for name in unchecked:
-        problem, digest = _check_against_hub(present[name], name, metadata[name])
-        if problem:
-            raise ArtifactError(f"{directory}: {problem}; nothing was downloaded and the file was left as it is")
-        newly_recorded[name] = digest
+        if name in held:
+            problem = _hub_problem(name, held[name].data, metadata[name])
+            if problem:
+                raise ArtifactError(f"{directory}: {problem}; nothing was downloaded and the file was left as it is")
 
     if missing:
-        report(f"Fetching {len(missing)} of 6 files from {lock.repository} at revision {lock.revision}")
+        report(
+            f"Fetching {len(missing)} of 6 files from {lock.repository} at revision {lock.revision} "
+            f"(deadline {limits.deadline_s:g} s)"
+        )
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
     try:
         for name in missing:
-            staged = _download_one(lock, name, staging, endpoint)
+            staged = _download_one(lock, name, staging, endpoint, clock)
             expected = lock.file(name)
             if expected.sha256 is None:
-                problem, digest = _check_against_hub(staged, name, metadata[name])
-                if problem is None and staged.stat().st_size != expected.size:
-                    problem = f"{name}: {staged.stat().st_size:,} bytes, the lock says {expected.size:,}"
+                problem = _hub_problem(name, staged.data, metadata[name])
+            elif staged.sha256 != expected.sha256:
+                problem = f"{name}: sha256 {staged.sha256}, the lock says {expected.sha256}"
             else:
-                problem, digest = _check_file(staged, name, lock, {})
+                problem = None
             if problem:
                 raise ArtifactError(f"downloaded {problem}; the file was discarded, nothing from it was kept")
             target = directory / name
             if os.path.lexists(target):
                 raise ArtifactError(f"{name}: appeared in {directory} during the fetch; left it untouched")
-            os.replace(staged, target)
-            if expected.sha256 is None:
-                newly_recorded[name] = digest
+            os.replace(staging / name, target)
+            report(f"  {name}: {expected.size:,} bytes, verified")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-    if newly_recorded:
-        entries = {
-            name: {
-                "sha256": digest,
-                "size": lock.file(name).size,
-                "verified_against": f"the Hub's metadata at revision {lock.revision}"
-                + (" (LFS sha256)" if metadata[name][2] else f" (git blob id {metadata[name][1]})"),
-            }
-            for name, digest in newly_recorded.items()
-        }
-        merged = {}
-        if (directory / VERIFIED_HASHES_FILE).exists():  # already validated by _read_recorded_hashes
-            merged = json.loads((directory / VERIFIED_HASHES_FILE).read_text(encoding="utf-8"))["files"]
-        merged.update(entries)
-        _record_hashes(directory, lock, merged)
-        names = ", ".join(sorted(newly_recorded))
+    if unpinned:
         report(
-            f"The lock is incomplete: it records no sha256 for {names}. Checked against the Hub's metadata for "
-            f"revision {lock.revision} and recorded the computed sha256 in {directory / VERIFIED_HASHES_FILE}, "
-            "so offline runs check these bytes. An instructor completes the lock with "
-            f"`residlab pythia pin --revision {lock.revision}`."
+            f"The lock is incomplete: it records no sha256 for {', '.join(unpinned)}. Checked against the Hub's "
+            f"metadata for revision {lock.revision}; offline runs check only its size, and the observation never "
+            f"reads it. An instructor completes the lock with `residlab pythia pin --revision {lock.revision}`."
         )
     verified = verify_artifacts(directory, lock)
     report(f"{directory}: six files verified ({lock.total_bytes:,} bytes)")
@@ -603,11 +807,13 @@ def fetch_artifacts(directory: Path, lock: Lock, *, endpoint: str | None = None,
 
 import contextlib
 import datetime
+import hashlib
 import json
 import os
 import platform
 import secrets
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -871,33 +1077,91 @@ def prove_hooks_removed(model, input_ids) -> dict:
 # Loading, offline.
 
 
+def _json_object(artifacts: VerifiedArtifacts, name: str) -> dict:
+    try:
+        value = json.loads(artifacts.bytes_for(name))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ObservationError(f"{name}: verified against the lock but not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ObservationError(f"{name}: verified against the lock but not a JSON object")
+    return value
+
+
+def _special_token(value):
+    """A special token as tokenizer_config.json / special_tokens_map.json store it: a string or an object."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+def _tokenizer_from_bytes(artifacts: VerifiedArtifacts):
+    """The fast tokenizer built from the verified tokenizer.json text and the special tokens and decoding
+    settings of tokenizer_config.json and special_tokens_map.json (read from the verified bytes, not by path)."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        backend = Tokenizer.from_str(artifacts.bytes_for("tokenizer.json").decode("utf-8"))
+    except Exception as error:  # noqa: BLE001 - tokenizers raises its own exception type
+        raise ObservationError(f"tokenizer.json: verified against the lock but not a tokenizer ({error})") from None
+    settings = _json_object(artifacts, "tokenizer_config.json")
+    special = {**settings, **_json_object(artifacts, "special_tokens_map.json")}
+    options = {key: _special_token(special[key]) for key in ("bos_token", "eos_token", "unk_token", "pad_token") if special.get(key)}
+    for key in ("clean_up_tokenization_spaces", "model_max_length"):
+        if key in settings:
+            options[key] = settings[key]
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **options)
+
+
+def _checkpoint_state(artifacts: VerifiedArtifacts, model) -> dict:
+    """The weights from the verified bytes, under the model's own parameter names, exactly its tensors."""
+    from safetensors.torch import load
+
+    try:
+        stored = load(artifacts.bytes_for("model.safetensors"))
+    except Exception as error:  # noqa: BLE001 - safetensors raises its own exception type
+        raise ObservationError(f"model.safetensors: verified against the lock but unreadable ({error})") from None
+    own = model.state_dict()
+    # transformers 5.x names the untied head lm_head; the checkpoint (and 4.x) call it embed_out.
+    state = {("lm_head.weight" if name == "embed_out.weight" and name not in own else name): t for name, t in stored.items()}
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise ObservationError(
+            f"model.safetensors: its tensors do not match GPTNeoXForCausalLM (missing: {', '.join(missing) or 'none'}; "
+            f"unexpected: {', '.join(unexpected) or 'none'})"
+        )
+    wrong = [name for name in own if tuple(state[name].shape) != tuple(own[name].shape)]
+    if wrong:
+        raise ObservationError(f"model.safetensors: tensors of the wrong shape: {', '.join(wrong)}")
+    return state
+
+
 def load_offline(artifacts: VerifiedArtifacts):
-    """The built-in GPTNeoXForCausalLM and its fast tokenizer from the verified directory only: no network,
-    safetensors only, no remote code, eager attention, float32 (the file stores F16), eval mode, CPU."""
+    """The built-in GPTNeoXForCausalLM and a fast tokenizer, built from the bytes verification hashed (never
+    re-read by path; a file changed since is refused): no network, safetensors only, no remote code, eager
+    attention, float32 (the file stores F16, widened exactly), eval mode, CPU. generation_config.json is not
+    read: it only configures text generation, which the observation never does."""
     try:
         import torch
-        from transformers import AutoTokenizer, GPTNeoXForCausalLM
+        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     except ImportError as error:
         raise ObservationError(
             f"{error.name} is not installed: install the pinned requirements (residual-requirements.txt) first"
         ) from None
-
-    directory = str(artifacts.directory)
-    model = GPTNeoXForCausalLM.from_pretrained(
-        directory,
-        local_files_only=True,
-        use_safetensors=True,
-        trust_remote_code=False,
-        attn_implementation="eager",
-        dtype=torch.float32,  # the keyword both 4.57.1 and 5.x read (torch_dtype is deprecated in both)
-    )
-    model = model.to("cpu").eval()
+    try:
+        for name in OBSERVE_READS:
+            artifacts.bytes_for(name)  # every file it needs is pinned and unchanged, before any work
+        config_values = _json_object(artifacts, "config.json")
+        if config_values.get("model_type") != "gpt_neox":
+            raise ObservationError(f"config.json: model_type {config_values.get('model_type')!r}, not 'gpt_neox'")
+        config = GPTNeoXConfig.from_dict(config_values, attn_implementation="eager")
+        model = GPTNeoXForCausalLM(config).to(device="cpu", dtype=torch.float32)
+        model.load_state_dict(_checkpoint_state(artifacts, model), strict=True)
+        tokenizer = _tokenizer_from_bytes(artifacts)
+    except ArtifactError as error:
+        raise ObservationError(str(error)) from None
+    model = model.eval()
     model.config.use_cache = False
-    tokenizer = AutoTokenizer.from_pretrained(
-        directory, local_files_only=True, use_fast=True, trust_remote_code=False
-    )
     if not tokenizer.is_fast:
-        raise ObservationError(f"{directory}: the tokenizer loaded is not a fast tokenizer")
+        raise ObservationError("tokenizer.json: the tokenizer built is not a fast tokenizer")
     dtypes = sorted({str(p.dtype) for p in model.parameters()})
     if dtypes != ["torch.float32"]:
         raise ObservationError(f"the model computes in {dtypes}, not float32")
@@ -1147,7 +1411,15 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
         "revision": lock.revision,
         "lock": _lock_label(lock.origin),
         "files": [
-            {"name": entry.name, "size": entry.size, "sha256": artifacts.sha256[entry.name]} for entry in lock.files
+            {
+                "name": entry.name,
+                "size": entry.size,
+                "sha256": artifacts.sha256[entry.name],
+                # hashed and loaded from one in-memory read; the others were checked but not read by observe
+                "loaded": entry.name in OBSERVE_READS,
+                "sha256_pinned_by_lock": entry.sha256 is not None,
+            }
+            for entry in lock.files
         ],
         "versions": library_versions(),
         "platform": platform.platform(),
@@ -1182,16 +1454,55 @@ def _module_path(model, target) -> str:
 
 
 def check_output_directory(output_dir: Path) -> Path:
-    """Refuse a non-empty directory or a file, before any work; return the resolved path."""
+    """Refuse, before any work and without touching anything, every output path that is not a new name or an
+    empty real directory: a file, a non-empty directory, a symbolic link (to anything, or dangling), a path
+    whose parent is not a directory."""
     output_dir = Path(output_dir)
-    if output_dir.exists():
-        if not output_dir.is_dir():
-            raise OutputDirectoryError(f"{output_dir} exists and is not a directory; choose a new output directory")
-        if any(output_dir.iterdir()):
+    try:
+        status = os.lstat(output_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        parent = Path(os.path.abspath(output_dir)).parent
+        if any(os.path.lexists(above) and not above.is_dir() for above in (parent, *parent.parents)):
+            raise OutputDirectoryError(f"{output_dir}: its parent {parent} is not a directory") from None
+        return output_dir
+    except OSError as error:
+        raise OutputDirectoryError(f"{output_dir}: cannot be inspected ({error.strerror})") from None
+    if stat.S_ISLNK(status.st_mode):
+        raise OutputDirectoryError(
+            f"{output_dir} is a symbolic link (to {os.readlink(output_dir)}); results are written only into a new "
+            "name or an empty directory, never through a link: choose a new output directory"
+        )
+    if not stat.S_ISDIR(status.st_mode):
+        raise OutputDirectoryError(f"{output_dir} exists and is not a directory; choose a new output directory")
+    with os.scandir(output_dir) as entries:
+        if next(entries, None) is not None:
             raise OutputDirectoryError(
                 f"{output_dir} is not empty; results are never overwritten: choose a new output directory"
             )
     return output_dir
+
+
+def _place(staging: Path, output_dir: Path) -> None:
+    """Rename the finished staging directory to ``output_dir``: atomic, and it never replaces anything but an
+    empty directory. Losing a race to another run is a clear error, never a traceback."""
+    try:
+        os.rename(staging, output_dir)  # POSIX: replaces an empty directory, fails on anything else
+        return
+    except OSError as first:
+        error = first
+    try:  # Windows refuses to rename onto any existing directory: remove an empty one, then rename
+        check_output_directory(output_dir)
+        if os.path.lexists(output_dir):
+            os.rmdir(output_dir)
+        os.rename(staging, output_dir)
+        return
+    except OutputDirectoryError as refused:
+        reason = str(refused)
+    except OSError as second:
+        reason = f"{output_dir}: {second.strerror or error.strerror}"
+    raise OutputDirectoryError(
+        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
+    )
 
 
 def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = None) -> dict:
@@ -1223,9 +1534,19 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
     return {"observations": observations, "capture": capture, "tokens": tokens}
 
 
-def _write_json(path: Path, value: dict, compact: bool = False) -> None:
+def _json_text(value: dict, compact: bool = False) -> bytes:
     text = json.dumps(value, separators=(",", ":")) if compact else json.dumps(value, indent=2)
-    path.write_text(text + "\n", encoding="utf-8")
+    return (text + "\n").encode("utf-8")
+
+
+def result_texts(manifest: dict, observations: dict, captures: dict) -> dict[str, bytes]:
+    """The three result files' bytes. The manifest records the size and sha256 of the other two, so a reader
+    can tell that the three belong to one run (the site refuses to publish them otherwise)."""
+    texts = {"observations.json": _json_text(observations), "captures.json": _json_text(captures, compact=True)}
+    manifest = dict(manifest, results={
+        name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in texts.items()
+    })
+    return {"manifest.json": _json_text(manifest), **texts}
 
 
 def observe_to_directory(
@@ -1233,29 +1554,26 @@ def observe_to_directory(
 ) -> dict:
     """Load offline, capture, check and write manifest.json, observations.json and captures.json.
 
-    A non-empty ``output_dir`` is refused before anything is loaded. The files are written into a
-    temporary directory beside it and renamed into place, so a failure leaves no half-written result."""
+    An unusable ``output_dir`` is refused before anything is loaded. The files are written into a fresh
+    hidden sibling directory and renamed into place, so a failure leaves no half-written result."""
     output_dir = check_output_directory(output_dir)
     model, tokenizer = load_offline(verified)
     result = observe(model, tokenizer, position=position)
     manifest = build_manifest(verified, model, result["capture"], command)
-    parent = output_dir.resolve().parent
+    texts = result_texts(manifest, result["observations"], capture_tensors_json(result["capture"], result["tokens"]))
+    parent = Path(os.path.abspath(output_dir)).parent
     parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).
     staging = parent / f".{output_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        _write_json(staging / "manifest.json", manifest)
-        _write_json(staging / "observations.json", result["observations"])
-        _write_json(staging / "captures.json", capture_tensors_json(result["capture"], result["tokens"]), True)
-        check_output_directory(output_dir)  # again: something may have written there meanwhile
-        if output_dir.exists():
-            output_dir.rmdir()  # empty (just checked); os.replace onto a directory is not portable
-        os.replace(staging, output_dir)
+        for name in RESULT_FILES:
+            (staging / name).write_bytes(texts[name])
+        _place(staging, output_dir)  # refuses, naming the cause, if another run got there meanwhile
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {"manifest": manifest, "observations": result["observations"]}
+    return {"manifest": json.loads(texts["manifest.json"]), "observations": result["observations"]}
 
 
 def summary_lines(result: dict, output_dir: Path) -> list[str]:
@@ -1314,13 +1632,24 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT, else huggingface.co)"
     )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=FetchLimits().deadline_s,
+        metavar="SECONDS",
+        help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
+    )
     return parser
 
 
-def _refuse_nonempty_output(output: Path) -> None:
-    # Checked before any download, so a wrong --output costs nothing; the observation checks again.
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise ArtifactError(f"{output}: the output directory is not empty; choose a new one (nothing is overwritten)")
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def run_runner(args: argparse.Namespace, command: list[str]) -> int:
@@ -1329,25 +1658,21 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
         print(plan_text(lock))
         return 0
     if args.output is not None:
-        _refuse_nonempty_output(args.output)
+        check_output_directory(args.output)  # before any download, so a wrong --output costs nothing
     if args.offline:
         verified = verify_artifacts(args.artifacts, lock)
         print(f"{args.artifacts}: six files verified offline against {lock.origin}; nothing downloaded")
-        if verified.recorded_hashes:
+        if verified.unpinned:
             print(
-                f"  {', '.join(verified.recorded_hashes)}: checked against the sha256 the fetch recorded, because the "
-                f"lock is incomplete; complete it with `residlab pythia pin --revision {lock.revision}`"
+                f"  {', '.join(verified.unpinned)}: only its size is checked offline, because the lock records no "
+                "sha256 for it; the observation never reads it. Complete the lock with "
+                f"`residlab pythia pin --revision {lock.revision}`"
             )
     else:
         print(plan_text(lock))
-        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint)
+        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))
     if args.output is not None:
-
-        try:
-            result = observe_to_directory(verified, args.output, command=command, position=args.position)
-        except ObservationError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        result = observe_to_directory(verified, args.output, command=command, position=args.position)
         print_summary(result, args.output)
     return 0
 
@@ -1361,7 +1686,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--plan only prints the plan; run again without it to fetch or observe")
     try:
         return run_runner(args, command=list(sys.argv) if argv is None else ["inspect_residual_stream.py", *argv])
-    except (ArtifactError, LockError) as error:
+    except (ArtifactError, LockError, ObservationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

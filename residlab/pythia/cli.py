@@ -25,7 +25,7 @@ def fetch_command(argv: list[str]) -> int:
     parser = runner.build_runner_parser("residlab pythia fetch")
     args = parser.parse_args(argv)
     if args.artifacts is None or args.plan or args.offline or args.output:
-        parser.error("fetch takes --artifacts DIR [--lock FILE] [--endpoint URL]")
+        parser.error("fetch takes --artifacts DIR [--lock FILE] [--endpoint URL] [--timeout SECONDS]")
     return _run(args, ["fetch", *argv])
 
 
@@ -93,7 +93,7 @@ def observe_command(argv: list[str]) -> int:
 def _run(args, arguments: list[str]) -> int:
     try:
         return runner.run_runner(args, command=["residlab", "pythia", *arguments])
-    except (runner.ArtifactError, runner.LockError) as error:
+    except (runner.ArtifactError, runner.LockError, runner.ObservationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

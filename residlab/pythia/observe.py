@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
 import os
 import platform
 import secrets
 import shutil
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residlab.pythia.artifacts import VerifiedArtifacts  # bundled
+from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
 
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
@@ -293,33 +295,91 @@ def prove_hooks_removed(model, input_ids) -> dict:
 # Loading, offline.
 
 
+def _json_object(artifacts: VerifiedArtifacts, name: str) -> dict:
+    try:
+        value = json.loads(artifacts.bytes_for(name))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ObservationError(f"{name}: verified against the lock but not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise ObservationError(f"{name}: verified against the lock but not a JSON object")
+    return value
+
+
+def _special_token(value):
+    """A special token as tokenizer_config.json / special_tokens_map.json store it: a string or an object."""
+    return value.get("content") if isinstance(value, dict) else value
+
+
+def _tokenizer_from_bytes(artifacts: VerifiedArtifacts):
+    """The fast tokenizer built from the verified tokenizer.json text and the special tokens and decoding
+    settings of tokenizer_config.json and special_tokens_map.json (read from the verified bytes, not by path)."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        backend = Tokenizer.from_str(artifacts.bytes_for("tokenizer.json").decode("utf-8"))
+    except Exception as error:  # noqa: BLE001 - tokenizers raises its own exception type
+        raise ObservationError(f"tokenizer.json: verified against the lock but not a tokenizer ({error})") from None
+    settings = _json_object(artifacts, "tokenizer_config.json")
+    special = {**settings, **_json_object(artifacts, "special_tokens_map.json")}
+    options = {key: _special_token(special[key]) for key in ("bos_token", "eos_token", "unk_token", "pad_token") if special.get(key)}
+    for key in ("clean_up_tokenization_spaces", "model_max_length"):
+        if key in settings:
+            options[key] = settings[key]
+    return PreTrainedTokenizerFast(tokenizer_object=backend, **options)
+
+
+def _checkpoint_state(artifacts: VerifiedArtifacts, model) -> dict:
+    """The weights from the verified bytes, under the model's own parameter names, exactly its tensors."""
+    from safetensors.torch import load
+
+    try:
+        stored = load(artifacts.bytes_for("model.safetensors"))
+    except Exception as error:  # noqa: BLE001 - safetensors raises its own exception type
+        raise ObservationError(f"model.safetensors: verified against the lock but unreadable ({error})") from None
+    own = model.state_dict()
+    # transformers 5.x names the untied head lm_head; the checkpoint (and 4.x) call it embed_out.
+    state = {("lm_head.weight" if name == "embed_out.weight" and name not in own else name): t for name, t in stored.items()}
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise ObservationError(
+            f"model.safetensors: its tensors do not match GPTNeoXForCausalLM (missing: {', '.join(missing) or 'none'}; "
+            f"unexpected: {', '.join(unexpected) or 'none'})"
+        )
+    wrong = [name for name in own if tuple(state[name].shape) != tuple(own[name].shape)]
+    if wrong:
+        raise ObservationError(f"model.safetensors: tensors of the wrong shape: {', '.join(wrong)}")
+    return state
+
+
 def load_offline(artifacts: VerifiedArtifacts):
-    """The built-in GPTNeoXForCausalLM and its fast tokenizer from the verified directory only: no network,
-    safetensors only, no remote code, eager attention, float32 (the file stores F16), eval mode, CPU."""
+    """The built-in GPTNeoXForCausalLM and a fast tokenizer, built from the bytes verification hashed (never
+    re-read by path; a file changed since is refused): no network, safetensors only, no remote code, eager
+    attention, float32 (the file stores F16, widened exactly), eval mode, CPU. generation_config.json is not
+    read: it only configures text generation, which the observation never does."""
     try:
         import torch
-        from transformers import AutoTokenizer, GPTNeoXForCausalLM
+        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
     except ImportError as error:
         raise ObservationError(
             f"{error.name} is not installed: install the pinned requirements (residual-requirements.txt) first"
         ) from None
-
-    directory = str(artifacts.directory)
-    model = GPTNeoXForCausalLM.from_pretrained(
-        directory,
-        local_files_only=True,
-        use_safetensors=True,
-        trust_remote_code=False,
-        attn_implementation="eager",
-        dtype=torch.float32,  # the keyword both 4.57.1 and 5.x read (torch_dtype is deprecated in both)
-    )
-    model = model.to("cpu").eval()
+    try:
+        for name in OBSERVE_READS:
+            artifacts.bytes_for(name)  # every file it needs is pinned and unchanged, before any work
+        config_values = _json_object(artifacts, "config.json")
+        if config_values.get("model_type") != "gpt_neox":
+            raise ObservationError(f"config.json: model_type {config_values.get('model_type')!r}, not 'gpt_neox'")
+        config = GPTNeoXConfig.from_dict(config_values, attn_implementation="eager")
+        model = GPTNeoXForCausalLM(config).to(device="cpu", dtype=torch.float32)
+        model.load_state_dict(_checkpoint_state(artifacts, model), strict=True)
+        tokenizer = _tokenizer_from_bytes(artifacts)
+    except ArtifactError as error:
+        raise ObservationError(str(error)) from None
+    model = model.eval()
     model.config.use_cache = False
-    tokenizer = AutoTokenizer.from_pretrained(
-        directory, local_files_only=True, use_fast=True, trust_remote_code=False
-    )
     if not tokenizer.is_fast:
-        raise ObservationError(f"{directory}: the tokenizer loaded is not a fast tokenizer")
+        raise ObservationError("tokenizer.json: the tokenizer built is not a fast tokenizer")
     dtypes = sorted({str(p.dtype) for p in model.parameters()})
     if dtypes != ["torch.float32"]:
         raise ObservationError(f"the model computes in {dtypes}, not float32")
@@ -569,7 +629,15 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
         "revision": lock.revision,
         "lock": _lock_label(lock.origin),
         "files": [
-            {"name": entry.name, "size": entry.size, "sha256": artifacts.sha256[entry.name]} for entry in lock.files
+            {
+                "name": entry.name,
+                "size": entry.size,
+                "sha256": artifacts.sha256[entry.name],
+                # hashed and loaded from one in-memory read; the others were checked but not read by observe
+                "loaded": entry.name in OBSERVE_READS,
+                "sha256_pinned_by_lock": entry.sha256 is not None,
+            }
+            for entry in lock.files
         ],
         "versions": library_versions(),
         "platform": platform.platform(),
@@ -604,16 +672,55 @@ def _module_path(model, target) -> str:
 
 
 def check_output_directory(output_dir: Path) -> Path:
-    """Refuse a non-empty directory or a file, before any work; return the resolved path."""
+    """Refuse, before any work and without touching anything, every output path that is not a new name or an
+    empty real directory: a file, a non-empty directory, a symbolic link (to anything, or dangling), a path
+    whose parent is not a directory."""
     output_dir = Path(output_dir)
-    if output_dir.exists():
-        if not output_dir.is_dir():
-            raise OutputDirectoryError(f"{output_dir} exists and is not a directory; choose a new output directory")
-        if any(output_dir.iterdir()):
+    try:
+        status = os.lstat(output_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        parent = Path(os.path.abspath(output_dir)).parent
+        if any(os.path.lexists(above) and not above.is_dir() for above in (parent, *parent.parents)):
+            raise OutputDirectoryError(f"{output_dir}: its parent {parent} is not a directory") from None
+        return output_dir
+    except OSError as error:
+        raise OutputDirectoryError(f"{output_dir}: cannot be inspected ({error.strerror})") from None
+    if stat.S_ISLNK(status.st_mode):
+        raise OutputDirectoryError(
+            f"{output_dir} is a symbolic link (to {os.readlink(output_dir)}); results are written only into a new "
+            "name or an empty directory, never through a link: choose a new output directory"
+        )
+    if not stat.S_ISDIR(status.st_mode):
+        raise OutputDirectoryError(f"{output_dir} exists and is not a directory; choose a new output directory")
+    with os.scandir(output_dir) as entries:
+        if next(entries, None) is not None:
             raise OutputDirectoryError(
                 f"{output_dir} is not empty; results are never overwritten: choose a new output directory"
             )
     return output_dir
+
+
+def _place(staging: Path, output_dir: Path) -> None:
+    """Rename the finished staging directory to ``output_dir``: atomic, and it never replaces anything but an
+    empty directory. Losing a race to another run is a clear error, never a traceback."""
+    try:
+        os.rename(staging, output_dir)  # POSIX: replaces an empty directory, fails on anything else
+        return
+    except OSError as first:
+        error = first
+    try:  # Windows refuses to rename onto any existing directory: remove an empty one, then rename
+        check_output_directory(output_dir)
+        if os.path.lexists(output_dir):
+            os.rmdir(output_dir)
+        os.rename(staging, output_dir)
+        return
+    except OutputDirectoryError as refused:
+        reason = str(refused)
+    except OSError as second:
+        reason = f"{output_dir}: {second.strerror or error.strerror}"
+    raise OutputDirectoryError(
+        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
+    )
 
 
 def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = None) -> dict:
@@ -645,9 +752,19 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
     return {"observations": observations, "capture": capture, "tokens": tokens}
 
 
-def _write_json(path: Path, value: dict, compact: bool = False) -> None:
+def _json_text(value: dict, compact: bool = False) -> bytes:
     text = json.dumps(value, separators=(",", ":")) if compact else json.dumps(value, indent=2)
-    path.write_text(text + "\n", encoding="utf-8")
+    return (text + "\n").encode("utf-8")
+
+
+def result_texts(manifest: dict, observations: dict, captures: dict) -> dict[str, bytes]:
+    """The three result files' bytes. The manifest records the size and sha256 of the other two, so a reader
+    can tell that the three belong to one run (the site refuses to publish them otherwise)."""
+    texts = {"observations.json": _json_text(observations), "captures.json": _json_text(captures, compact=True)}
+    manifest = dict(manifest, results={
+        name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in texts.items()
+    })
+    return {"manifest.json": _json_text(manifest), **texts}
 
 
 def observe_to_directory(
@@ -655,29 +772,26 @@ def observe_to_directory(
 ) -> dict:
     """Load offline, capture, check and write manifest.json, observations.json and captures.json.
 
-    A non-empty ``output_dir`` is refused before anything is loaded. The files are written into a
-    temporary directory beside it and renamed into place, so a failure leaves no half-written result."""
+    An unusable ``output_dir`` is refused before anything is loaded. The files are written into a fresh
+    hidden sibling directory and renamed into place, so a failure leaves no half-written result."""
     output_dir = check_output_directory(output_dir)
     model, tokenizer = load_offline(verified)
     result = observe(model, tokenizer, position=position)
     manifest = build_manifest(verified, model, result["capture"], command)
-    parent = output_dir.resolve().parent
+    texts = result_texts(manifest, result["observations"], capture_tensors_json(result["capture"], result["tokens"]))
+    parent = Path(os.path.abspath(output_dir)).parent
     parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).
     staging = parent / f".{output_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     staging.mkdir()
     try:
-        _write_json(staging / "manifest.json", manifest)
-        _write_json(staging / "observations.json", result["observations"])
-        _write_json(staging / "captures.json", capture_tensors_json(result["capture"], result["tokens"]), True)
-        check_output_directory(output_dir)  # again: something may have written there meanwhile
-        if output_dir.exists():
-            output_dir.rmdir()  # empty (just checked); os.replace onto a directory is not portable
-        os.replace(staging, output_dir)
+        for name in RESULT_FILES:
+            (staging / name).write_bytes(texts[name])
+        _place(staging, output_dir)  # refuses, naming the cause, if another run got there meanwhile
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {"manifest": manifest, "observations": result["observations"]}
+    return {"manifest": json.loads(texts["manifest.json"]), "observations": result["observations"]}
 
 
 def summary_lines(result: dict, output_dir: Path) -> list[str]:

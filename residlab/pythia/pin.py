@@ -19,8 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from residlab.pythia.artifacts import ArtifactError, file_sha256, git_blob_id
-from residlab.pythia.lock import ALLOWED_FILES, LockError, default_lock_path, parse_lock
+from residlab.pythia.artifacts import ArtifactError, git_blob_id
+from residlab.pythia.lock import ALLOWED_FILES, LockError, UnsafeFileError, default_lock_path, parse_lock, read_file_bytes
 
 _HEX40 = "0123456789abcdef"
 
@@ -52,14 +52,18 @@ def read_pins_from_hub(repository: str, revision: str, *, endpoint: str | None =
                 path = Path(hf_hub_download(repository, name, revision=revision, local_dir=scratch, endpoint=endpoint))
             except Exception as error:  # noqa: BLE001
                 raise ArtifactError(f"{name}: download at revision {revision} failed: {type(error).__name__}") from None
-            if path.stat().st_size != info.size or git_blob_id(path) != info.blob_id:
+            try:
+                held = read_file_bytes(path, info.size)
+            except (OSError, UnsafeFileError) as error:
+                raise ArtifactError(f"{name}: the download at revision {revision} could not be read back ({error})") from None
+            if held.size != info.size or git_blob_id(held.data) != info.blob_id:
                 raise ArtifactError(
                     f"{name}: the downloaded bytes do not match the Hub API's size {info.size} and git blob id "
                     f"{info.blob_id}; nothing was changed"
                 )
             pins[name] = {
                 "size": info.size,
-                "sha256": file_sha256(path),
+                "sha256": held.sha256,
                 "how": f"size and git blob id {info.blob_id}; sha256 computed from the file downloaded at that revision",
             }
     return pins

@@ -8,7 +8,9 @@ as ``observe_to_directory`` wrote them, so a learner's own run directory can be 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +18,17 @@ from pathlib import Path
 
 ARTIFACTS_ENV = "RESIDLAB_PYTHIA_ARTIFACTS"
 CACHED_CAPTURE = Path(__file__).resolve().parent.parent.parent / "assets" / "captures" / "synthetic-specimen-seed0"
+
+
+# Bounds for reading a capture: the manifest and observations are kilobytes, captures.json a few hundred.
+RESULT_MAX_BYTES = {"manifest.json": 1 << 20, "observations.json": 16 << 20, "captures.json": 256 << 20}
+# Observations are float32 arithmetic; captures.json holds the same float32 values, recomputed here in float64.
+AGREEMENT_RELATIVE = 1e-4
+AGREEMENT_ABSOLUTE = 1e-5
+
+
+class CaptureError(RuntimeError):
+    """A capture directory is not one complete, self-consistent run; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -38,10 +51,130 @@ class PageCapture:
         return self.observations["checks"]
 
 
+def _read_bytes(directory: Path, name: str) -> bytes:
+    from residlab.pythia.lock import UnsafeFileError, read_file_bytes
+
+    path = directory / name
+    try:
+        return read_file_bytes(path, RESULT_MAX_BYTES[name]).data
+    except FileNotFoundError:
+        raise CaptureError(f"{path}: missing; a capture directory holds {', '.join(RESULT_MAX_BYTES)}") from None
+    except UnsafeFileError as error:
+        raise CaptureError(f"{path}: {error}") from None
+
+
+def _parse_json(path: Path, data: bytes) -> dict:
+    try:
+        value = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CaptureError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise CaptureError(f"{path}: not a JSON object")
+    return value
+
+
+def _norm(vector: list) -> float:
+    return math.sqrt(math.fsum(x * x for x in vector))
+
+
+def _cosine(a: list, b: list) -> float | None:
+    norm_a, norm_b = _norm(a), _norm(b)
+    return None if norm_a == 0 or norm_b == 0 else math.fsum(x * y for x, y in zip(a, b)) / (norm_a * norm_b)
+
+
+def _minus(a: list, b: list) -> list:
+    return [x - y for x, y in zip(a, b)]
+
+
+def recomputed_observation(captures: dict, position: int) -> dict:
+    """The selected position's numbers the page shows, recomputed in float64 from captures.json's tensors:
+    norms, consecutive differences and cosines, write norms, and the final normalisation (the logit-lens
+    readouts need the model and are not recomputed)."""
+    tensors = {entry["name"]: entry["values"][0] for entry in captures["tensors"]}  # (positions, width)
+    blocks = sum(1 for name in tensors if name.endswith(".resid_out"))
+    states = [tensors["blocks.0.resid_in"][position]] + [tensors[f"blocks.{i}.resid_out"][position] for i in range(blocks)]
+    updates = []
+    for block in range(blocks):
+        before, after = states[block], states[block + 1]
+        attn, mlp = tensors[f"blocks.{block}.attn_write"][position], tensors[f"blocks.{block}.mlp_write"][position]
+        change = _minus(after, before)
+        updates.append(
+            {
+                "difference_norm": _norm(change),
+                "relative_difference": _norm(change) / _norm(before) if _norm(before) > 0 else None,
+                "cosine_consecutive": _cosine(before, after),
+                "cosine_update_with_incoming": _cosine(change, before),
+                "attn_write_norm": _norm(attn),
+                "mlp_write_norm": _norm(mlp),
+                "cosine_attn_mlp_writes": _cosine(attn, mlp),
+            }
+        )
+    normalised = tensors["final_norm.out"][position]
+    return {
+        "boundaries": [{"norm": _norm(state)} for state in states],
+        "block_updates": updates,
+        "final_normalisation": {
+            "raw_norm": _norm(states[-1]),
+            "normalised_norm": _norm(normalised),
+            "difference_norm": _norm(_minus(normalised, states[-1])),
+            "cosine": _cosine(states[-1], normalised),
+        },
+    }
+
+
+def _disagreements(shown, recomputed, where: str) -> list[str]:
+    """Where the observations (``shown``) differ from the recomputation, field by field."""
+    if isinstance(recomputed, dict):
+        return [line for key in recomputed for line in _disagreements(shown[key], recomputed[key], f"{where}.{key}")]
+    if isinstance(recomputed, list):
+        if len(shown) != len(recomputed):
+            return [f"{where}: {len(shown)} entries, the captured tensors give {len(recomputed)}"]
+        return [line for i, pair in enumerate(zip(shown, recomputed)) for line in _disagreements(*pair, f"{where}[{i}]")]
+    if recomputed is None or shown is None:
+        return [] if recomputed is None and shown is None else [f"{where}: {shown!r}, the captured tensors give {recomputed!r}"]
+    if abs(shown - recomputed) > AGREEMENT_ABSOLUTE + AGREEMENT_RELATIVE * abs(recomputed):
+        return [f"{where}: {shown!r}, the captured tensors give {recomputed!r}"]
+    return []
+
+
 def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
+    """Read a capture directory and refuse it unless its three files are one run: each parses, the manifest
+    records the size and sha256 of observations.json and captures.json, and every number of the selected
+    position that the page shows agrees with the one recomputed from the captured tensors."""
     directory = Path(directory)
-    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-    observations = json.loads((directory / "observations.json").read_text(encoding="utf-8"))
+    manifest = _parse_json(directory / "manifest.json", _read_bytes(directory, "manifest.json"))
+    recorded = manifest.get("results")
+    if not isinstance(recorded, dict):
+        raise CaptureError(f"{directory / 'manifest.json'}: records no results (sizes and sha256 of the other two files)")
+    parsed = {}
+    for name in ("observations.json", "captures.json"):
+        data = _read_bytes(directory, name)
+        entry = recorded.get(name) if isinstance(recorded.get(name), dict) else {}
+        actual = hashlib.sha256(data).hexdigest()
+        if entry.get("sha256") != actual or entry.get("size") != len(data):
+            raise CaptureError(
+                f"{directory / name}: {len(data):,} bytes with sha256 {actual}, but manifest.json records "
+                f"{entry.get('size')!r} bytes with sha256 {entry.get('sha256')!r}: not the file of this run"
+            )
+        parsed[name] = _parse_json(directory / name, data)
+    observations, captures = parsed["observations.json"], parsed["captures.json"]
+    try:
+        ids = [token["id"] for token in observations["tokens"]]
+        position = observations["selected_position"]
+        if captures["token_ids"] != ids:
+            raise CaptureError(f"{directory / 'captures.json'}: token ids {captures['token_ids']} differ from observations.json's {ids}")
+        problems = _disagreements(observations["observation"], recomputed_observation(captures, position), "observation")
+    except CaptureError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise CaptureError(
+            f"{directory / 'captures.json'} or observations.json: not the structure observe writes "
+            f"({type(error).__name__}: {error})"
+        ) from None
+    if problems:
+        raise CaptureError(
+            f"{directory / 'observations.json'}: disagrees with the tensors in captures.json:\n  " + "\n  ".join(problems[:10])
+        )
     return PageCapture(manifest=manifest, observations=observations, directory=directory, fresh=fresh)
 
 
@@ -79,7 +212,7 @@ def norm_pattern(capture: PageCapture) -> dict:
     how large each block's update is relative to the state it lands on, and how aligned updates are with it."""
     norms = boundary_norms(capture)
     updates = capture.observation["block_updates"]
-    steps = [after - before for before, after in zip(norms, norms[1:])]
+    steps = [after - before for before, after in zip(norms, norms[1:])]  # zero-length norms give zero steps
     relative = [row["relative_difference"] for row in updates]
     alignment = [row["cosine_update_with_incoming"] for row in updates]
     # Would the norms follow if each update were orthogonal to the incoming state (Pythagoras per block)?
@@ -93,9 +226,9 @@ def norm_pattern(capture: PageCapture) -> dict:
         "growth_factor": norms[-1] / norms[0] if norms[0] > 0 else None,
         "increases_every_block": all(step > 0 for step in steps),
         "blocks_that_increase": sum(step > 0 for step in steps),
-        "relative_first": relative[0],
-        "relative_last": relative[-1],
-        "largest_relative_block": max(range(len(relative)), key=lambda i: relative[i] or 0.0),
+        "relative_first": relative[0] if relative else None,
+        "relative_last": relative[-1] if relative else None,
+        "largest_relative_block": max(range(len(relative)), key=lambda i: relative[i] or 0.0) if relative else None,
         "alignment": alignment,
         "max_abs_alignment": max((abs(value) for value in defined_alignment), default=None),
         "orthogonal_prediction_last": orthogonal_prediction[-1],
@@ -160,8 +293,8 @@ def plot_write_norms(capture: PageCapture):
     axes.set_xticks(blocks, [f"block {b}" for b in blocks])
     axes.set_xlabel("block")
     axes.set_ylabel("L2 norm\n(selected position)")
-    tallest = max(max(row["attn_write_norm"], row["mlp_write_norm"], row["difference_norm"]) for row in updates)
-    axes.set_ylim(0, tallest * 1.3)  # headroom for the legend above the bars
+    tallest = max((max(row["attn_write_norm"], row["mlp_write_norm"], row["difference_norm"]) for row in updates), default=0.0)
+    axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars
     axes.grid(axis="y", alpha=0.3)
     axes.legend(loc="upper center", ncol=3, fontsize=9)
     figure.tight_layout()
@@ -197,8 +330,19 @@ def provenance_table(capture: PageCapture) -> str:
         ["block returns", f"a {manifest['block_return_kind']} ({manifest['residual_kind']} residual)"],
         ["output embedding module", f"`{manifest['output_embeddings']}`"],
     ]
-    rows += [[f"`{entry['name']}`", f"{entry['size']:,} bytes, sha256 `{entry['sha256'][:16]}…`"] for entry in manifest["files"]]
+    rows += [[f"`{entry['name']}`", _file_provenance(entry)] for entry in manifest["files"]]
     return markdown_table(["what", "recorded"], rows)
+
+
+def _file_provenance(entry: dict) -> str:
+    digest = f"sha256 `{entry['sha256'][:16]}…`" if entry.get("sha256") else "no sha256"
+    if entry.get("loaded") is False:
+        use = "checked, not read by the observation"
+    elif entry.get("loaded"):
+        use = "loaded from the bytes hashed"
+    else:
+        use = ""
+    return f"{entry['size']:,} bytes, {digest}" + (f"; {use}" if use else "")
 
 
 def tokens_table(capture: PageCapture) -> str:
@@ -216,12 +360,18 @@ def _code(text: str) -> str:
     return f"`` {shown} ``" if "`" in shown else f"`{shown}`"
 
 
-def _probability(value: float) -> str:
-    return f"{value:.3g}"
+def number(value, digits: int = 3, style: str = "f") -> str:
+    """A number as the page prints it: ``digits`` decimals (style "f") or significant digits ("g"); JSON null
+    (an undefined cosine or ratio) is written as such, never formatted as a number."""
+    return "null (undefined)" if value is None else f"{value:.{digits}{style}}"
+
+
+def _probability(value: float | None) -> str:
+    return number(value, 3, "g")
 
 
 def _format(value, digits: int = 3) -> str:
-    return "null (undefined)" if value is None else f"{value:.{digits}f}"
+    return number(value, digits)
 
 
 def observations_table(capture: PageCapture) -> str:
@@ -263,12 +413,12 @@ def checks_table(capture: PageCapture) -> str:
     identity = checks["identity"]
     rows = [
         ["every captured shape", f"{len(checks['shapes'])} sites, expected {tuple(checks['expected_shape'])}", "yes" if checks["shapes_ok"] else "NO"],
-        ["parallel identity, max abs error", f"{identity['max_abs_error']:.3g} (tolerance {identity['blocks'][-1]['tolerance']:.3g})", "yes" if identity["all_within_tolerance"] else "NO"],
-        ["same identity in transformers' own addition order", f"{identity['max_abs_error_in_source_order']:.3g}", ""],
-        ["unchanged input repeated, max abs difference", f"{checks['repeat']['max_abs_difference']:.3g}", ""],
-        ["`hidden_states` 0..L−1 vs raw H_0..H_L−1", f"{hidden['entries_0_to_L_minus_1_vs_raw_boundaries_max_abs']:.3g}", ""],
-        ["`hidden_states[-1]` vs final LayerNorm output", f"{hidden['last_entry_vs_final_norm_output_max_abs']:.3g}", ""],
-        ["`hidden_states[-1]` vs raw H_L", f"{hidden['last_entry_vs_raw_last_block_output_max_abs']:.3g}", "differs, as it must"],
+        ["parallel identity, max abs error", f"{number(identity['max_abs_error'], 3, 'g')} (tolerance {number(identity['blocks'][-1]['tolerance'], 3, 'g')})", "yes" if identity["all_within_tolerance"] else "NO"],
+        ["same identity in transformers' own addition order", number(identity["max_abs_error_in_source_order"], 3, "g"), ""],
+        ["unchanged input repeated, max abs difference", number(checks["repeat"]["max_abs_difference"], 3, "g"), ""],
+        ["`hidden_states` 0..L−1 vs raw H_0..H_L−1", number(hidden["entries_0_to_L_minus_1_vs_raw_boundaries_max_abs"], 3, "g"), ""],
+        ["`hidden_states[-1]` vs final LayerNorm output", number(hidden["last_entry_vs_final_norm_output_max_abs"], 3, "g"), ""],
+        ["`hidden_states[-1]` vs raw H_L", number(hidden["last_entry_vs_raw_last_block_output_max_abs"], 3, "g"), "differs, as it must"],
         ["capture handles left after exit", f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}", ""],
         ["sites recorded by a later forward", f"{hooks['sites_recorded_by_a_later_forward']}", ""],
     ]
@@ -293,12 +443,15 @@ def interpretation(capture: PageCapture) -> dict:
     updates = capture.observation["block_updates"]
     blocks = len(updates)
     cosines = [value for value in consecutive_cosines(capture) if value is not None]
-    quadrature_gap = abs(pattern["orthogonal_prediction_last"] - pattern["last_norm"]) / pattern["last_norm"]
+    gap = abs(pattern["orthogonal_prediction_last"] - pattern["last_norm"])
+    # a zero last norm: the gap is relative to nothing, so undefined unless the prediction is zero too
+    quadrature_gap = gap / pattern["last_norm"] if pattern["last_norm"] > 0 else (0.0 if gap == 0 else None)
     alignment = [value for value in pattern["alignment"] if value is not None]
     mean_alignment = sum(alignment) / len(alignment) if alignment else None
     orthogonal = (
         pattern["max_abs_alignment"] is not None
         and pattern["max_abs_alignment"] < ALIGNMENT_THRESHOLD
+        and quadrature_gap is not None
         and quadrature_gap < QUADRATURE_THRESHOLD
     )
     aligned = mean_alignment is not None and mean_alignment >= ALIGNMENT_THRESHOLD
@@ -326,7 +479,8 @@ def interpretation(capture: PageCapture) -> dict:
         "growth_factor": pattern["growth_factor"],
         "relative_first": pattern["relative_first"],
         "relative_last": pattern["relative_last"],
-        "relative_shrinks": pattern["relative_last"] < pattern["relative_first"],
+        "relative_shrinks": None not in (pattern["relative_first"], pattern["relative_last"])
+        and pattern["relative_last"] < pattern["relative_first"],
         "cosine_first": cosines[0] if cosines else None,
         "cosine_last": cosines[-1] if cosines else None,
         "max_abs_alignment": pattern["max_abs_alignment"],
@@ -338,9 +492,9 @@ def interpretation(capture: PageCapture) -> dict:
         "verdict": verdict,
         "blocks": blocks,
         "last_label": capture.observation["boundaries"][-1]["label"],
-        "update_first": updates[0]["difference_norm"],
-        "update_last": updates[-1]["difference_norm"],
-        "updates_do_not_shrink": updates[-1]["difference_norm"] >= updates[0]["difference_norm"],
+        "update_first": updates[0]["difference_norm"] if updates else None,
+        "update_last": updates[-1]["difference_norm"] if updates else None,
+        "updates_do_not_shrink": bool(updates) and updates[-1]["difference_norm"] >= updates[0]["difference_norm"],
     }
 
 

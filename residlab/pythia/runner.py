@@ -16,8 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from residlab.pythia.artifacts import ArtifactError, fetch_artifacts, plan_text, verify_artifacts  # bundled
+from residlab.pythia.artifacts import ArtifactError, FetchLimits, fetch_artifacts, plan_text, verify_artifacts  # bundled
 from residlab.pythia.lock import LockError, load_lock  # bundled
+from residlab.pythia.observe import ObservationError, check_output_directory, observe_to_directory, print_summary  # bundled
 
 
 def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -36,13 +37,24 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT, else huggingface.co)"
     )
+    parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=FetchLimits().deadline_s,
+        metavar="SECONDS",
+        help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
+    )
     return parser
 
 
-def _refuse_nonempty_output(output: Path) -> None:
-    # Checked before any download, so a wrong --output costs nothing; the observation checks again.
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise ArtifactError(f"{output}: the output directory is not empty; choose a new one (nothing is overwritten)")
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def run_runner(args: argparse.Namespace, command: list[str]) -> int:
@@ -51,26 +63,21 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
         print(plan_text(lock))
         return 0
     if args.output is not None:
-        _refuse_nonempty_output(args.output)
+        check_output_directory(args.output)  # before any download, so a wrong --output costs nothing
     if args.offline:
         verified = verify_artifacts(args.artifacts, lock)
         print(f"{args.artifacts}: six files verified offline against {lock.origin}; nothing downloaded")
-        if verified.recorded_hashes:
+        if verified.unpinned:
             print(
-                f"  {', '.join(verified.recorded_hashes)}: checked against the sha256 the fetch recorded, because the "
-                f"lock is incomplete; complete it with `residlab pythia pin --revision {lock.revision}`"
+                f"  {', '.join(verified.unpinned)}: only its size is checked offline, because the lock records no "
+                "sha256 for it; the observation never reads it. Complete the lock with "
+                f"`residlab pythia pin --revision {lock.revision}`"
             )
     else:
         print(plan_text(lock))
-        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint)
+        verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))
     if args.output is not None:
-        from residlab.pythia.observe import ObservationError, observe_to_directory, print_summary  # bundled
-
-        try:
-            result = observe_to_directory(verified, args.output, command=command, position=args.position)
-        except ObservationError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+        result = observe_to_directory(verified, args.output, command=command, position=args.position)
         print_summary(result, args.output)
     return 0
 
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--plan only prints the plan; run again without it to fetch or observe")
     try:
         return run_runner(args, command=list(sys.argv) if argv is None else ["inspect_residual_stream.py", *argv])
-    except (ArtifactError, LockError) as error:
+    except (ArtifactError, LockError, ObservationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

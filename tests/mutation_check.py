@@ -217,7 +217,8 @@ def sync_and_test(tree: Path, tests: tuple[str, ...]) -> tuple[int, str]:
     if synced.returncode not in (0, 1):  # 1: pin drift, reported by the tests too
         return 2, synced.stderr[-2000:]
     tested = run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests], tree, TEST_TIMEOUT_S)
-    return tested.returncode, tested.stdout[-1500:]
+    failed = [line for line in tested.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return tested.returncode, "\n".join(failed) if tested.returncode == 1 else tested.stdout[-1500:]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             # pytest exits 1 when a test failed; anything else (2-5) is an error of the run, not a catch.
             if status == 1:
                 caught.append(mutation.name)
-                print(f"caught    {mutation.name} ({seconds:.0f} s)")
+                print(f"caught    {mutation.name} ({seconds:.0f} s)\n          by {tail.splitlines()[0] if tail else '?'}")
             else:
                 print(f"SURVIVED  {mutation.name} (pytest exit {status}, {seconds:.0f} s)\n{tail}")
             shutil.rmtree(tree)

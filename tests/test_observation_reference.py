@@ -209,6 +209,28 @@ def test_committed_observations_are_recomputed_from_the_committed_captures(refer
     assert_logit_lens_matches(observations["observation"], expected, reference)
 
 
+def test_committed_checks_table_is_recomputed_from_the_committed_captures():
+    # The checks table's numbers, from the stored float32 tensors with the same float32 additions: the stored
+    # values round-trip float32 exactly, so each figure is reproduced exactly.
+    captures = read(COMMITTED, "captures.json")
+    tensors = {entry["name"]: torch.tensor(entry["values"], dtype=torch.float32)[0] for entry in captures["tensors"]}
+    checks = read(COMMITTED, "observations.json")["checks"]
+    state = tensors["blocks.0.resid_in"]
+    for row in checks["identity"]["blocks"]:
+        block = row["block"]
+        attn, mlp, out = (tensors[f"blocks.{block}.{site}"] for site in ("attn_write", "mlp_write", "resid_out"))
+        largest = max(t.abs().max().item() for t in (state, attn, mlp, out))
+        assert row["max_abs_error"] == (out - (state + attn + mlp)).abs().max().item(), block
+        assert row["max_abs_error_in_source_order"] == (out - ((mlp + attn) + state)).abs().max().item() == 0.0, block
+        assert row["largest_term"] == largest, block
+        assert row["tolerance"] == 1e-5 + 1e-6 * largest, block  # the declared rule, written out
+        state = out
+    assert checks["identity"]["max_abs_error"] == max(row["max_abs_error"] for row in checks["identity"]["blocks"])
+    hidden = checks["model_hidden_states"]
+    difference = (tensors["final_norm.out"] - tensors["blocks.5.resid_out"]).abs().max().item()
+    assert hidden["last_entry_vs_raw_last_block_output_max_abs"] == difference
+
+
 def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
     from residlab.pythia import plots
 

@@ -88,6 +88,13 @@ MUTATIONS = (
         LESSON_TESTS,
     ),
     Mutation(
+        "lesson-readout-wrong-stage",
+        "residlab/lesson_lab.py",
+        '"after attention": model.readout(clean.trace.r1),',
+        '"after attention": model.readout(clean.trace.r2),',
+        LESSON_TESTS,
+    ),
+    Mutation(
         "median-to-mean",
         "residlab/lesson_lab.py",
         "medians[arrangement] = [statistics.median(run[layer] for run in runs) for layer in range(depth)]",
@@ -130,6 +137,13 @@ MUTATIONS = (
         OBSERVATION_TESTS,
     ),
     Mutation(
+        "observation-logit-lens-skips-final-norm",
+        "residlab/pythia/observe.py",
+        "probabilities = torch.softmax(head(norm(state)), dim=-1)",
+        "probabilities = torch.softmax(head(state), dim=-1)",
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
         "observation-captures-rounded-6-digits",
         "residlab/pythia/observe.py",
         'flat = [float(f"{value:.9g}") for value in tensor.reshape(-1).tolist()]',
@@ -148,6 +162,13 @@ MUTATIONS = (
         "residlab/toy.py",
         'return {"exact": exact_json(value), "float": float(value)}',
         'return {"exact": exact_json(value), "float": round(float(value), 6)}',
+        TOY_TESTS,
+    ),
+    Mutation(
+        "toy-cosine-over-sum-of-norms",
+        "residlab/toy.py",
+        "cosine = float(update_dot) / (first_norm.value * second_norm.value)",
+        "cosine = float(update_dot) / (first_norm.value + second_norm.value)",
         TOY_TESTS,
     ),
     Mutation(

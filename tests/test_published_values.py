@@ -99,6 +99,14 @@ def train_reference() -> tuple[ReferenceCopyModel, list[tuple[int, float, float]
     return model.eval(), log
 
 
+def intervene(write, ablate: bool, patch):
+    """A (5, 32) write zeroed, or with its query-position row replaced; a new tensor either way."""
+    write = torch.zeros_like(write) if ablate else write.clone()
+    if patch is not None:
+        write[-1] = patch
+    return write
+
+
 class Float64Forward:
     """The trained weights, widened to float64, and the block computed from them by hand."""
 
@@ -137,19 +145,9 @@ class Float64Forward:
     def run(self, tokens, *, ablate_attn=False, ablate_mlp=False, patch_attn=None, patch_mlp=None) -> dict:
         w = self.w
         r0 = w["token_embedding.weight"][list(tokens)] + w["position"]
-        attn = self.attention(self.layer_norm(r0, w["ln1.weight"], w["ln1.bias"]))
-        if ablate_attn:
-            attn = torch.zeros_like(attn)
-        if patch_attn is not None:
-            attn = attn.clone()
-            attn[-1] = patch_attn
+        attn = intervene(self.attention(self.layer_norm(r0, w["ln1.weight"], w["ln1.bias"])), ablate_attn, patch_attn)
         r1 = r0 + attn
-        mlp = self.mlp(self.layer_norm(r1, w["ln2.weight"], w["ln2.bias"]))
-        if ablate_mlp:
-            mlp = torch.zeros_like(mlp)
-        if patch_mlp is not None:
-            mlp = mlp.clone()
-            mlp[-1] = patch_mlp
+        mlp = intervene(self.mlp(self.layer_norm(r1, w["ln2.weight"], w["ln2.bias"])), ablate_mlp, patch_mlp)
         r2 = r1 + mlp
         return {"r0": r0, "attn": attn, "r1": r1, "mlp": mlp, "r2": r2, "logits": self.readout(r2[-1])}
 

@@ -24,18 +24,16 @@ def exact_float(exact) -> float:
     return float(Fraction(exact))
 
 
-def walk_numbers(node, path="report"):
-    """Yield (path, number-or-norm dict) for every {"exact", "float"} number and every norm in a report."""
+def walk(node, path="report"):
+    """Yield (path, dict) for every dict in a report that holds a "float": numbers, norms, vectors, arrays."""
     if isinstance(node, dict):
-        if "squared" in node and "float" in node:
-            yield path, node
-        elif "exact" in node and "float" in node and not isinstance(node["exact"], list) and "shape" not in node:
+        if "float" in node:
             yield path, node
         for key, value in node.items():
-            yield from walk_numbers(value, f"{path}.{key}")
+            yield from walk(value, f"{path}.{key}")
     elif isinstance(node, list):
         for index, value in enumerate(node):
-            yield from walk_numbers(value, f"{path}[{index}]")
+            yield from walk(value, f"{path}[{index}]")
 
 
 @pytest.mark.parametrize(
@@ -45,34 +43,24 @@ def walk_numbers(node, path="report"):
 def test_every_float_in_the_toy_report_is_its_exact_value_correctly_rounded(x, second):
     report = toy.build_report(toy.Vector(x), toy.Vector(second))
     seen = set()
-    for path, number in walk_numbers(report):
-        if "squared" in number:
+    for path, item in walk(report):
+        if "squared" in item:
             # A norm's float is sqrt of its exact square, correctly rounded (math.sqrt is correctly rounded).
-            assert number["float"] == math.sqrt(Fraction(number["squared"])), path
+            assert item["float"] == math.sqrt(Fraction(item["squared"])), path
+        elif "shape" in item:  # a 3 x 1 vector (a list) or an n x 3 array (a list of rows)
+            is_array = isinstance(item["exact"][0], list)
+            rows, floats = (item["exact"], item["float"]) if is_array else ([item["exact"]], [item["float"]])
+            assert floats == [[float(Fraction(v)) for v in row] for row in rows], path
         else:
-            assert number["float"] == exact_float(number["exact"]), path
+            assert item["float"] == exact_float(item["exact"]), path
         seen.add(path)
     # The walk reached the numbers the page prints (so a change of the report's layout cannot empty it).
     assert {
-        "report.baseline.final.norm", "report.total_change.norm", "report.norm_comparison.sum_of_update_norms",
-        "report.readouts.baseline", "report.interventions.parallel.final.norm",
+        "report.baseline.final", "report.baseline.final.norm", "report.total_change.norm",
+        "report.norm_comparison.sum_of_update_norms", "report.readouts.baseline", "report.positions.final",
+        "report.interventions.parallel.final.norm",
         "report.predictions.larger_update_has_larger_readout_effect.readout_change_when_first_suppressed",
     } <= seen
-    for path, vector in walk_vectors(report):
-        rows = vector["exact"] if isinstance(vector["exact"][0], list) else [vector["exact"]]  # a 2 x 3 array
-        floats = vector["float"] if isinstance(vector["exact"][0], list) else [vector["float"]]
-        assert floats == [[float(Fraction(v)) for v in row] for row in rows], path
-
-
-def walk_vectors(node, path="report"):
-    if isinstance(node, dict):
-        if isinstance(node.get("exact"), list) and "float" in node:
-            yield path, node
-        for key, value in node.items():
-            yield from walk_vectors(value, f"{path}.{key}")
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            yield from walk_vectors(value, f"{path}[{index}]")
 
 
 def test_toy_document_numbers_in_closed_form():

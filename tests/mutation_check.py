@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plant value bugs one at a time in a temporary copy of the site and check that the tests catch each one.
 
-Each mutation is a text patch to one package file. For each: copy the working tree (no virtual environments,
+Each mutation is a text patch to one package file or page. For each: copy the working tree (no virtual environments,
 no build output) into a temporary folder, apply the patch, run `residlab sync` there (so every runner carries
 the bug too and no drift test can be what notices), run the tests named for it, and count it caught when
 pytest reports a failing test. A patch whose target text is not found stops the script with an error: a
@@ -34,12 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 IGNORED = shutil.ignore_patterns(
     ".venv*", ".git", "_site", ".quarto", ".jupyter_cache", "__pycache__", ".pytest_cache", "*.egg-info"
 )
-TEST_TIMEOUT_S = 900  # one mutation's tests; the slowest set (the observation) takes about a minute
+TEST_TIMEOUT_S = 900  # one mutation's tests; the slowest set takes about two minutes on a busy machine
 
 LESSON_TESTS = ("tests/test_published_values.py",)
 OBSERVATION_TESTS = ("tests/test_observation_reference.py",)
 SYNC_TESTS = ("tests/test_sync_coverage.py",)
 TOY_TESTS = ("tests/test_toy_exact.py",)
+LESSON_PAGE_TESTS = ("tests/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
+LAB_PAGE_TESTS = ("tests/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,20 @@ MUTATIONS = (
         "cosine = float(update_dot) / (first_norm.value * second_norm.value)",
         "cosine = float(update_dot) / (first_norm.value + second_norm.value)",
         TOY_TESTS,
+    ),
+    Mutation(
+        "lesson-page-quotes-the-wrong-row",
+        "lessons/04-residual-stream.qmd",
+        'p_mlp_patched=f3(cases["corrupt + clean MLP patch"].p_target),',
+        'p_mlp_patched=f3(cases["corrupt"].p_target),',
+        LESSON_PAGE_TESTS,
+    ),
+    Mutation(
+        "lab-page-quotes-the-wrong-norm",
+        "labs/05-trace-residual-stream.qmd",
+        "($\\lVert F(x)\\rVert\\approx$ `{python} round(effects['first_update_norm']['float'], 3)`)",
+        "($\\lVert F(x)\\rVert\\approx$ `{python} round(effects['second_update_norm']['float'], 3)`)",
+        LAB_PAGE_TESTS,
     ),
     Mutation(
         "sync-skips-one-runner",

@@ -19,10 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 LABS = ROOT / "assets" / "labs"
 LEARNER_PYTHON = os.environ.get("RESIDLAB_RUNNER_PYTHON")
 
-pytestmark = pytest.mark.skipif(
-    not LEARNER_PYTHON,
-    reason="RESIDLAB_RUNNER_PYTHON is unset: `make test` builds the learners' environment and sets it",
-)
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+MISSING = "RESIDLAB_RUNNER_PYTHON is unset: `make test` builds the learners' environment and sets it"
+
+
+@pytest.fixture(autouse=True)
+def learner_python():
+    """Skip outside CI when the learners' environment was not built; in CI (CI=true) that is a failure."""
+    if not LEARNER_PYTHON:
+        if IN_CI:
+            pytest.fail(f"{MISSING}; in CI these tests must run, never skip")
+        pytest.skip(MISSING)
 
 
 def run_alone(runner: str, arguments: list[str], folder: Path, env: dict | None = None) -> subprocess.CompletedProcess:

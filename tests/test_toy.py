@@ -39,7 +39,7 @@ def test_document_trace_vectors_and_norms():
     assert [n.exact for n in norms] == ["sqrt(6)", "sqrt(5)", "sqrt(17)", "sqrt(32)", "sqrt(17)"]
     assert [n.squared for n in norms] == [6, 5, 17, 32, 17]
     assert norms[3].simplified == "4*sqrt(2)"
-    assert [n.value for n in norms] == pytest.approx([math.sqrt(v) for v in (6, 5, 17, 32, 17)])
+    assert [n.value for n in norms] == [math.sqrt(v) for v in (6, 5, 17, 32, 17)]  # correctly rounded: exact
     assert all(vector.shape == (3, 1) for vector in trace.vectors().values())
 
 
@@ -49,10 +49,11 @@ def test_document_total_change_and_norm_comparison():
     assert report["total_change"]["norm"]["exact"] == "sqrt(13)"
     comparison = report["norm_comparison"]
     assert comparison["sum_of_update_norms"]["exact"] == "sqrt(5) + sqrt(32)"
-    assert comparison["sum_of_update_norms"]["float"] == pytest.approx(math.sqrt(5) + math.sqrt(32))
+    assert comparison["sum_of_update_norms"]["float"] == math.sqrt(5) + math.sqrt(32)
     assert comparison["total_change_norm"]["float"] < comparison["sum_of_update_norms"]["float"]
     assert comparison["update_dot_product"]["exact"] == -12  # [-1,2,0].[4,-4,0]: the updates partly cancel
-    assert comparison["update_cosine"] == pytest.approx(-12 / math.sqrt(5 * 32))
+    # -12 / sqrt(160): two rounded roots, a product and a quotient stay within 4 ulp (1e-15 relative).
+    assert comparison["update_cosine"] == pytest.approx(-12 / math.sqrt(5 * 32), rel=1e-15, abs=0)
 
 
 def test_document_interventions_shortcut_and_readouts():
@@ -130,9 +131,8 @@ def test_closed_forms_on_other_inputs(values):
     assert toy.readout(trace.final) == x3
     assert toy.readout(cases.first_suppressed.final) == x3 + 2 * x1
     assert trace.final.norm().squared == (x2 + 2) ** 2 + x3**2
-    assert (trace.final - trace.input).norm().value == pytest.approx(
-        math.sqrt(float((x2 + 2 - x1) ** 2 + x2**2 + (x3 - x3) ** 2))
-    )
+    # z - x = [x2 + 2 - x1, -x2, 0]: the float is the correctly rounded root of the exact square.
+    assert (trace.final - trace.input).norm().value == math.sqrt((x2 + 2 - x1) ** 2 + x2**2)
 
 
 def test_hand_computed_other_input():
@@ -161,7 +161,7 @@ def test_fractional_input_stays_exact():
 def test_norm_exact_forms(squared, exact_form, simplified):
     norm = Norm(Fraction(squared))
     assert (norm.exact, norm.simplified) == (exact_form, simplified)
-    assert norm.value == pytest.approx(math.sqrt(squared))
+    assert norm.value == math.sqrt(squared)  # math.sqrt is correctly rounded: exact equality
 
 
 def test_latex_forms_used_by_the_page():

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Plant value bugs one at a time in a temporary copy of the site and check that the tests catch each one.
+
+Each mutation is a text patch to one package file or page. For each: copy the working tree (no virtual environments,
+no build output) into a temporary folder, apply the patch, run `residlab sync` there (so every runner carries
+the bug too and no drift test can be what notices), run the tests named for it, and count it caught when
+pytest reports a failing test. A patch whose target text is not found stops the script with an error: a
+refactor must update the mutation list, never silently shrink it.
+
+Run it from the repository root with the project's environment, after changing any code a page's numbers come
+from and before each release (README, "Mutation check"):
+
+    .venv/bin/python tests/mutation_check.py            # every mutation
+    .venv/bin/python tests/mutation_check.py --list     # names only
+    .venv/bin/python tests/mutation_check.py toy-float-rounded-6dp median-to-mean
+
+Exit status: 0 when every planted bug was caught, 1 when one survived, 2 on a patch that did not apply or a
+baseline that does not pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+IGNORED = shutil.ignore_patterns(
+    ".venv*", ".git", "_site", ".quarto", ".jupyter_cache", "__pycache__", ".pytest_cache", "*.egg-info"
+)
+TEST_TIMEOUT_S = 900  # one mutation's tests; the slowest set takes about two minutes on a busy machine
+
+LESSON_TESTS = ("tests/test_published_values.py",)
+OBSERVATION_TESTS = ("tests/test_observation_reference.py",)
+SYNC_TESTS = ("tests/test_sync_coverage.py",)
+TOY_TESTS = ("tests/test_toy_exact.py",)
+LESSON_PAGE_TESTS = ("tests/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
+LAB_PAGE_TESTS = ("tests/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    file: str  # relative to the repository root
+    find: str  # must occur exactly once
+    replace: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = (
+    Mutation(
+        "lesson-clean-mlp-patch-no-op",
+        "residlab/lesson_lab.py",
+        '"corrupt + clean MLP patch": run_traced(model, corrupt_tokens, patch_mlp=clean_mlp)',
+        '"corrupt + clean MLP patch": run_traced(model, corrupt_tokens)',
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "lesson-logit-difference-reversed",
+        "residlab/lesson_lab.py",
+        "logit_difference=_logit_difference(run.logits, target, rival)",
+        "logit_difference=_logit_difference(run.logits, rival, target)",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "lesson-survival-cosine-wrong-state",
+        "residlab/lesson_lab.py",
+        "survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item()",
+        "survival_cosine=F.cosine_similarity(w, _query_vector(clean.trace.r1), dim=0).item()",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "lesson-write-norms-swapped",
+        "residlab/lesson_lab.py",
+        "attention=_query_vector(clean.trace.attn_write).norm().item(),\n        mlp=_query_vector(clean.trace.mlp_write).norm().item(),",
+        "attention=_query_vector(clean.trace.mlp_write).norm().item(),\n        mlp=_query_vector(clean.trace.attn_write).norm().item(),",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "lesson-learning-rate-changed",
+        "residlab/lesson_lab.py",
+        "LEARNING_RATE = 2e-3",
+        "LEARNING_RATE = 2.5e-3",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "lesson-readout-wrong-stage",
+        "residlab/lesson_lab.py",
+        '"after attention": model.readout(clean.trace.r1),',
+        '"after attention": model.readout(clean.trace.r2),',
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "median-to-mean",
+        "residlab/lesson_lab.py",
+        "medians[arrangement] = [statistics.median(run[layer] for run in runs) for layer in range(depth)]",
+        "medians[arrangement] = [statistics.mean(run[layer] for run in runs) for layer in range(depth)]",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "profile-block-norm-max-not-mean",
+        "residlab/lesson_lab.py",
+        "statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
+        "max(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "observation-cosine-against-wrong-state",
+        "residlab/pythia/observe.py",
+        '"cosine_update_with_incoming": cosine_or_none(after - before, before)',
+        '"cosine_update_with_incoming": cosine_or_none(after - before, after)',
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "observation-write-norms-swapped",
+        "residlab/pythia/observe.py",
+        '"attn_write_norm": float(attn.norm().item()),\n                "mlp_write_norm": float(mlp.norm().item()),',
+        '"attn_write_norm": float(mlp.norm().item()),\n                "mlp_write_norm": float(attn.norm().item()),',
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "observation-relative-difference-over-outgoing",
+        "residlab/pythia/observe.py",
+        '"relative_difference": difference_norm / before_norm if before_norm > 0 else None,',
+        '"relative_difference": difference_norm / float(after.norm().item()) if before_norm > 0 else None,',
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "observation-final-norm-cosine-wrong-pair",
+        "residlab/pythia/observe.py",
+        '"cosine": cosine_or_none(raw_last, normalised),',
+        '"cosine": cosine_or_none(states[-2], normalised),',
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "observation-logit-lens-skips-final-norm",
+        "residlab/pythia/observe.py",
+        "probabilities = torch.softmax(head(norm(state)), dim=-1)",
+        "probabilities = torch.softmax(head(state), dim=-1)",
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "observation-captures-rounded-6-digits",
+        "residlab/pythia/observe.py",
+        'flat = [float(f"{value:.9g}") for value in tensor.reshape(-1).tolist()]',
+        'flat = [float(f"{value:.6g}") for value in tensor.reshape(-1).tolist()]',
+        OBSERVATION_TESTS,
+    ),
+    Mutation(
+        "toy-float-rounded-6dp",
+        "residlab/toy.py",
+        '"exact": self.exact, "simplified": self.simplified, "float": self.value}',
+        '"exact": self.exact, "simplified": self.simplified, "float": round(self.value, 6)}',
+        TOY_TESTS,
+    ),
+    Mutation(
+        "toy-number-float-rounded-6dp",
+        "residlab/toy.py",
+        'return {"exact": exact_json(value), "float": float(value)}',
+        'return {"exact": exact_json(value), "float": round(float(value), 6)}',
+        TOY_TESTS,
+    ),
+    Mutation(
+        "toy-cosine-over-sum-of-norms",
+        "residlab/toy.py",
+        "cosine = float(update_dot) / (first_norm.value * second_norm.value)",
+        "cosine = float(update_dot) / (first_norm.value + second_norm.value)",
+        TOY_TESTS,
+    ),
+    Mutation(
+        "lesson-page-quotes-the-wrong-row",
+        "lessons/04-residual-stream.qmd",
+        'p_mlp_patched=f3(cases["corrupt + clean MLP patch"].p_target),',
+        'p_mlp_patched=f3(cases["corrupt"].p_target),',
+        LESSON_PAGE_TESTS,
+    ),
+    Mutation(
+        "lab-page-quotes-the-wrong-norm",
+        "labs/05-trace-residual-stream.qmd",
+        "($\\lVert F(x)\\rVert\\approx$ `{python} round(effects['first_update_norm']['float'], 3)`)",
+        "($\\lVert F(x)\\rVert\\approx$ `{python} round(effects['second_update_norm']['float'], 3)`)",
+        LAB_PAGE_TESTS,
+    ),
+    Mutation(
+        "sync-skips-one-runner",
+        "residlab/runners.py",
+        "return {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS}",
+        "return {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS[:-1]}",
+        SYNC_TESTS,
+    ),
+    Mutation(
+        "sync-skips-compat-requirements",
+        "residlab/pins.py",
+        '        site_root / "tests" / "compat-requirements.txt": compat_requirements(lock, requirements_text),\n',
+        "",
+        SYNC_TESTS,
+    ),
+    Mutation(
+        "sync-writes-all-but-variables",
+        "residlab/sync.py",
+        "    for path, text in derived_files(args.root).items():\n        if not path.exists()",
+        "    for path, text in derived_files(args.root).items():\n        if path.name == \"_variables.yml\":\n            continue\n        if not path.exists()",
+        SYNC_TESTS,
+    ),
+)
+
+
+class PatchError(RuntimeError):
+    pass
+
+
+def copy_tree(destination: Path) -> Path:
+    shutil.copytree(ROOT, destination, ignore=IGNORED, symlinks=True)
+    return destination
+
+
+def apply(mutation: Mutation, tree: Path) -> None:
+    path = tree / mutation.file
+    if not path.exists():
+        raise PatchError(f"{mutation.name}: {mutation.file} does not exist")
+    text = path.read_text(encoding="utf-8")
+    count = text.count(mutation.find)
+    if count != 1:
+        raise PatchError(
+            f"{mutation.name}: patch did not apply: its target text occurs {count} times in {mutation.file} "
+            "(update the mutation after a refactor)"
+        )
+    path.write_text(text.replace(mutation.find, mutation.replace), encoding="utf-8")
+
+
+def environment(tree: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)  # the copy's residlab, not the editable install's
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run(command: list[str], tree: Path, timeout: int) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=tree, env=environment(tree), capture_output=True, text=True, timeout=timeout)
+
+
+def sync_and_test(tree: Path, tests: tuple[str, ...]) -> tuple[int, str]:
+    """Re-sync the copy, make sure it imports its own residlab, then run the tests; (pytest status, tail)."""
+    probe = run([sys.executable, "-c", "import residlab, sys; print(residlab.__file__)"], tree, 60)
+    if not Path(probe.stdout.strip()).resolve().is_relative_to(tree.resolve()):
+        raise PatchError(f"the copy imports residlab from {probe.stdout.strip()!r}, not from {tree}")
+    synced = run([sys.executable, "-m", "residlab", "sync"], tree, 300)
+    if synced.returncode not in (0, 1):  # 1: pin drift, reported by the tests too
+        return 2, synced.stderr[-2000:]
+    tested = run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests], tree, TEST_TIMEOUT_S)
+    failed = [line for line in tested.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    return tested.returncode, "\n".join(failed) if tested.returncode == 1 else tested.stdout[-1500:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="run only these mutations (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the mutations' names and exit")
+    parser.add_argument("--skip-baseline", action="store_true", help="do not first check that the unmutated copy passes")
+    args = parser.parse_args(argv)
+    if args.list:
+        for mutation in MUTATIONS:
+            print(f"{mutation.name:48s} {mutation.file}")
+        return 0
+    unknown = sorted(set(args.names) - {m.name for m in MUTATIONS})
+    if unknown:
+        parser.error(f"unknown mutation(s): {', '.join(unknown)}")
+    chosen = [m for m in MUTATIONS if not args.names or m.name in args.names]
+
+    with tempfile.TemporaryDirectory(prefix="residlab-mutation-") as scratch:
+        scratch = Path(scratch)
+        # Every patch is tried on one copy first, so a stale target fails the run before any test time is spent.
+        probe_tree = copy_tree(scratch / "probe")
+        try:
+            for mutation in chosen:
+                apply(mutation, probe_tree)
+        except PatchError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        shutil.rmtree(probe_tree)
+
+        if not args.skip_baseline:
+            started = time.monotonic()
+            tests = tuple(dict.fromkeys(test for m in chosen for test in m.tests))
+            status, tail = sync_and_test(copy_tree(scratch / "baseline"), tests)
+            if status != 0:
+                print(f"error: the unmutated copy does not pass {' '.join(tests)}:\n{tail}", file=sys.stderr)
+                return 2
+            print(f"baseline passes ({time.monotonic() - started:.0f} s)")
+
+        caught = []
+        for index, mutation in enumerate(chosen):
+            tree = copy_tree(scratch / f"mutant-{index}")
+            apply(mutation, tree)
+            started = time.monotonic()
+            status, tail = sync_and_test(tree, mutation.tests)
+            seconds = time.monotonic() - started
+            # pytest exits 1 when a test failed; anything else (2-5) is an error of the run, not a catch.
+            if status == 1:
+                caught.append(mutation.name)
+                print(f"caught    {mutation.name} ({seconds:.0f} s)\n          by {tail.splitlines()[0] if tail else '?'}")
+            else:
+                print(f"SURVIVED  {mutation.name} (pytest exit {status}, {seconds:.0f} s)\n{tail}")
+            shutil.rmtree(tree)
+
+    print(f"{len(caught)}/{len(chosen)} planted bugs caught")
+    return 0 if len(caught) == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

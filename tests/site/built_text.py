@@ -1,0 +1,28 @@
+"""A built page as text a test can search: scripts and styles dropped, each MathML formula replaced by its TeX
+source between dollars (Quarto keeps it as the formula's annotation), table rows as `| a | b |`, whitespace
+collapsed. What is left is what the page shows, in the notation its source was written in."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+MATH = re.compile(r"<math\b.*?</math>", re.S)
+TEX = re.compile(r'<annotation encoding="application/x-tex">(.*?)</annotation>', re.S)
+
+
+def _math_as_tex(match: re.Match) -> str:
+    tex = TEX.search(match.group(0))
+    return f"${tex.group(1).strip()}$" if tex else " "
+
+
+def shown(site_dir: Path, page: str) -> str:
+    text = (site_dir / page).read_text(encoding="utf-8")
+    text = re.sub(r"<(script|style)\b.*?</\1>", " ", text, flags=re.S)
+    text = MATH.sub(_math_as_tex, text)
+    text = re.sub(r"<tr\b[^>]*>", " | ", text)
+    text = re.sub(r"</t[dh]>", " | ", text)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+    text = re.sub(r"\s+", " ", text)
+    return re.sub(r"\|( \|)+", "|", text)  # a row's closing and the next cell's opening bars meet

@@ -1,0 +1,51 @@
+"""What the executed pages show, not only that their cells ran: the Lesson 2.1 tables and prose against the
+document's published figures, and Lab 05's solutions against closed forms.
+
+Each page is read from the site Quarto built (``built_site``), formulas as their TeX source
+(``built_text.shown``); the expected text is written here from the source document or from exact arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from built_text import shown
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_lesson_page_shows_the_documents_figures(built_site):
+    text = shown(built_site.site, "lessons/04-residual-stream.html")
+    # The readout and intervention tables, row by row (Lesson 2.1's figures; the MLP patch row as issue 13 records it).
+    for row in (
+        "| embedding | 0.000 |",
+        "| after attention | 0.860 | 7 |",
+        "| after MLP | 1.000 | 7 |",
+        "| clean | 1.000 | 7 |",
+        "| attention ablated | 0.007 | 8 |",
+        "| MLP ablated | 0.860 | 7 |",
+        "| corrupt | 0.000 | 2 |",
+        "| corrupt + clean attention patch | 1.000 | 7 |",
+        "| corrupt + clean MLP patch | 0.014 | 2 | -4.23 |",  # logit difference -4.228, shown to two decimals
+    ):
+        assert row in text, row
+    # The prose that quotes them.
+    assert "drops it to 0.007 with token 8 on top" in text
+    assert "leaves the correct top token with probability 0.860" in text
+    assert "Patching the clean MLP write instead does not: p(target) is 0.014 and token 2 stays on top" in text
+    assert "By the last step the batch accuracy is 1.000" in text
+
+
+def test_the_lab_page_shows_the_closed_form_solutions(built_site):
+    text = shown(built_site.site, "labs/05-trace-residual-stream.html")
+    # x = [1,2,-1]: z - x = [3,-2,0]; |F| = sqrt 5, |G| = sqrt 32; cos(F, G) = -12 / sqrt(160) = -3 / sqrt(10).
+    assert rf"with norm $\sqrt{{13}}\approx{math.sqrt(13):.3f}$" in text
+    assert rf"\sqrt{{5}}+\sqrt{{32}}\approx{math.sqrt(5) + math.sqrt(32):.3f}$" in text
+    assert f"dot product $-12$ (cosine ${-3 / math.sqrt(10):.3f}$)" in text
+    assert rf"| baseline | $[4,0,-1]^\mathsf{{T}}$ | -1 |" in text
+    assert rf"| first branch suppressed | $[3,0,1]^\mathsf{{T}}$ | 1 |" in text
+    assert rf"| parallel | $[2,2,1]^\mathsf{{T}}$ | 1 |" in text
+    assert rf"| shortcut (old $z$ − old $F(x)$) | $[5,-2,-1]^\mathsf{{T}}$ | -1 |" in text
+    assert rf"($\lVert F(x)\rVert\approx$ {round(math.sqrt(5), 3)})" in text
+    assert rf"($\lVert G(y)\rVert\approx$ {round(math.sqrt(32), 3)})" in text

@@ -194,6 +194,21 @@ def model_directory_files(directory: Path) -> list[dict]:
     return [{"name": n, "size": (directory / n).stat().st_size, "sha256": _sha256_file(directory / n)} for n in names]
 
 
+@contextlib.contextmanager
+def _quiet_transformers(transformers):
+    """No progress bar and no load report while loading; the previous settings restored afterwards."""
+    logging = transformers.utils.logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
 def load_model_directory(directory: Path) -> Subject:
     """A built-in transformers causal LM from ``directory`` alone: config.json and safetensors weights, no remote
     code, no download; every weight tensor present (none left to random initialisation), none unused."""
@@ -233,12 +248,14 @@ def load_model_directory(directory: Path) -> Subject:
         raise AuditError(f"{config_path}: {error}") from None
     model_class = getattr(transformers, block_type.model_class)
     try:
-        model, info = model_class.from_pretrained(
+        with _quiet_transformers(transformers):  # the audit reports missing and unused tensors itself
+            model, info = model_class.from_pretrained(
             str(directory), local_files_only=True, use_safetensors=True, trust_remote_code=False,
-            attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
-        )  # fmt: skip
-    except (OSError, ValueError, RuntimeError) as error:
-        raise AuditError(f"{directory}: the weights do not load ({str(error).splitlines()[0]})") from None
+                attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
+            )  # fmt: skip
+    except Exception as error:  # transformers and safetensors raise many kinds; all mean "does not load"
+        first_line = (str(error).splitlines() or [""])[0]
+        raise AuditError(f"{directory}: the weights do not load ({type(error).__name__}: {first_line})") from None
     problems = {key: sorted(info.get(key) or []) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     problems = {key: value for key, value in problems.items() if value}
     if problems:

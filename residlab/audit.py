@@ -388,12 +388,14 @@ def recording(subject: Subject, records: dict, replace: tuple[str, int, object] 
             handle.remove()
 
 
-def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], **intervention) -> Run:
-    """One recorded forward, the parameter digest taken before and after it."""
+def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], before: str | None = None,
+            **intervention) -> Run:
+    """One recorded forward, the parameter digest taken before and after it. ``before`` may be the digest the
+    previous run ended with: nothing runs in between, so hashing again would re-read the same tensors."""
     torch = _import_torch()
     site = intervention.get("site")
     replace = None if site is None else (site.name, site.position, intervention["replacement"])
-    before = _parameter_digest(subject.model)
+    before = before or _parameter_digest(subject.model)
     records: dict = {}
     with recording(subject, records, replace), torch.inference_mode():
         logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
@@ -740,13 +742,15 @@ def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSit
         raise AuditError("a site is declared twice")
     with torch_threads(threads):
         clean = execute(subject, "clean", "clean", list(audit_input.clean_ids))
-        corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids))
+        corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), clean.digest_after)
         runs = [clean, corrupt]
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), site=site,
-                                replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), site=site,
+            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids),
+                                runs[-1].digest_after, site=site, replacement=torch.zeros(width),
+                                source_run="clean", kind="zero"))  # fmt: skip
+            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids),
+                                runs[-1].digest_after, site=site,
                                 replacement=clean.sites[site.name][site.position].clone(), source_run="corrupt",
                                 kind="clean write"))  # fmt: skip
     by_id = {run.run_id: run for run in runs}

@@ -1076,7 +1076,7 @@ def subject_from_packet(packet_dir: Path) -> Subject:
 # ---- from residlab/architectures.py ------------------------------------------------------
 
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -1120,44 +1120,32 @@ _NEOX_PARALLEL = BlockSiteMap(
     mlp_reads="resid_in",
     identity=SEQUENTIAL_IDENTITY,
 )
-_NEOX_SEQUENTIAL = BlockSiteMap(
-    residual_kind="sequential",
-    resid_in=("", "input"),
-    attn_write=("post_attention_dropout", "output"),
-    mlp_write=("post_mlp_dropout", "output"),
-    resid_out=("", "output"),
-    mlp_reads="resid_in + attn_write",
-    identity=SEQUENTIAL_IDENTITY,
-)
+_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_in + attn_write")
+
+
+def _sequential_sites(attention: str, mlp: str) -> BlockSiteMap:
+    """A sequential block whose two writes are the outputs of these submodules."""
+    return replace(_NEOX_SEQUENTIAL, attn_write=(attention, "output"), mlp_write=(mlp, "output"))
+
 
 # The GPT-NeoX tables under the names Lab 05's observation has always used.
 SITE_MAPS = {"parallel": _NEOX_PARALLEL, "sequential": _NEOX_SEQUENTIAL}
 
+_NEOX = BlockType(
+    name="gpt_neox",
+    model_type="gpt_neox",
+    model_class="GPTNeoXForCausalLM",
+    block_class="GPTNeoXLayer",
+    layers="gpt_neox.layers",
+    final_norm="gpt_neox.final_layer_norm",
+    normaliser="LayerNorm",
+    placement=PRE_NORM,
+    mlp="GELU MLP",
+    sites=_NEOX_PARALLEL,
+)
 BLOCK_TYPES = {
-    "gpt_neox": BlockType(
-        name="gpt_neox",
-        model_type="gpt_neox",
-        model_class="GPTNeoXForCausalLM",
-        block_class="GPTNeoXLayer",
-        layers="gpt_neox.layers",
-        final_norm="gpt_neox.final_layer_norm",
-        normaliser="LayerNorm",
-        placement=PRE_NORM,
-        mlp="GELU MLP",
-        sites=_NEOX_PARALLEL,
-    ),
-    "gpt_neox_sequential": BlockType(
-        name="gpt_neox_sequential",
-        model_type="gpt_neox",
-        model_class="GPTNeoXForCausalLM",
-        block_class="GPTNeoXLayer",
-        layers="gpt_neox.layers",
-        final_norm="gpt_neox.final_layer_norm",
-        normaliser="LayerNorm",
-        placement=PRE_NORM,
-        mlp="GELU MLP",
-        sites=_NEOX_SEQUENTIAL,
-    ),
+    "gpt_neox": _NEOX,
+    "gpt_neox_sequential": replace(_NEOX, name="gpt_neox_sequential", sites=_NEOX_SEQUENTIAL),
     "gpt2": BlockType(
         name="gpt2",
         model_type="gpt2",
@@ -1168,15 +1156,7 @@ BLOCK_TYPES = {
         normaliser="LayerNorm",
         placement=PRE_NORM,
         mlp="GELU MLP",
-        sites=BlockSiteMap(
-            residual_kind="sequential",
-            resid_in=("", "input"),
-            attn_write=("attn", "output"),
-            mlp_write=("mlp", "output"),
-            resid_out=("", "output"),
-            mlp_reads="resid_in + attn_write",
-            identity=SEQUENTIAL_IDENTITY,
-        ),
+        sites=_sequential_sites("attn", "mlp"),
     ),
     "llama": BlockType(
         name="llama",
@@ -1188,15 +1168,7 @@ BLOCK_TYPES = {
         normaliser="RMSNorm",
         placement=PRE_NORM,
         mlp="gated SiLU MLP",
-        sites=BlockSiteMap(
-            residual_kind="sequential",
-            resid_in=("", "input"),
-            attn_write=("self_attn", "output"),
-            mlp_write=("mlp", "output"),
-            resid_out=("", "output"),
-            mlp_reads="resid_in + attn_write",
-            identity=SEQUENTIAL_IDENTITY,
-        ),
+        sites=_sequential_sites("self_attn", "mlp"),
     ),
 }
 
@@ -1210,30 +1182,17 @@ COPY_MODEL = BlockType(
     normaliser="LayerNorm",
     placement=PRE_NORM,
     mlp="GELU MLP",
-    sites=BlockSiteMap(
-        residual_kind="sequential",
-        resid_in=("", "input"),
-        attn_write=("attention", "output"),
-        mlp_write=("mlp", "output"),
-        resid_out=("", "output"),
-        mlp_reads="resid_in + attn_write",
-        identity=SEQUENTIAL_IDENTITY,
-    ),
+    sites=_sequential_sites("attention", "mlp"),
 )
 
 # Small configurations the random-weight specimens are built from (transformers config keys). Widths and
 # depths are tiny so every test runs in seconds; each keeps its family's defining features.
 SPECIMEN_CONFIGS = {
     "gpt_neox": {
-        "model_type": "gpt_neox", "vocab_size": 96, "bos_token_id": 0, "eos_token_id": 0, "hidden_size": 64, "intermediate_size": 256,
+        "model_type": "gpt_neox", "vocab_size": 96, "bos_token_id": 0, "eos_token_id": 0, "hidden_size": 64,
+        "intermediate_size": 256,
         "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 64, "rotary_pct": 0.25,
         "rotary_emb_base": 10000, "use_parallel_residual": True, "layer_norm_eps": 1e-5, "hidden_act": "gelu",
-        "attention_bias": True, "attention_dropout": 0.0, "hidden_dropout": 0.0, "tie_word_embeddings": False,
-    },
-    "gpt_neox_sequential": {
-        "model_type": "gpt_neox", "vocab_size": 96, "bos_token_id": 0, "eos_token_id": 0, "hidden_size": 64, "intermediate_size": 256,
-        "num_hidden_layers": 3, "num_attention_heads": 4, "max_position_embeddings": 64, "rotary_pct": 0.25,
-        "rotary_emb_base": 10000, "use_parallel_residual": False, "layer_norm_eps": 1e-5, "hidden_act": "gelu",
         "attention_bias": True, "attention_dropout": 0.0, "hidden_dropout": 0.0, "tie_word_embeddings": False,
     },
     "gpt2": {
@@ -1247,6 +1206,14 @@ SPECIMEN_CONFIGS = {
         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "hidden_act": "silu", "attention_bias": False,
         "mlp_bias": False, "tie_word_embeddings": False,
     },
+}
+
+
+SPECIMEN_CONFIGS = {
+    "gpt_neox": SPECIMEN_CONFIGS["gpt_neox"],
+    "gpt_neox_sequential": {**SPECIMEN_CONFIGS["gpt_neox"], "use_parallel_residual": False},
+    "gpt2": SPECIMEN_CONFIGS["gpt2"],
+    "llama": SPECIMEN_CONFIGS["llama"],
 }
 
 

@@ -161,6 +161,18 @@ SPECIMEN_CONFIGS = {
 }
 
 
+# Modules a Transformers release renamed: old name -> the name packets record, so a packet written under one
+# supported release verifies under the other. GPTNeoXForCausalLM's untied head is embed_out in 4.57.1 and
+# lm_head in 5.x (the same tensor).
+RENAMED_MODULES = {"embed_out": "lm_head"}
+
+
+def canonical_path(path: str) -> str:
+    """A module or parameter path under the names packets record."""
+    first, dot, rest = path.partition(".")
+    return RENAMED_MODULES.get(first, first) + dot + rest
+
+
 class ArchitectureError(ValueError):
     """The model is not one of the supported block types; the message lists those."""
 

@@ -37,7 +37,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residlab.architectures import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list  # bundled
+from residlab.architectures import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, canonical_path  # bundled
+from residlab.architectures import supported_list  # bundled
 
 SCHEMA = "residlab-audit-packet/1"
 RECORDS = ("model", "input", "intervention", "measurement")
@@ -290,7 +291,7 @@ def parameter_digests(model) -> dict:
     total = hashlib.sha256()
     for name, parameter in model.named_parameters():
         digest = tensor_sha256(parameter)
-        tensors.append({"name": name, "shape": list(parameter.shape), "dtype": str(parameter.dtype), "sha256": digest})
+        tensors.append({"name": canonical_path(name), "shape": list(parameter.shape), "dtype": str(parameter.dtype), "sha256": digest})
         total.update(f"{list(parameter.shape)}|{parameter.dtype}|{digest}\n".encode())
     return {
         "order": "registration order (named_parameters)",
@@ -563,7 +564,7 @@ def _normaliser_epsilon(module) -> float:
 
 
 def _module_path(model, target) -> str:
-    return next(path for path, module in model.named_modules() if module is target)
+    return canonical_path(next(path for path, module in model.named_modules() if module is target))
 
 
 def model_record(subject: Subject, threads: int) -> dict:

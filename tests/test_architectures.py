@@ -109,3 +109,14 @@ def test_gpt2_sites_equal_an_independent_forward():
     final = _layer_norm(x[-1], weights["transformer.ln_f.weight"], weights["transformer.ln_f.bias"], eps)
     logits = final @ weights["transformer.wte.weight"].T  # tied unembedding
     assert torch.allclose(run.logits, logits, atol=1e-4, rtol=0)
+
+
+def test_packets_record_the_gpt_neox_head_under_one_name_in_both_releases():
+    """4.57.1 names GPTNeoXForCausalLM's head embed_out, 5.x lm_head: packets record lm_head either way, so a
+    packet written under one release verifies under the other."""
+    assert architectures.canonical_path("embed_out.weight") == "lm_head.weight"
+    assert architectures.canonical_path("gpt_neox.layers.0.mlp.embed_out.weight").startswith("gpt_neox.")
+    subject = audit.build_specimen("gpt_neox")
+    record = audit.model_record(subject, threads=1)
+    assert record["output_embedding"] == "lm_head"
+    assert record["parameters"]["tensors"][-1]["name"] == "lm_head.weight"

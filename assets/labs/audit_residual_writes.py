@@ -293,7 +293,7 @@ def parameter_digests(model) -> dict:
     total = hashlib.sha256()
     for name, parameter in model.named_parameters():
         digest = tensor_sha256(parameter)
-        tensors.append({"name": name, "shape": list(parameter.shape), "dtype": str(parameter.dtype), "sha256": digest})
+        tensors.append({"name": canonical_path(name), "shape": list(parameter.shape), "dtype": str(parameter.dtype), "sha256": digest})
         total.update(f"{list(parameter.shape)}|{parameter.dtype}|{digest}\n".encode())
     return {
         "order": "registration order (named_parameters)",
@@ -566,7 +566,7 @@ def _normaliser_epsilon(module) -> float:
 
 
 def _module_path(model, target) -> str:
-    return next(path for path, module in model.named_modules() if module is target)
+    return canonical_path(next(path for path, module in model.named_modules() if module is target))
 
 
 def model_record(subject: Subject, threads: int) -> dict:
@@ -1215,6 +1215,18 @@ SPECIMEN_CONFIGS = {
     "gpt2": SPECIMEN_CONFIGS["gpt2"],
     "llama": SPECIMEN_CONFIGS["llama"],
 }
+
+
+# Modules a Transformers release renamed: old name -> the name packets record, so a packet written under one
+# supported release verifies under the other. GPTNeoXForCausalLM's untied head is embed_out in 4.57.1 and
+# lm_head in 5.x (the same tensor).
+RENAMED_MODULES = {"embed_out": "lm_head"}
+
+
+def canonical_path(path: str) -> str:
+    """A module or parameter path under the names packets record."""
+    first, dot, rest = path.partition(".")
+    return RENAMED_MODULES.get(first, first) + dot + rest
 
 
 class ArchitectureError(ValueError):

@@ -691,15 +691,30 @@ def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
     }
 
 
-def block_identity_error(subject: Subject, run: Run) -> float:
-    """Largest |resid_out - (resid_in + attn_write + mlp_write)| over blocks, less its float32 allowance."""
-    worst = 0.0
+def block_identity_excesses(subject: Subject, run: Run) -> list[float]:
+    """Per block: |resid_out - (resid_in + attn_write + mlp_write)| at its largest, less the float32 allowance
+    for the block's scale (IDENTITY_RELATIVE x its largest entry); at most IDENTITY_ABSOLUTE when the site
+    table matches the block."""
+    excesses = []
     for b in range(len(subject.blocks)):
         parts = [run.sites[f"blocks.{b}.{s}"] for s in BLOCK_SITES]
         error = float((parts[3] - (parts[0] + parts[1] + parts[2])).abs().max())
-        scale = max(float(p.abs().max()) for p in parts)
-        worst = max(worst, error - IDENTITY_RELATIVE * scale)
-    return worst
+        excesses.append(error - IDENTITY_RELATIVE * max(float(p.abs().max()) for p in parts))
+    return excesses
+
+
+def invariant_problems(subject: Subject, runs: list[Run], comparisons: list[dict]) -> list[str]:
+    """What breaks the packet's invariants: the block identity, frozen parameters, interventions confined."""
+    problems = [f"block {b}: output differs from input + attention write + MLP write by more than float32 rounding"
+                for b, excess in enumerate(block_identity_excesses(subject, runs[0])) if excess > IDENTITY_ABSOLUTE]
+    problems += [f"run {run.run_id}: the parameters changed during the run" for run in runs
+                 if run.digest_before != run.digest_after]  # fmt: skip
+    for c in comparisons:
+        if c["upstream_identical"] != c["upstream_sites"]:
+            problems.append(f"run {c['run']}: a site upstream of the declared one differs from run {c['source_run']}")
+        if not (c["declared_equals_replacement"] and c["other_positions_identical"]):
+            problems.append(f"run {c['run']}: the declared site does not hold exactly its replacement")
+    return problems
 
 
 def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
@@ -727,7 +742,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             "block_identity": {
                 "what": "max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| in the clean run, "
                 f"less {IDENTITY_RELATIVE:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE:g}",
-                "excess": _measured(block_identity_error(subject, clean), "block_identity"),
+                "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity"),
             },
         },
     }
@@ -774,6 +789,9 @@ def linked_records(bodies: dict) -> dict:
 def build_packet(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1) -> dict:
     """The four linked records of one audit."""
     runs, comparisons = run_audit(subject, audit_input, sites, threads)
+    problems = invariant_problems(subject, runs, comparisons)
+    if problems:  # the site table does not describe this model: no packet
+        raise AuditError("the audit's own checks failed: " + "; ".join(problems))
     bodies = {
         "model": model_record(subject, threads),
         "input": input_record(audit_input, sites),
@@ -1037,6 +1055,12 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
                  f" ({changed} of {sum(c['downstream_sites'] for c in comparisons)} downstream sites changed)")  # fmt: skip
     if upstream != upstream_total or replaced != len(comparisons):
         report.fail("an intervention changed a site other than its declared one and those downstream of it")
+    excesses = block_identity_excesses(subject, runs[0])
+    identity_holds = sum(excess <= IDENTITY_ABSOLUTE for excess in excesses)
+    report.check("blocks whose output is input + attention write + MLP write within float32 rounding",
+                 identity_holds, len(excesses))  # fmt: skip
+    if identity_holds != len(excesses):
+        report.fail("the block identity fails: the site table does not describe this model")
     rerun = {name: record_body(record) for name, record in linked_records({
         "model": model_record(subject, threads),
         "input": input_record(audit_input, sites),

@@ -303,3 +303,17 @@ def test_the_runner_alone_writes_and_verifies_a_packet(tmp_path):
     refused = run("--specimen", "gpt2", *PROMPTS, "--output", "packet")
     assert refused.returncode == 1 and "is not empty" in refused.stderr and "Traceback" not in refused.stderr
     assert torch.get_num_threads() >= 1  # the in-process audit restored the thread setting
+
+
+def test_a_site_table_that_misses_a_write_writes_no_packet(tmp_path):
+    """GPT-2 audited through a table that takes the MLP's normalised read (ln_2) for its write: the block identity
+    fails, so the audit refuses before anything is written."""
+    from dataclasses import replace
+
+    subject = audit.build_specimen("gpt2")
+    wrong_sites = replace(subject.block_type.sites, mlp_write=("ln_2", "output"))
+    subject.block_type = replace(subject.block_type, sites=wrong_sites)
+    audit_input = audit.AuditInput((5, 17, 3), (9, 17, 3), 12, 30)
+    with pytest.raises(audit.AuditError, match="block 0: output differs from input"):
+        audit.audit_to_directory(subject, audit_input, [audit.DeclaredSite("attn", 0, 2)], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

@@ -108,13 +108,13 @@ def _set(path: list, value):
         ("intervention", ["held_fixed"], [], False, "record intervention was changed: field(s) held_fixed"),
         ("measurement", ["metric"], "p(target)", False, "record measurement was changed: field(s) metric"),
         ("measurement", ["results", 2, "ablation_effect", "value"], 0.5, True,
-         "record measurement, field.results[2].ablation_effect.value"),
+         "record measurement, field results[2].ablation_effect.value"),
         ("measurement", ["results", 0, "patch_recovery", "tolerance", "absolute"], 10.0, True,
-         "record measurement, field.results[0].patch_recovery.tolerance"),
+         "record measurement, field results[0].patch_recovery.tolerance"),
         ("model", ["parameters", "digest"], "0" * 64, True, "record model, field parameters.digest"),
-        ("input", ["clean", "ids"], [6, 17, 3, 40, 2], True, "record measurement, field.baseline.clean.value"),
+        ("input", ["clean", "ids"], [6, 17, 3, 40, 2], True, "record measurement, field baseline.clean.value"),
         ("intervention", ["runs", 2, "intervention", "replacement", "values", 0], 1.0, True,
-         "record intervention, field.runs[2].intervention.replacement.values"),
+         "record intervention, field runs[2].intervention.replacement.values"),
     ],
 )
 def test_a_tampered_packet_fails_naming_record_and_field(gpt2_packet, tmp_path, capsys, record, path, value, relink, named):
@@ -273,7 +273,7 @@ def test_verify_names_a_changed_model_file(llama_directory, tmp_path, capsys):
     changed = _broken_copy(llama_directory, tmp_path / "changed", lambda d: (d / "generation_config.json").write_text("{}"))
     code, out, _ = run_cli(["verify", str(packet), "--model", str(changed)], capsys)
     assert code == 1
-    assert "record model, field.source.files[1].sha256" in out
+    assert "record model, field source.files[1].sha256" in out
 
 
 # ---------------------------------------------------------------------------------------------- the runner

@@ -972,16 +972,16 @@ def compare_values(recorded, rerun, path: str, report: Verification, counts: dic
                                 f"(tolerance {recorded['tolerance']['absolute']:g} + "
                                 f"{recorded['tolerance']['relative']:g} x |value|)")  # fmt: skip
             else:
-                compare_values(recorded.get(key), rerun.get(key), f"{path}.{key}", report, counts)
+                compare_values(recorded.get(key), rerun.get(key), _child(path, key), report, counts)
         return
     if isinstance(recorded, dict) and isinstance(rerun, dict):
         for key in sorted(set(recorded) | set(rerun)):
             if key not in rerun:
-                report.fail(f"{path}.{key}: in the packet, but not part of a {SCHEMA} record")
+                report.fail(f"{_child(path, key)}: in the packet, but not part of a {SCHEMA} record")
             elif key not in recorded:
-                report.fail(f"{path}.{key}: missing from the packet")
+                report.fail(f"{_child(path, key)}: missing from the packet")
             else:
-                compare_values(recorded[key], rerun[key], f"{path}.{key}", report, counts)
+                compare_values(recorded[key], rerun[key], _child(path, key), report, counts)
         return
     if isinstance(recorded, list) and isinstance(rerun, list) and len(recorded) == len(rerun):
         for index, (a, b) in enumerate(zip(recorded, rerun)):
@@ -992,6 +992,11 @@ def compare_values(recorded, rerun, path: str, report: Verification, counts: dic
         counts["exact_ok"] += 1
     else:
         report.fail(f"{path}: the packet says {_short(recorded)}, the re-run gives {_short(rerun)}")
+
+
+def _child(path: str, key: str) -> str:
+    """'record model, field ' + 'parameters' -> '... field parameters'; then dotted."""
+    return f"{path}{key}" if path.endswith(" ") else f"{path}.{key}"
 
 
 def _short(value) -> str:
@@ -1076,7 +1081,7 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
         if name == "model":  # another environment may run the check: report, do not fail
             recorded = {key: value for key, value in recorded.items() if key != "libraries"}
             rerun[name] = {key: value for key, value in rerun[name].items() if key != "libraries"}
-        compare_values(recorded, rerun[name], f"record {name}, field", report, counts)
+        compare_values(recorded, rerun[name], f"record {name}, field ", report, counts)
         detail = f" fields exact; {counts['numbers_ok']} of {counts['numbers']} numbers within tolerance"
         report.check(f"record {name} reproduced", counts["exact_ok"] + counts["numbers_ok"] + counts["tolerances_ok"],
                      counts["exact"] + counts["numbers"] + counts["tolerances"], detail)  # fmt: skip

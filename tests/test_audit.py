@@ -317,3 +317,18 @@ def test_a_site_table_that_misses_a_write_writes_no_packet(tmp_path):
     with pytest.raises(audit.AuditError, match="block 0: output differs from input"):
         audit.audit_to_directory(subject, audit_input, [audit.DeclaredSite("attn", 0, 2)], tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+def _hook_count(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_no_hook_is_left_attached_after_a_run_or_a_failed_one():
+    subject = audit.build_specimen("llama")
+    assert _hook_count(subject.model) == 0
+    run = audit.execute(subject, "clean", "clean", [5, 17, 3])
+    assert len(run.sites) == 4 * len(subject.blocks) and _hook_count(subject.model) == 0
+    with pytest.raises(IndexError):  # the replacement's position lies outside the prompt: the forward raises
+        audit.execute(subject, "bad", "clean", [5, 17, 3], site=audit.DeclaredSite("attn", 0, 7),
+                      replacement=torch.zeros(64))  # fmt: skip
+    assert _hook_count(subject.model) == 0

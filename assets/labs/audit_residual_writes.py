@@ -293,7 +293,8 @@ def parameter_digests(model) -> dict:
     total = hashlib.sha256()
     for name, parameter in model.named_parameters():
         digest = tensor_sha256(parameter)
-        tensors.append({"name": canonical_path(name), "shape": list(parameter.shape), "dtype": str(parameter.dtype), "sha256": digest})
+        shape, dtype = list(parameter.shape), str(parameter.dtype)
+        tensors.append({"name": canonical_path(name), "shape": shape, "dtype": dtype, "sha256": digest})
         total.update(f"{list(parameter.shape)}|{parameter.dtype}|{digest}\n".encode())
     return {
         "order": "registration order (named_parameters)",
@@ -361,9 +362,14 @@ def recording(subject: Subject, records: dict, replace: tuple[str, int, object] 
     put the vector at that site and position before anything downstream reads it. Removed on exit."""
     handles = []
 
+    def keep(name, tensor):
+        if name in records:  # one run = one forward: a site firing twice means the table misreads the model
+            raise AuditError(f"site {name} fired twice in one forward")
+        records[name] = tensor[0].detach().clone()
+
     def pre_hook(name):
         def hook(module, args, kwargs):
-            records[name] = (args[0] if args else kwargs["hidden_states"])[0].detach().clone()
+            keep(name, args[0] if args else kwargs["hidden_states"])
 
         return hook
 
@@ -374,7 +380,7 @@ def recording(subject: Subject, records: dict, replace: tuple[str, int, object] 
                 tensor = tensor.clone()
                 tensor[0, replace[1]] = replace[2]
                 output = (tensor, *output[1:]) if isinstance(output, tuple) else tensor
-            records[name] = tensor[0].detach().clone()
+            keep(name, tensor)
             return output
 
         return hook

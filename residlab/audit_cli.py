@@ -18,7 +18,7 @@ from pathlib import Path
 from residlab.architectures import SPECIMEN_CONFIGS  # bundled
 from residlab.audit import AuditError, AuditInput, audit_to_directory, build_specimen, check_output_directory  # bundled
 from residlab.audit import load_model_directory, parse_ids, parse_site, single_token, subject_from_packet  # bundled
-from residlab.audit import summary_lines, tokenize_prompt, verify_packet  # bundled
+from residlab.audit import MAX_THREADS, summary_lines, tokenize_prompt, verify_packet  # bundled
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -> None:
@@ -81,8 +81,8 @@ def _token(subject, args, which: str) -> tuple[int, str | None]:
 
 def run_audit_command(args, extra_sources: dict) -> int:
     check_output_directory(args.output)  # refused before any model is loaded
-    if args.threads < 1:
-        raise AuditError("--threads must be at least 1")
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise AuditError(f"--threads must be from 1 to {MAX_THREADS}")
     subject = load_subject(args, extra_sources)
     if subject is None:
         raise AuditError("give --model DIR or --specimen NAME")

@@ -125,6 +125,22 @@ def test_a_tampered_packet_fails_naming_record_and_field(gpt2_packet, tmp_path, 
     assert named in out, out
 
 
+@pytest.mark.parametrize(
+    ("record", "path", "value", "named"),
+    [
+        ("input", ["clean", "ids"], ["5", 17], "record input: field clean.ids is not a list of token ids"),
+        ("input", ["rival", "id"], True, "record input: field rival.id is not a token id"),
+        ("intervention", ["declared_sites", 0, "block"], "0", "integer block and position"),
+        ("model", ["execution", "threads"], 10**6, "record model: field execution.threads is not a thread count"),
+    ],
+)
+def test_a_malformed_packet_is_refused_with_a_clear_error(gpt2_packet, tmp_path, capsys, record, path, value, named):
+    packet = edited_copy(gpt2_packet, tmp_path / "malformed", record, _set(path, value), relink=True)
+    code, _, err = run_cli(["verify", str(packet)], capsys)
+    assert code == 1
+    assert named in err and "Traceback" not in err
+
+
 def test_a_swapped_link_is_named(gpt2_packet, tmp_path, capsys):
     def swap(record):
         record["links"]["input"]["sha256"] = record["links"]["intervention"]["sha256"]

@@ -49,6 +49,7 @@ COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 MAX_RECORD_BYTES = 64 * 2**20  # a record larger than this is refused unread
 MAX_CONFIG_BYTES = 2**20
+MAX_THREADS = 1024
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
 # Reproduction tolerance per quantity: |re-run - recorded| <= absolute + relative * |recorded|. Re-runs in one
@@ -1010,8 +1011,18 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _input_from_record(record: dict) -> AuditInput:
     try:
+        for what in ("clean", "corrupt"):
+            if not isinstance(record[what]["ids"], list) or not all(_is_int(i) for i in record[what]["ids"]):
+                raise AuditError(f"record input: field {what}.ids is not a list of token ids")
+        for what in ("target", "rival"):
+            if not _is_int(record[what]["id"]):
+                raise AuditError(f"record input: field {what}.id is not a token id")
         return AuditInput(
             clean_ids=tuple(record["clean"]["ids"]), corrupt_ids=tuple(record["corrupt"]["ids"]),
             target=record["target"]["id"], rival=record["rival"]["id"], clean_text=record["clean"]["text"],
@@ -1024,9 +1035,12 @@ def _input_from_record(record: dict) -> AuditInput:
 
 def _sites_from_record(record: dict) -> list[DeclaredSite]:
     try:
-        return [DeclaredSite(s["component"], s["block"], s["position"]) for s in record["declared_sites"]]
+        sites = [DeclaredSite(s["component"], s["block"], s["position"]) for s in record["declared_sites"]]
     except (KeyError, TypeError) as error:
         raise AuditError(f"record intervention: field declared_sites is malformed ({error})") from None
+    if not sites or not all(_is_int(site.block) and _is_int(site.position) for site in sites):
+        raise AuditError("record intervention: field declared_sites needs sites with integer block and position")
+    return sites
 
 
 def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
@@ -1035,9 +1049,11 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     report = Verification()
     check_links(records, report)
     try:
-        threads = int(records["model"]["execution"]["threads"])
-    except (KeyError, TypeError, ValueError):
-        raise AuditError("record model: field execution.threads is missing or malformed") from None
+        threads = records["model"]["execution"]["threads"]
+    except (KeyError, TypeError):
+        threads = None
+    if not (_is_int(threads) and 1 <= threads <= MAX_THREADS):
+        raise AuditError(f"record model: field execution.threads is not a thread count from 1 to {MAX_THREADS}")
     audit_input = _input_from_record(records["input"])
     sites = _sites_from_record(records["intervention"])
     length, blocks = len(audit_input.clean_ids), len(subject.blocks)
@@ -1352,8 +1368,8 @@ def _token(subject, args, which: str) -> tuple[int, str | None]:
 
 def run_audit_command(args, extra_sources: dict) -> int:
     check_output_directory(args.output)  # refused before any model is loaded
-    if args.threads < 1:
-        raise AuditError("--threads must be at least 1")
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise AuditError(f"--threads must be from 1 to {MAX_THREADS}")
     subject = load_subject(args, extra_sources)
     if subject is None:
         raise AuditError("give --model DIR or --specimen NAME")

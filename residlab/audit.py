@@ -735,6 +735,9 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             f"blocks.{len(subject.blocks) - 1}.resid_out at the readout position"
         ),
         "direction": "u_target - u_rival: rows of the output embedding",
+        "direct_effect_rule": "M(N(r_final)) - M(N(r_final - w)) for a write at the readout position; null elsewhere, "
+        "where the write reaches the readout only through later attention",
+        "survival_rule": "cosine of w with the final state at w's position; retained = (w + every later write) . w / |w|^2",
         "tolerance_rule": "reproduced when |re-run - recorded| <= absolute + relative * |recorded|",
         "baseline": {
             "clean": _measured(_metric(clean.logits, audit_input), "metric"),

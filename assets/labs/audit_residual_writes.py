@@ -210,6 +210,21 @@ def _quiet_transformers(transformers):
             logging.enable_progress_bar()
 
 
+def read_json_object(path: Path, limit: int, what: str) -> dict:
+    """A JSON object from a file of at most ``limit`` bytes (checked before reading), or a clear error."""
+    if not path.is_file():
+        raise AuditError(f"{what}: {path} is missing")
+    if path.stat().st_size > limit:
+        raise AuditError(f"{what}: {path} is larger than {limit} bytes")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise AuditError(f"{what}: {path} is not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise AuditError(f"{what}: {path} does not hold a JSON object")
+    return value
+
+
 def load_model_directory(directory: Path) -> Subject:
     """A built-in transformers causal LM from ``directory`` alone: config.json and safetensors weights, no remote
     code, no download; every weight tensor present (none left to random initialisation), none unused."""
@@ -217,16 +232,7 @@ def load_model_directory(directory: Path) -> Subject:
     if not directory.is_dir():
         raise AuditError(f"{directory} is not a directory")
     config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise AuditError(f"{directory} has no config.json")
-    if config_path.stat().st_size > MAX_CONFIG_BYTES:
-        raise AuditError(f"{config_path} is larger than {MAX_CONFIG_BYTES} bytes: not a model config")
-    try:
-        config_data = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise AuditError(f"{config_path} is not valid JSON: {error}") from None
-    if not isinstance(config_data, dict):
-        raise AuditError(f"{config_path} does not hold a JSON object")
+    config_data = read_json_object(config_path, MAX_CONFIG_BYTES, "the model config")
     if "auto_map" in config_data:
         raise AuditError(f"{config_path} asks for remote code (auto_map); only built-in classes are loaded")
     if not any(path.suffix == ".safetensors" for path in directory.iterdir()):
@@ -911,16 +917,8 @@ def read_packet(packet_dir: Path) -> dict:
         raise AuditError(f"{packet_dir} is not a directory")
     records = {}
     for name in RECORDS:
-        path = packet_dir / f"{name}.json"
-        if not path.is_file():
-            raise AuditError(f"{packet_dir}: the {name} record ({name}.json) is missing")
-        if path.stat().st_size > MAX_RECORD_BYTES:
-            raise AuditError(f"{path} is larger than {MAX_RECORD_BYTES} bytes: not an audit record")
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise AuditError(f"record {name}: {name}.json is not valid JSON ({error})") from None
-        if not isinstance(value, dict) or value.get("record") != name or value.get("schema") != SCHEMA:
+        value = read_json_object(packet_dir / f"{name}.json", MAX_RECORD_BYTES, f"record {name}")
+        if value.get("record") != name or value.get("schema") != SCHEMA:
             raise AuditError(f"record {name}: {name}.json is not a {SCHEMA} {name} record")
         records[name] = value
     return records

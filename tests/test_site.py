@@ -149,9 +149,16 @@ def test_quarto_render_builds_every_page_and_download(tmp_path):
     assert "WARN" not in completed.stderr, completed.stderr
     for page in site.site_pages(ROOT):
         assert (output / page.relative_to(ROOT).with_suffix(".html")).exists(), page
-    for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt"):
+    for runner in ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py",
+                   "audit_residual_writes.py", "residual-requirements.txt"):  # fmt: skip
         built = output / "assets" / "labs" / runner
         assert built.read_bytes() == (ROOT / "assets" / "labs" / runner).read_bytes()
+    # The lesson's audit packet, written while the page ran, is published beside the page, its links intact.
+    from residlab import audit
+
+    links = audit.Verification()
+    audit.check_links(audit.read_packet(output / "lessons" / "copy-model-audit-packet"), links)
+    assert links.passed, links.failures
     # The built site works offline: no script, stylesheet or font is fetched from another host.
     remote_asset = re.compile(r"<(?:script|link)\b[^>]*(?:src|href)=\"(?:https?:)?//[^\"]+\"[^>]*>")
     for html in output.rglob("*.html"):

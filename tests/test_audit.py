@@ -348,3 +348,27 @@ def test_no_hook_is_left_attached_after_a_run_or_a_failed_one():
         audit.execute(subject, "bad", "clean", [5, 17, 3], site=audit.DeclaredSite("attn", 0, 7),
                       replacement=torch.zeros(64))  # fmt: skip
     assert _hook_count(subject.model) == 0
+
+
+def test_the_pythia_specimen_directory_is_audited_from_text(specimen_dir, tmp_path, capsys):
+    """Lab 06 Part 3's command on the synthetic Pythia-14M files (random weights, Pythia's six files): text
+    prompts through its own tokenizer, single-token target and rival, then verification."""
+    packet = tmp_path / "packet"
+    prompts = ["--clean", "The capital of France is", "--corrupt", "The capital of Spain is",
+               "--target", " Paris", "--rival", " Madrid"]  # fmt: skip
+    code, out, err = run_cli(["--model", str(specimen_dir), *prompts, "--site", "attn:5:-1", "--site", "mlp:5:-1",
+                              "--output", str(packet)], capsys)  # fmt: skip
+    assert code == 0, err
+    records = audit.read_packet(packet)
+    assert records["input"]["clean"]["ids"] == [510, 5347, 273, 6181, 310]
+    assert (records["input"]["target"]["id"], records["input"]["rival"]["id"]) == (7785, 21924)
+    assert records["model"]["block_type"] == "gpt_neox" and records["model"]["output_embedding"] == "lm_head"
+    code, out, _ = run_cli(["verify", str(packet), "--model", str(specimen_dir)], capsys)
+    assert code == 0, out
+    code, _, err = run_cli(["--model", str(specimen_dir), *prompts[:6], "--rival", " Madrid.", "--output",
+                            str(tmp_path / "refused")], capsys)  # fmt: skip
+    assert code == 1 and "rival: ' Madrid.' is 2 tokens" in err and not (tmp_path / "refused").exists()
+    code, _, err = run_cli(["--model", str(specimen_dir), "--clean", "The capital of France is",
+                            "--corrupt", "The capital of the United Kingdom is", *prompts[4:], "--output",
+                            str(tmp_path / "refused")], capsys)  # fmt: skip
+    assert code == 1 and "the clean prompt is 5 tokens and the corrupt prompt 7" in err

@@ -38,7 +38,8 @@ test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
 
 test-compat: $(COMPAT_VENV)/.installed
-	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py
+	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py tests/test_pythia_trust.py \
+		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py
 
 sync: $(VENV)/.installed
 	$(BIN)/residlab sync

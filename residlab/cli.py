@@ -14,6 +14,7 @@ COMMANDS = {
     "lesson": ("residlab.lesson_lab", "Lesson 2.1: train the copy model, audit it, profile pre-LN vs post-LN gradients"),
     "paper": ("residlab.paper_lab", "Lab 04: positional encoding, the post-LN block traced and checked, gradient routes"),
     "pythia": ("residlab.pythia.cli", "Pythia-14M specimen: plan, fetch, verify, pin, observe"),
+    "audit": ("residlab.audit_copy", "the Residual Contribution Audit: write a verifiable packet, or verify one"),
     "site": ("residlab.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
 }

@@ -45,7 +45,7 @@ RUNNERS = (
     ),
     Runner(
         "inspect_residual_stream.py",
-        ("pythia/lock.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py"),
+        ("pythia/lock.py", "architectures.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py"),
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
     ),
     Runner(
@@ -54,6 +54,11 @@ RUNNERS = (
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
         borrowed=("lesson_lab.py",),
+    ),
+    Runner(
+        "audit_residual_writes.py",
+        ("audit.py", "architectures.py", "audit_cli.py"),
+        "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
     ),
 )
 

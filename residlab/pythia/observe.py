@@ -14,7 +14,7 @@ so the branch writes at the addition boundary are the outputs of the two dropout
 evaluation mode), the block input is the layer's first positional argument, and the block output is the
 layer's return value: a tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own
 ``output_hidden_states`` replaces its last entry by ``final_layer_norm`` of the last block's output, so the
-raw last state is captured from the last layer itself. ``SITE_MAPS`` below records exactly this.
+raw last state is captured from the last layer itself. ``SITE_MAPS`` (residlab/architectures.py) records exactly this.
 
 torch and transformers are imported inside the functions that need them, so the runner's ``--plan`` works
 before anything is installed. Every tensor shape is documented as (batch, positions, width) = (1, n, d).
@@ -35,6 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from residlab.architectures import SITE_MAPS, BlockSiteMap  # bundled
 from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
 
 FIXED_TEXT = "The small red boat crossed the lake."
@@ -59,39 +60,6 @@ class OutputDirectoryError(ObservationError):
 # The site map: where each named quantity lives, per block type (read from the transformers source).
 
 
-@dataclass(frozen=True)
-class BlockSiteMap:
-    """Hook sites of one ``GPTNeoXLayer``, as module paths relative to the layer ('' = the layer itself)."""
-
-    residual_kind: str  # "parallel" or "sequential" (config.use_parallel_residual)
-    resid_in: tuple[str, str]  # (module, "input"): the layer's first positional argument, via a pre-hook
-    attn_write: tuple[str, str]  # (module, "output")
-    mlp_write: tuple[str, str]
-    resid_out: tuple[str, str]  # the layer's return value: tensor (5.x) or tuple whose [0] is it (4.57)
-    mlp_reads: str  # what the MLP branch normalises: the difference between the two block types
-    identity: str  # the addition the captured sites must satisfy
-
-
-SITE_MAPS = {
-    "parallel": BlockSiteMap(
-        residual_kind="parallel",
-        resid_in=("", "input"),
-        attn_write=("post_attention_dropout", "output"),
-        mlp_write=("post_mlp_dropout", "output"),
-        resid_out=("", "output"),
-        mlp_reads="resid_in",
-        identity="resid_out = resid_in + attn_write + mlp_write",
-    ),
-    "sequential": BlockSiteMap(
-        residual_kind="sequential",
-        resid_in=("", "input"),
-        attn_write=("post_attention_dropout", "output"),
-        mlp_write=("post_mlp_dropout", "output"),
-        resid_out=("", "output"),
-        mlp_reads="resid_in + attn_write",
-        identity="resid_out = resid_in + attn_write + mlp_write",
-    ),
-}
 LAYERS_PATH = "gpt_neox.layers"
 FINAL_NORM_PATH = "gpt_neox.final_layer_norm"
 FINAL_NORM_SITE = "final_norm.out"

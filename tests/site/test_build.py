@@ -29,9 +29,18 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site.verify_build(built_site.project, built_site.site) == []
     downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                 "read_transformer_paper.py")
+                 "read_transformer_paper.py", "audit_residual_writes.py")
     for name in downloads:
         assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
+
+
+def test_lessons_audit_packet_is_published_with_its_links_intact(built_site):
+    # Written while the lesson page ran, copied beside it by Quarto.
+    from residlab import audit
+
+    links = audit.Verification()
+    audit.check_links(audit.read_packet(built_site.site / "lessons" / "copy-model-audit-packet"), links)
+    assert links.passed, links.failures
 
 
 def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):

@@ -1,0 +1,107 @@
+"""What recording and auditing cost, measured side by side in one run on the synthetic Pythia-14M specimen.
+
+    .venv/bin/python benchmarks/audit_overhead.py [--repeats 200] [--threads 1]
+
+On the fixed 8-token sentence it alternates four forwards (so drift affects all alike): a plain forward, one
+with bare PyTorch forward hooks on the same 24 sites (each hook only keeps a reference to the tensor), Lab 05's
+capture (``observe.capture_residuals``) and the audit's recording forward (``audit.execute`` without its
+parameter hashing). It prints the median of per-round ratios of each to the plain forward (goal: 1.05x or less)
+and to the bare hooks. Then it times one whole audit of every write at the last position, and prints its wall
+time as a ratio to the plain forwards it needs (2 + 2 per declared write), and how much of it is the
+parameter hashing (once before the first run and after every run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+from measure import timed
+from residlab import audit
+from residlab.architectures import BLOCK_TYPES
+from residlab.pythia import observe
+from residlab.pythia.specimen import TOKENIZER_SOURCE, build_specimen_model
+
+
+def bare_hooks(subject: audit.Subject, input_ids) -> None:
+    """The floor: a forward hook (or pre-hook) per site that only keeps a reference."""
+    kept = []
+    handles = []
+    for _, module, kind in audit._hook_targets(subject):
+        if kind == "input":
+            handles.append(module.register_forward_pre_hook(lambda m, args: kept.append(args[0])))
+        else:
+            handles.append(module.register_forward_hook(lambda m, args, output: kept.append(output)))
+    try:
+        observe._forward(subject.model, input_ids)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def audit_recording(subject: audit.Subject, input_ids) -> None:
+    records: dict = {}
+    with audit.recording(subject, records), torch.inference_mode():
+        subject.last_logits(input_ids)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_SOURCE))
+    input_ids = torch.tensor([tokenizer.encode(observe.FIXED_TEXT).ids])  # (1, 8)
+    model = build_specimen_model(seed=0)
+    subject = audit.Subject(model, BLOCK_TYPES["gpt_neox"], {"kind": "specimen"})
+    candidates = {
+        "plain forward": lambda: observe._forward(model, input_ids),
+        "bare hooks": lambda: bare_hooks(subject, input_ids),
+        "Lab 05 capture": lambda: observe.capture_residuals(model, input_ids),
+        "audit recording": lambda: audit_recording(subject, input_ids),
+    }
+    for _ in range(5):  # warm-up: first calls allocate and pick kernels
+        for run in candidates.values():
+            run()
+    times = {name: [] for name in candidates}
+    order = list(candidates)
+    for index in range(args.repeats):
+        rotated = order[index % len(order) :] + order[: index % len(order)]  # no one always runs first
+        for name in rotated:
+            times[name].append(timed(candidates[name]))
+    print(f"recording overhead on the synthetic specimen (Pythia-14M's architecture, random weights), "
+          f"n={input_ids.shape[1]} tokens, torch {torch.__version__}, {args.threads} thread(s), "
+          f"median of {args.repeats} interleaved rounds")  # fmt: skip
+    for name in candidates:
+        to_plain = statistics.median(t / p for t, p in zip(times[name], times["plain forward"]))
+        to_bare = statistics.median(t / b for t, b in zip(times[name], times["bare hooks"]))
+        verdict = "within" if to_plain <= 1.05 else "ABOVE"
+        print(f"  {name:<16} {statistics.median(times[name]) * 1e3:7.3f} ms  {to_plain:.3f}x plain forward "
+              f"({verdict} the 1.05x goal)  {to_bare:.3f}x bare hooks")  # fmt: skip
+
+    ids = input_ids[0].tolist()
+    corrupt = [ids[1]] + ids[1:]
+    sites = [audit.DeclaredSite(c, b, len(ids) - 1) for b in range(len(subject.blocks)) for c in ("attn", "mlp")]
+    audit_input = audit.AuditInput(tuple(ids), tuple(corrupt), ids[-1], ids[0])
+    forwards = 2 + 2 * len(sites)
+    start = time.perf_counter()
+    audit.build_packet(subject, audit_input, sites, threads=args.threads)
+    whole = time.perf_counter() - start
+    plain = sum(timed(candidates["plain forward"]) for _ in range(forwards))
+    hashing = statistics.median(timed(lambda: audit.parameter_digests(model)) for _ in range(9)) * (forwards + 1)
+    print(f"  one audit of {len(sites)} writes: {whole * 1e3:.1f} ms = {whole / plain:.1f}x the {forwards} plain "
+          f"forwards it needs ({plain * 1e3:.1f} ms); hashing the parameters before the first run and after each is about "
+          f"{hashing * 1e3:.1f} ms of it ({hashing / whole:.0%})")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""``residlab audit``: the audit command of the package, which can also audit Lesson 2.1's trained copy model.
+
+The copy model lives in ``residlab.lesson_lab``, which the downloadable audit runner does not bundle, so the
+``--copy-model`` source is offered here only; everything else is ``residlab.audit_cli``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from residlab import lesson_lab
+from residlab.architectures import COPY_MODEL
+from residlab.audit import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
+
+
+def copy_model_subject() -> Subject:
+    """The lesson's trained copy model (700 steps, seed 7), trained once per process."""
+    source = {
+        "kind": "copy_model",
+        "training": {"seed": lesson_lab.TRAINING_SEED, "steps": lesson_lab.TRAINING_STEPS,
+                     "batch": lesson_lab.BATCH_SIZE, "learning_rate": lesson_lab.LEARNING_RATE},  # fmt: skip
+        "code": "residlab.lesson_lab.train_copy_model",
+    }
+    model = lesson_lab.trained_copy_model()
+    return Subject(model, COPY_MODEL, source, fixed_length=lesson_lab.SEQUENCE_LENGTH)
+
+
+def lesson_audit_input() -> AuditInput:
+    """The lesson's clean and corrupt sequences, target, and the rival its rule picks."""
+    audit = lesson_lab.audit_model(lesson_lab.trained_copy_model())
+    return AuditInput(audit.clean_tokens, audit.corrupt_tokens, audit.target, audit.rival)
+
+
+def lesson_sites() -> list[DeclaredSite]:
+    """Both writes of the one block, at the query position."""
+    query = lesson_lab.SEQUENCE_LENGTH - 1
+    return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
+
+
+def write_copy_model_packet(output_dir: Path) -> dict:
+    """The lesson's audit as a packet (one thread, as the lesson computes it)."""
+    return audit_to_directory(copy_model_subject(), lesson_audit_input(), lesson_sites(), output_dir, threads=1)
+
+
+def verify_copy_model_packet(packet_dir: Path):
+    return verify_packet(packet_dir, copy_model_subject())
+
+
+EXTRA_SOURCES = {"copy-model": ("Lesson 2.1's trained copy model (package only)", copy_model_subject)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from residlab.audit_cli import main as audit_main
+
+    return audit_main(argv, prog="residlab audit", extra_sources=EXTRA_SOURCES)

@@ -1,0 +1,374 @@
+"""``residlab audit``: packets on every specimen type and on the copy model, verification, tampering, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from residlab import architectures, audit, audit_copy, lesson_lab
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT / "assets" / "labs" / "audit_residual_writes.py"
+PROMPTS = ["--clean-ids", "5,17,3,40,2", "--corrupt-ids", "9,17,3,40,2", "--target-id", "12", "--rival-id", "30"]
+
+
+def run_cli(argv, capsys):
+    code = audit_copy.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def gpt2_packet(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("packet") / "gpt2"
+    assert audit_copy.main(["--specimen", "gpt2", *PROMPTS, "--output", str(directory)]) == 0
+    return directory
+
+
+def edited_copy(packet: Path, target: Path, record: str, edit, relink: bool = False) -> Path:
+    shutil.copytree(packet, target)
+    records = {name: json.loads((target / f"{name}.json").read_text()) for name in audit.RECORDS}
+    edit(records[record])
+    if relink:  # a careful forger recomputes every link
+        records = audit.linked_records({name: audit.record_body(value) for name, value in records.items()})
+    for name, value in records.items():
+        (target / f"{name}.json").write_text(json.dumps(value))
+    return target
+
+
+@pytest.mark.parametrize("name", list(architectures.SPECIMEN_CONFIGS))
+def test_each_specimen_gets_a_packet_that_verifies(name, tmp_path, capsys):
+    packet = tmp_path / "packet"
+    code, out, err = run_cli(["--specimen", name, *PROMPTS, "--output", str(packet)], capsys)
+    assert code == 0, err
+    assert "random-weight" in out  # specimen numbers are labelled wherever they appear
+    assert sorted(p.name for p in packet.iterdir()) == sorted(f"{r}.json" for r in audit.RECORDS)
+    records = audit.read_packet(packet)
+    assert records["model"]["block_type"] == name
+    assert len(records["measurement"]["results"]) == 2 * records["model"]["blocks"]
+    code, out, err = run_cli(["verify", str(packet)], capsys)
+    assert code == 0, out + err
+    assert "verified: every check passed" in out
+    assert "check 9" in out and "[FAIL]" not in out
+
+
+def test_the_packet_records_what_the_issue_lists(gpt2_packet):
+    records = audit.read_packet(gpt2_packet)
+    model = records["model"]
+    assert model["parameters"]["count"] == len(model["parameters"]["tensors"]) > 0
+    assert model["execution"] == {"dtype": "float32", "device": "cpu", "threads": 1, "attention": "eager",
+                                  "gradients": "off (torch.inference_mode)", "mode": "eval"}  # fmt: skip
+    assert model["normaliser"]["type"] == "LayerNorm" and model["normaliser"]["epsilon"] == 1e-5
+    assert set(model["libraries"]) >= {"torch", "transformers"}
+    assert records["input"]["attention_mask"] == [1] * 5 and records["input"]["differing_positions"] == [0]
+    runs = records["intervention"]["runs"]
+    assert [r["id"] for r in runs[:2]] == ["clean", "corrupt"] and len(runs) == 2 + 2 * 6
+    patch = runs[3]["intervention"]
+    assert patch["replacement"]["kind"] == "clean write" and patch["replacement"]["from_run"] == "clean"
+    for name in audit.RECORDS:  # each names the other three by the SHA-256 of their canonical JSON
+        for other, link in records[name]["links"].items():
+            assert link["sha256"] == audit.sha256_json(audit.record_body(records[other]))
+    for row in records["measurement"]["results"]:
+        for quantity in ("norm", "direct_projection", "direct_effect_exact", "survival_cosine", "ablation_effect",
+                         "patch_recovery"):  # fmt: skip
+            assert row[quantity]["tolerance"] == audit.TOLERANCES[quantity]
+    checks = records["measurement"]["checks"]
+    assert all(c["upstream_identical"] == c["upstream_sites"] for c in checks["intervened_runs"])
+    assert all(c["declared_equals_replacement"] for c in checks["intervened_runs"])
+
+
+def test_the_same_audit_writes_the_same_bytes(gpt2_packet, tmp_path):
+    assert audit_copy.main(["--specimen", "gpt2", *PROMPTS, "--output", str(tmp_path / "again")]) == 0
+    for name in audit.RECORDS:
+        assert (tmp_path / "again" / f"{name}.json").read_bytes() == (gpt2_packet / f"{name}.json").read_bytes()
+
+
+def _set(path: list, value):
+    def edit(record):
+        node = record
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("record", "path", "value", "relink", "named"),
+    [
+        ("model", ["execution", "dtype"], "float16", False, "record model was changed: field(s) execution"),
+        ("input", ["clean", "ids"], [6, 17, 3, 40, 2], False, "record input was changed: field(s) clean"),
+        ("intervention", ["held_fixed"], [], False, "record intervention was changed: field(s) held_fixed"),
+        ("measurement", ["metric"], "p(target)", False, "record measurement was changed: field(s) metric"),
+        ("measurement", ["results", 2, "ablation_effect", "value"], 0.5, True,
+         "record measurement, field results[2].ablation_effect.value"),
+        ("measurement", ["results", 0, "patch_recovery", "tolerance", "absolute"], 10.0, True,
+         "record measurement, field results[0].patch_recovery.tolerance"),
+        ("model", ["parameters", "digest"], "0" * 64, True, "record model, field parameters.digest"),
+        ("input", ["clean", "ids"], [6, 17, 3, 40, 2], True, "record measurement, field baseline.clean.value"),
+        ("intervention", ["runs", 2, "intervention", "replacement", "values", 0], 1.0, True,
+         "record intervention, field runs[2].intervention.replacement.values"),
+    ],
+)
+def test_a_tampered_packet_fails_naming_record_and_field(gpt2_packet, tmp_path, capsys, record, path, value, relink, named):
+    packet = edited_copy(gpt2_packet, tmp_path / "edited", record, _set(path, value), relink)
+    code, out, _ = run_cli(["verify", str(packet)], capsys)
+    assert code == 1
+    assert "NOT verified" in out
+    assert named in out, out
+
+
+@pytest.mark.parametrize(
+    ("record", "path", "value", "named"),
+    [
+        ("input", ["clean", "ids"], ["5", 17], "record input: field clean.ids is not a list of token ids"),
+        ("input", ["rival", "id"], True, "record input: field rival.id is not a token id"),
+        ("intervention", ["declared_sites", 0, "block"], "0", "integer block and position"),
+        ("model", ["execution", "threads"], 10**6, "record model: field execution.threads is not a thread count"),
+    ],
+)
+def test_a_malformed_packet_is_refused_with_a_clear_error(gpt2_packet, tmp_path, capsys, record, path, value, named):
+    packet = edited_copy(gpt2_packet, tmp_path / "malformed", record, _set(path, value), relink=True)
+    code, _, err = run_cli(["verify", str(packet)], capsys)
+    assert code == 1
+    assert named in err and "Traceback" not in err
+
+
+def test_a_swapped_link_is_named(gpt2_packet, tmp_path, capsys):
+    def swap(record):
+        record["links"]["input"]["sha256"] = record["links"]["intervention"]["sha256"]
+
+    packet = edited_copy(gpt2_packet, tmp_path / "swapped", "measurement", swap)
+    code, out, _ = run_cli(["verify", str(packet)], capsys)
+    assert code == 1
+    assert "record measurement, field links.input" in out
+    assert "check 1: links between the records match: 11 of 12 [FAIL]" in out
+
+
+def test_verify_against_other_weights_fails_on_the_parameter_digest(gpt2_packet, capsys):
+    code, out, _ = run_cli(["verify", str(gpt2_packet), "--specimen", "gpt2", "--seed", "1"], capsys)
+    assert code == 1
+    assert "record model, field parameters.digest" in out
+
+
+def test_copy_model_packet_equals_the_lesson(tmp_path):
+    packet = audit_copy.write_copy_model_packet(tmp_path / "copy")
+    lesson = lesson_lab.audit_model(lesson_lab.trained_copy_model())
+    results = {row["site"]: row for row in packet["measurement"]["results"]}
+    published = {"blocks.0.attn_write": ("1.359", "-1.734", "-9.553", "1.000"),
+                 "blocks.0.mlp_write": ("6.775", "5.554", "-5.554", "0.351")}  # fmt: skip
+    for component, (site, figures) in zip(lesson.components, published.items()):
+        row = results[site]
+        ours = (row["direct_projection"], row["direct_effect_exact"], row["ablation_effect"], row["patch_recovery"])
+        assert tuple(f"{q['value']:.3f}" for q in ours) == figures
+        theirs = (component.direct_projection, component.direct_effect_exact,
+                  component.ablation_delta_logit_difference, component.patch_recovery)  # fmt: skip
+        assert [q["value"] for q in ours] == pytest.approx(theirs, abs=1e-6)
+        assert row["norm"]["value"] == pytest.approx(component.write_norm, abs=1e-6)
+    assert packet["input"]["rival"]["id"] == lesson.rival
+    report = audit_copy.verify_copy_model_packet(tmp_path / "copy")
+    assert report.passed, report.failures
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--clean-ids", "1,2,3", "--corrupt-ids", "1,2", "--target-id", "4", "--rival-id", "5"],
+         "the clean prompt is 3 tokens and the corrupt prompt 2"),
+        ([*PROMPTS, "--site", "attn:3:0"], "block 3 is out of range: the model has 3 blocks"),
+        ([*PROMPTS, "--site", "mlp:0:5"], "position 5 is out of range: the prompts have 5 tokens"),
+        ([*PROMPTS, "--site", "resid:0:0"], "COMPONENT attn or mlp"),
+        (["--clean-ids", "1,2", "--corrupt-ids", "1,3", "--target-id", "96", "--rival-id", "5"],
+         "target: token ids [96] are outside the vocabulary"),
+        (["--clean", "a b", "--corrupt-ids", "1,3", "--target-id", "9", "--rival-id", "5"], "has no tokenizer"),
+    ],
+)
+def test_bad_input_is_refused_and_nothing_is_written(arguments, message, tmp_path, capsys):
+    output = tmp_path / "out"
+    code, out, err = run_cli(["--specimen", "gpt2", *arguments, "--output", str(output)], capsys)
+    assert code == 1
+    assert message in err and "Traceback" not in err
+    assert not output.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_unknown_specimen_lists_the_supported_block_types(tmp_path, capsys):
+    code, _, err = run_cli(["--specimen", "mistral", *PROMPTS, "--output", str(tmp_path / "out")], capsys)
+    assert code == 1
+    assert "supported block types: gpt_neox (GPTNeoXLayer), gpt_neox_sequential (GPTNeoXLayer), gpt2" in err
+
+
+def test_a_non_empty_output_is_refused_before_any_work(tmp_path, capsys):
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / "keep.txt").write_text("mine")
+    code, _, err = run_cli(["--specimen", "gpt2", *PROMPTS, "--output", str(output)], capsys)
+    assert code == 1 and "is not empty" in err
+    assert [p.name for p in output.iterdir()] == ["keep.txt"]
+
+
+# ---------------------------------------------------------------------------------------- model directories
+
+
+@pytest.fixture(scope="module")
+def llama_directory(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("llama") / "model"
+    audit.build_specimen("llama", seed=3).model.save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+def test_a_model_directory_is_audited_and_verified(llama_directory, tmp_path, capsys):
+    packet = tmp_path / "packet"
+    code, out, err = run_cli(["--model", str(llama_directory), *PROMPTS, "--site", "mlp:-1:-1", "--output", str(packet)], capsys)
+    assert code == 0, err
+    assert "random-weight" not in out
+    records = audit.read_packet(packet)
+    assert records["model"]["source"]["kind"] == "directory"
+    assert "model.safetensors" in [f["name"] for f in records["model"]["source"]["files"]]
+    specimen = audit.build_specimen("llama", seed=3)
+    assert records["model"]["parameters"]["digest"] == audit.parameter_digests(specimen.model)["digest"]
+    code, out, _ = run_cli(["verify", str(packet), "--model", str(llama_directory)], capsys)
+    assert code == 0, out
+
+
+def _broken_copy(source: Path, target: Path, break_it) -> Path:
+    shutil.copytree(source, target)
+    break_it(target)
+    return target
+
+
+def _drop_a_tensor(directory: Path):
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(directory / "model.safetensors")
+    del tensors["model.layers.0.mlp.up_proj.weight"]
+    save_file(tensors, directory / "model.safetensors", metadata={"format": "pt"})
+
+
+def _ask_for_remote_code(directory: Path):
+    config = json.loads((directory / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_custom.Model"}
+    (directory / "config.json").write_text(json.dumps(config))
+
+
+def _unsupported(directory: Path):
+    config = json.loads((directory / "config.json").read_text())
+    config["model_type"] = "mistral"
+    (directory / "config.json").write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    ("break_it", "message"),
+    [
+        (_drop_a_tensor, "the weights do not match LlamaForCausalLM (missing_keys: model.layers.0.mlp.up_proj.weight"),
+        (_ask_for_remote_code, "asks for remote code"),
+        (_unsupported, "supported block types: gpt_neox"),
+        (lambda d: (d / "model.safetensors").write_bytes(b"not safetensors"), "the weights do not load"),
+    ],
+)
+def test_a_model_directory_failing_verification_is_refused(llama_directory, tmp_path, capsys, break_it, message):
+    broken = _broken_copy(llama_directory, tmp_path / "broken", break_it)
+    code, _, err = run_cli(["--model", str(broken), *PROMPTS, "--output", str(tmp_path / "out")], capsys)
+    assert code == 1
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_verify_names_a_changed_model_file(llama_directory, tmp_path, capsys):
+    packet = tmp_path / "packet"
+    assert audit_copy.main(["--model", str(llama_directory), *PROMPTS, "--site", "attn:0:-1", "--output", str(packet)]) == 0
+    changed = _broken_copy(llama_directory, tmp_path / "changed", lambda d: (d / "generation_config.json").write_text("{}"))
+    code, out, _ = run_cli(["verify", str(packet), "--model", str(changed)], capsys)
+    assert code == 1
+    assert "record model, field source.files[1].sha256" in out
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+
+
+def test_the_runner_alone_writes_and_verifies_a_packet(tmp_path):
+    """As a learner runs it: a copy in an empty folder, a separate process, the learners' environment when
+    `make test` provides it (RESIDLAB_RUNNER_PYTHON), else this one with residlab out of reach (-I)."""
+    python = os.environ.get("RESIDLAB_RUNNER_PYTHON") or sys.executable
+    script = shutil.copyfile(RUNNER, tmp_path / RUNNER.name)
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*arguments):
+        return subprocess.run([python, "-I", str(script), *arguments], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env=environment)  # fmt: skip
+
+    written = run("--specimen", "gpt_neox_sequential", *PROMPTS, "--site", "attn:1:-1", "--output", "packet")
+    assert written.returncode == 0, written.stderr
+    assert "WARNING: random-weight gpt_neox_sequential specimen" in written.stdout
+    packet = audit.read_packet(tmp_path / "packet")
+    in_process = audit.build_packet(audit.build_specimen("gpt_neox_sequential"), audit.AuditInput(
+        (5, 17, 3, 40, 2), (9, 17, 3, 40, 2), 12, 30), [audit.DeclaredSite("attn", 1, 4)])  # fmt: skip
+    assert packet["measurement"]["results"] == in_process["measurement"]["results"]
+    verified = run("verify", "packet")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "verified: every check passed" in verified.stdout
+    refused = run("--specimen", "gpt2", *PROMPTS, "--output", "packet")
+    assert refused.returncode == 1 and "is not empty" in refused.stderr and "Traceback" not in refused.stderr
+    assert torch.get_num_threads() >= 1  # the in-process audit restored the thread setting
+
+
+def test_a_site_table_that_misses_a_write_writes_no_packet(tmp_path):
+    """GPT-2 audited through a table that takes the MLP's normalised read (ln_2) for its write: the block identity
+    fails, so the audit refuses before anything is written."""
+    from dataclasses import replace
+
+    subject = audit.build_specimen("gpt2")
+    wrong_sites = replace(subject.block_type.sites, mlp_write=("ln_2", "output"))
+    subject.block_type = replace(subject.block_type, sites=wrong_sites)
+    audit_input = audit.AuditInput((5, 17, 3), (9, 17, 3), 12, 30)
+    with pytest.raises(audit.AuditError, match="block 0: output differs from input"):
+        audit.audit_to_directory(subject, audit_input, [audit.DeclaredSite("attn", 0, 2)], tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _hook_count(model) -> int:
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+def test_no_hook_is_left_attached_after_a_run_or_a_failed_one():
+    subject = audit.build_specimen("llama")
+    assert _hook_count(subject.model) == 0
+    run = audit.execute(subject, "clean", "clean", [5, 17, 3])
+    assert len(run.sites) == 4 * len(subject.blocks) and _hook_count(subject.model) == 0
+    with pytest.raises(IndexError):  # the replacement's position lies outside the prompt: the forward raises
+        audit.execute(subject, "bad", "clean", [5, 17, 3], site=audit.DeclaredSite("attn", 0, 7),
+                      replacement=torch.zeros(64))  # fmt: skip
+    assert _hook_count(subject.model) == 0
+
+
+def test_the_pythia_specimen_directory_is_audited_from_text(specimen_dir, tmp_path, capsys):
+    """Lab 06 Part 3's command on the synthetic Pythia-14M files (random weights, Pythia's six files): text
+    prompts through its own tokenizer, single-token target and rival, then verification."""
+    packet = tmp_path / "packet"
+    prompts = ["--clean", "The capital of France is", "--corrupt", "The capital of Spain is",
+               "--target", " Paris", "--rival", " Madrid"]  # fmt: skip
+    code, out, err = run_cli(["--model", str(specimen_dir), *prompts, "--site", "attn:5:-1", "--site", "mlp:5:-1",
+                              "--output", str(packet)], capsys)  # fmt: skip
+    assert code == 0, err
+    records = audit.read_packet(packet)
+    assert records["input"]["clean"]["ids"] == [510, 5347, 273, 6181, 310]
+    assert (records["input"]["target"]["id"], records["input"]["rival"]["id"]) == (7785, 21924)
+    assert records["model"]["block_type"] == "gpt_neox" and records["model"]["output_embedding"] == "lm_head"
+    code, out, _ = run_cli(["verify", str(packet), "--model", str(specimen_dir)], capsys)
+    assert code == 0, out
+    code, _, err = run_cli(["--model", str(specimen_dir), *prompts[:6], "--rival", " Madrid.", "--output",
+                            str(tmp_path / "refused")], capsys)  # fmt: skip
+    assert code == 1 and "rival: ' Madrid.' is 2 tokens" in err and not (tmp_path / "refused").exists()
+    code, _, err = run_cli(["--model", str(specimen_dir), "--clean", "The capital of France is",
+                            "--corrupt", "The capital of the United Kingdom is", *prompts[4:], "--output",
+                            str(tmp_path / "refused")], capsys)  # fmt: skip
+    assert code == 1 and "the clean prompt is 5 tokens and the corrupt prompt 7" in err

@@ -40,8 +40,8 @@ LESSON_TESTS = ("tests/test_published_values.py",)
 OBSERVATION_TESTS = ("tests/test_observation_reference.py",)
 SYNC_TESTS = ("tests/test_sync_coverage.py",)
 TOY_TESTS = ("tests/test_toy_exact.py",)
-LESSON_PAGE_TESTS = ("tests/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
-LAB_PAGE_TESTS = ("tests/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
+LESSON_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
+LAB_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,9 @@ def without_lock_line(text: str) -> list[str]:
 
 def test_committed_runner_is_what_the_builder_writes():
     assert RUNNER.read_text(encoding="utf-8") == runners.build_runner(RUNNER_SPEC)
-    assert RUNNER_SPEC.modules == ("pythia/lock.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py")
+    assert RUNNER_SPEC.modules == (
+        "pythia/lock.py", "architectures.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py"
+    )
 
 
 def test_runner_defines_each_top_level_name_once():

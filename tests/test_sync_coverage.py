@@ -15,7 +15,10 @@ from residlab import runners, sync
 
 ROOT = Path(__file__).resolve().parent.parent
 
-EXPECTED_RUNNERS = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py")
+EXPECTED_RUNNERS = (
+    "trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
+    "audit_residual_writes.py",
+)
 EXPECTED_DERIVED = {
     *(f"assets/labs/{name}" for name in EXPECTED_RUNNERS),  # the downloads
     "assets/labs/residual-requirements.txt",  # what learners install

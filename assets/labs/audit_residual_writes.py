@@ -1239,7 +1239,7 @@ COPY_MODEL = BlockType(
 
 # Small configurations the random-weight specimens are built from (transformers config keys). Widths and
 # depths are tiny so every test runs in seconds; each keeps its family's defining features.
-SPECIMEN_CONFIGS = {
+_BASE_SPECIMEN_CONFIGS = {
     "gpt_neox": {
         "model_type": "gpt_neox", "vocab_size": 96, "bos_token_id": 0, "eos_token_id": 0, "hidden_size": 64,
         "intermediate_size": 256,
@@ -1262,10 +1262,10 @@ SPECIMEN_CONFIGS = {
 
 
 SPECIMEN_CONFIGS = {
-    "gpt_neox": SPECIMEN_CONFIGS["gpt_neox"],
-    "gpt_neox_sequential": {**SPECIMEN_CONFIGS["gpt_neox"], "use_parallel_residual": False},
-    "gpt2": SPECIMEN_CONFIGS["gpt2"],
-    "llama": SPECIMEN_CONFIGS["llama"],
+    "gpt_neox": _BASE_SPECIMEN_CONFIGS["gpt_neox"],
+    "gpt_neox_sequential": {**_BASE_SPECIMEN_CONFIGS["gpt_neox"], "use_parallel_residual": False},
+    "gpt2": _BASE_SPECIMEN_CONFIGS["gpt2"],
+    "llama": _BASE_SPECIMEN_CONFIGS["llama"],
 }
 
 

@@ -119,7 +119,8 @@ def test_every_download_link_serves_the_runner(base_url, browser):
     from selenium.webdriver.common.by import By
 
     served = set()
-    for page in ("index.html", "labs/04-read-transformer-paper.html", "labs/05-trace-residual-stream.html", "lessons/04-residual-stream.html"):
+    for page in ("index.html", "labs/04-read-transformer-paper.html", "labs/05-trace-residual-stream.html",
+                 "labs/06-audit-a-decoder.html", "lessons/04-residual-stream.html"):
         open_page(browser, f"{base_url}/{page}")
         for link in browser.find_elements(By.CSS_SELECTOR, "a[href*='assets/labs/']"):
             url = link.get_attribute("href")

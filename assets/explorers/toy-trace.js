@@ -186,7 +186,11 @@
 
   // ---- reading the entries -----------------------------------------------------------------------------
 
-  const NUMBER = /^([+-]?)(?:(\d+)\/(\d+)|(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?)$/;
+  // Python's Fraction("...") grammar: an integer ratio, or a decimal with an optional exponent; digit groups
+  // may be separated by single underscores.
+  const DIGITS = "\\d+(?:_\\d+)*";
+  const NUMBER = new RegExp(`^([+-]?)(?:(${DIGITS})/(${DIGITS})|(${DIGITS})?(?:\\.(${DIGITS})?)?(?:[eE]([+-]?${DIGITS}))?)$`);
+  const digitsOf = (text) => (text || "").replaceAll("_", "");
 
   // An entry's exact value, or a sentence saying what is wrong with it.
   function parseEntry(text, name) {
@@ -196,7 +200,7 @@
       return { error: `${name} has ${trimmed.length} characters; the explorer takes at most ${ENTRY_MAX_CHARACTERS} (the runner takes more).` };
     }
     const match = NUMBER.exec(trimmed);
-    const [, sign, numerator, denominator, whole, decimals, exponent] = match || [];
+    const [, sign, numerator, denominator, whole, decimals, exponent] = (match || []).map((part, i) => (i ? part && digitsOf(part) : part));
     if (!match || (numerator === undefined && !whole && !decimals)) {
       const word = /^[+-]?(nan|inf|infinity)$/i.test(trimmed) ? "not finite" : "not a number";
       return { error: `${name} is “${trimmed}”, which is ${word}: enter an integer, a decimal such as 0.5 or a fraction such as 1/3.` };
@@ -254,7 +258,11 @@
     const first = vectorInputs("x (position 1)", "toy-x", DEFAULT_INPUT);
     const second = vectorInputs("x̃ (position 2)", "toy-second", DEFAULT_SECOND);
     const status = element("p", { class: "rl-status", id: "toy-explorer-status", role: "status", "aria-live": "polite" });
-    const section = (title, lines) => element("div", { class: "rl-group" }, [element("h4", {}, title), ...lines]);
+    let groups = 0;
+    const section = (title, lines) => {
+      const id = `toy-explorer-group-${++groups}`;
+      return element("div", { class: "rl-group", role: "group", "aria-labelledby": id }, [element("p", { class: "rl-heading", id }, title), ...lines]);
+    };
     root.replaceChildren(
       element("form", { class: "rl-controls", "aria-label": "Toy trace inputs" }, [first.set, second.set]),
       status,
@@ -267,7 +275,7 @@
         line("‖z − x‖", [out("norm_comparison.total_change_norm.exact"), " ≈ ", out("norm_comparison.total_change_norm.float")]),
         scalar("F(x) · G(y)", "norm_comparison.update_dot_product"),
         line("cos(F(x), G(y))", [out("norm_comparison.update_cosine")]),
-        line("each addition raises the norm", [out("predictions.each_addition_increases_norm.answer")]),
+        line("each addition raises ‖·‖", [out("predictions.each_addition_increases_norm.answer")]),
       ]),
       section("Three changes, the shortcut and the readout s = [0, 0, 1] z", [
         line("baseline", ["G reads y: ", out("baseline.second_update.exact"), ", z = ", out("baseline.final.exact"), ", s = ", out("readouts.baseline.exact"), " ≈ ", out("readouts.baseline.float")]),
@@ -312,6 +320,16 @@
     update();
     keyboardScroll();
   }
+
+  // The explorer's arithmetic on six typed entries, as the page runs it: the site's tests call it directly.
+  function compute(entries) {
+    const parsed = entries.map((text, i) => parseEntry(text, `entry ${i}`));
+    const failed = parsed.find((entry) => entry.error);
+    if (failed) return { error: failed.error };
+    const values = parsed.map((entry) => entry.value);
+    return { fields: report(values.slice(0, 3), values.slice(3)) };
+  }
+  window.residlabToyExplorer = Object.freeze({ compute });
 
   function start() {
     const root = document.getElementById("toy-explorer");

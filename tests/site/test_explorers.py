@@ -105,6 +105,43 @@ def test_toy_explorer_shows_residlab_toy_report(browser, lab, x, second):
     assert mismatches == {}, "explorer value != residlab.toy's report (shown, expected)"
 
 
+def random_entries(rng) -> list[str]:
+    """Six entries as a reader might type them; at most one fraction, so residlab.toy's exact norms (which
+    factor the squared norm by trial division) stay quick."""
+    def integer():
+        return str(rng.randint(-300, 300))
+    forms = [lambda: f"{rng.randint(-99, 99)}.{rng.randint(0, 9)}", lambda: f"{rng.randint(1, 9)}e{rng.randint(0, 2)}",
+             lambda: f"{rng.randint(-40, 40)}/{rng.randint(1, 8)}", lambda: f"-{rng.randint(0, 9)}.{rng.randint(0, 99):02d}",
+             lambda: f"1_{rng.randint(100, 999)}", lambda: f".{rng.randint(1, 9)}", lambda: f"+{rng.randint(0, 50)}."]
+    entries = [integer() for _ in range(6)]
+    entries[rng.randrange(6)] = rng.choice(forms)()
+    return entries
+
+
+def test_toy_explorer_arithmetic_equals_residlab_toy_on_many_inputs(browser, lab):
+    import random
+
+    rng = random.Random(14)
+    cases = [random_entries(rng) for _ in range(60)] + [["0", "-2", "0", "0", "0", "0"], ["-0", "0.0", "0/5", "1e0", "2E1", "3"]]
+    results = browser.execute_script("return arguments[0].map(entries => window.residlabToyExplorer.compute(entries))", cases)
+    for entries, result in zip(cases, results):
+        values = [toy.parse_vector_text(",".join(entries[:3])), toy.parse_vector_text(",".join(entries[3:]))]
+        report = toy.build_report(*values)
+        assert "error" not in result, (entries, result)
+        wrong = {path: (text, report_text(field(report, path))) for path, text in result["fields"].items() if text != report_text(field(report, path))}
+        assert wrong == {}, entries
+
+
+def test_toy_explorer_refuses_what_the_runner_refuses(browser, lab):
+    refused = ["", " ", "abc", "nan", "-inf", "Infinity", "1/0", "1.2.3", "--1", "1/2/3", "0x10", "1e", "e5", ".", "1 2", "1__0", "½"]
+    results = browser.execute_script(
+        "return arguments[0].map(entry => window.residlabToyExplorer.compute([entry, '2', '-1', '-2', '0', '3']))", refused)
+    for entry, result in zip(refused, results):
+        with pytest.raises(toy.ToyInputError):
+            toy.parse_vector_text(f"{entry},2,-1")
+        assert result.get("error", "").startswith("entry 0 "), (entry, result)
+
+
 @pytest.mark.parametrize("entry, named", [("", "is empty"), ("two", "“two”, which is not a number"),
                                           ("nan", "not finite"), ("1/0", "zero denominator")])
 def test_toy_explorer_names_bad_input_and_never_shows_nan(browser, lab, entry, named):

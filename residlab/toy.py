@@ -53,6 +53,13 @@ READOUT_WEIGHTS = (0, 0, 1)  # s = [0, 0, 1] z selects the third coordinate
 Y1_PROBE_INPUTS = ((1, 2, -1), (-2, 0, 3), (5, -3, 2), (0, 0, 0), (Fraction(7, 2), 1, Fraction(-1, 3)))
 
 
+# Larger entries would make a squared norm overflow a float (1e40 squared, times 3, is far below 1.8e308).
+ENTRY_LIMIT = 10**40
+# Square factors are pulled out of a norm by trial division up to here, then a square remainder as a whole:
+# exact for every factor below 10^4 and bounded in time whatever the input.
+SQUARE_FACTOR_SEARCH_LIMIT = 10**4
+
+
 class ToyInputError(ValueError):
     """Input the toy refuses: a non-numeric or non-finite entry, mismatched lengths, a wrong shape."""
 
@@ -67,7 +74,14 @@ def _exact_entry(index: int, value: object) -> Fraction:
         )
     if isinstance(value, (float, Decimal)) and not math.isfinite(value):
         raise ToyInputError(f"entry {index} is {value!r}; entries must be finite (no NaN or infinity)")
-    return Fraction(value)
+    exact = Fraction(value)
+    largest = max(abs(exact.numerator), exact.denominator)
+    if largest > ENTRY_LIMIT:
+        raise ToyInputError(
+            f"entry {index} has a numerator or denominator of {len(str(largest))} digits; at most 1e40 is "
+            "accepted, so that every float in the report stays finite"
+        )
+    return exact
 
 
 @dataclass(frozen=True)
@@ -155,13 +169,18 @@ def latex_number(value: Fraction) -> str:
 
 
 def _split_square(n: int) -> tuple[int, int]:
-    """Write a non-negative integer n as k*k*m with m square-free; return (k, m)."""
+    """Write a non-negative integer n as k*k*m, pulling out every square factor below
+    SQUARE_FACTOR_SEARCH_LIMIT and a remainder that is itself a perfect square; return (k, m).
+    m is square-free unless n has a repeated prime factor of 10^4 or more beside other factors."""
     outside, inside, factor = 1, n, 2
-    while factor * factor <= inside:
+    while factor * factor <= inside and factor < SQUARE_FACTOR_SEARCH_LIMIT:
         while inside % (factor * factor) == 0:
             inside //= factor * factor
             outside *= factor
         factor += 1
+    root = math.isqrt(inside)
+    if inside > 1 and root * root == inside:
+        return outside * root, 1
     return outside, inside
 
 

@@ -347,3 +347,20 @@ def test_residlab_toy_command_forwards_its_options(capsys):
     assert cli.main(["toy", "--input", "3,-1,2", "--indent", "0"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["baseline"]["final"]["exact"] == [1, 0, 2]  # z = [x2 + 2, 0, x3]
+
+
+def test_entries_too_large_for_floats_are_refused_with_their_size():
+    with pytest.raises(toy.ToyInputError, match=r"entry 0 has a numerator or denominator of 401 digits; at most 1e40"):
+        toy.parse_vector_text("1e400,2,-1")
+    with pytest.raises(toy.ToyInputError, match=r"entry 2 has a numerator or denominator of 42 digits"):
+        toy.Vector((1, 2, Fraction(1, 10**41)))
+    assert toy.Vector((10**40, 0, -(10**40))).entries[0] == 10**40  # the limit itself is accepted
+
+
+def test_norms_of_large_entries_stay_exact_and_fast():
+    # 12345678901^2 + 2^2 + 1 has no small square factor: the exact form is sqrt of the whole, found at once.
+    report = toy.build_report(toy.parse_vector_text("12345678901,2,-1"), toy.parse_vector_text("-2,0,3"))
+    assert report["baseline"]["input"]["norm"]["simplified"] == f"sqrt({12345678901**2 + 4 + 1})"
+    # A square remainder is pulled out whole: 4 * 10007^2 (10007, a prime above the trial-division limit).
+    assert toy.Norm(Fraction(4 * 10007**2)).simplified == "20014"
+    assert toy.Norm(Fraction(2 * 3**2 * 5**2)).simplified == "15*sqrt(2)"

@@ -24,7 +24,6 @@ from pathlib import Path
 from residlab.pythia.plots import ARTIFACTS_ENV, PageCapture
 
 CAPTURES_FILE = "captures.json"
-CAPTURES_MAX_BYTES = 64 * 1024 * 1024  # the committed capture is ~0.3 MB; anything near this is not a capture
 SPECIMEN_LOCK_LABEL = re.compile(r"write_specimen\(seed=(?P<seed>\d+)\)")
 # The recomputed selected position must equal what the capture recorded, up to float32 rounding.
 AGREEMENT_RELATIVE = 1e-5
@@ -34,21 +33,6 @@ DATA_ELEMENT_ID = "capture-explorer-data"
 
 class ExplorerDataError(RuntimeError):
     """The capture's files cannot feed the explorer; the message names the file and the problem."""
-
-
-def read_captures(directory: Path) -> dict:
-    """``captures.json`` parsed, after a size bound; refused with a message naming it otherwise."""
-    path = Path(directory) / CAPTURES_FILE
-    try:
-        size = path.stat().st_size
-    except OSError as error:
-        raise ExplorerDataError(f"{path}: cannot be read ({error.strerror})") from None
-    if size > CAPTURES_MAX_BYTES:
-        raise ExplorerDataError(f"{path}: {size} bytes, over the {CAPTURES_MAX_BYTES}-byte bound for a capture")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ExplorerDataError(f"{path}: not valid JSON ({error})") from None
 
 
 def captured_tensors(capture: PageCapture, captures: dict):
@@ -151,7 +135,7 @@ def explorer_data(capture: PageCapture, model, tokenizer) -> dict:
     """Every position's observation of this capture, the selected one exactly as ``observations.json`` has it."""
     from residlab.pythia.observe import observe_position
 
-    tensors = captured_tensors(capture, read_captures(capture.directory))
+    tensors = captured_tensors(capture, capture.captures)  # the bytes read_capture verified
     selected = capture.observations["selected_position"]
     positions = [observe_position(model, tokenizer, tensors, position) for position in range(len(capture.observations["tokens"]))]
     problem = _disagreement(capture.observation, positions[selected])

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# .git comes along: the page tests render a clean copy of the copy, listed by `git ls-files`.
 IGNORED = shutil.ignore_patterns(
-    ".venv*", ".git", "_site", ".quarto", ".jupyter_cache", "__pycache__", ".pytest_cache", "*.egg-info"
+    ".venv*", "_site", "_freeze", ".quarto", ".jupyter_cache", "__pycache__", ".pytest_cache", "*.egg-info"
 )
 TEST_TIMEOUT_S = 900  # one mutation's tests; the slowest set takes about two minutes on a busy machine
 

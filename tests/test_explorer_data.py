@@ -4,6 +4,7 @@ naming the file."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from residlab import explorer_data  # noqa: E402
-from residlab.pythia.plots import read_capture  # noqa: E402
+from residlab.pythia.plots import CaptureError, read_capture  # noqa: E402
 
 CAPTURE = Path(__file__).resolve().parents[1] / "assets" / "captures" / "synthetic-specimen-seed0"
 
@@ -59,49 +60,48 @@ def test_other_positions_are_read_from_captures_json(data):
     assert data["positions"][0]["boundaries"][0]["norm"] != data["positions"][3]["boundaries"][0]["norm"]
 
 
-def test_a_captures_json_of_another_run_is_refused_by_name(copied, lens):
-    path = copied / "captures.json"
-    captures = json.loads(path.read_text(encoding="utf-8"))
-    captures["token_ids"][0] += 1
-    path.write_text(json.dumps(captures), encoding="utf-8")
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"captures\.json: its token ids are not those"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
-
-
-def test_a_truncated_or_missing_captures_json_is_refused_by_name(copied, lens):
+def test_a_capture_directory_that_is_not_one_run_never_reaches_the_explorer(copied):
+    # The explorer reads the tensors read_capture verified (hashes recorded in the manifest); any other
+    # captures.json is refused there, naming the file, before a position is observed.
     path = copied / "captures.json"
     path.write_bytes(path.read_bytes()[:1000])
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"captures\.json: not valid JSON"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
+    with pytest.raises(CaptureError, match=r"captures\.json: 1,000 bytes with sha256 .* not the file of this run"):
+        read_capture(copied)
     path.unlink()
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"captures\.json: cannot be read"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
+    with pytest.raises(CaptureError, match=r"captures\.json"):
+        read_capture(copied)
 
 
-def test_an_oversized_captures_json_is_not_read(copied, lens, monkeypatch):
-    monkeypatch.setattr(explorer_data, "CAPTURES_MAX_BYTES", 1000)
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"over the 1000-byte bound"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
+def _with_captures(capture, change):
+    """The capture read from disk, with its (already verified) captures.json changed in memory."""
+    captures = json.loads(json.dumps(capture.captures))
+    change(captures)
+    return dataclasses.replace(capture, captures=captures)
 
 
-def test_a_changed_state_that_disagrees_with_observations_json_stops_it(copied, lens):
-    path = copied / "captures.json"
-    captures = json.loads(path.read_text(encoding="utf-8"))
-    selected = json.loads((copied / "observations.json").read_text(encoding="utf-8"))["selected_position"]
-    final = next(entry for entry in captures["tensors"] if entry["name"] == "blocks.5.resid_out")
-    final["values"][0][selected][0] += 1.0
-    path.write_text(json.dumps(captures), encoding="utf-8")
+def test_tensors_of_another_run_are_refused_by_name(lens):
+    capture = _with_captures(read_capture(CAPTURE), lambda captures: captures["token_ids"].__setitem__(0, captures["token_ids"][0] + 1))
+    with pytest.raises(explorer_data.ExplorerDataError, match=r"captures\.json: its token ids are not those"):
+        explorer_data.explorer_data(capture, *lens)
+
+
+def test_a_changed_state_that_disagrees_with_observations_json_stops_it(lens):
+    selected = read_capture(CAPTURE).observations["selected_position"]
+
+    def change(captures):
+        final = next(entry for entry in captures["tensors"] if entry["name"] == "blocks.5.resid_out")
+        final["values"][0][selected][0] += 1.0
+
     with pytest.raises(explorer_data.ExplorerDataError, match=r"does not reproduce observations\.json at position"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
+        explorer_data.explorer_data(_with_captures(read_capture(CAPTURE), change), *lens)
 
 
-def test_a_missing_tensor_is_named(copied, lens):
-    path = copied / "captures.json"
-    captures = json.loads(path.read_text(encoding="utf-8"))
-    captures["tensors"] = [entry for entry in captures["tensors"] if entry["name"] != "blocks.3.mlp_write"]
-    path.write_text(json.dumps(captures), encoding="utf-8")
+def test_a_missing_tensor_is_named(lens):
+    def change(captures):
+        captures["tensors"] = [entry for entry in captures["tensors"] if entry["name"] != "blocks.3.mlp_write"]
+
     with pytest.raises(explorer_data.ExplorerDataError, match=r"no tensor blocks\.3\.mlp_write"):
-        explorer_data.explorer_data(read_capture(copied), *lens)
+        explorer_data.explorer_data(_with_captures(read_capture(CAPTURE), change), *lens)
 
 
 def test_a_real_capture_needs_its_verified_files(copied):

@@ -431,7 +431,9 @@ def _degenerate_capture() -> plots.PageCapture:
     observations["checks"]["repeat"]["max_abs_difference"] = 0.0
     manifest = copy.deepcopy(shown.manifest)
     manifest["files"][1]["sha256"] = None  # a file the lock had no hash for
-    return plots.PageCapture(manifest=manifest, observations=observations, directory=shown.directory, fresh=False)
+    return plots.PageCapture(
+        manifest=manifest, observations=observations, directory=shown.directory, fresh=False, captures=shown.captures
+    )
 
 
 def test_every_formatting_function_handles_null_and_zero():

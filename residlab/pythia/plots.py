@@ -37,6 +37,7 @@ class PageCapture:
     observations: dict
     directory: Path
     fresh: bool  # True: captured during this render from verified files; False: the committed cached capture
+    captures: dict  # captures.json as read, hashed against the manifest and checked above: the tensors shown
 
     @property
     def synthetic(self) -> bool:
@@ -175,7 +176,7 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
         raise CaptureError(
             f"{directory / 'observations.json'}: disagrees with the tensors in captures.json:\n  " + "\n  ".join(problems[:10])
         )
-    return PageCapture(manifest=manifest, observations=observations, directory=directory, fresh=fresh)
+    return PageCapture(manifest=manifest, observations=observations, directory=directory, fresh=fresh, captures=captures)
 
 
 def page_capture(cached: Path = CACHED_CAPTURE, environ: dict | None = None) -> PageCapture:

@@ -31,6 +31,8 @@ _HF_HOME = tempfile.mkdtemp(prefix="residlab-test-hf-home-")
 os.environ["HF_HOME"] = _HF_HOME
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.pop("HF_HUB_OFFLINE", None)
+# Every server a test talks to is on loopback: a developer's proxy settings must not route it elsewhere.
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 
 # Files a real repository holds besides the six; the fetch must never ask for them.
 DISTRACTOR_FILES = {

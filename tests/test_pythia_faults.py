@@ -300,3 +300,54 @@ def test_a_transfer_cut_once_is_resumed_and_checked(tmp_path, specimen_dir, spec
     gets = [p for m, p in fake_hub_server.requests if m == "GET" and p.endswith("/model.safetensors")]
     assert len(gets) == 2  # the second asked for the rest (Range) and the result was still checked
     assert (directory / "model.safetensors").read_bytes() == (specimen_dir / "model.safetensors").read_bytes()
+
+
+def test_fetch_goes_through_the_proxy_the_environment_names(tmp_path, specimen_lock_path, fake_hub_server, monkeypatch):
+    # A plain-HTTP forwarding proxy on loopback: it is sent whole URLs and relays each exchange to the hub.
+    import http.client
+    import http.server
+    import threading
+    from urllib.parse import urlsplit
+
+    relayed = []
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self._relay("GET")
+
+        def do_HEAD(self):
+            self._relay("HEAD")
+
+        def _relay(self, method):
+            relayed.append(self.path)
+            target = urlsplit(self.path)
+            upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=10)
+            upstream.request(method, target.path + (f"?{target.query}" if target.query else ""), headers=dict(self.headers))
+            response = upstream.getresponse()
+            body = response.read()
+            self.send_response(response.status)
+            for name, value in response.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection"):
+                    self.send_header(name, value)
+            self.end_headers()
+            if method == "GET":
+                self.wfile.write(body)
+            upstream.close()
+
+        def log_message(self, *args):
+            pass
+
+    proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
+        monkeypatch.setenv("NO_PROXY", "")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("http_proxy", raising=False)
+        verified = fetch_artifacts(tmp_path / "a", load_lock(specimen_lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert sorted(verified.sha256) == sorted(ALLOWED_FILES)
+    assert relayed and all(path.startswith(fake_hub_server.endpoint + "/") for path in relayed)
+    assert any(path.endswith("/model.safetensors") for path in relayed)

@@ -528,6 +528,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlencode, urljoin, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 
 STAGING_PREFIX = ".residlab-download-"
@@ -701,6 +702,24 @@ _HUB_ERRORS = {
 }
 
 
+def _connection(parts, timeout: float):
+    """(connection, request target) for a URL, through the proxy the environment names (HTTPS_PROXY,
+    HTTP_PROXY, NO_PROXY), as urllib and huggingface_hub honour them. HTTPS goes through a CONNECT tunnel,
+    so the server's certificate is still checked against its own host name."""
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    proxy = getproxies().get(parts.scheme)
+    if not proxy or proxy_bypass(parts.hostname):
+        connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        return connection_class(parts.hostname, parts.port, timeout=timeout), target
+    proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(proxied.hostname, proxied.port or 80, timeout=timeout)
+        connection.set_tunnel(parts.hostname, parts.port)
+        return connection, target
+    # A plain-HTTP proxy is sent the whole URL.
+    return http.client.HTTPConnection(proxied.hostname, proxied.port or 80, timeout=timeout), parts.geturl()
+
+
 class _Response:
     """One HTTP exchange whose every wait is bounded: each socket read by ``stall_s``, and the whole exchange
     by the deadline, enforced by a timer that shuts the socket down (so a server trickling headers or body
@@ -714,14 +733,12 @@ class _Response:
             parts = urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise _Refused(f"refusing the address {url!r} (only http and https)")
-            connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            self.connection = connection_class(parts.hostname, parts.port, timeout=min(clock.limits.stall_s, clock.remaining()))
+            self.connection, target = _connection(parts, timeout=min(clock.limits.stall_s, clock.remaining()))
             self.timer = threading.Timer(clock.remaining(), self._expire)
             self.timer.daemon = True
             try:
                 self.connection.connect()
                 self.timer.start()
-                target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
                 self.connection.request(method, target, body=body, headers=headers)
                 self.response = self.connection.getresponse()
             except (OSError, http.client.HTTPException) as error:

@@ -20,11 +20,10 @@ import time
 
 import torch
 
-from measure import timed
+from measure import specimen_and_fixed_sentence, timed
 from residlab import audit
 from residlab.architectures import BLOCK_TYPES
 from residlab.pythia import observe
-from residlab.pythia.specimen import TOKENIZER_SOURCE, build_specimen_model
 
 
 def bare_hooks(subject: audit.Subject, input_ids) -> None:
@@ -54,13 +53,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_SOURCE))
-    input_ids = torch.tensor([tokenizer.encode(observe.FIXED_TEXT).ids])  # (1, 8)
-    model = build_specimen_model(seed=0)
+    model, input_ids = specimen_and_fixed_sentence(args.threads)  # input_ids (1, 8)
     subject = audit.Subject(model, BLOCK_TYPES["gpt_neox"], {"kind": "specimen"})
     candidates = {
         "plain forward": lambda: observe._forward(model, input_ids),

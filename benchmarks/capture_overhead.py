@@ -17,9 +17,8 @@ import sys
 
 import torch
 
-from measure import peak_rss_mib, timed
+from measure import peak_rss_mib, specimen_and_fixed_sentence, timed
 from residlab.pythia import observe
-from residlab.pythia.specimen import TOKENIZER_SOURCE, build_specimen_model
 
 
 def compare(model, input_ids, repeats: int) -> dict:
@@ -54,14 +53,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_SOURCE))
-    sentence_ids = torch.tensor([tokenizer.encode(observe.FIXED_TEXT).ids])  # (1, 8)
+    model, sentence_ids = specimen_and_fixed_sentence(args.threads)  # sentence_ids (1, 8)
     long_ids = sentence_ids.repeat(1, 32)  # (1, 256): the sentence 32 times
-    model = build_specimen_model(seed=0)
 
     print(f"capture overhead on the synthetic specimen, torch {torch.__version__}, {args.threads} thread(s), "
           f"median of {args.repeats} interleaved pairs")

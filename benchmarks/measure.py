@@ -19,3 +19,17 @@ def timed(function) -> float:
     start = time.perf_counter()
     function()
     return time.perf_counter() - start
+
+
+def specimen_and_fixed_sentence(threads: int):
+    """Set torch's CPU threads; return the synthetic specimen (Pythia-14M's architecture, random weights, seed 0)
+    and Lab 05's fixed sentence as token ids (1, 8): the subject and input of the capture benchmarks."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from residlab.pythia import observe
+    from residlab.pythia.specimen import TOKENIZER_SOURCE, build_specimen_model
+
+    torch.set_num_threads(threads)
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_SOURCE))
+    return build_specimen_model(seed=0), torch.tensor([tokenizer.encode(observe.FIXED_TEXT).ids])

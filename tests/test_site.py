@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from residlab import site
 

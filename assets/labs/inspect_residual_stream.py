@@ -521,7 +521,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import tempfile
 import threading
 import time

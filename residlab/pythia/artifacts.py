@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import socket
-import stat
 import tempfile
 import threading
 import time

@@ -43,9 +43,9 @@ def test_the_lab_page_shows_the_closed_form_solutions(built_site):
     assert rf"with norm $\sqrt{{13}}\approx{math.sqrt(13):.3f}$" in text
     assert rf"\sqrt{{5}}+\sqrt{{32}}\approx{math.sqrt(5) + math.sqrt(32):.3f}$" in text
     assert f"dot product $-12$ (cosine ${-3 / math.sqrt(10):.3f}$)" in text
-    assert rf"| baseline | $[4,0,-1]^\mathsf{{T}}$ | -1 |" in text
-    assert rf"| first branch suppressed | $[3,0,1]^\mathsf{{T}}$ | 1 |" in text
-    assert rf"| parallel | $[2,2,1]^\mathsf{{T}}$ | 1 |" in text
-    assert rf"| shortcut (old $z$ − old $F(x)$) | $[5,-2,-1]^\mathsf{{T}}$ | -1 |" in text
+    assert r"| baseline | $[4,0,-1]^\mathsf{T}$ | -1 |" in text
+    assert r"| first branch suppressed | $[3,0,1]^\mathsf{T}$ | 1 |" in text
+    assert r"| parallel | $[2,2,1]^\mathsf{T}$ | 1 |" in text
+    assert r"| shortcut (old $z$ − old $F(x)$) | $[5,-2,-1]^\mathsf{T}$ | -1 |" in text
     assert rf"($\lVert F(x)\rVert\approx$ {round(math.sqrt(5), 3)})" in text
     assert rf"($\lVert G(y)\rVert\approx$ {round(math.sqrt(32), 3)})" in text

@@ -55,6 +55,7 @@ def base_url(built_site, served):
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_loads_cleanly_and_only_from_its_own_host(page, base_url, browser, screenshot_dir):
+    browser.set_window_size(1280, 900)  # other tests narrow the window to a phone's
     loaded = open_page(browser, f"{base_url}/{page}")
     origin = urlsplit(base_url).netloc
     remote = [url for url in loaded["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin]
@@ -62,6 +63,9 @@ def test_page_loads_cleanly_and_only_from_its_own_host(page, base_url, browser, 
     assert loaded["failed"] == [], f"{page} had failed requests"
     errors = [entry["message"] for entry in loaded["console"] if entry["level"] == "SEVERE"]
     assert errors == [], f"{page} logged errors"
+    scroll_width, window_width = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert scroll_width <= window_width, f"{page} is wider than a 1280-pixel window: it scrolls sideways"
     shot = screenshot_dir / (page.replace("/", "__").removesuffix(".html") + ".png")
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 

@@ -39,7 +39,7 @@ test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
 
 test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py tests/test_pythia_trust.py \
-		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py
+		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py tests/test_recording.py
 
 sync: $(VENV)/.installed
 	$(BIN)/residlab sync

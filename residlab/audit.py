@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import platform
 import secrets
 import shutil
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from residlab.architectures import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, canonical_path  # bundled
 from residlab.architectures import supported_list  # bundled
+from residlab.recording import SiteFiredTwice, library_versions, record_sites  # bundled
 
 SCHEMA = "residlab-audit-packet/1"
 RECORDS = ("model", "input", "intervention", "measurement")
@@ -361,47 +361,6 @@ def _hook_targets(subject: Subject) -> list[tuple[str, object, str]]:
     return targets
 
 
-@contextlib.contextmanager
-def recording(subject: Subject, records: dict, replace: tuple[str, int, object] | None = None):
-    """Hooks that record every site (batch removed) and, if ``replace`` = (site, position, vector) is given,
-    put the vector at that site and position before anything downstream reads it. Removed on exit."""
-    handles = []
-
-    def keep(name, tensor):
-        if name in records:  # one run = one forward: a site firing twice means the table misreads the model
-            raise AuditError(f"site {name} fired twice in one forward")
-        records[name] = tensor[0].detach().clone()
-
-    def pre_hook(name):
-        def hook(module, args, kwargs):
-            keep(name, args[0] if args else kwargs["hidden_states"])
-
-        return hook
-
-    def post_hook(name):
-        def hook(module, args, output):
-            tensor = output[0] if isinstance(output, tuple) else output
-            if replace is not None and replace[0] == name:
-                tensor = tensor.clone()
-                tensor[0, replace[1]] = replace[2]
-                output = (tensor, *output[1:]) if isinstance(output, tuple) else tensor
-            keep(name, tensor)
-            return output
-
-        return hook
-
-    try:
-        for name, module, kind in _hook_targets(subject):
-            if kind == "input":
-                handles.append(module.register_forward_pre_hook(pre_hook(name), with_kwargs=True))
-            else:
-                handles.append(module.register_forward_hook(post_hook(name)))
-        yield records
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
 def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], before: str | None = None,
             **intervention) -> Run:
     """One recorded forward, the parameter digest taken before and after it. ``before`` may be the digest the
@@ -410,15 +369,17 @@ def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], befo
     site = intervention.get("site")
     replace = None if site is None else (site.name, site.position, intervention["replacement"])
     before = before or _parameter_digest(subject.model)
-    records: dict = {}
-    with recording(subject, records, replace), torch.inference_mode():
-        logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
-    expected = site_order(len(subject.blocks))
-    missing = [name for name in expected if name not in records]
+    try:
+        with record_sites(_hook_targets(subject), replace) as recorder, torch.inference_mode():
+            logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
+    except SiteFiredTwice as error:  # one run = one forward: the table misreads the model
+        raise AuditError(str(error)) from None
+    missing = recorder.missing()
     if missing:
         raise AuditError(f"sites never fired (the site table does not match the model): {', '.join(missing)}")
     return Run(
-        run_id=run_id, input_name=input_name, sites={name: records[name] for name in expected}, logits=logits,
+        run_id=run_id, input_name=input_name, sites={name: recorder.records[name][0] for name in recorder.names},
+        logits=logits,
         digest_before=before, digest_after=_parameter_digest(subject.model), site=site,
         replacement=intervention.get("replacement"), source_run=intervention.get("source_run"),
         replacement_kind=intervention.get("kind"),
@@ -556,18 +517,6 @@ def torch_threads(threads: int):
         torch.set_num_threads(previous)
 
 
-def library_versions() -> dict:
-    from importlib import metadata
-
-    versions = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def _normaliser_epsilon(module) -> float:
     for attribute in ("eps", "variance_epsilon"):
         value = getattr(module, attribute, None)
@@ -610,7 +559,7 @@ def model_record(subject: Subject, threads: int) -> dict:
         "parameters": parameter_digests(subject.model),
         "execution": {"dtype": "float32", "device": "cpu", "threads": threads, "attention": "eager",
                       "gradients": "off (torch.inference_mode)", "mode": "eval"},  # fmt: skip
-        "libraries": library_versions(),
+        "libraries": library_versions(LIBRARIES),
     }
 
 
@@ -1106,8 +1055,8 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
         detail = f" fields exact; {counts['numbers_ok']} of {counts['numbers']} numbers within tolerance"
         report.check(f"record {name} reproduced", counts["exact_ok"] + counts["numbers_ok"] + counts["tolerances_ok"],
                      counts["exact"] + counts["numbers"] + counts["tolerances"], detail)  # fmt: skip
-    if environment != library_versions():
-        report.lines.append(f"note: the packet was written with {environment}; this check ran with {library_versions()}")
+    if environment != library_versions(LIBRARIES):
+        report.lines.append(f"note: the packet was written with {environment}; this check ran with {library_versions(LIBRARIES)}")
     return report
 
 

@@ -45,7 +45,8 @@ RUNNERS = (
     ),
     Runner(
         "inspect_residual_stream.py",
-        ("pythia/lock.py", "architectures.py", "pythia/artifacts.py", "pythia/observe.py", "pythia/runner.py"),
+        ("pythia/lock.py", "architectures.py", "pythia/artifacts.py", "recording.py", "pythia/observe.py",
+         "pythia/runner.py"),
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
     ),
     Runner(
@@ -57,7 +58,7 @@ RUNNERS = (
     ),
     Runner(
         "audit_residual_writes.py",
-        ("audit.py", "architectures.py", "audit_cli.py"),
+        ("audit.py", "architectures.py", "recording.py", "audit_cli.py"),
         "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
     ),
 )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -32,11 +33,12 @@ import secrets
 import shutil
 import stat
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.architectures import SITE_MAPS, BlockSiteMap  # bundled
 from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
+from residlab.recording import SiteFiredTwice, library_versions, record_sites  # bundled
 
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
@@ -77,16 +79,21 @@ def site_map_for(model) -> BlockSiteMap:
 
 def hook_sites(model) -> list[tuple[str, str, str]]:
     """Every (site name, module path in the model, "input" | "output"), in forward order."""
-    site_map = site_map_for(model)
+    return list(_hook_sites(site_map_for(model), model.config.num_hidden_layers))
+
+
+@functools.lru_cache(maxsize=16)
+def _hook_sites(site_map: BlockSiteMap, layers: int) -> tuple[tuple[str, str, str], ...]:
+    # Built once per (map, depth): every capture asks for the same list.
     sites = []
-    for block in range(model.config.num_hidden_layers):
+    for block in range(layers):
         layer_path = f"{LAYERS_PATH}.{block}"
         for site in BLOCK_SITES:
             relative, kind = getattr(site_map, site)
             path = f"{layer_path}.{relative}" if relative else layer_path
             sites.append((site_name(block, site), path, kind))
     sites.append((FINAL_NORM_SITE, FINAL_NORM_PATH, "output"))
-    return sites
+    return tuple(sites)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -104,76 +111,39 @@ def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
     return snapshot
 
 
-@dataclass
-class SiteRecorder:
-    """What one ``capture_sites`` block recorded: site name -> detached CPU clone (1, n, d)."""
+def resolve_sites(model) -> list[tuple[str, object, str]]:
+    """(site name, module, "input" | "output") for every site of ``hook_sites(model)``; an error naming the
+    first path the model lacks. Each path is looked up from its parent's, so every prefix is walked once
+    (``get_submodule`` per path, or a ``named_modules`` dict, costs several times more per capture)."""
+    found = {"": model}
 
-    records: dict = field(default_factory=dict)
-    block_return_kinds: set = field(default_factory=set)  # "tuple" and/or "tensor", as the layers returned
-    handles: list = field(default_factory=list)  # (module, handle) pairs this recorder registered
+    def module_at(path: str):
+        if path not in found:
+            parent_path, _, leaf = path.rpartition(".")
+            parent = module_at(parent_path)
+            found[path] = None if parent is None else parent._modules.get(leaf)
+        return found[path]
 
-    def store(self, name: str, tensor) -> None:
-        if name in self.records:
-            # One capture = one forward: a site firing twice means the map no longer matches the model.
-            raise ObservationError(f"hook site {name} fired twice in one capture")
-        import torch
-
-        # Cloned outside inference mode, so the record is an ordinary tensor its user may modify in place.
-        with torch.inference_mode(False):
-            self.records[name] = tensor.detach().to("cpu", copy=True)
-
-    def handles_still_attached(self) -> int:
-        """How many of this recorder's handles are still registered on their modules."""
-        return sum(
-            1
-            for module, handle in self.handles
-            if handle.id in module._forward_hooks or handle.id in module._forward_pre_hooks
-        )
-
-
-def _input_hook(recorder: SiteRecorder, name: str):
-    def hook(module, args, kwargs):
-        hidden = args[0] if args else kwargs["hidden_states"]
-        recorder.store(name, hidden)
-
-    return hook
-
-
-def _output_hook(recorder: SiteRecorder, name: str, is_block_output: bool):
-    def hook(module, args, output):
-        if isinstance(output, tuple):
-            if is_block_output:
-                recorder.block_return_kinds.add("tuple")
-            tensor = output[0]
-        else:
-            if is_block_output:
-                recorder.block_return_kinds.add("tensor")
-            tensor = output
-        recorder.store(name, tensor)
-
-    return hook
+    resolved = []
+    for name, path, kind in hook_sites(model):
+        module = module_at(path)
+        if module is None:
+            raise ObservationError(f"hook site {name}: the model has no module {path!r}")
+        resolved.append((name, module, kind))
+    return resolved
 
 
 @contextlib.contextmanager
 def capture_sites(model):
-    """Register one hook per site of ``hook_sites(model)``; yield the ``SiteRecorder``; remove exactly these
-    handles on exit, also when the forward raised. Hooks other code registered are left as they were."""
-    recorder = SiteRecorder()
-    modules = dict(model.named_modules())
+    """Record every site of ``hook_sites(model)`` during the block (``recording.record_sites``): yield the
+    ``SiteRecorder``, whose records are detached CPU clones (1, n, d); exactly its hooks are removed on exit,
+    also when the forward raised. Hooks other code registered are left as they were."""
     try:
-        for name, path, kind in hook_sites(model):
-            if path not in modules:
-                raise ObservationError(f"hook site {name}: the model has no module {path!r}")
-            module = modules[path]
-            if kind == "input":
-                handle = module.register_forward_pre_hook(_input_hook(recorder, name), with_kwargs=True)
-            else:
-                handle = module.register_forward_hook(_output_hook(recorder, name, name.endswith(".resid_out")))
-            recorder.handles.append((module, handle))
-        yield recorder
-    finally:
-        for _, handle in recorder.handles:
-            handle.remove()
+        with record_sites(resolve_sites(model)) as recorder:
+            yield recorder
+    except SiteFiredTwice as error:
+        # One capture = one forward: a site firing twice means the map no longer matches the model.
+        raise ObservationError(f"hook {error}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -217,25 +187,32 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
         _forward(model, input_ids)
     if recorder.handles_still_attached():
         raise ObservationError("capture hooks are still attached after the capture")
-    expected = [name for name, _, _ in hook_sites(model)]
-    missing = [name for name in expected if name not in recorder.records]
+    missing = recorder.missing()
     if missing:
         raise ObservationError(f"hook sites never fired: {', '.join(missing)}")
-    if len(recorder.block_return_kinds) != 1:
-        raise ObservationError(f"blocks returned mixed kinds: {sorted(recorder.block_return_kinds)}")
-    layers = model.config.num_hidden_layers
-    sites = {name: recorder.records[name] for name in expected}
+    names = _block_site_names(len(recorder.names) // len(BLOCK_SITES))  # every block's four, then the final norm
+    return_kinds = {recorder.return_kinds[name] for name in names["resid_out"]}
+    if len(return_kinds) != 1:
+        raise ObservationError(f"blocks returned mixed kinds: {sorted(return_kinds)}")
+    sites = {name: recorder.records[name] for name in recorder.names}
+    block_inputs = [sites[name] for name in names["resid_in"]]
     return ResidualCapture(
-        block_input=sites[site_name(0, "resid_in")],
-        block_inputs=[sites[site_name(i, "resid_in")] for i in range(layers)],
-        block_outputs=[sites[site_name(i, "resid_out")] for i in range(layers)],
+        block_input=block_inputs[0],
+        block_inputs=block_inputs,
+        block_outputs=[sites[name] for name in names["resid_out"]],
         final_norm_output=sites[FINAL_NORM_SITE],
-        attention_writes=[sites[site_name(i, "attn_write")] for i in range(layers)],
-        mlp_writes=[sites[site_name(i, "mlp_write")] for i in range(layers)],
-        block_return_kind=recorder.block_return_kinds.pop(),
+        attention_writes=[sites[name] for name in names["attn_write"]],
+        mlp_writes=[sites[name] for name in names["mlp_write"]],
+        block_return_kind=return_kinds.pop(),
         residual_kind=site_map_for(model).residual_kind,
         sites=sites,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _block_site_names(layers: int) -> dict[str, tuple[str, ...]]:
+    """Per-block site -> its name in every block, e.g. "attn_write" -> ("blocks.0.attn_write", ...)."""
+    return {site: tuple(site_name(block, site) for block in range(layers)) for site in BLOCK_SITES}
 
 
 def prove_hooks_removed(model, input_ids) -> dict:
@@ -573,18 +550,6 @@ def capture_tensors_json(capture: ResidualCapture, tokens: list[dict]) -> dict:
     }
 
 
-def library_versions() -> dict:
-    from importlib import metadata
-
-    versions = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture, command: list[str]) -> dict:
     import torch
 
@@ -607,7 +572,7 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
             }
             for entry in lock.files
         ],
-        "versions": library_versions(),
+        "versions": library_versions(LIBRARIES),
         "platform": platform.platform(),
         "device": "cpu",
         "dtype": "float32",

@@ -1,0 +1,138 @@
+"""Recording: one mechanism for every capture, a forward hook (or pre-hook) per named site, each keeping a
+detached CPU copy of what its site carried at the moment it fired, all removed on exit.
+
+Lab 05's capture (``residlab/pythia/observe.py``) and the audit (``residlab/audit.py``) both record through
+``record_sites`` and name the libraries they ran with by ``library_versions``. They differ only in where their
+sites come from (a site table) and in the audit's optional replacement of one position at one site. As in
+baukit's ``TraceDict``, hooks are registered on enter and exactly these handles are removed in ``finally``, also
+when the forward raised; hooks that other code registered are left as they were.
+
+A site is ``(name, module, kind)``, resolved by the caller before the first hook is registered, so a bad site
+registers nothing. ``kind`` "input" reads the module's first positional argument (or its ``hidden_states``
+keyword) with a pre-hook; "output" reads its return value, the tensor itself or the first entry of a tuple.
+Every record is copied when its hook fires, outside inference mode, so it is an ordinary tensor that its user
+may modify in place without touching the model or another record. torch is imported when a recording starts, so the runners' ``--plan`` works before anything
+is installed. This is the hot path of every captured forward: each hook makes one copy and two dictionary
+writes, nothing more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+
+
+class SiteFiredTwice(RuntimeError):
+    """A site fired twice in one recording: the site table no longer matches the model (one recording is one
+    forward). Callers re-raise it as their own error type."""
+
+
+class SiteRecorder:
+    """What one ``record_sites`` block recorded.
+
+    ``records``: site name -> detached CPU copy, the shape the site carried (batch kept), in firing order.
+    ``return_kinds``: output-site name -> "tuple" or "tensor", what the module returned.
+    ``handles``: the (module, handle) pairs this recorder registered.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        import torch
+
+        self.names = names  # every site, in forward order
+        self.records: dict = {}
+        self.return_kinds: dict = {}
+        self.handles: list = []
+        # One reusable guard: building a new context manager at every hook costs more.
+        self._ordinary = torch.inference_mode(False)
+
+    def keep(self, name: str, tensor) -> None:
+        if name in self.records:
+            raise SiteFiredTwice(f"site {name} fired twice in one forward")
+        if tensor.requires_grad:  # never inside inference_mode or no_grad, where detach() would only cost
+            tensor = tensor.detach()
+        # Copied now, so a later in-place write in the model cannot change the record, and outside inference
+        # mode, so the record is an ordinary tensor. clone() dispatches faster than .to("cpu", copy=True).
+        with self._ordinary:
+            self.records[name] = tensor.clone() if tensor.is_cpu else tensor.to("cpu")
+
+    def missing(self) -> list[str]:
+        """The sites that never fired."""
+        return [name for name in self.names if name not in self.records]
+
+    def handles_still_attached(self) -> int:
+        """How many of this recorder's handles are still registered on their modules."""
+        return sum(
+            1
+            for module, handle in self.handles
+            if handle.id in module._forward_hooks or handle.id in module._forward_pre_hooks
+        )
+
+
+def _input_hook(recorder: SiteRecorder, name: str):
+    def hook(module, args, kwargs):
+        recorder.keep(name, args[0] if args else kwargs["hidden_states"])
+
+    return hook
+
+
+def _output_hook(recorder: SiteRecorder, name: str):
+    def hook(module, args, output):
+        if isinstance(output, tuple):
+            recorder.return_kinds[name] = "tuple"
+            recorder.keep(name, output[0])
+        else:
+            recorder.return_kinds[name] = "tensor"
+            recorder.keep(name, output)
+
+    return hook
+
+
+def _replacing_hook(recorder: SiteRecorder, name: str, position: int, vector):
+    """Put ``vector`` at ``position`` of the site's tensor (1, n, d) before anything downstream reads it, and
+    record the replaced tensor."""
+
+    def hook(module, args, output):
+        is_tuple = isinstance(output, tuple)
+        tensor = (output[0] if is_tuple else output).clone()
+        tensor[0, position] = vector
+        recorder.return_kinds[name] = "tuple" if is_tuple else "tensor"
+        recorder.keep(name, tensor)
+        return (tensor, *output[1:]) if is_tuple else tensor
+
+    return hook
+
+
+@contextlib.contextmanager
+def record_sites(sites, replace: tuple[str, int, object] | None = None):
+    """Register one hook per ``(name, module, kind)`` of ``sites``; yield the ``SiteRecorder``; remove exactly
+    these handles on exit. ``replace`` = (output-site name, position, vector (d,)) intervenes at that site."""
+    sites = list(sites)
+    recorder = SiteRecorder([name for name, _, _ in sites])
+    if replace is not None and not any(name == replace[0] and kind == "output" for name, _, kind in sites):
+        raise ValueError(f"replacement site {replace[0]!r} is not one of the output sites recorded")
+    try:
+        for name, module, kind in sites:
+            if kind == "input":
+                handle = module.register_forward_pre_hook(_input_hook(recorder, name), with_kwargs=True)
+            elif replace is not None and replace[0] == name:
+                handle = module.register_forward_hook(_replacing_hook(recorder, name, replace[1], replace[2]))
+            else:
+                handle = module.register_forward_hook(_output_hook(recorder, name))
+            recorder.handles.append((module, handle))
+        yield recorder
+    finally:
+        for _, handle in recorder.handles:
+            handle.remove()
+
+
+def library_versions(names) -> dict:
+    """The Python version and the installed version of each named distribution (None where it is missing)."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions

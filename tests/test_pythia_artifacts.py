@@ -6,6 +6,8 @@ import copy
 import datetime
 import hashlib
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -387,7 +389,7 @@ def test_pin_refuses_a_branch_name_and_a_revision_the_hub_lacks(tmp_path, fake_h
         pin.main(["--revision", "main", "--lock", str(lock_path), "--endpoint", fake_hub_server.endpoint])
     status = pin.main(["--revision", "f" * 40, "--lock", str(lock_path), "--endpoint", fake_hub_server.endpoint])
     assert status == 1
-    assert "RevisionNotFoundError" in capsys.readouterr().err
+    assert "the Hub has no such revision (HTTP 404" in capsys.readouterr().err
     assert lock_path.read_bytes() == specimen_lock_path.read_bytes()
 
 
@@ -398,8 +400,57 @@ def test_pin_refuses_when_the_hub_lacks_one_of_the_six(tmp_path, fake_hub_server
     revision = load_lock(specimen_lock_path).revision
     status = pin.main(["--revision", revision, "--lock", str(lock_path), "--endpoint", fake_hub_server.endpoint])
     assert status == 1
-    assert "has no special_tokens_map.json" in capsys.readouterr().err
+    assert "lists no special_tokens_map.json" in capsys.readouterr().err
     assert lock_path.read_bytes() == specimen_lock_path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "fault, timeout, message",
+    [
+        # a server that trickles one byte at a time is cut off at the pin's deadline
+        ("trickle", "2", r"config\.json: download .* failed .*the fetch's deadline of 2 s passed"),
+        # a body longer than the API's size is refused from its Content-Length
+        ("resize", "60", r"config\.json: .*announces [0-9,]+ bytes \(Content-Length\), the Hub API says [0-9,]+"),
+        # an endless body without a length stops one byte past the API's size
+        ("oversize_unframed", "60", r"config\.json: .*sent more than the Hub API's [0-9,]+ bytes"),
+    ],
+)
+def test_pin_downloads_within_the_fetch_bounds_and_keeps_the_lock(fault, timeout, message, tmp_path, fake_hub_server,
+                                                                  specimen_lock_path, capsys):  # fmt: skip
+    fake_hub_server.faults["config.json"] = fault
+    lock_path = tmp_path / "lock.json"
+    lock_path.write_bytes(specimen_lock_path.read_bytes())
+    revision = load_lock(specimen_lock_path).revision
+    started = time.monotonic()
+    status = pin.main(["--revision", revision, "--lock", str(lock_path), "--endpoint", fake_hub_server.endpoint,
+                       "--timeout", timeout])  # fmt: skip
+    assert status == 1 and time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert "the lock was not changed" in err
+    assert lock_path.read_bytes() == specimen_lock_path.read_bytes()
+    assert not list(tmp_path.glob(".pin-*"))
+
+
+def test_pin_refuses_a_huge_size_claimed_for_a_plain_git_file_without_downloading_it(
+    tmp_path, fake_hub_server, specimen_lock_path, monkeypatch, capsys
+):
+    true_record = fake_hub_server.file_record
+    monkeypatch.setattr(fake_hub_server, "file_record",
+                        lambda name: {**true_record(name), "size": 50_000_000} if name == "tokenizer.json" else true_record(name))  # fmt: skip
+    lock_path = tmp_path / "lock.json"
+    lock_path.write_bytes(specimen_lock_path.read_bytes())
+    revision = load_lock(specimen_lock_path).revision
+    assert pin.main(["--revision", revision, "--lock", str(lock_path), "--endpoint", fake_hub_server.endpoint]) == 1
+    assert "tokenizer.json: the Hub API reports 50,000,000 bytes for a file outside LFS" in capsys.readouterr().err
+    assert "tokenizer.json" not in fake_hub_server.resolved_files()
+    assert lock_path.read_bytes() == specimen_lock_path.read_bytes()
+
+
+def test_pin_refuses_a_timeout_that_is_not_a_positive_number(tmp_path, specimen_lock_path, capsys):
+    with pytest.raises(SystemExit):
+        pin.main(["--revision", "f" * 40, "--lock", str(specimen_lock_path), "--timeout", "0"])
+    assert "is not a positive number of seconds" in capsys.readouterr().err
 
 
 # ---- the package commands -----------------------------------------------------------------------------------

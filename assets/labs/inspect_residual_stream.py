@@ -526,6 +526,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -679,12 +680,12 @@ class _Refused(Exception):
 
 
 @dataclass
-class _Clock:
+class FetchClock:
     limits: FetchLimits
     deadline: float
 
     @classmethod
-    def start(cls, limits: FetchLimits) -> _Clock:
+    def start(cls, limits: FetchLimits) -> FetchClock:
         return cls(limits, time.monotonic() + limits.deadline_s)
 
     def remaining(self) -> float:
@@ -724,7 +725,7 @@ class _Response:
     by the deadline, enforced by a timer that shuts the socket down (so a server trickling headers or body
     one byte at a time cannot hold the fetch)."""
 
-    def __init__(self, url: str, clock: _Clock, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
+    def __init__(self, url: str, clock: FetchClock, method: str = "GET", body: bytes | None = None, headers: dict | None = None):
         self.clock = clock
         self.expired = False
         headers = {"User-Agent": "residlab-fetch", "Accept-Encoding": "identity", **(headers or {})}
@@ -803,15 +804,24 @@ class _Response:
         self.connection.close()
 
 
-def _endpoint(endpoint: str | None) -> str:
+def hub_endpoint(endpoint: str | None) -> str:
     return (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
-def _hub_metadata(lock: Lock, names: list[str], endpoint: str, clock: _Clock) -> dict:
-    """name -> (size, git blob id, lfs sha256 or None) from the Hub API at the pinned revision."""
-    url = f"{endpoint}/api/models/{quote(lock.repository)}/paths-info/{lock.revision}"
+class HubFile(NamedTuple):
+    """What the Hub API says of one file at one revision."""
+
+    size: int
+    blob_id: str  # the git blob id (for an LFS file: of its pointer)
+    lfs_sha256: str | None  # None: a plain git file
+    lfs_size: int | None
+
+
+def hub_metadata(repository: str, revision: str, names: list[str], endpoint: str, clock: FetchClock) -> dict[str, HubFile]:
+    """name -> HubFile from the Hub API at ``revision``, in one bounded request; an error naming any it lacks."""
+    url = f"{endpoint}/api/models/{quote(repository)}/paths-info/{revision}"
     body = urlencode([("paths", name) for name in names] + [("expand", "false")]).encode()
-    where = f"the Hub's metadata for {', '.join(names)} at revision {lock.revision}"
+    where = f"the Hub's metadata for {', '.join(names)} at revision {revision}"
     try:
         response = _Response(url, clock, "POST", body, {"Content-Type": "application/x-www-form-urlencoded"})
         try:
@@ -820,24 +830,24 @@ def _hub_metadata(lock: Lock, names: list[str], endpoint: str, clock: _Clock) ->
             answer = json.loads(response.read_bounded(METADATA_MAX_BYTES))
         finally:
             response.close()
-        found = {
-            entry["path"]: (entry["size"], entry["oid"], (entry.get("lfs") or {}).get("oid"))
-            for entry in answer
-            if isinstance(entry, dict) and entry.get("type", "file") == "file"
-        }
+        found = {}
+        for entry in answer:
+            if isinstance(entry, dict) and entry.get("type", "file") == "file":
+                lfs = entry.get("lfs") or {}
+                found[entry["path"]] = HubFile(entry["size"], entry["oid"], lfs.get("oid"), lfs.get("size"))
     except _Refused as error:
         raise ArtifactError(f"could not read {where}: {error}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise ArtifactError(f"could not read {where}: the answer is not the expected JSON ({error})") from None
     absent = [name for name in names if name not in found]
     if absent:
-        raise ArtifactError(f"the Hub lists no {', '.join(absent)} at revision {lock.revision}")
+        raise ArtifactError(f"the Hub lists no {', '.join(absent)} at revision {revision}")
     return found
 
 
-def _hub_problem(name: str, data: bytes, metadata: tuple) -> str | None:
+def _hub_problem(name: str, data: bytes, metadata: HubFile) -> str | None:
     """For a file the lock has no hash for: does it match the Hub's size and blob id / LFS sha256?"""
-    size, blob_id, lfs_sha256 = metadata
+    size, blob_id, lfs_sha256, _ = metadata
     if len(data) != size:
         return f"{name}: {len(data):,} bytes, the Hub's metadata says {size:,}"
     if lfs_sha256 is not None and hashlib.sha256(data).hexdigest() != lfs_sha256:
@@ -847,7 +857,7 @@ def _hub_problem(name: str, data: bytes, metadata: tuple) -> str | None:
     return None
 
 
-def _download_attempt(url: str, handle, offset: int, size: int, clock: _Clock) -> int:
+def _download_attempt(url: str, handle, offset: int, size: int, clock: FetchClock, size_from: str) -> int:
     """Append the rest of the file (from ``offset``) to ``handle``; return the new length. Never reads past
     ``size + 1`` bytes in all, whatever Content-Length or chunking the server uses."""
     headers = {"Range": f"bytes={offset}-"} if offset else {}
@@ -865,12 +875,12 @@ def _download_attempt(url: str, handle, offset: int, size: int, clock: _Clock) -
             raise _Refused(response.error_text(), retry=response.status >= 500 or response.status == 429)
         length = response.header("Content-Length")
         if length is not None and length.strip().isdigit() and offset + int(length) != size:
-            raise _Refused(f"the server announces {offset + int(length):,} bytes (Content-Length), the lock says {size:,}")
+            raise _Refused(f"the server announces {offset + int(length):,} bytes (Content-Length), {size_from} says {size:,}")
         written = offset
         while chunk := response.read_some(size + 1 - written):
-            if written + len(chunk) > size:  # the byte past the lock's size is read, never written
+            if written + len(chunk) > size:  # the byte past the expected size is read, never written
                 raise _Refused(
-                    f"the server sent more than the lock's {size:,} bytes; stopped reading at byte {written + len(chunk):,}"
+                    f"the server sent more than {size_from}'s {size:,} bytes; stopped reading at byte {written + len(chunk):,}"
                 )
             handle.write(chunk)
             written += len(chunk)
@@ -881,17 +891,18 @@ def _download_attempt(url: str, handle, offset: int, size: int, clock: _Clock) -
         response.close()
 
 
-def _download_one(lock: Lock, name: str, staging: Path, endpoint: str, clock: _Clock) -> FileBytes:
-    """Download one file into ``staging`` (bounded attempts, resuming) and read it back under the one rule."""
-    size = lock.file(name).size
-    url = f"{endpoint}/{quote(lock.repository)}/resolve/{lock.revision}/{quote(name)}"
+def download_file(repository: str, revision: str, name: str, size: int, staging: Path, endpoint: str,
+                  clock: FetchClock, size_from: str = "the lock") -> FileBytes:
+    """Download one file of ``size`` bytes into ``staging`` (bounded attempts, resuming, never a byte past
+    ``size``) and read it back under the one rule. ``size_from`` names who gave the size, for the errors."""
+    url = f"{endpoint}/{quote(repository)}/resolve/{revision}/{quote(name)}"
     path = staging / name
     failures = []
     with open(path, "wb") as handle:
         written = 0
         for attempt in range(1, clock.limits.attempts + 1):
             try:
-                written = _download_attempt(url, handle, written, size, clock)
+                written = _download_attempt(url, handle, written, size, clock, size_from)
                 break
             except _Refused as error:
                 handle.flush()
@@ -899,7 +910,7 @@ def _download_one(lock: Lock, name: str, staging: Path, endpoint: str, clock: _C
                 failures.append(f"attempt {attempt}: {error}")
                 if not error.retry or attempt == clock.limits.attempts:
                     raise ArtifactError(
-                        f"{name}: download from {lock.repository} at revision {lock.revision} failed after "
+                        f"{name}: download from {repository} at revision {revision} failed after "
                         f"{written:,} of {size:,} bytes ({'; '.join(failures)}); nothing from it was kept"
                     ) from None
                 pause = min(clock.limits.backoff_s * attempt, max(0.0, clock.deadline - time.monotonic()))
@@ -942,13 +953,13 @@ def fetch_artifacts(
         report(f"{directory}: all six files already present and verified; nothing downloaded")
         return verify_artifacts(directory, lock)
 
-    clock = _Clock.start(limits)
-    endpoint = _endpoint(endpoint)
-    metadata = _hub_metadata(lock, unpinned, endpoint, clock) if unpinned else {}
+    clock = FetchClock.start(limits)
+    endpoint = hub_endpoint(endpoint)
+    metadata = hub_metadata(lock.repository, lock.revision, unpinned, endpoint, clock) if unpinned else {}
     for name in unpinned:
-        if metadata[name][0] != lock.file(name).size:
+        if metadata[name].size != lock.file(name).size:
             raise ArtifactError(
-                f"{name}: the Hub's metadata says {metadata[name][0]:,} bytes at revision {lock.revision}, "
+                f"{name}: the Hub's metadata says {metadata[name].size:,} bytes at revision {lock.revision}, "
                 f"the lock says {lock.file(name).size:,}: the plan and the lock disagree with the Hub"
             )
         if name in held:
@@ -964,8 +975,8 @@ def fetch_artifacts(
     staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
     try:
         for name in missing:
-            staged = _download_one(lock, name, staging, endpoint, clock)
             expected = lock.file(name)
+            staged = download_file(lock.repository, lock.revision, name, expected.size, staging, endpoint, clock)
             if expected.sha256 is None:
                 problem = _hub_problem(name, staged.data, metadata[name])
             elif staged.sha256 != expected.sha256:
@@ -1879,7 +1890,7 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=FetchLimits().deadline_s,
         metavar="SECONDS",
         help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
@@ -1887,7 +1898,7 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:

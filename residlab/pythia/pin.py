@@ -1,10 +1,13 @@
 """``residlab pythia pin``: re-read the six files' sizes and hashes at one immutable revision and rewrite the lock.
 
 For instructors, when the pinned revision changes or the lock must be completed. It asks the Hub API
-(``get_paths_info``) for each allowed file at that commit: LFS files (the weights) come with the Hub's sha256;
+(``paths-info``) for each allowed file at that commit: LFS files (the weights) come with the Hub's sha256;
 for plain git files the API gives only a git blob id, so the file is downloaded into a temporary directory,
-its blob id checked against the API's, and its sha256 computed. The new lock is validated, then written
-atomically; every value's ``source`` says it was read from the Hub API at that revision on that date.
+its blob id checked against the API's, and its sha256 computed. It uses the fetch's client and bounds
+(``FetchLimits``: a deadline for the whole pin, ``--timeout``; a stall limit; no byte read past a file's
+size), so an instructor's pin can hang or fill a disk no more than a learner's fetch. The new lock is
+validated, then written atomically; every value's ``source`` says it was read from the Hub API at that
+revision on that date.
 
 Package only (not bundled): learners never re-pin.
 """
@@ -19,47 +22,45 @@ import sys
 import tempfile
 from pathlib import Path
 
-from residlab.pythia.artifacts import ArtifactError, git_blob_id
-from residlab.pythia.lock import ALLOWED_FILES, LockError, UnsafeFileError, default_lock_path, parse_lock, read_file_bytes
+from residlab.pythia.artifacts import ArtifactError, FetchClock, FetchLimits, download_file, git_blob_id, hub_endpoint, hub_metadata
+from residlab.pythia.lock import ALLOWED_FILES, LockError, default_lock_path, parse_lock
+from residlab.pythia.runner import positive_seconds
 
 _HEX40 = "0123456789abcdef"
+# The Hub refuses a file over 10 MB outside LFS; a larger size claimed for one is refused before downloading.
+GIT_FILE_MAX_BYTES = 10 * 1000 * 1000
 
 
-def read_pins_from_hub(repository: str, revision: str, *, endpoint: str | None = None) -> dict[str, dict]:
-    """name -> {"size", "sha256", "how"} for the six allowed files at ``revision``, from the Hub API."""
-    from huggingface_hub import HfApi, hf_hub_download
-
-    api = HfApi(endpoint=endpoint)
+def read_pins_from_hub(repository: str, revision: str, *, endpoint: str | None = None,
+                       limits: FetchLimits = FetchLimits()) -> dict[str, dict]:
+    """name -> {"size", "sha256", "how"} for the six allowed files at ``revision``, from the Hub API. Through the
+    fetch's own client and bounds: one bounded metadata request, and each plain git file downloaded with its
+    API size as the limit (at most ``GIT_FILE_MAX_BYTES``), all within one deadline."""
+    clock = FetchClock.start(limits)
+    endpoint = hub_endpoint(endpoint)
     try:
-        infos = api.get_paths_info(repository, list(ALLOWED_FILES), revision=revision)
-    except Exception as error:  # noqa: BLE001 - one clear refusal for every failure
-        raise ArtifactError(f"could not read {repository} at revision {revision} from the Hub API: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}") from None
-    by_name = {info.path: info for info in infos}
-    absent = [name for name in ALLOWED_FILES if name not in by_name]
-    if absent:
-        raise ArtifactError(f"{repository} has no {', '.join(absent)} at revision {revision}; nothing was changed")
+        metadata = hub_metadata(repository, revision, list(ALLOWED_FILES), endpoint, clock)
+    except ArtifactError as error:
+        raise ArtifactError(f"{repository}: {error}") from None
     pins = {}
     with tempfile.TemporaryDirectory(prefix="residlab-pin-") as scratch:
         for name in ALLOWED_FILES:
-            info = by_name[name]
-            if info.lfs is not None:
-                if info.lfs.size != info.size:
-                    raise ArtifactError(f"{name}: the Hub API reports size {info.size} but LFS size {info.lfs.size}")
-                pins[name] = {"size": info.size, "sha256": info.lfs.sha256, "how": "size and LFS sha256"}
+            info = metadata[name]
+            if info.lfs_sha256 is not None:
+                if info.lfs_size != info.size:
+                    raise ArtifactError(f"{name}: the Hub API reports size {info.size} but LFS size {info.lfs_size}")
+                pins[name] = {"size": info.size, "sha256": info.lfs_sha256, "how": "size and LFS sha256"}
                 continue
             # A plain git file: the API gives its git blob id, not its sha256. Download it and check.
-            try:
-                path = Path(hf_hub_download(repository, name, revision=revision, local_dir=scratch, endpoint=endpoint))
-            except Exception as error:  # noqa: BLE001
-                raise ArtifactError(f"{name}: download at revision {revision} failed: {type(error).__name__}") from None
-            try:
-                held = read_file_bytes(path, info.size)
-            except (OSError, UnsafeFileError) as error:
-                raise ArtifactError(f"{name}: the download at revision {revision} could not be read back ({error})") from None
-            if held.size != info.size or git_blob_id(held.data) != info.blob_id:
+            if info.size > GIT_FILE_MAX_BYTES:
                 raise ArtifactError(
-                    f"{name}: the downloaded bytes do not match the Hub API's size {info.size} and git blob id "
-                    f"{info.blob_id}; nothing was changed"
+                    f"{name}: the Hub API reports {info.size:,} bytes for a file outside LFS; more than the "
+                    f"{GIT_FILE_MAX_BYTES:,} the Hub keeps outside LFS, so it was not downloaded"
+                )
+            held = download_file(repository, revision, name, info.size, Path(scratch), endpoint, clock, "the Hub API")
+            if git_blob_id(held.data) != info.blob_id:
+                raise ArtifactError(
+                    f"{name}: the downloaded bytes do not match the Hub API's git blob id {info.blob_id}"
                 )
             pins[name] = {
                 "size": info.size,
@@ -122,6 +123,8 @@ def main(argv: list[str] | None = None, *, today: datetime.date | None = None) -
     parser.add_argument("--repo", help="repository id (default: the one in the lock)")
     parser.add_argument("--lock", type=Path, default=default_lock_path(), help="the lock file to rewrite")
     parser.add_argument("--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT)")
+    parser.add_argument("--timeout", type=positive_seconds, default=FetchLimits().deadline_s, metavar="SECONDS",
+                        help=f"give up a pin that takes longer than this in all (default {FetchLimits().deadline_s:g})")
     args = parser.parse_args(argv)
     if len(args.revision) != 40 or any(char not in _HEX40 for char in args.revision):
         parser.error(f"--revision {args.revision!r} is not a 40-hex commit id: pin an immutable commit, never a branch or tag")
@@ -129,11 +132,12 @@ def main(argv: list[str] | None = None, *, today: datetime.date | None = None) -
         old = json.loads(args.lock.read_text(encoding="utf-8"))
         parse_lock(old, str(args.lock))
         repository = args.repo or old["repository"]
-        pins = read_pins_from_hub(repository, args.revision, endpoint=args.endpoint)
+        pins = read_pins_from_hub(repository, args.revision, endpoint=args.endpoint,
+                                  limits=FetchLimits(deadline_s=args.timeout))
         new = pinned_lock(old, repository, args.revision, pins, today or datetime.date.today())
         write_lock_atomically(new, args.lock)
     except (ArtifactError, LockError, OSError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error}; the lock was not changed", file=sys.stderr)
         return 1
     changed = changes(old, new)
     print(f"Pinned {repository} at {args.revision} in {args.lock} ({new['total_bytes']:,} bytes in six files).")

@@ -39,7 +39,7 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=FetchLimits().deadline_s,
         metavar="SECONDS",
         help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
@@ -47,7 +47,7 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:

@@ -70,6 +70,42 @@ def test_page_loads_cleanly_and_only_from_its_own_host(page, base_url, browser, 
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
 
 
+PHONE_WIDTH = 390
+SCROLLING_BOXES = "pre, main table, math[display='block']"  # what may scroll sideways inside its own box
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_fits_a_phone_screen_and_its_scrolling_boxes_take_the_keyboard(page, base_url, browser, screenshot_dir):
+    """At 390 px nothing pushes the page sideways: a wide table or a long formula scrolls inside its own box,
+    and each box that scrolls is a tab stop, so a keyboard can scroll it too."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 1, "mobile": True})  # fmt: skip
+    try:
+        open_page(browser, f"{base_url}/{page}")
+        scroll_width, window_width = browser.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        assert window_width == PHONE_WIDTH
+        wide = browser.execute_script(
+            "const w = document.documentElement.clientWidth;"
+            "return [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > w + 0.5"
+            " && ![...document.querySelectorAll(arguments[0])].some(b => b !== e && b.contains(e)))"
+            ".slice(0, 5).map(e => e.tagName + ': ' + e.textContent.slice(0, 60))", SCROLLING_BOXES)
+        assert scroll_width <= window_width, f"{page} is wider than a {PHONE_WIDTH}-pixel screen; sticking out: {wide}"
+        unreachable = browser.execute_script(
+            "return [...document.querySelectorAll(arguments[0])]"
+            ".filter(b => b.scrollWidth > b.clientWidth && b.getAttribute('tabindex') !== '0')"
+            ".map(b => b.tagName + ': ' + b.textContent.slice(0, 60))", SCROLLING_BOXES)
+        assert unreachable == [], f"{page}: boxes that scroll sideways but take no keyboard focus"
+        cut = browser.execute_script(  # a display formula scrolls sideways only: nothing of it is cut off vertically
+            "return [...document.querySelectorAll('math[display=block]')].filter(m => m.scrollHeight > m.clientHeight)"
+            ".map(m => m.textContent.slice(0, 60))")
+        assert cut == [], f"{page}: display formulas taller than their box"
+        shot = screenshot_dir / (page.replace("/", "__").removesuffix(".html") + "-phone.png")
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
 def test_mermaid_diagrams_are_svg(built_site, base_url, browser):
     page = "lessons/04-residual-stream.html"
     diagrams = (built_site.site / page).read_text(encoding="utf-8").count('<pre class="mermaid mermaid-js"')

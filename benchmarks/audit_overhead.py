@@ -15,14 +15,13 @@ parameter hashing (once before the first run and after every run).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
 
-from measure import specimen_and_fixed_sentence, timed
+from measure import capture_benchmark, timed
 from residlab import audit
 from residlab.architectures import BLOCK_TYPES
 from residlab.pythia import observe
@@ -64,11 +63,7 @@ def audit_recording(subject: audit.Subject, input_ids) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
-    args = parser.parse_args()
-    model, input_ids = specimen_and_fixed_sentence(args.threads)  # input_ids (1, 8)
+    args, model, input_ids = capture_benchmark(__doc__.splitlines()[0])  # input_ids (1, 8)
     subject = audit.Subject(model, BLOCK_TYPES["gpt_neox"], {"kind": "specimen"})
     candidates = {
         "plain forward": lambda: observe._forward(model, input_ids),

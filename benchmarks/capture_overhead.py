@@ -10,14 +10,13 @@ plain forwards and after the captures, the bytes of one capture's tensors, and t
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 
 import torch
 
-from measure import peak_rss_mib, specimen_and_fixed_sentence, timed
+from measure import capture_benchmark, peak_rss_mib, timed
 from residlab.pythia import observe
 
 
@@ -49,11 +48,7 @@ def compare(model, input_ids, repeats: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
-    args = parser.parse_args()
-    model, sentence_ids = specimen_and_fixed_sentence(args.threads)  # sentence_ids (1, 8)
+    args, model, sentence_ids = capture_benchmark(__doc__.splitlines()[0])  # sentence_ids (1, 8)
     long_ids = sentence_ids.repeat(1, 32)  # (1, 256): the sentence 32 times
 
     print(f"capture overhead on the synthetic specimen, torch {torch.__version__}, {args.threads} thread(s), "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import resource
 import sys
 import time
@@ -33,3 +34,13 @@ def specimen_and_fixed_sentence(threads: int):
     torch.set_num_threads(threads)
     tokenizer = Tokenizer.from_file(str(TOKENIZER_SOURCE))
     return build_specimen_model(seed=0), torch.tensor([tokenizer.encode(observe.FIXED_TEXT).ids])
+
+
+def capture_benchmark(description: str):
+    """The capture benchmarks' shared start: parse ``--repeats`` and ``--threads``, then build their subject.
+    Returns (args, the specimen, the fixed sentence's ids (1, 8))."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1: steadier timings)")
+    args = parser.parse_args()
+    return (args, *specimen_and_fixed_sentence(args.threads))

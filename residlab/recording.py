@@ -11,9 +11,9 @@ A site is ``(name, module, kind)``, resolved by the caller before the first hook
 registers nothing. ``kind`` "input" reads the module's first positional argument (or its ``hidden_states``
 keyword) with a pre-hook; "output" reads its return value, the tensor itself or the first entry of a tuple.
 Every record is copied when its hook fires, outside inference mode, so it is an ordinary tensor that its user
-may modify in place without touching the model or another record. torch is imported when a recording starts, so the runners' ``--plan`` works before anything
-is installed. This is the hot path of every captured forward: each hook makes one copy and two dictionary
-writes, nothing more.
+may modify in place without touching the model or another record. torch is imported when a recording starts,
+so the runners' ``--plan`` works before anything is installed. This is the hot path of every captured forward:
+each hook makes one copy and two dictionary writes, nothing more.
 """
 
 from __future__ import annotations

@@ -1055,8 +1055,9 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
         detail = f" fields exact; {counts['numbers_ok']} of {counts['numbers']} numbers within tolerance"
         report.check(f"record {name} reproduced", counts["exact_ok"] + counts["numbers_ok"] + counts["tolerances_ok"],
                      counts["exact"] + counts["numbers"] + counts["tolerances"], detail)  # fmt: skip
-    if environment != library_versions(LIBRARIES):
-        report.lines.append(f"note: the packet was written with {environment}; this check ran with {library_versions(LIBRARIES)}")
+    current = library_versions(LIBRARIES)
+    if environment != current:
+        report.lines.append(f"note: the packet was written with {environment}; this check ran with {current}")
     return report
 
 

@@ -190,7 +190,7 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
     missing = recorder.missing()
     if missing:
         raise ObservationError(f"hook sites never fired: {', '.join(missing)}")
-    names = _block_site_names(len(recorder.names) // len(BLOCK_SITES))  # every block's four, then the final norm
+    names = _block_site_names(model.config.num_hidden_layers)
     return_kinds = {recorder.return_kinds[name] for name in names["resid_out"]}
     if len(return_kinds) != 1:
         raise ObservationError(f"blocks returned mixed kinds: {sorted(return_kinds)}")

@@ -151,7 +151,10 @@ def test_lab_solutions_stay_collapsed_until_clicked(base_url, browser):
     header = solutions.find_element(By.XPATH, "preceding-sibling::*[contains(@class, 'callout-header')]")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
     header.click()
-    wait_for(browser, lambda b: solutions.is_displayed(), "the solutions did not open when clicked")
+    # Bootstrap animates the opening ("collapsing"); until it ends, text below the growing edge reads as hidden.
+    wait_for(browser, lambda b: {"collapse", "show"} <= set(solutions.get_attribute("class").split()),
+             "the solutions did not open when clicked")
+    assert solutions.is_displayed()
     assert "sqrt(17)" in solutions.text
 
 

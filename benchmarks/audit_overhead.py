@@ -105,8 +105,8 @@ def main() -> int:
     plain = sum(timed(candidates["plain forward"]) for _ in range(forwards))
     hashing = statistics.median(timed(lambda: audit.parameter_digests(model)) for _ in range(9)) * (forwards + 1)
     print(f"  one audit of {len(sites)} writes: {whole * 1e3:.1f} ms = {whole / plain:.1f}x the {forwards} plain "
-          f"forwards it needs ({plain * 1e3:.1f} ms); hashing the parameters before the first run and after each is about "
-          f"{hashing * 1e3:.1f} ms of it ({hashing / whole:.0%})")  # fmt: skip
+          f"forwards it needs ({plain * 1e3:.1f} ms); hashing the parameters ({audit.HASH_THREADS} thread(s)) before the "
+          f"first run and after each is about {hashing * 1e3:.1f} ms of it ({hashing / whole:.0%})")  # fmt: skip
     return 0
 
 

@@ -33,6 +33,7 @@ import math
 import os
 import secrets
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,7 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 MAX_RECORD_BYTES = 64 * 2**20  # a record larger than this is refused unread
 MAX_CONFIG_BYTES = 2**20
 MAX_THREADS = 1024
+HASH_THREADS = min(4, os.cpu_count() or 1)  # parameter hashing only; the forwards use --threads
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
 # Reproduction tolerance per quantity: |re-run - recorded| <= absolute + relative * |recorded|. Re-runs in one
@@ -288,16 +290,23 @@ def sha256_json(value) -> str:
 
 
 def tensor_sha256(tensor) -> str:
-    return hashlib.sha256(tensor.detach().contiguous().cpu().numpy().tobytes()).hexdigest()
+    """sha256 of the tensor's bytes in row-major order, read in place (no copy) when it is contiguous on the CPU."""
+    torch = _import_torch()
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return hashlib.sha256(flat.view(torch.uint8).numpy()).hexdigest()
 
 
 def parameter_digests(model) -> dict:
     """sha256 of every parameter tensor in registration order (the model's own canonical order), and one
     digest over their shapes, dtypes and hashes (names left out: releases rename some tensors)."""
+    named = list(model.named_parameters())
+    # hashlib releases the GIL on large buffers, so the tensors hash in parallel; each digest is still its
+    # tensor's own bytes, and the total is taken in registration order.
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        hashes = list(pool.map(tensor_sha256, (parameter for _, parameter in named)))
     tensors = []
     total = hashlib.sha256()
-    for name, parameter in model.named_parameters():
-        digest = tensor_sha256(parameter)
+    for (name, parameter), digest in zip(named, hashes):
         shape, dtype = list(parameter.shape), str(parameter.dtype)
         tensors.append({"name": canonical_path(name), "shape": shape, "dtype": dtype, "sha256": digest})
         total.update(f"{list(parameter.shape)}|{parameter.dtype}|{digest}\n".encode())

@@ -158,6 +158,24 @@ def test_verify_against_other_weights_fails_on_the_parameter_digest(gpt2_packet,
     assert "record model, field parameters.digest" in out
 
 
+def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
+    """The parallel hashing gives what hashing each tensor's bytes one by one gives, in the model's order;
+    a transposed (non-contiguous) or 0-dim tensor hashes as its row-major bytes."""
+    import hashlib
+
+    model = audit.build_specimen("gpt_neox_sequential", seed=5).model
+    expected = [hashlib.sha256(p.detach().numpy().tobytes()).hexdigest() for _, p in model.named_parameters()]
+    digests = audit.parameter_digests(model)
+    assert [t["sha256"] for t in digests["tensors"]] == expected
+    assert [t["name"] for t in digests["tensors"]] == [audit.canonical_path(n) for n, _ in model.named_parameters()]
+    total = hashlib.sha256("".join(f"{list(p.shape)}|{p.dtype}|{h}\n" for (_, p), h in
+                                   zip(model.named_parameters(), expected)).encode()).hexdigest()  # fmt: skip
+    assert digests["digest"] == total
+    transposed = torch.arange(12.0).reshape(3, 4).t()
+    assert audit.tensor_sha256(transposed) == hashlib.sha256(transposed.contiguous().numpy().tobytes()).hexdigest()
+    assert audit.tensor_sha256(torch.tensor(2.5)) == hashlib.sha256(torch.tensor(2.5).numpy().tobytes()).hexdigest()
+
+
 def test_copy_model_packet_equals_the_lesson(tmp_path):
     packet = audit_copy.write_copy_model_packet(tmp_path / "copy")
     lesson = lesson_lab.audit_model(lesson_lab.trained_copy_model())

@@ -8,9 +8,10 @@ the floor of any hook-based capture), and the same hooks keeping a detached copy
 hooks + copy", the floor of a capture that is safe from later in-place writes); Lab 05's capture
 (``observe.capture_residuals``, which copies at each hook); and the audit's recording forward (24 sites,
 ``audit.execute`` without its parameter hashing). It prints the median of per-round ratios of each to the
-plain forward (goal: ``measure.CAPTURE_GOAL``) and to both hand-written floors. Then it times one whole audit of every
-write at the last position, and prints its wall time as a ratio to the plain forwards it needs (2 + 2 per
-declared write), and how much of it is the parameter hashing (once before the first run and after every run).
+plain forward (goal: ``measure.CAPTURE_GOAL``) and to both hand-written floors. Then it times one whole audit
+of every write at the last position, and prints its wall time as a ratio to the plain forwards it needs (2 + 2
+per declared write), and how much of it is the parameter hashing (once before the first run and after every
+run).
 """
 
 from __future__ import annotations

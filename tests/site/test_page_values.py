@@ -49,3 +49,16 @@ def test_the_lab_page_shows_the_closed_form_solutions(built_site):
     assert r"| shortcut (old $z$ − old $F(x)$) | $[5,-2,-1]^\mathsf{T}$ | -1 |" in text
     assert rf"($\lVert F(x)\rVert\approx$ {round(math.sqrt(5), 3)})" in text
     assert rf"($\lVert G(y)\rVert\approx$ {round(math.sqrt(32), 3)})" in text
+
+
+def test_the_fetch_and_pin_bounds_the_pages_state_are_the_ones_the_code_enforces(built_site):
+    from residlab.pythia.artifacts import FetchLimits
+    from residlab.pythia.pin import GIT_FILE_MAX_BYTES
+
+    limits = FetchLimits()
+    instructors = shown(built_site.site, "instructors.html")
+    assert f"--timeout SECONDS , {limits.deadline_s / 60:g} minutes by default)" in instructors
+    assert f"a connection silent for {limits.stall_s:g} s counts as stalled, {limits.attempts} attempts per file" in instructors
+    assert f"says is over {GIT_FILE_MAX_BYTES / 1e6:g} MB (more than the Hub keeps outside LFS)" in instructors
+    lab = shown(built_site.site, "labs/05-trace-residual-stream.html")
+    assert f"stops after a deadline ({limits.deadline_s / 60:g} minutes; change it with --timeout SECONDS )" in lab

@@ -62,3 +62,17 @@ def test_the_fetch_and_pin_bounds_the_pages_state_are_the_ones_the_code_enforces
     assert f"says is over {GIT_FILE_MAX_BYTES / 1e6:g} MB (more than the Hub keeps outside LFS)" in instructors
     lab = shown(built_site.site, "labs/05-trace-residual-stream.html")
     assert f"stops after a deadline ({limits.deadline_s / 60:g} minutes; change it with --timeout SECONDS )" in lab
+
+
+def test_lab05_part4_counts_and_versions_are_the_codes_and_the_locks(built_site):
+    from residlab.pins import load_lock_data
+    from residlab.pythia.observe import LIBRARIES
+    from residlab.pythia.specimen import PINNED_CONFIG
+
+    also_tested = load_lock_data()["also_tested"]["transformers"]
+    lab = shown(built_site.site, "labs/05-trace-residual-stream.html")
+    assert f"the versions of Python and the {len(LIBRARIES)} libraries, the repository" in lab
+    assert f"each of the {PINNED_CONFIG['num_hidden_layers']} raw block outputs" in lab
+    assert f"a block returns a tuple in Transformers {also_tested} and a bare tensor in 5.x" in lab
+    source = f"https://github.com/huggingface/transformers/blob/v{also_tested}/src/transformers/models/gpt_neox/modeling_gpt_neox.py"
+    assert f'href="{source}"' in (built_site.site / "labs/05-trace-residual-stream.html").read_text(encoding="utf-8")

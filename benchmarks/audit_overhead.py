@@ -23,10 +23,10 @@ import time
 import torch
 
 from measure import CAPTURE_GOAL, capture_benchmark, timed
-from residlab import audit
-from residlab.architectures import BLOCK_TYPES
+from residlab.audit import core as audit
+from residlab.capture.blocks import BLOCK_TYPES
 from residlab.pythia import observe
-from residlab.recording import record_sites
+from residlab.capture.recording import record_sites
 
 
 def bare_hooks(model, input_ids, keep) -> None:

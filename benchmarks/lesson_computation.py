@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from measure import peak_rss_mib, timed
-from residlab import lesson_lab
+from residlab.course import lesson_lab
 
 
 def full_lesson() -> None:

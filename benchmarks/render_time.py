@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from residlab import site
+from residlab.build import site
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE_LINE = re.compile(r"^\[\s*\d+/\d+\]\s+(?P<page>\S+)")

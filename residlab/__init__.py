@@ -2,11 +2,11 @@
 
 Layers, by module:
 
-- ``residlab.toy``        the Lab 05 hand trace (standard library only)
-- ``residlab.lesson_lab`` the Lesson 2.1 copy-model audit and pre-LN/post-LN gradient profile (torch)
+- ``residlab.course.toy``        the Lab 05 hand trace (standard library only)
+- ``residlab.course.lesson_lab`` the Lesson 2.1 copy-model audit and pre-LN/post-LN gradient profile (torch)
 - ``residlab.pythia``     the pinned Pythia-14M specimen: lock, download, capture, observations
-- ``residlab.pins``       one source of truth for pinned versions, fanned out to pages and runners
-- ``residlab.runners``    builds the downloadable scripts in ``assets/labs/`` from these modules
+- ``residlab.build.pins``       one source of truth for pinned versions, fanned out to pages and runners
+- ``residlab.build.runners``    builds the downloadable scripts in ``assets/labs/`` from these modules
 
 Importing the package imports nothing heavy: ``import residlab`` never loads torch.
 """

@@ -1,4 +1,4 @@
-"""The site tables of residlab/architectures.py against the blocks themselves, for every supported block type.
+"""The site tables of residlab/capture/blocks.py against the blocks themselves, for every supported block type.
 
 Each specimen is built from its small configuration with seeded random weights; per block, the recorded
 output must equal input + attention write + MLP write within IDENTITY_TOLERANCE, and the GPT-2 specimen's
@@ -13,7 +13,8 @@ import math
 import pytest
 import torch
 
-from residlab import architectures, audit
+from residlab.capture import blocks
+from residlab.audit import core as audit
 from residlab.pythia import observe
 
 # float32 regrouping of a three-term sum: an absolute floor plus a few ulps of the largest term.
@@ -27,7 +28,7 @@ def recorded_clean_run(name: str) -> tuple[audit.Subject, audit.Run]:
     return subject, audit.execute(subject, "clean", "clean", IDS)
 
 
-@pytest.mark.parametrize("name", list(architectures.SPECIMEN_CONFIGS))
+@pytest.mark.parametrize("name", list(blocks.SPECIMEN_CONFIGS))
 def test_every_block_adds_exactly_its_two_writes(name):
     subject, run = recorded_clean_run(name)
     assert subject.block_type.name == name
@@ -44,7 +45,7 @@ def test_every_block_adds_exactly_its_two_writes(name):
             assert torch.equal(run.sites[f"blocks.{block + 1}.resid_in"], resid_out)
 
 
-@pytest.mark.parametrize("name", list(architectures.SPECIMEN_CONFIGS))
+@pytest.mark.parametrize("name", list(blocks.SPECIMEN_CONFIGS))
 def test_logits_are_the_final_normaliser_and_unembedding_of_the_last_output(name):
     subject, run = recorded_clean_run(name)
     last = run.sites[f"blocks.{len(subject.blocks) - 1}.resid_out"][-1]
@@ -53,7 +54,7 @@ def test_logits_are_the_final_normaliser_and_unembedding_of_the_last_output(name
 
 
 def test_the_sequential_and_parallel_neox_specimens_differ_only_in_the_mlp_read():
-    parallel, sequential = (architectures.BLOCK_TYPES[n].sites for n in ("gpt_neox", "gpt_neox_sequential"))
+    parallel, sequential = (blocks.BLOCK_TYPES[n].sites for n in ("gpt_neox", "gpt_neox_sequential"))
     assert parallel.mlp_reads == "resid_in" and sequential.mlp_reads == "resid_in + attn_write"
     assert (parallel.attn_write, parallel.mlp_write) == (sequential.attn_write, sequential.mlp_write)
     assert observe.SITE_MAPS == {"parallel": parallel, "sequential": sequential}  # Lab 05 reads the same tables
@@ -63,8 +64,8 @@ def test_an_unknown_architecture_is_refused_naming_the_supported_ones():
     class Config:
         model_type = "mistral"
 
-    with pytest.raises(architectures.ArchitectureError) as error:
-        architectures.block_type_for(Config())
+    with pytest.raises(blocks.ArchitectureError) as error:
+        blocks.block_type_for(Config())
     for name in ("gpt_neox", "gpt_neox_sequential", "gpt2", "llama"):
         assert name in str(error.value)
 
@@ -114,8 +115,8 @@ def test_gpt2_sites_equal_an_independent_forward():
 def test_packets_record_the_gpt_neox_head_under_one_name_in_both_releases():
     """4.57.1 names GPTNeoXForCausalLM's head embed_out, 5.x lm_head: packets record lm_head either way, so a
     packet written under one release verifies under the other."""
-    assert architectures.canonical_path("embed_out.weight") == "lm_head.weight"
-    assert architectures.canonical_path("gpt_neox.layers.0.mlp.embed_out.weight").startswith("gpt_neox.")
+    assert blocks.canonical_path("embed_out.weight") == "lm_head.weight"
+    assert blocks.canonical_path("gpt_neox.layers.0.mlp.embed_out.weight").startswith("gpt_neox.")
     subject = audit.build_specimen("gpt_neox")
     record = audit.model_record(subject, threads=1)
     assert record["output_embedding"] == "lm_head"

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from residlab import architectures, audit, audit_copy, lesson_lab
+from residlab.capture import blocks
+from residlab.audit import core as audit
+from residlab.course import copy_audit
+from residlab.course import lesson_lab
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "assets" / "labs" / "audit_residual_writes.py"
@@ -20,7 +23,7 @@ PROMPTS = ["--clean-ids", "5,17,3,40,2", "--corrupt-ids", "9,17,3,40,2", "--targ
 
 
 def run_cli(argv, capsys):
-    code = audit_copy.main(argv)
+    code = copy_audit.main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -28,7 +31,7 @@ def run_cli(argv, capsys):
 @pytest.fixture(scope="module")
 def gpt2_packet(tmp_path_factory):
     directory = tmp_path_factory.mktemp("packet") / "gpt2"
-    assert audit_copy.main(["--specimen", "gpt2", *PROMPTS, "--output", str(directory)]) == 0
+    assert copy_audit.main(["--specimen", "gpt2", *PROMPTS, "--output", str(directory)]) == 0
     return directory
 
 
@@ -43,7 +46,7 @@ def edited_copy(packet: Path, target: Path, record: str, edit, relink: bool = Fa
     return target
 
 
-@pytest.mark.parametrize("name", list(architectures.SPECIMEN_CONFIGS))
+@pytest.mark.parametrize("name", list(blocks.SPECIMEN_CONFIGS))
 def test_each_specimen_gets_a_packet_that_verifies(name, tmp_path, capsys):
     packet = tmp_path / "packet"
     code, out, err = run_cli(["--specimen", name, *PROMPTS, "--output", str(packet)], capsys)
@@ -85,7 +88,7 @@ def test_the_packet_records_what_the_issue_lists(gpt2_packet):
 
 
 def test_the_same_audit_writes_the_same_bytes(gpt2_packet, tmp_path):
-    assert audit_copy.main(["--specimen", "gpt2", *PROMPTS, "--output", str(tmp_path / "again")]) == 0
+    assert copy_audit.main(["--specimen", "gpt2", *PROMPTS, "--output", str(tmp_path / "again")]) == 0
     for name in audit.RECORDS:
         assert (tmp_path / "again" / f"{name}.json").read_bytes() == (gpt2_packet / f"{name}.json").read_bytes()
 
@@ -177,7 +180,7 @@ def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
 
 
 def test_copy_model_packet_equals_the_lesson(tmp_path):
-    packet = audit_copy.write_copy_model_packet(tmp_path / "copy")
+    packet = copy_audit.write_copy_model_packet(tmp_path / "copy")
     lesson = lesson_lab.audit_model(lesson_lab.trained_copy_model())
     results = {row["site"]: row for row in packet["measurement"]["results"]}
     published = {"blocks.0.attn_write": ("1.359", "-1.734", "-9.553", "1.000"),
@@ -191,7 +194,7 @@ def test_copy_model_packet_equals_the_lesson(tmp_path):
         assert [q["value"] for q in ours] == pytest.approx(theirs, abs=1e-6)
         assert row["norm"]["value"] == pytest.approx(component.write_norm, abs=1e-6)
     assert packet["input"]["rival"]["id"] == lesson.rival
-    report = audit_copy.verify_copy_model_packet(tmp_path / "copy")
+    report = copy_audit.verify_copy_model_packet(tmp_path / "copy")
     assert report.passed, report.failures
 
 
@@ -303,7 +306,7 @@ def test_a_model_directory_failing_verification_is_refused(llama_directory, tmp_
 
 def test_verify_names_a_changed_model_file(llama_directory, tmp_path, capsys):
     packet = tmp_path / "packet"
-    assert audit_copy.main(["--model", str(llama_directory), *PROMPTS, "--site", "attn:0:-1", "--output", str(packet)]) == 0
+    assert copy_audit.main(["--model", str(llama_directory), *PROMPTS, "--site", "attn:0:-1", "--output", str(packet)]) == 0
     changed = _broken_copy(llama_directory, tmp_path / "changed", lambda d: (d / "generation_config.json").write_text("{}"))
     code, out, _ = run_cli(["verify", str(packet), "--model", str(changed)], capsys)
     assert code == 1

@@ -1,4 +1,4 @@
-"""residlab.explorer_data: every position of a capture, observed by observe_position from captures.json, the
+"""residlab.course.explorer_data: every position of a capture, observed by observe_position from captures.json, the
 selected one equal to observations.json; files that disagree or are not a capture stop it with a message
 naming the file."""
 
@@ -13,8 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from residlab import explorer_data  # noqa: E402
-from residlab.pythia.plots import CaptureError, read_capture  # noqa: E402
+from residlab.course import explorer_data  # noqa: E402
+from residlab.course.capture_page import CaptureError, read_capture  # noqa: E402
 
 CAPTURE = Path(__file__).resolve().parents[1] / "assets" / "captures" / "synthetic-specimen-seed0"
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from residlab.cache_layouts import (
+from residlab.course.cache_layouts import (
     CacheLayouts,
     copy_model_cache_layouts,
     encode_prompt,
@@ -18,7 +18,7 @@ from residlab.cache_layouts import (
     record_block_outputs,
     specimen_cache_layouts,
 )
-from residlab.glossary_figures import FOUR_TOKENS, four_position_figure
+from residlab.course.glossary_figures import FOUR_TOKENS, four_position_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "glossary"

@@ -1,4 +1,4 @@
-"""The Lesson 2.1 copy-model audit and gradient profile (residlab.lesson_lab).
+"""The Lesson 2.1 copy-model audit and gradient profile (residlab.course.lesson_lab).
 
 The model is trained once for the whole module (a few seconds on one thread); every test reads that run.
 """
@@ -10,8 +10,8 @@ import json
 import pytest
 import torch
 
-from residlab import lesson_lab
-from residlab.lesson_figures import markdown_table, plot_gradient_profile
+from residlab.course import lesson_lab
+from residlab.course.lesson_figures import markdown_table, plot_gradient_profile
 
 pytestmark = pytest.mark.slow
 

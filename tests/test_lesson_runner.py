@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from residlab import lesson_lab
-from residlab.runners import RUNNERS, build_runner
+from residlab.course import lesson_lab
+from residlab.build.runners import RUNNERS, build_runner
 
 pytestmark = pytest.mark.slow
 

@@ -232,11 +232,11 @@ def test_committed_checks_table_is_recomputed_from_the_committed_captures():
 
 
 def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
-    from residlab.pythia import plots
+    from residlab.course import capture_page
 
     _, tensors = committed_tensors()
-    shown = plots.read_capture(COMMITTED)
-    seen = plots.interpretation(shown)
+    shown = capture_page.read_capture(COMMITTED)
+    seen = capture_page.interpretation(shown)
     expected = expected_observation(tensors, shown.observations["selected_position"])
     norms, updates = expected["norms"], expected["updates"]
     predicted = norms[0]

@@ -18,8 +18,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from residlab import lesson_lab, paper_lab
-from residlab.runners import RUNNERS, build_runner
+from residlab.course import lesson_lab
+from residlab.course import paper_lab
+from residlab.build.runners import RUNNERS, build_runner
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = next(runner for runner in RUNNERS if runner.filename == "read_transformer_paper.py")
@@ -87,7 +88,7 @@ def test_figure_draws_the_sine_and_cosine_columns():
     import matplotlib
 
     matplotlib.use("Agg")
-    from residlab.paper_figures import plot_positional_encoding
+    from residlab.course.paper_figures import plot_positional_encoding
 
     figure = plot_positional_encoding(100, 512)
     sine, cosine = (ax.get_images()[0].get_array() for ax in figure.axes[:2])

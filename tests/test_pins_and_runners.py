@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from residlab import pins, runners, sync
+from residlab.build import pins
+from residlab.build import runners
+from residlab.build import sync
 
 ROOT = Path(__file__).resolve().parent.parent
 

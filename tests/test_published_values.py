@@ -23,7 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from residlab import lesson_lab  # noqa: E402
+from residlab.course import lesson_lab  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -367,7 +367,7 @@ def test_gradient_profile_is_the_median_over_seeds_at_every_depth(profile, refer
 
 
 def test_the_profile_statements_on_the_page_follow_from_the_reference(profile, reference_medians):
-    from residlab.lesson_figures import depths_where_first_exceeds, summarise_profile
+    from residlab.course.lesson_figures import depths_where_first_exceeds, summarise_profile
 
     pre, post = reference_medians["pre-LN"], reference_medians["post-LN"]
     summary = summarise_profile(profile)

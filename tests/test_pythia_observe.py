@@ -222,7 +222,7 @@ def test_cli_observe_writes_results_and_refuses_a_used_directory(specimen_dir, s
 
 
 def test_the_bundled_runner_alone_writes_the_same_observations(observed, specimen_dir, specimen_lock_path, tmp_path):
-    from residlab.runners import RUNNERS, build_runner
+    from residlab.build.runners import RUNNERS, build_runner
 
     _, package_output, _ = observed
     runner = next(r for r in RUNNERS if r.filename == "inspect_residual_stream.py")
@@ -257,39 +257,39 @@ def test_the_committed_capture_is_complete_small_and_marked_synthetic():
 
 
 def test_the_page_shows_the_cached_capture_when_no_verified_files_are_named():
-    from residlab.pythia import plots
+    from residlab.course import capture_page
 
-    shown = plots.page_capture(CACHED_CAPTURE, environ={})
+    shown = capture_page.page_capture(CACHED_CAPTURE, environ={})
     assert shown.fresh is False and shown.synthetic is True
     assert shown.observations == read(CACHED_CAPTURE, "observations.json")
 
 
 def test_the_page_captures_afresh_from_files_that_verify(specimen_dir, specimen_lock_path, specimen_lock_data, monkeypatch):
     from residlab.pythia import lock as lock_module
-    from residlab.pythia import plots
+    from residlab.course import capture_page
 
     # Stand the specimen's lock in for the pinned one: the page verifies against whatever load_lock() returns.
     monkeypatch.setattr(lock_module, "load_lock", lambda path=None: load_lock(specimen_lock_path))
-    shown = plots.page_capture(CACHED_CAPTURE, environ={plots.ARTIFACTS_ENV: str(specimen_dir)})
+    shown = capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
     assert shown.fresh is True
     assert shown.manifest["revision"] == specimen_lock_data["revision"]
     assert shown.directory != CACHED_CAPTURE and (shown.directory / "captures.json").exists()
 
 
 def test_the_page_refuses_named_files_that_do_not_verify(specimen_dir):
-    from residlab.pythia import plots
+    from residlab.course import capture_page
     from residlab.pythia.artifacts import ArtifactError
 
     # The specimen's bytes are not Pythia's: against the pinned lock they must fail, not fall back to the cache.
     with pytest.raises(ArtifactError, match="does not match the lock"):
-        plots.page_capture(CACHED_CAPTURE, environ={plots.ARTIFACTS_ENV: str(specimen_dir)})
+        capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
 
 
 def test_the_worked_example_is_computed_from_the_capture():
-    from residlab.pythia import plots
+    from residlab.course import capture_page
 
-    shown = plots.read_capture(CACHED_CAPTURE)
-    seen = plots.interpretation(shown)
+    shown = capture_page.read_capture(CACHED_CAPTURE)
+    seen = capture_page.interpretation(shown)
     norms = [row["norm"] for row in shown.observation["boundaries"]]
     updates = shown.observation["block_updates"]
     assert seen["first_norm"] == norms[0] and seen["last_norm"] == norms[-1]
@@ -308,15 +308,15 @@ def test_page_figures_have_labelled_axes():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from residlab.pythia import plots
+    from residlab.course import capture_page
 
-    shown = plots.read_capture(CACHED_CAPTURE)
-    for draw in (plots.plot_boundary_norms, plots.plot_consecutive_cosines, plots.plot_write_norms):
+    shown = capture_page.read_capture(CACHED_CAPTURE)
+    for draw in (capture_page.plot_boundary_norms, capture_page.plot_consecutive_cosines, capture_page.plot_write_norms):
         figure = draw(shown)
         axes = figure.axes[0]
         assert axes.get_xlabel() and axes.get_ylabel()
         plt.close(figure)
-    writes = plots.plot_write_norms(shown)
+    writes = capture_page.plot_write_norms(shown)
     assert [text.get_text() for text in writes.axes[0].get_legend().get_texts()][:2] == ["attention write", "MLP write"]
     plt.close(writes)
 

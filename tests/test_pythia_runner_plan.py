@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab import runners
+from residlab.build import runners
 from residlab.pythia import cli
 from residlab.pythia.lock import ALLOWED_FILES
 

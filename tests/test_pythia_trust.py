@@ -18,7 +18,8 @@ from residlab.pythia.lock import LockError, UnsafeFileError, load_lock, read_fil
 
 torch = pytest.importorskip("torch")
 
-from residlab.pythia import observe, plots  # noqa: E402
+from residlab.course import capture_page  # noqa: E402
+from residlab.pythia import observe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHED_CAPTURE = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
@@ -321,11 +322,11 @@ def _rewrite_with_matching_manifest(directory: Path, name: str, value: dict) -> 
 
 
 def test_the_committed_capture_is_one_consistent_run():
-    shown = plots.read_capture(CACHED_CAPTURE)
-    recomputed = plots.recomputed_observation(
+    shown = capture_page.read_capture(CACHED_CAPTURE)
+    recomputed = capture_page.recomputed_observation(
         json.loads((CACHED_CAPTURE / "captures.json").read_text()), shown.observations["selected_position"]
     )
-    assert [row["norm"] for row in recomputed["boundaries"]] == pytest.approx(plots.boundary_norms(shown), rel=1e-6)
+    assert [row["norm"] for row in recomputed["boundaries"]] == pytest.approx(capture_page.boundary_norms(shown), rel=1e-6)
 
 
 def _truncate(directory: Path) -> None:
@@ -398,25 +399,25 @@ CAPTURE_FAULTS = {
 @pytest.mark.parametrize("fault", sorted(CAPTURE_FAULTS))
 def test_a_capture_that_is_not_one_consistent_run_is_refused_naming_the_file(fault, capture_copy):
     damage, message = CAPTURE_FAULTS[fault]
-    plots.read_capture(capture_copy)  # sound before the damage
+    capture_page.read_capture(capture_copy)  # sound before the damage
     damage(capture_copy)
-    with pytest.raises(plots.CaptureError, match=message):
-        plots.read_capture(capture_copy)
+    with pytest.raises(capture_page.CaptureError, match=message):
+        capture_page.read_capture(capture_copy)
 
 
 def test_the_page_refuses_a_damaged_cached_capture_rather_than_showing_it(capture_copy):
     _truncate(capture_copy)
-    with pytest.raises(plots.CaptureError, match=r"captures\.json: .*not the file of this run"):
-        plots.page_capture(capture_copy, environ={})
+    with pytest.raises(capture_page.CaptureError, match=r"captures\.json: .*not the file of this run"):
+        capture_page.page_capture(capture_copy, environ={})
 
 
 # ---- null and zero values ------------------------------------------------------------------------------------
 
 
-def _degenerate_capture() -> plots.PageCapture:
+def _degenerate_capture() -> capture_page.PageCapture:
     """The committed capture with the values an observation legitimately writes as null or zero: a zero state
     (so undefined cosines and relative changes), zero updates and zero check results."""
-    shown = plots.read_capture(CACHED_CAPTURE)
+    shown = capture_page.read_capture(CACHED_CAPTURE)
     observations = copy.deepcopy(shown.observations)
     observation = observations["observation"]
     for row in observation["boundaries"]:
@@ -431,7 +432,7 @@ def _degenerate_capture() -> plots.PageCapture:
     observations["checks"]["repeat"]["max_abs_difference"] = 0.0
     manifest = copy.deepcopy(shown.manifest)
     manifest["files"][1]["sha256"] = None  # a file the lock had no hash for
-    return plots.PageCapture(
+    return capture_page.PageCapture(
         manifest=manifest, observations=observations, directory=shown.directory, fresh=False, captures=shown.captures
     )
 
@@ -443,17 +444,17 @@ def test_every_formatting_function_handles_null_and_zero():
     import matplotlib.pyplot as plt
 
     shown = _degenerate_capture()
-    seen = plots.interpretation(shown)
+    seen = capture_page.interpretation(shown)
     assert seen["growth_factor"] is None and seen["grows"] is False and seen["relative_shrinks"] is False
     assert seen["cosine_first"] is None and seen["max_abs_alignment"] is None and seen["quadrature_gap"] == 0.0
     assert "neither" in seen["verdict"]
-    assert plots.number(None) == "null (undefined)" and plots.number(0.0) == "0.000" and plots.number(0, 3, "g") == "0"
-    assert "null (undefined)" in plots.observations_table(shown)
-    assert "null (undefined)" in plots.alignment_table(shown)
-    assert "null (undefined)" in plots.checks_table(shown)
-    assert "no sha256" in plots.provenance_table(shown)
-    assert plots.tokens_table(shown).count("\n") == len(shown.observations["tokens"]) + 1
-    for draw in (plots.plot_boundary_norms, plots.plot_consecutive_cosines, plots.plot_write_norms):
+    assert capture_page.number(None) == "null (undefined)" and capture_page.number(0.0) == "0.000" and capture_page.number(0, 3, "g") == "0"
+    assert "null (undefined)" in capture_page.observations_table(shown)
+    assert "null (undefined)" in capture_page.alignment_table(shown)
+    assert "null (undefined)" in capture_page.checks_table(shown)
+    assert "no sha256" in capture_page.provenance_table(shown)
+    assert capture_page.tokens_table(shown).count("\n") == len(shown.observations["tokens"]) + 1
+    for draw in (capture_page.plot_boundary_norms, capture_page.plot_consecutive_cosines, capture_page.plot_write_norms):
         figure = draw(shown)
         low, high = figure.axes[0].get_ylim()
         assert low < high

@@ -1,4 +1,4 @@
-"""residlab.recording: the one hook mechanism behind Lab 05's capture and the audit, on a tiny torch module."""
+"""residlab.capture.recording: the one hook mechanism behind Lab 05's capture and the audit, on a tiny torch module."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import platform
 import pytest
 import torch
 
-from residlab.recording import SiteFiredTwice, library_versions, record_sites
+from residlab.capture.recording import SiteFiredTwice, at_position, library_versions, record_sites
 
 
 class Tiny(torch.nn.Module):
@@ -55,10 +55,10 @@ def test_a_record_taken_with_gradients_on_is_detached():
     assert all(not t.requires_grad and t.grad_fn is None for t in recorder.records.values())
 
 
-def test_replacement_puts_the_vector_at_its_position_before_downstream_reads_it():
+def test_an_edit_puts_the_vector_at_its_position_before_downstream_reads_it():
     model, x = Tiny(), torch.randn(1, 3, 4)
     vector = torch.tensor([1.0, -2.0, 3.0, -4.0])
-    with record_sites(sites(model), replace=("first", 1, vector)) as recorder, torch.inference_mode():
+    with record_sites(sites(model), edits={"first": at_position(1, vector)}) as recorder, torch.inference_mode():
         out = model(x)
     with torch.inference_mode():
         clean_first = model.first(x)
@@ -69,10 +69,10 @@ def test_replacement_puts_the_vector_at_its_position_before_downstream_reads_it(
     assert torch.equal(out, expected_out) and torch.equal(recorder.records["out"], expected_out)
 
 
-def test_a_replacement_at_a_site_that_is_not_a_recorded_output_is_refused_before_any_hook():
+def test_an_edit_at_a_site_that_is_not_a_recorded_output_is_refused_before_any_hook():
     model = Tiny()
-    with pytest.raises(ValueError, match="replacement site 'x'"):
-        with record_sites(sites(model), replace=("x", 0, torch.zeros(4))):
+    with pytest.raises(ValueError, match=r"edited site\(s\) 'x' are not among the output sites"):
+        with record_sites(sites(model), edits={"x": at_position(0, torch.zeros(4))}):
             pass
     assert hook_count(model) == 0
 

@@ -48,7 +48,7 @@ def test_learner_environment_has_only_the_pinned_libraries():
 
 
 def test_toy_runner_alone_matches_the_package(tmp_path):
-    from residlab import toy
+    from residlab.course import toy
 
     completed = run_alone("trace_residual_toy.py", ["--input", "2,-3,1/2"], tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -58,7 +58,7 @@ def test_toy_runner_alone_matches_the_package(tmp_path):
 
 
 def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
-    from residlab import lesson_lab
+    from residlab.course import lesson_lab
 
     completed = run_alone("residual_stream_lab.py", ["--skip-profile"], tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -67,7 +67,7 @@ def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
 
 
 def test_paper_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
-    from residlab import paper_lab
+    from residlab.course import paper_lab
 
     completed = run_alone("read_transformer_paper.py", ["--skip-profile"], tmp_path)
     assert completed.returncode == 0, completed.stderr

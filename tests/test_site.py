@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab import site
+from residlab.build import site
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,7 +137,7 @@ def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, cap
 
 
 def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp_path):
-    from residlab import freeze_guard
+    from residlab.build import freeze_guard
 
     (tmp_path / "residlab").mkdir()
     (tmp_path / "residlab" / "toy.py").write_text("VALUE = 1\n")

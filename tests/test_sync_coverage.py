@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from residlab import runners, sync
+from residlab.build import runners
+from residlab.build import sync
 
 ROOT = Path(__file__).resolve().parent.parent
 

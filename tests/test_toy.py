@@ -1,4 +1,4 @@
-"""residlab.toy: the Lab 05 hand trace, its interventions, its errors and its report."""
+"""residlab.course.toy: the Lab 05 hand trace, its interventions, its errors and its report."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from residlab import toy
-from residlab.toy import Norm, ToyInputError, Vector
+from residlab.course import toy
+from residlab.course.toy import Norm, ToyInputError, Vector
 
 DOCUMENT_INPUT = Vector.of(1, 2, -1)
 DOCUMENT_SECOND_POSITION = Vector.of(-2, 0, 3)
@@ -332,7 +332,7 @@ def test_toy_imports_only_the_standard_library():
 
 def test_importing_residlab_and_toy_does_not_import_torch():
     code = (
-        "import sys, residlab, residlab.toy, residlab.cli; "
+        "import sys, residlab, residlab.course.toy, residlab.cli; "
         "assert 'torch' not in sys.modules, 'torch was imported'; "
         "assert 'numpy' not in sys.modules, 'numpy was imported'; print('ok')"
     )

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from residlab import toy
+from residlab.course import toy
 
 
 def exact_float(exact) -> float:

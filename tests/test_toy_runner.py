@@ -1,4 +1,4 @@
-"""The downloadable toy runner runs alone and prints exactly what residlab.toy computes."""
+"""The downloadable toy runner runs alone and prints exactly what residlab.course.toy computes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from residlab import toy
-from residlab.runners import RUNNERS, build_runner
+from residlab.course import toy
+from residlab.build.runners import RUNNERS, build_runner
 
 SITE_ROOT = Path(__file__).resolve().parent.parent
 RUNNER_NAME = "trace_residual_toy.py"

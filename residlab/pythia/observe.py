@@ -14,7 +14,7 @@ so the branch writes at the addition boundary are the outputs of the two dropout
 evaluation mode), the block input is the layer's first positional argument, and the block output is the
 layer's return value: a tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own
 ``output_hidden_states`` replaces its last entry by ``final_layer_norm`` of the last block's output, so the
-raw last state is captured from the last layer itself. ``SITE_MAPS`` (residlab/architectures.py) records exactly this.
+raw last state is captured from the last layer itself. ``SITE_MAPS`` (residlab/capture/blocks.py) records exactly this.
 
 torch and transformers are imported inside the functions that need them, so the runner's ``--plan`` works
 before anything is installed. Every tensor shape is documented as (batch, positions, width) = (1, n, d).
@@ -36,9 +36,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab.architectures import SITE_MAPS, BlockSiteMap  # bundled
+from residlab.capture.blocks import SITE_MAPS, BlockSiteMap  # bundled
 from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
-from residlab.recording import SiteFiredTwice, library_versions, record_sites  # bundled
+from residlab.capture.recording import SiteFiredTwice, library_versions, record_sites  # bundled
 
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab import site
+from residlab.build import site
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("RESIDLAB_CHROMIUM", "/usr/bin/chromium")

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from residlab import site
+from residlab.build import site
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

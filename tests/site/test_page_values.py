@@ -65,7 +65,7 @@ def test_the_fetch_and_pin_bounds_the_pages_state_are_the_ones_the_code_enforces
 
 
 def test_lab05_part4_counts_and_versions_are_the_codes_and_the_locks(built_site):
-    from residlab.pins import load_lock_data
+    from residlab.build.pins import load_lock_data
     from residlab.pythia.observe import LIBRARIES
     from residlab.pythia.specimen import PINNED_CONFIG
 

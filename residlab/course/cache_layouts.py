@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-SHIPPED_TOKENIZER = Path(__file__).resolve().parent / "data" / "gpt-neox-20b-tokenizer.json"
+SHIPPED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "gpt-neox-20b-tokenizer.json"
 EXAMPLE_PROMPT = "The capital is Paris"
 
 
@@ -201,7 +201,7 @@ def library_hidden_states(model, input_ids: torch.Tensor) -> torch.Tensor:
 def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) -> CacheLayouts:
     """Both layouts for the lesson's one-block copy model: a hook on its block gives ``residual_after``
     (1, 5, 32); its own trace gives the boundaries r0 = H_0 and r2 = H_1 (r1 is inside the block)."""
-    from residlab import lesson_lab
+    from residlab.course import lesson_lab
 
     model = model if model is not None else lesson_lab.trained_copy_model()
     tokens = tuple(lesson_lab.CLEAN_TOKENS if tokens is None else tokens)

@@ -1,9 +1,10 @@
 """Recording: one mechanism for every capture, a forward hook (or pre-hook) per named site, each keeping a
 detached CPU copy of what its site carried at the moment it fired, all removed on exit.
 
-Lab 05's capture (``residlab/pythia/observe.py``) and the audit (``residlab/audit.py``) both record through
-``record_sites`` and name the libraries they ran with by ``library_versions``. They differ only in where their
-sites come from (a site table) and in the audit's optional replacement of one position at one site. As in
+Every capture in residlab records through ``record_sites``: Lab 05's observation, the audit, the Lesson 2.1
+copy model's trace and interventions, Lab 04's post-LN block and the glossary's cache layouts. They differ
+only in where their sites come from (``residlab.capture.sites`` resolves them from a block table, or a caller
+names its own modules) and in the edits some runs make (an ablation, a patch: ``edits``). As in
 baukit's ``TraceDict``, hooks are registered on enter and exactly these handles are removed in ``finally``, also
 when the forward raised; hooks that other code registered are left as they were.
 
@@ -87,14 +88,13 @@ def _output_hook(recorder: SiteRecorder, name: str):
     return hook
 
 
-def _replacing_hook(recorder: SiteRecorder, name: str, position: int, vector):
-    """Put ``vector`` at ``position`` of the site's tensor (1, n, d) before anything downstream reads it, and
-    record the replaced tensor."""
+def _editing_hook(recorder: SiteRecorder, name: str, edit):
+    """Replace the site's tensor by ``edit(tensor)`` before anything downstream reads it, and record the edited
+    tensor. ``edit`` receives the module's own tensor and must return a new one (never write into it)."""
 
     def hook(module, args, output):
         is_tuple = isinstance(output, tuple)
-        tensor = (output[0] if is_tuple else output).clone()
-        tensor[0, position] = vector
+        tensor = edit(output[0] if is_tuple else output)
         recorder.return_kinds[name] = "tuple" if is_tuple else "tensor"
         recorder.keep(name, tensor)
         return (tensor, *output[1:]) if is_tuple else tensor
@@ -102,20 +102,35 @@ def _replacing_hook(recorder: SiteRecorder, name: str, position: int, vector):
     return hook
 
 
+def at_position(position: int, vector):
+    """An edit for ``record_sites``: the site's tensor (1, n, d) with ``vector`` (d,) at ``position``."""
+
+    def edit(tensor):
+        tensor = tensor.clone()
+        tensor[0, position] = vector
+        return tensor
+
+    return edit
+
+
 @contextlib.contextmanager
-def record_sites(sites, replace: tuple[str, int, object] | None = None):
+def record_sites(sites, edits: dict | None = None):
     """Register one hook per ``(name, module, kind)`` of ``sites``; yield the ``SiteRecorder``; remove exactly
-    these handles on exit. ``replace`` = (output-site name, position, vector (d,)) intervenes at that site."""
+    these handles on exit. ``edits`` maps output-site names to functions tensor -> new tensor that intervene at
+    that site (``at_position`` puts one vector at one position)."""
     sites = list(sites)
+    edits = edits or {}
     recorder = SiteRecorder([name for name, _, _ in sites])
-    if replace is not None and not any(name == replace[0] and kind == "output" for name, _, kind in sites):
-        raise ValueError(f"replacement site {replace[0]!r} is not one of the output sites recorded")
+    output_sites = {name for name, _, kind in sites if kind == "output"}
+    stray = sorted(set(edits) - output_sites)
+    if stray:
+        raise ValueError(f"edited site(s) {', '.join(map(repr, stray))} are not among the output sites recorded")
     try:
         for name, module, kind in sites:
             if kind == "input":
                 handle = module.register_forward_pre_hook(_input_hook(recorder, name), with_kwargs=True)
-            elif replace is not None and replace[0] == name:
-                handle = module.register_forward_hook(_replacing_hook(recorder, name, replace[1], replace[2]))
+            elif name in edits:
+                handle = module.register_forward_hook(_editing_hook(recorder, name, edits[name]))
             else:
                 handle = module.register_forward_hook(_output_hook(recorder, name))
             recorder.handles.append((module, handle))
@@ -123,6 +138,18 @@ def record_sites(sites, replace: tuple[str, int, object] | None = None):
     finally:
         for _, handle in recorder.handles:
             handle.remove()
+
+
+def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Module path -> (forward hook ids, forward pre-hook ids) for every module that has any: equal before and
+    after a recording when the recording left nothing behind."""
+    snapshot = {}
+    for path, module in model.named_modules():
+        forward_ids = tuple(module._forward_hooks.keys())
+        pre_ids = tuple(module._forward_pre_hooks.keys())
+        if forward_ids or pre_ids:
+            snapshot[path] = (forward_ids, pre_ids)
+    return snapshot
 
 
 def library_versions(names) -> dict:

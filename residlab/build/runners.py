@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 BUNDLED_MARKER = "# bundled"
 FUTURE_IMPORT = "from __future__ import annotations"
 LOCK_PLACEHOLDER = "EMBEDDED_LOCK_JSON = None  # the runner builder writes the pinned lock here"
@@ -37,28 +37,28 @@ class Runner:
 
 
 RUNNERS = (
-    Runner("trace_residual_toy.py", ("toy.py",), "Lab 05 Parts 1-3: the toy residual trace (standard library only)"),
+    Runner("trace_residual_toy.py", ("course/toy.py",), "Lab 05 Parts 1-3: the toy residual trace (standard library only)"),
     Runner(
         "residual_stream_lab.py",
-        ("lesson_lab.py",),
+        ("course/lesson_lab.py",),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
     ),
     Runner(
         "inspect_residual_stream.py",
-        ("pythia/lock.py", "architectures.py", "pythia/artifacts.py", "recording.py", "pythia/observe.py",
+        ("pythia/lock.py", "capture/blocks.py", "pythia/artifacts.py", "capture/recording.py", "pythia/observe.py",
          "pythia/runner.py"),
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
     ),
     Runner(
         "read_transformer_paper.py",
-        ("lesson_lab.py", "paper_lab.py"),
+        ("course/lesson_lab.py", "course/paper_lab.py"),
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
-        borrowed=("lesson_lab.py",),
+        borrowed=("course/lesson_lab.py",),
     ),
     Runner(
         "audit_residual_writes.py",
-        ("audit.py", "architectures.py", "recording.py", "audit_cli.py"),
+        ("audit/core.py", "capture/blocks.py", "capture/recording.py", "audit/cli.py"),
         "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
     ),
 )

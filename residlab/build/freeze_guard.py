@@ -54,5 +54,5 @@ def guard(root: Path) -> str:
 
 
 if __name__ == "__main__":
-    root = Path(os.environ.get("QUARTO_PROJECT_DIR") or Path(__file__).resolve().parent.parent)
+    root = Path(os.environ.get("QUARTO_PROJECT_DIR") or Path(__file__).resolve().parents[2])
     print(f"residlab freeze guard: {guard(root)}", file=sys.stderr)

@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
-from residlab.sync import default_site_root
+from residlab.build.sync import default_site_root
 
 FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
 INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")

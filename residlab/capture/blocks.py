@@ -12,8 +12,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``residlab.lesson_lab.PreNormBlock``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``.
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
+  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+  ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.
 """
@@ -50,10 +51,15 @@ class BlockType:
     placement: str
     mlp: str
     sites: BlockSiteMap
+    stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
 SEQUENTIAL_IDENTITY = "resid_out = resid_in + attn_write + mlp_write"
+# The identity holds up to float32 rounding of the regrouped sum: |resid_out - (resid_in + attn_write + mlp_write)|
+# at most an absolute floor plus a few ulps of the block's largest entry. One allowance for every check of it.
+IDENTITY_ABSOLUTE = 1e-5
+IDENTITY_RELATIVE = 1e-6
 
 _NEOX_PARALLEL = BlockSiteMap(
     residual_kind="parallel",
@@ -126,7 +132,13 @@ COPY_MODEL = BlockType(
     normaliser="LayerNorm",
     placement=PRE_NORM,
     mlp="GELU MLP",
-    sites=_sequential_sites("attention", "mlp"),
+    # The copy model names each residual value where its block makes it, as TransformerLens' blocks do.
+    sites=replace(
+        _sequential_sites("hook_attn_out", "hook_mlp_out"),
+        resid_in=("hook_resid_pre", "output"),
+        resid_out=("hook_resid_post", "output"),
+    ),
+    stacked=False,
 )
 
 # Small configurations the random-weight specimens are built from (transformers config keys). Widths and

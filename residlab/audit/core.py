@@ -37,9 +37,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residlab.architectures import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, canonical_path  # bundled
-from residlab.architectures import supported_list  # bundled
-from residlab.recording import SiteFiredTwice, library_versions, record_sites  # bundled
+from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, canonical_path  # bundled
+from residlab.capture.blocks import supported_list  # bundled
+from residlab.capture.recording import SiteFiredTwice, library_versions, record_sites  # bundled
 
 SCHEMA = "residlab-audit-packet/1"
 RECORDS = ("model", "input", "intervention", "measurement")

@@ -32,7 +32,7 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from residlab.lesson_lab import GradientProfile, gradient_profile, single_thread  # bundled
+from residlab.course.lesson_lab import GradientProfile, gradient_profile, single_thread  # bundled
 
 # The base model of the paper's Table 3 (section 3 states the same values).
 PAPER_BASE = {"N": 6, "d_model": 512, "h": 8, "d_ff": 2048, "P_drop": 0.1}

@@ -10,12 +10,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from residlab import pins, runners
+from residlab.build import pins
+from residlab.build import runners
 
 
 def default_site_root() -> Path:
     # An editable install (how the project is always installed) keeps the package inside the site.
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def derived_files(site_root: Path) -> dict[Path, str]:

@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from residlab.pythia.plots import ARTIFACTS_ENV, PageCapture
+from residlab.course.capture_page import ARTIFACTS_ENV, PageCapture
 
 CAPTURES_FILE = "captures.json"
 SPECIMEN_LOCK_LABEL = re.compile(r"write_specimen\(seed=(?P<seed>\d+)\)")

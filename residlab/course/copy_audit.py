@@ -1,16 +1,16 @@
 """``residlab audit``: the audit command of the package, which can also audit Lesson 2.1's trained copy model.
 
-The copy model lives in ``residlab.lesson_lab``, which the downloadable audit runner does not bundle, so the
-``--copy-model`` source is offered here only; everything else is ``residlab.audit_cli``.
+The copy model lives in ``residlab.course.lesson_lab``, which the downloadable audit runner does not bundle, so the
+``--copy-model`` source is offered here only; everything else is ``residlab.audit.cli``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from residlab import lesson_lab
-from residlab.architectures import COPY_MODEL
-from residlab.audit import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
+from residlab.course import lesson_lab
+from residlab.capture.blocks import COPY_MODEL
+from residlab.audit.core import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
 
 
 def copy_model_subject() -> Subject:
@@ -19,7 +19,7 @@ def copy_model_subject() -> Subject:
         "kind": "copy_model",
         "training": {"seed": lesson_lab.TRAINING_SEED, "steps": lesson_lab.TRAINING_STEPS,
                      "batch": lesson_lab.BATCH_SIZE, "learning_rate": lesson_lab.LEARNING_RATE},  # fmt: skip
-        "code": "residlab.lesson_lab.train_copy_model",
+        "code": "residlab.course.lesson_lab.train_copy_model",
     }
     model = lesson_lab.trained_copy_model()
     return Subject(model, COPY_MODEL, source, fixed_length=lesson_lab.SEQUENCE_LENGTH)
@@ -50,6 +50,6 @@ EXTRA_SOURCES = {"copy-model": ("Lesson 2.1's trained copy model (package only)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    from residlab.audit_cli import main as audit_main
+    from residlab.audit.cli import main as audit_main
 
     return audit_main(argv, prog="residlab audit", extra_sources=EXTRA_SOURCES)

@@ -15,10 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from residlab.architectures import SPECIMEN_CONFIGS  # bundled
-from residlab.audit import AuditError, AuditInput, audit_to_directory, build_specimen, check_output_directory  # bundled
-from residlab.audit import load_model_directory, parse_ids, parse_site, single_token, subject_from_packet  # bundled
-from residlab.audit import MAX_THREADS, summary_lines, tokenize_prompt, verify_packet  # bundled
+from residlab.capture.blocks import SPECIMEN_CONFIGS  # bundled
+from residlab.audit.core import AuditError, AuditInput, audit_to_directory, build_specimen, check_output_directory  # bundled
+from residlab.audit.core import load_model_directory, parse_ids, parse_site, single_token, subject_from_packet  # bundled
+from residlab.audit.core import MAX_THREADS, summary_lines, tokenize_prompt, verify_packet  # bundled
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -> None:

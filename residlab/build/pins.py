@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from residlab.runners import DEFAULT_LOCK
+from residlab.build.runners import DEFAULT_LOCK
 
 RUNTIME_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
 QUARTO_VERSION = "1.10"

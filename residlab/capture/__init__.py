@@ -1,0 +1,12 @@
+"""The bottom floor: where residual quantities live in each supported block, and how they are recorded.
+
+- ``blocks``:    the per-architecture block tables (GPT-NeoX parallel and sequential, GPT-2, Llama, the Lesson 2.1
+                 copy model), the random-weight specimen configurations, the module renames between releases.
+- ``sites``:     the one site-naming function (``site_name``) and the one resolver (``resolve_sites``), driven by
+                 the tables.
+- ``recording``: ``record_sites``, the one hook mechanism every capture uses: hooks registered on enter, exactly
+                 those removed in ``finally``; optional edits (ablations, patches) at output sites.
+- ``outdir``:    the one output rule (a new name or an empty real directory, written atomically).
+
+Standard library only; torch is imported when a recording starts. Nothing here imports another floor.
+"""

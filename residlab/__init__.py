@@ -1,14 +1,17 @@
 """residlab: computes everything the residual-stream course site shows.
 
-Layers, by module:
+Five floors, each a folder; imports only run downward (``tests/test_layers.py`` checks it):
 
-- ``residlab.course.toy``        the Lab 05 hand trace (standard library only)
-- ``residlab.course.lesson_lab`` the Lesson 2.1 copy-model audit and pre-LN/post-LN gradient profile (torch)
-- ``residlab.pythia``     the pinned Pythia-14M specimen: lock, download, capture, observations
-- ``residlab.build.pins``       one source of truth for pinned versions, fanned out to pages and runners
-- ``residlab.build.runners``    builds the downloadable scripts in ``assets/labs/`` from these modules
+- ``residlab.capture``  the bottom: per-architecture block tables, the one site-naming function and resolver,
+                        ``record_sites`` (the one recording mechanism) and the one output-directory rule
+- ``residlab.audit``    the Residual Contribution Audit as a tool: subjects, runs, four-record packets, verification
+- ``residlab.pythia``   the pinned Pythia-14M specimen: lock, verified download, offline load, observation
+- ``residlab.course``   what the pages compute and draw, and the pages' one front door (``from residlab.course
+                        import ...``)
+- ``residlab.build``    site checks and render, ``residlab sync``, pins, runner generation, the freeze guard
 
-Importing the package imports nothing heavy: ``import residlab`` never loads torch.
+``residlab.cli`` is the ``residlab`` command above them all. Importing the package imports nothing heavy:
+``import residlab`` never loads torch.
 """
 
 __version__ = "0.1.0"

@@ -1,1 +1,73 @@
-"""placeholder"""
+"""The pages' front door: every page imports what it computes or shows from here, and from nowhere else.
+
+    from residlab.course import lesson_lab, markdown_table, PINNED_CONFIG
+
+The course floor holds what the pages compute and draw: the Lab 05 toy trace (``toy``), the Lesson 2.1 copy model
+and its audit (``lesson_lab``, ``copy_audit``), the pre-LN/post-LN gradient profile, the Lab 04 paper checks
+(``paper_lab``), the glossary's cache layouts and figures, Lab 05 Part 4's capture tables and figures
+(``capture_page``) and its explorer data. Pages also show a few facts that lower floors own (the pinned
+specimen's configuration, the fetch limits, the audit tool); this door names each one once, with the module
+that owns it, so no page reaches into a floor's internals.
+
+Names resolve on first use (PEP 562): ``import residlab.course`` loads nothing heavy, and a page that needs no
+torch (the toy trace) never imports it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+# name -> (module that owns it, attribute; None: the module itself)
+_INTERFACE = {
+    # what the pages compute
+    "toy": ("residlab.course.toy", None),
+    "lesson_lab": ("residlab.course.lesson_lab", None),
+    "copy_audit": ("residlab.course.copy_audit", None),
+    "paper_lab": ("residlab.course.paper_lab", None),
+    "explorer_data": ("residlab.course.explorer_data", None),
+    "capture_page": ("residlab.course.capture_page", None),
+    # what they draw and tabulate
+    "markdown_table": ("residlab.course.lesson_figures", "markdown_table"),
+    "plot_gradient_profile": ("residlab.course.lesson_figures", "plot_gradient_profile"),
+    "summarise_profile": ("residlab.course.lesson_figures", "summarise_profile"),
+    "depths_where_first_exceeds": ("residlab.course.lesson_figures", "depths_where_first_exceeds"),
+    "plot_positional_encoding": ("residlab.course.paper_figures", "plot_positional_encoding"),
+    "FOUR_TOKENS": ("residlab.course.glossary_figures", "FOUR_TOKENS"),
+    "draw_four_positions": ("residlab.course.glossary_figures", "draw_four_positions"),
+    # the glossary's activation caches
+    "encode_prompt": ("residlab.course.cache_layouts", "encode_prompt"),
+    "load_shipped_tokenizer": ("residlab.course.cache_layouts", "load_shipped_tokenizer"),
+    "import_transformers_quietly": ("residlab.course.cache_layouts", "import_transformers_quietly"),
+    "record_block_outputs": ("residlab.course.cache_layouts", "record_block_outputs"),
+    "gpt_neox_cache_layouts": ("residlab.course.cache_layouts", "gpt_neox_cache_layouts"),
+    "library_hidden_states": ("residlab.course.cache_layouts", "library_hidden_states"),
+    "specimen_cache_layouts": ("residlab.course.cache_layouts", "specimen_cache_layouts"),
+    # facts lower floors own
+    "audit": ("residlab.audit", None),
+    "BLOCK_TYPES": ("residlab.capture.blocks", "BLOCK_TYPES"),
+    "SPECIMEN_CONFIGS": ("residlab.capture.blocks", "SPECIMEN_CONFIGS"),
+    "PINNED_CONFIG": ("residlab.pythia.specimen", "PINNED_CONFIG"),
+    "TOKENIZER_SOURCE": ("residlab.pythia.specimen", "TOKENIZER_SOURCE"),
+    "build_specimen_model": ("residlab.pythia.specimen", "build_specimen_model"),
+    "capture_residuals": ("residlab.pythia.observe", "capture_residuals"),
+    "OBSERVED_LIBRARIES": ("residlab.pythia.observe", "LIBRARIES"),
+    "FetchLimits": ("residlab.pythia.artifacts", "FetchLimits"),
+    "load_lock": ("residlab.pythia.lock", "load_lock"),
+    "GIT_FILE_MAX_BYTES": ("residlab.pythia.pin", "GIT_FILE_MAX_BYTES"),
+}
+
+__all__ = sorted(_INTERFACE)
+
+
+def __getattr__(name: str):
+    if name not in _INTERFACE:
+        raise AttributeError(f"residlab.course offers no {name!r}; its interface: {', '.join(__all__)}")
+    module_name, attribute = _INTERFACE[name]
+    module = importlib.import_module(module_name)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

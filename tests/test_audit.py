@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from residlab.capture import blocks
-from residlab.audit import core as audit
+from residlab import audit
+from residlab.audit import cli as audit_cli
 from residlab.course import copy_audit
 from residlab.course import lesson_lab
 
@@ -170,7 +171,7 @@ def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
     expected = [hashlib.sha256(p.detach().numpy().tobytes()).hexdigest() for _, p in model.named_parameters()]
     digests = audit.parameter_digests(model)
     assert [t["sha256"] for t in digests["tensors"]] == expected
-    assert [t["name"] for t in digests["tensors"]] == [audit.canonical_path(n) for n, _ in model.named_parameters()]
+    assert [t["name"] for t in digests["tensors"]] == [blocks.canonical_path(n) for n, _ in model.named_parameters()]
     total = hashlib.sha256("".join(f"{list(p.shape)}|{p.dtype}|{h}\n" for (_, p), h in
                                    zip(model.named_parameters(), expected)).encode()).hexdigest()  # fmt: skip
     assert digests["digest"] == total

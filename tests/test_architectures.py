@@ -1,9 +1,10 @@
 """The site tables of residlab/capture/blocks.py against the blocks themselves, for every supported block type.
 
 Each specimen is built from its small configuration with seeded random weights; per block, the recorded
-output must equal input + attention write + MLP write within capture.blocks' allowance (IDENTITY_ABSOLUTE + IDENTITY_RELATIVE x the largest entry), and the GPT-2 specimen's
-recorded sites and logits must equal an independent forward written here from its weights alone. Runs under
-Transformers 5.x (.venv) and 4.57.1 (.venv-compat).
+output must equal input + attention write + MLP write within capture.blocks' allowance (IDENTITY_ABSOLUTE +
+IDENTITY_RELATIVE x the largest entry), and the GPT-2 specimen's recorded sites and logits must equal an
+independent forward written here from its weights alone. Runs under Transformers 5.x (.venv) and 4.57.1
+(.venv-compat).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``residlab audit``: packets on every specimen type and on the copy model, verification, tampering, bad input."""
+"""``residlab audit``: packets on every specimen type and on the copy model, verification, tampering, bad input,
+the output rule (refused before any model work, by the command line, the API and the downloaded runner)."""
 
 from __future__ import annotations
 

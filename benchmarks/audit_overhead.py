@@ -23,18 +23,20 @@ import time
 import torch
 
 from measure import CAPTURE_GOAL, capture_benchmark, timed
-from residlab.audit import core as audit
-from residlab.capture.blocks import BLOCK_TYPES
-from residlab.pythia import observe
+from residlab import audit
+from residlab.capture.blocks import block_type_for
 from residlab.capture.recording import record_sites
+from residlab.capture.sites import resolve_sites
+from residlab.pythia import observe
 
 
 def bare_hooks(model, input_ids, keep) -> None:
-    """Hand-written hooks on the capture's 25 sites (resolved as the capture resolves them), each calling
-    ``keep(tensor)``: the least any hook-based capture of these sites can cost."""
+    """Hand-written hooks on the capture's 25 sites (resolved from the block table, as every capture resolves
+    them), each calling ``keep(tensor)``: the least any hook-based capture of these sites can cost."""
     kept = []
     handles = []
-    for _, module, kind in observe.resolve_sites(model):
+    for _, module, kind in resolve_sites(model, block_type_for(model.config), model.config.num_hidden_layers,
+                                         final_norm=True):  # fmt: skip
         if kind == "input":
             handles.append(module.register_forward_pre_hook(lambda m, args: kept.append(keep(args[0]))))
         else:
@@ -59,13 +61,14 @@ def ordinary_copy(tensor):
 
 
 def audit_recording(subject: audit.Subject, input_ids) -> None:
-    with record_sites(audit._hook_targets(subject)), torch.inference_mode():
+    sites = resolve_sites(subject.model, subject.block_type, len(subject.blocks))  # as audit.execute resolves them
+    with record_sites(sites), torch.inference_mode():
         subject.last_logits(input_ids)
 
 
 def main() -> int:
     args, model, input_ids = capture_benchmark(__doc__.splitlines()[0])  # input_ids (1, 8)
-    subject = audit.Subject(model, BLOCK_TYPES["gpt_neox"], {"kind": "specimen"})
+    subject = audit.Subject(model, block_type_for(model.config), {"kind": "specimen"})
     candidates = {
         "plain forward": lambda: observe._forward(model, input_ids),
         "bare hooks": lambda: bare_hooks(model, input_ids, reference),

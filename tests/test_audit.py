@@ -1,4 +1,5 @@
-"""``residlab audit``: packets on every specimen type and on the copy model, verification, tampering, bad input."""
+"""``residlab audit``: packets on every specimen type and on the copy model, verification, tampering, bad input,
+the output rule (refused before any model work, by the command line, the API and the downloaded runner)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ import pytest
 import torch
 
 from residlab.capture import blocks
-from residlab.audit import core as audit
+from residlab import audit
+from residlab.audit import cli as audit_cli
+from residlab.audit import packet as audit_packet
+from residlab.capture.outdir import OutputDirectoryError
 from residlab.course import copy_audit
 from residlab.course import lesson_lab
 
@@ -170,7 +174,7 @@ def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
     expected = [hashlib.sha256(p.detach().numpy().tobytes()).hexdigest() for _, p in model.named_parameters()]
     digests = audit.parameter_digests(model)
     assert [t["sha256"] for t in digests["tensors"]] == expected
-    assert [t["name"] for t in digests["tensors"]] == [audit.canonical_path(n) for n, _ in model.named_parameters()]
+    assert [t["name"] for t in digests["tensors"]] == [blocks.canonical_path(n) for n, _ in model.named_parameters()]
     total = hashlib.sha256("".join(f"{list(p.shape)}|{p.dtype}|{h}\n" for (_, p), h in
                                    zip(model.named_parameters(), expected)).encode()).hexdigest()  # fmt: skip
     assert digests["digest"] == total
@@ -228,13 +232,109 @@ def test_an_unknown_specimen_lists_the_supported_block_types(tmp_path, capsys):
     assert "supported block types: gpt_neox (GPTNeoXLayer), gpt_neox_sequential (GPTNeoXLayer), gpt2" in err
 
 
-def test_a_non_empty_output_is_refused_before_any_work(tmp_path, capsys):
-    output = tmp_path / "out"
-    output.mkdir()
-    (output / "keep.txt").write_text("mine")
-    code, _, err = run_cli(["--specimen", "gpt2", *PROMPTS, "--output", str(output)], capsys)
-    assert code == 1 and "is not empty" in err
-    assert [p.name for p in output.iterdir()] == ["keep.txt"]
+# ------------------------------------------------------------------------------------------ the output rule
+# capture.outdir's rule: a new name or an empty real directory; anything else is refused before any model work,
+# with a one-line message, and nothing is created or changed.
+
+
+def _symlink_to_empty_directory(root: Path) -> Path:
+    (root / "empty").mkdir()
+    (root / "link").symlink_to(root / "empty")
+    return root / "link"
+
+
+def _dangling_symlink(root: Path) -> Path:
+    (root / "dangling").symlink_to(root / "elsewhere" / "target")
+    return root / "dangling"
+
+
+def _under_a_read_only_directory(root: Path) -> Path:
+    (root / "locked").mkdir()
+    (root / "locked").chmod(0o555)  # tests run as root: the rule checks the write bits, not only os.access
+    return root / "locked" / "out"
+
+
+def _under_a_file(root: Path) -> Path:
+    (root / "notes.txt").write_text("mine")
+    return root / "notes.txt" / "out"
+
+
+def _non_empty_directory(root: Path) -> Path:
+    (root / "out").mkdir()
+    (root / "out" / "keep.txt").write_text("mine")
+    return root / "out"
+
+
+REFUSED_OUTPUTS = {
+    "symlink to an empty directory": (_symlink_to_empty_directory, "is a symbolic link"),
+    "dangling symlink": (_dangling_symlink, "is a symbolic link"),
+    "under a read-only directory": (_under_a_read_only_directory, "locked is read-only"),
+    "under a file": (_under_a_file, "notes.txt is not a directory"),
+    "non-empty directory": (_non_empty_directory, "is not empty"),
+}
+
+
+def _tree(root: Path) -> list:
+    """Every path under ``root`` with its kind and content, symbolic links not followed."""
+    entries = []
+    for directory, names, files in os.walk(root):
+        for name in names + files:
+            path = Path(directory) / name
+            content = os.readlink(path) if path.is_symlink() else path.read_bytes() if path.is_file() else None
+            entries.append((str(path.relative_to(root)), path.is_symlink(), path.is_dir(), content))
+    return sorted(entries)
+
+
+@pytest.fixture
+def refused_output(request, tmp_path):
+    """(root, output path, expected message, the tree under root before the run); the read-only directory is
+    made writable again afterwards."""
+    make, message = REFUSED_OUTPUTS[request.param]
+    root = tmp_path / "place"
+    root.mkdir()
+    output = make(root)
+    yield root, output, message, _tree(root)
+    for directory, names, _ in os.walk(root):
+        for name in names:
+            if not (Path(directory) / name).is_symlink():
+                (Path(directory) / name).chmod(0o755)
+
+
+def _no_model_work(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built or loaded before the output directory was checked")
+
+    monkeypatch.setattr(audit_cli, "build_specimen", refuse)  # what the command line calls
+    monkeypatch.setattr(audit_cli, "load_model_directory", refuse)
+
+
+def _assert_nothing_created(root: Path, before: list) -> None:
+    assert _tree(root) == before
+    assert not (root / "elsewhere").exists()  # a dangling link's target (and its parent) is never created
+
+
+@pytest.mark.parametrize("refused_output", list(REFUSED_OUTPUTS), indirect=True)
+@pytest.mark.parametrize("source", [["--specimen", "gpt2"], ["--model", "no-such-model"]], ids=["specimen", "model"])
+def test_a_refused_output_ends_the_command_before_any_model_work(refused_output, source, monkeypatch, capsys):
+    root, output, message, before = refused_output
+    _no_model_work(monkeypatch)
+    code, out, err = run_cli([*source, *PROMPTS, "--output", str(output)], capsys)
+    assert code == 1 and out == ""
+    assert message in err and "Traceback" not in err and err.count("\n") == 1, err
+    _assert_nothing_created(root, before)
+
+
+@pytest.mark.parametrize("refused_output", list(REFUSED_OUTPUTS), indirect=True)
+def test_audit_to_directory_refuses_before_any_work(refused_output, monkeypatch):
+    root, output, message, before = refused_output
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the audit ran before the output directory was checked")
+
+    monkeypatch.setattr(audit_packet, "build_packet", refuse)  # what audit_to_directory calls
+    with pytest.raises(OutputDirectoryError, match=message):
+        audit.audit_to_directory(None, None, [], output)
+    _assert_nothing_created(root, before)
 
 
 # ---------------------------------------------------------------------------------------- model directories
@@ -316,17 +416,24 @@ def test_verify_names_a_changed_model_file(llama_directory, tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------- the runner
 
 
-def test_the_runner_alone_writes_and_verifies_a_packet(tmp_path):
-    """As a learner runs it: a copy in an empty folder, a separate process, the learners' environment when
-    `make test` provides it (RESIDLAB_RUNNER_PYTHON), else this one with residlab out of reach (-I)."""
+def runner_in(folder: Path):
+    """The runner as a learner runs it: a copy in ``folder``, a separate process started there, the learners'
+    environment when `make test` provides it (RESIDLAB_RUNNER_PYTHON), else this one with residlab out of reach
+    (-I)."""
     python = os.environ.get("RESIDLAB_RUNNER_PYTHON") or sys.executable
-    script = shutil.copyfile(RUNNER, tmp_path / RUNNER.name)
+    script = shutil.copyfile(RUNNER, folder / RUNNER.name)
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def run(*arguments):
-        return subprocess.run([python, "-I", str(script), *arguments], cwd=tmp_path, capture_output=True, text=True,
+        return subprocess.run([python, "-I", str(script), *arguments], cwd=folder, capture_output=True, text=True,
                               timeout=600, env=environment)  # fmt: skip
 
+    return run
+
+
+def test_the_runner_alone_writes_and_verifies_a_packet(tmp_path):
+    """As a learner runs it (``runner_in``): a copy in an empty folder, a separate process."""
+    run = runner_in(tmp_path)
     written = run("--specimen", "gpt_neox_sequential", *PROMPTS, "--site", "attn:1:-1", "--output", "packet")
     assert written.returncode == 0, written.stderr
     assert "WARNING: random-weight gpt_neox_sequential specimen" in written.stdout
@@ -340,6 +447,17 @@ def test_the_runner_alone_writes_and_verifies_a_packet(tmp_path):
     refused = run("--specimen", "gpt2", *PROMPTS, "--output", "packet")
     assert refused.returncode == 1 and "is not empty" in refused.stderr and "Traceback" not in refused.stderr
     assert torch.get_num_threads() >= 1  # the in-process audit restored the thread setting
+
+
+@pytest.mark.parametrize("refused_output", list(REFUSED_OUTPUTS), indirect=True)
+def test_the_runner_alone_refuses_an_output_before_loading_a_model(refused_output, tmp_path):
+    """The downloaded runner in a separate process: one line, status 1, nothing created, and the model directory
+    (which does not exist) never read: the output is refused first."""
+    root, output, message, before = refused_output
+    refused = runner_in(tmp_path)("--model", "no-such-model", *PROMPTS, "--output", str(output))
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert message in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
+    _assert_nothing_created(root, before)
 
 
 def test_a_site_table_that_misses_a_write_writes_no_packet(tmp_path):

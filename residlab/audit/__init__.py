@@ -1,1 +1,114 @@
-"""placeholder"""
+"""The Residual Contribution Audit as a tool: audit declared residual writes of a causal decoder and write a
+verifiable packet of four linked records; re-run a packet and check it.
+
+    python3 audit_residual_writes.py --specimen gpt2 --clean-ids 5,17,3,40 --corrupt-ids 9,17,3,40 \\
+        --target-id 12 --rival-id 30 --output packet-01
+    python3 audit_residual_writes.py verify packet-01
+    python3 audit_residual_writes.py --model pythia-artifacts --clean " The cat sat" --corrupt " The dog sat" \\
+        --target " on" --rival " down" --site attn:5:-1 --site mlp:5:-1 --output packet-02
+
+For each declared write w (a block's attention or MLP write at one position), with the metric M = logit(target)
+- logit(rival) read at the last position: its norm; the direct projection d.w onto d = u_target - u_rival (the
+unembedding rows); the exact direct effect M(N(r_final)) - M(N(r_final - w)) through the final normaliser N;
+survival (cosine with the final state, and the share of w that w and every later write keep along w); the
+ablation effect (w zeroed at its position in the clean run); and the clean-into-corrupt patch recovery.
+
+The packet (model.json, input.json, intervention.json, measurement.json) is written by the one output rule
+(``residlab.capture.outdir``): into a new name or an empty real directory, all four records or none, and the
+output path is checked before any model is built or loaded. Each record names the other three by the SHA-256 of
+their canonical JSON (keys sorted, no spaces, ASCII) taken without their own ``links`` entry, plus one digest per
+top-level field, so a changed record is named down to the field. Every run hashes all parameter tensors before
+and after it, and every intervened run is compared site by site with the run it came from.
+
+The model runs in float32 on the CPU with eager attention, in ``torch.inference_mode``, loaded offline from a
+local directory (config.json and safetensors, a built-in transformers class, no remote code) or built as a
+random-weight specimen from a small configuration. Specimen numbers are NOT those of any trained model.
+
+The audit stands on the capture floor (``residlab.capture``): the block tables say where each site is, the site
+names and the resolver come from ``capture.sites``, every run records through ``capture.recording.record_sites``
+(the declared write replaced by an ``at_position`` edit), and the identity tolerances are ``capture.blocks``'.
+Its modules, each importing only those above it and the capture floor:
+
+- ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
+- ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
+               ``compare_to_source``, ``run_audit``.
+- ``packet``:  the four records, their links, ``build_packet``, ``write_packet``, ``audit_to_directory``,
+               ``summary_lines``.
+- ``verify``:  ``read_packet``, ``check_links``, ``compare_values``, ``verify_packet``, ``subject_from_packet``.
+- ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
+               which ``residlab sync`` bundles from these modules and the capture floor's).
+"""
+
+from __future__ import annotations
+
+from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE
+from residlab.capture.sites import BLOCK_SITES
+from residlab.audit.subject import (
+    MODEL_FILES,
+    AuditError,
+    Subject,
+    build_specimen,
+    load_model_directory,
+    model_directory_files,
+    read_json_object,
+)
+from residlab.audit.runs import (
+    COMPONENTS,
+    HASH_THREADS,
+    MAX_THREADS,
+    AuditInput,
+    DeclaredSite,
+    Run,
+    canonical_json,
+    check_input,
+    compare_to_source,
+    execute,
+    parameter_digests,
+    parse_ids,
+    parse_site,
+    run_audit,
+    sha256_json,
+    single_token,
+    tensor_sha256,
+    tokenize_prompt,
+)
+from residlab.audit.packet import (
+    LIBRARIES,
+    RECORDS,
+    SCHEMA,
+    TOLERANCES,
+    audit_to_directory,
+    block_identity_excesses,
+    build_packet,
+    input_record,
+    intervention_record,
+    invariant_problems,
+    linked_records,
+    measurement_record,
+    model_record,
+    packet_files,
+    record_body,
+    summary_lines,
+    write_packet,
+)
+from residlab.audit.verify import (
+    MAX_RECORD_BYTES,
+    Verification,
+    check_links,
+    compare_values,
+    read_packet,
+    subject_from_packet,
+    verify_packet,
+)
+
+__all__ = [
+    "AuditError", "AuditInput", "BLOCK_SITES", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
+    "IDENTITY_RELATIVE", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_THREADS", "MODEL_FILES", "RECORDS", "Run", "SCHEMA",
+    "Subject", "TOLERANCES", "Verification", "audit_to_directory", "block_identity_excesses", "build_packet",
+    "build_specimen", "canonical_json", "check_input", "check_links", "compare_to_source", "compare_values",
+    "execute", "input_record", "intervention_record", "invariant_problems", "linked_records",
+    "load_model_directory", "measurement_record", "model_directory_files", "model_record", "packet_files",
+    "parameter_digests", "parse_ids", "parse_site", "read_json_object", "read_packet", "record_body", "run_audit",
+    "sha256_json", "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt",
+    "verify_packet", "write_packet",
+]  # fmt: skip

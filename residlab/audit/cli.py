@@ -16,9 +16,11 @@ import sys
 from pathlib import Path
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS  # bundled
-from residlab.audit.core import AuditError, AuditInput, audit_to_directory, build_specimen, check_output_directory  # bundled
-from residlab.audit.core import load_model_directory, parse_ids, parse_site, single_token, subject_from_packet  # bundled
-from residlab.audit.core import MAX_THREADS, summary_lines, tokenize_prompt, verify_packet  # bundled
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
+from residlab.audit.subject import AuditError, build_specimen, load_model_directory  # bundled
+from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt  # bundled
+from residlab.audit.packet import audit_to_directory, summary_lines  # bundled
+from residlab.audit.verify import subject_from_packet, verify_packet  # bundled
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -> None:
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None, prog: str = "audit_residual_writes.py", 
             return run_verify_command(argv[1:], prog, extra_sources)
         args = build_audit_parser(prog, extra_sources).parse_args(argv)
         return run_audit_command(args, extra_sources)
-    except AuditError as error:
+    except (AuditError, OutputDirectoryError) as error:  # a refusal: one line, nothing written
         print(f"error: {error}", file=sys.stderr)
         return 1
 

@@ -58,7 +58,8 @@ RUNNERS = (
     ),
     Runner(
         "audit_residual_writes.py",
-        ("audit/core.py", "capture/blocks.py", "capture/recording.py", "audit/cli.py"),
+        ("capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/outdir.py", "audit/subject.py",
+         "audit/runs.py", "audit/packet.py", "audit/verify.py", "audit/cli.py"),
         "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
     ),
 )

@@ -1,0 +1,322 @@
+"""The packet: the four records of one audit (model, input, intervention, measurement), linked to one another by
+the SHA-256 of their canonical JSON and one digest per top-level field; built from the runs, checked against the
+packet's own invariants (the block identity, frozen parameters, interventions confined to their site), written
+by the one output rule (``capture.outdir``), and summarised for the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, canonical_path  # bundled
+from residlab.capture.outdir import check_output_directory, write_directory  # bundled
+from residlab.capture.recording import library_versions  # bundled
+from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table  # bundled
+from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
+from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit  # bundled
+from residlab.audit.runs import sha256_json, tensor_sha256  # bundled
+
+SCHEMA = "residlab-audit-packet/1"
+RECORDS = ("model", "input", "intervention", "measurement")
+LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
+# Reproduction tolerance per quantity: |re-run - recorded| <= absolute + relative * |recorded|. Re-runs in one
+# environment agree exactly; the margin admits another thread count or library build (float32 rounding).
+TOLERANCES = {
+    "metric": {"absolute": 1e-5, "relative": 1e-5},
+    "norm": {"absolute": 1e-5, "relative": 1e-5},
+    "direct_projection": {"absolute": 1e-5, "relative": 1e-5},
+    "direct_effect_exact": {"absolute": 1e-5, "relative": 1e-5},
+    "survival_cosine": {"absolute": 1e-5, "relative": 0.0},
+    "retained_fraction": {"absolute": 1e-5, "relative": 1e-5},
+    "ablation_effect": {"absolute": 1e-5, "relative": 1e-5},
+    "patch_recovery": {"absolute": 1e-4, "relative": 1e-5},
+    "replacement": {"absolute": 1e-5, "relative": 1e-5},
+    "block_identity": {"absolute": 1e-4, "relative": 0.0},
+}
+
+
+def _measured(value, quantity: str) -> dict:
+    return {"value": value, "tolerance": dict(TOLERANCES[quantity])}
+
+
+def _float(tensor) -> float:
+    return float(tensor.item())
+
+
+def _vector_values(vector) -> list[float]:
+    return [float(f"{v:.9g}") for v in vector.tolist()]  # 9 significant digits round-trip float32
+
+
+def _normaliser_epsilon(module) -> float:
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(module, attribute, None)
+        if value is not None:
+            return float(value)
+    raise AuditError(f"the final normaliser {type(module).__name__} exposes no epsilon")
+
+
+def _module_path(model, target) -> str:
+    """Where ``target`` is in ``model``, under the names packets record."""
+    return canonical_path(module_path(model, target))
+
+
+def model_record(subject: Subject, threads: int) -> dict:
+    kind = subject.block_type
+    blocks = subject.blocks
+    return {
+        "source": subject.source,
+        "block_type": kind.name,
+        "model_class": type(subject.model).__name__,
+        "block_class": type(blocks[0]).__name__,
+        "blocks": len(blocks),
+        "width": int(subject.head.weight.shape[1]),
+        "vocab_size": subject.vocab_size,
+        "residual_kind": kind.sites.residual_kind,
+        "mlp": kind.mlp,
+        "site_table": {
+            "layers": kind.layers,
+            "per_block": site_table(kind),
+            "mlp_reads": kind.sites.mlp_reads,
+            "identity": kind.sites.identity,
+        },
+        "normaliser": {
+            "type": kind.normaliser,
+            "final_module": kind.final_norm,
+            "final_class": type(subject.final_norm).__name__,
+            "epsilon": _normaliser_epsilon(subject.final_norm),
+            "placement": kind.placement,
+        },
+        "output_embedding": _module_path(subject.model, subject.head),
+        "parameters": parameter_digests(subject.model),
+        "execution": {"dtype": "float32", "device": "cpu", "threads": threads, "attention": "eager",
+                      "gradients": "off (torch.inference_mode)", "mode": "eval"},  # fmt: skip
+        "libraries": library_versions(LIBRARIES),
+    }
+
+
+def input_record(audit_input: AuditInput, sites: list[DeclaredSite]) -> dict:
+    clean, corrupt = list(audit_input.clean_ids), list(audit_input.corrupt_ids)
+    return {
+        "clean": {"ids": clean, "text": audit_input.clean_text},
+        "corrupt": {"ids": corrupt, "text": audit_input.corrupt_text},
+        "length": len(clean),
+        "attention_mask": [1] * len(clean),
+        "differing_positions": [p for p, (a, b) in enumerate(zip(clean, corrupt)) if a != b],
+        "target": {"id": audit_input.target, "text": audit_input.target_text},
+        "rival": {"id": audit_input.rival, "text": audit_input.rival_text},
+        "readout_position": len(clean) - 1,
+        "written_positions": sorted({site.position for site in sites}),
+    }
+
+
+def _run_entry(run: Run) -> dict:
+    entry = {"id": run.run_id, "input": run.input_name}
+    if run.site is None:
+        return entry | {"intervention": None}
+    replacement = {"kind": run.replacement_kind, "values": _vector_values(run.replacement),
+                   "sha256": tensor_sha256(run.replacement), "tolerance": dict(TOLERANCES["replacement"])}  # fmt: skip
+    if run.replacement_kind == "clean write":
+        replacement["from_run"] = "clean"
+    return entry | {
+        "intervention": {"site": run.site.name, "position": run.site.position, "source_run": run.source_run,
+                         "replacement": replacement}  # fmt: skip
+    }
+
+
+def intervention_record(runs: list[Run], sites: list[DeclaredSite]) -> dict:
+    return {
+        "declared_sites": [
+            {"name": s.name, "component": s.component, "block": s.block, "position": s.position} for s in sites
+        ],
+        "recorded_sites": list(runs[0].sites),  # every site each run recorded, in forward order
+        "runs": [_run_entry(run) for run in runs],
+        "held_fixed": [
+            "every parameter tensor (model record digest, checked before and after every run)",
+            "the input ids and attention mask of the run the intervention is applied to",
+            "every other position of the declared site",
+            "every site upstream of the declared site (checked bit-identical to the source run)",
+        ],
+        "recomputed": "every site downstream of the declared site, by the model's own forward",
+    }
+
+
+def _metric(logits, audit_input: AuditInput) -> float:
+    return _float(logits[audit_input.target] - logits[audit_input.rival])
+
+
+def _cosine(a, b):
+    denominator = float(a.norm()) * float(b.norm())
+    return None if denominator == 0.0 else _float(a @ b) / denominator
+
+
+def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
+    torch = _import_torch()
+    clean = runs_by_id["clean"]
+    last_block = len(subject.blocks) - 1
+    w = clean.sites[site.name][site.position]
+    final_state = clean.sites[site_name(last_block, "resid_out")][site.position]
+    readout_position = len(audit_input.clean_ids) - 1
+    direct_effect = None
+    if site.position == readout_position:  # elsewhere the write has no direct path to the readout
+        with torch.inference_mode():
+            direct_effect = _metric(subject.readout(final_state), audit_input) - _metric(
+                subject.readout(final_state - w), audit_input
+            )
+    later = [site_name(site.block, "mlp_write")] if site.component == "attn" else []
+    later += [site_name(b, write) for b in range(site.block + 1, last_block + 1) for write in COMPONENTS.values()]
+    carried = w + sum((clean.sites[name][site.position] for name in later), torch.zeros_like(w))
+    norm = float(w.norm())
+    ld_clean = _metric(clean.logits, audit_input)
+    ld_corrupt = _metric(runs_by_id["corrupt"].logits, audit_input)
+    ablated = _metric(runs_by_id[f"ablate {site.label}"].logits, audit_input)
+    patched = _metric(runs_by_id[f"patch {site.label}"].logits, audit_input)
+    gap = ld_clean - ld_corrupt
+    return {
+        "site": site.name,
+        "position": site.position,
+        "norm": _measured(norm, "norm"),
+        "direct_projection": _measured(_float(direction @ w), "direct_projection"),
+        "direct_effect_exact": _measured(direct_effect, "direct_effect_exact"),
+        "survival_cosine": _measured(_cosine(w, final_state), "survival_cosine"),
+        "retained_fraction": _measured(None if norm == 0 else _float(carried @ w) / norm**2, "retained_fraction"),
+        "ablation_effect": _measured(ablated - ld_clean, "ablation_effect"),
+        "patch_recovery": _measured(None if gap == 0 else (patched - ld_corrupt) / gap, "patch_recovery"),
+    }
+
+
+def block_identity_excesses(subject: Subject, run: Run) -> list[float]:
+    """Per block: |resid_out - (resid_in + attn_write + mlp_write)| at its largest, less the float32 allowance
+    for the block's scale (IDENTITY_RELATIVE x its largest entry); at most IDENTITY_ABSOLUTE when the site
+    table matches the block."""
+    excesses = []
+    for b in range(len(subject.blocks)):
+        parts = [run.sites[site_name(b, s)] for s in BLOCK_SITES]
+        error = float((parts[3] - (parts[0] + parts[1] + parts[2])).abs().max())
+        excesses.append(error - IDENTITY_RELATIVE * max(float(p.abs().max()) for p in parts))
+    return excesses
+
+
+def invariant_problems(subject: Subject, runs: list[Run], comparisons: list[dict]) -> list[str]:
+    """What breaks the packet's invariants: the block identity, frozen parameters, interventions confined."""
+    problems = [f"block {b}: output differs from input + attention write + MLP write by more than float32 rounding"
+                for b, excess in enumerate(block_identity_excesses(subject, runs[0])) if excess > IDENTITY_ABSOLUTE]
+    problems += [f"run {run.run_id}: the parameters changed during the run" for run in runs
+                 if run.digest_before != run.digest_after]  # fmt: skip
+    for c in comparisons:
+        if c["upstream_identical"] != c["upstream_sites"]:
+            problems.append(f"run {c['run']}: a site upstream of the declared one differs from run {c['source_run']}")
+        if not (c["declared_equals_replacement"] and c["other_positions_identical"]):
+            problems.append(f"run {c['run']}: the declared site does not hold exactly its replacement")
+    return problems
+
+
+def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
+    runs_by_id = {run.run_id: run for run in runs}
+    direction = (subject.head.weight[audit_input.target] - subject.head.weight[audit_input.rival]).detach()
+    clean, corrupt = runs_by_id["clean"], runs_by_id["corrupt"]
+    return {
+        "metric": "logit(target) - logit(rival) at the readout position",
+        "readout": (
+            f"{subject.block_type.final_norm} then {_module_path(subject.model, subject.head)}, applied to "
+            f"{site_name(len(subject.blocks) - 1, 'resid_out')} at the readout position"
+        ),
+        "direction": "u_target - u_rival: rows of the output embedding",
+        "direct_effect_rule": "M(N(r_final)) - M(N(r_final - w)) for a write at the readout position; null elsewhere, "
+        "where the write reaches the readout only through later attention",
+        "survival_rule": "cosine of w with the final state at w's position; retained = (w + every later write) . w / |w|^2",
+        "tolerance_rule": "reproduced when |re-run - recorded| <= absolute + relative * |recorded|",
+        "baseline": {
+            "clean": _measured(_metric(clean.logits, audit_input), "metric"),
+            "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric"),
+        },
+        "results": [_write_result(subject, audit_input, site, runs_by_id, direction) for site in sites],
+        "checks": {
+            "parameter_digest_per_run": [
+                {"run": run.run_id, "before": run.digest_before, "after": run.digest_after} for run in runs
+            ],
+            "intervened_runs": comparisons,
+            "block_identity": {
+                "what": "max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| in the clean run, "
+                f"less {IDENTITY_RELATIVE:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE:g}",
+                "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity"),
+            },
+        },
+    }
+
+
+def linked_records(bodies: dict) -> dict:
+    """Add to each record its links: the other records' SHA-256 and one digest per top-level field."""
+    digests = {
+        name: {"sha256": sha256_json(body), "fields": {key: sha256_json(value) for key, value in body.items()}}
+        for name, body in bodies.items()
+    }
+    return {
+        name: {"record": name, "schema": SCHEMA, **body, "links": {other: digests[other] for other in RECORDS if other != name}}
+        for name, body in bodies.items()
+    }
+
+
+def build_packet(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1) -> dict:
+    """The four linked records of one audit."""
+    runs, comparisons = run_audit(subject, audit_input, sites, threads)
+    problems = invariant_problems(subject, runs, comparisons)
+    if problems:  # the site table does not describe this model: no packet
+        raise AuditError("the audit's own checks failed: " + "; ".join(problems))
+    bodies = {
+        "model": model_record(subject, threads),
+        "input": input_record(audit_input, sites),
+        "intervention": intervention_record(runs, sites),
+        "measurement": measurement_record(subject, audit_input, sites, runs, comparisons),
+    }
+    return linked_records(bodies)
+
+
+def record_body(record: dict) -> dict:
+    """A record without its links and envelope: what the others' links hash."""
+    return {key: value for key, value in record.items() if key not in ("links", "record", "schema")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writing a packet.
+
+
+def packet_files(packet: dict) -> dict[str, bytes]:
+    """The packet's files: each record as indented JSON with sorted keys and a final newline, in UTF-8."""
+    return {f"{name}.json": (json.dumps(packet[name], indent=1, sort_keys=True) + "\n").encode("utf-8") for name in RECORDS}
+
+
+def write_packet(packet: dict, output_dir: Path) -> Path:
+    """Write the four records into ``output_dir`` by the one output rule: all four or nothing."""
+    return write_directory(output_dir, packet_files(packet))
+
+
+def audit_to_directory(subject, audit_input, sites, output_dir: Path, threads: int = 1) -> dict:
+    check_output_directory(output_dir)  # before any work
+    packet = build_packet(subject, audit_input, sites, threads)
+    write_packet(packet, output_dir)
+    return packet
+
+
+def summary_lines(packet: dict) -> list[str]:
+    model, measurement, inputs = packet["model"], packet["measurement"], packet["input"]
+    lines = []
+    if model["source"]["kind"] == "specimen":
+        lines.append(f"WARNING: random-weight {model['source']['name']} specimen: these numbers describe no trained model")
+    lines.append(
+        f"{model['model_class']} ({model['block_type']}, {model['blocks']} blocks, width {model['width']}); "
+        f"parameters {model['parameters']['digest'][:16]}..."
+    )
+    lines.append(
+        f"metric logit({inputs['target']['id']}) - logit({inputs['rival']['id']}) at position "
+        f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
+        f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
+    )
+    header = ("write", "norm", "d.w", "direct", "ablation", "recovery", "cos", "retained")
+    lines.append(f"{header[0]:<24}" + "".join(f"{h:>10}" for h in header[1:]))
+    for row in measurement["results"]:
+        values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "ablation_effect",
+                                                 "patch_recovery", "survival_cosine", "retained_fraction")]  # fmt: skip
+        cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
+        lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
+    return lines

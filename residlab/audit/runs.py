@@ -1,0 +1,275 @@
+"""The runs of an audit: what is declared (``DeclaredSite``, ``AuditInput``, parsed from the command line), one
+recorded forward (``execute``: every site of every block recorded, optionally one declared write replaced at its
+position, the parameters hashed before and after), each intervened run compared site by site with the run it came
+from (``compare_to_source``), and ``run_audit``, every run one audit needs.
+
+Sites are named and found by the capture floor (``site_name``, ``resolve_sites``) and recorded by its one
+mechanism (``record_sites`` with an ``at_position`` edit); the hashes here (canonical JSON, tensor bytes) are
+what the packet's records and links are made of.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from residlab.capture.blocks import canonical_path  # bundled
+from residlab.capture.recording import SiteFiredTwice, at_position, record_sites  # bundled
+from residlab.capture.sites import SiteError, resolve_sites, site_name  # bundled
+from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
+
+COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
+MAX_THREADS = 1024
+HASH_THREADS = min(4, os.cpu_count() or 1)  # parameter hashing only; the forwards use --threads
+
+
+def canonical_json(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def sha256_json(value) -> str:
+    return hashlib.sha256(canonical_json(value)).hexdigest()
+
+
+def tensor_sha256(tensor) -> str:
+    """sha256 of the tensor's bytes in row-major order, read in place (no copy) when it is contiguous on the CPU."""
+    torch = _import_torch()
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    return hashlib.sha256(flat.view(torch.uint8).numpy()).hexdigest()
+
+
+def parameter_digests(model) -> dict:
+    """sha256 of every parameter tensor in registration order (the model's own canonical order), and one
+    digest over their shapes, dtypes and hashes (names left out: releases rename some tensors)."""
+    named = list(model.named_parameters())
+    # hashlib releases the GIL on large buffers, so the tensors hash in parallel; each digest is still its
+    # tensor's own bytes, and the total is taken in registration order.
+    with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
+        hashes = list(pool.map(tensor_sha256, (parameter for _, parameter in named)))
+    tensors = []
+    total = hashlib.sha256()
+    for (name, parameter), digest in zip(named, hashes):
+        shape, dtype = list(parameter.shape), str(parameter.dtype)
+        tensors.append({"name": canonical_path(name), "shape": shape, "dtype": dtype, "sha256": digest})
+        total.update(f"{list(parameter.shape)}|{parameter.dtype}|{digest}\n".encode())
+    return {
+        "order": "registration order (named_parameters)",
+        "count": len(tensors),
+        "elements": sum(math.prod(t["shape"]) for t in tensors),
+        "digest": total.hexdigest(),
+        "tensors": tensors,
+    }
+
+
+def _parameter_digest(model) -> str:
+    return parameter_digests(model)["digest"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Runs: one forward with every site recorded, optionally with one declared write replaced.
+
+
+@dataclass(frozen=True)
+class DeclaredSite:
+    component: str  # "attn" or "mlp"
+    block: int
+    position: int  # 0-based, already resolved
+
+    @property
+    def name(self) -> str:
+        return site_name(self.block, COMPONENTS[self.component])
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.position}"
+
+
+@dataclass
+class Run:
+    run_id: str
+    input_name: str  # "clean" or "corrupt"
+    sites: dict  # site name -> tensor (n, d), in forward order
+    logits: object  # (vocab,) at the last position
+    digest_before: str
+    digest_after: str
+    site: DeclaredSite | None = None
+    replacement: object = None  # (d,)
+    source_run: str | None = None
+    replacement_kind: str | None = None
+
+
+def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], before: str | None = None,
+            **intervention) -> Run:
+    """One recorded forward, the parameter digest taken before and after it. ``before`` may be the digest the
+    previous run ended with: nothing runs in between, so hashing again would re-read the same tensors."""
+    torch = _import_torch()
+    site = intervention.get("site")
+    edits = None if site is None else {site.name: at_position(site.position, intervention["replacement"])}
+    try:
+        sites = resolve_sites(subject.model, subject.block_type, len(subject.blocks))
+    except SiteError as error:  # the table names a module this model lacks
+        raise AuditError(str(error)) from None
+    before = before or _parameter_digest(subject.model)
+    try:
+        with record_sites(sites, edits=edits) as recorder, torch.inference_mode():
+            logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
+    except SiteFiredTwice as error:  # one run = one forward: the table misreads the model
+        raise AuditError(str(error)) from None
+    missing = recorder.missing()
+    if missing:
+        raise AuditError(f"sites never fired (the site table does not match the model): {', '.join(missing)}")
+    return Run(
+        run_id=run_id, input_name=input_name, sites={name: recorder.records[name][0] for name in recorder.names},
+        logits=logits,
+        digest_before=before, digest_after=_parameter_digest(subject.model), site=site,
+        replacement=intervention.get("replacement"), source_run=intervention.get("source_run"),
+        replacement_kind=intervention.get("kind"),
+    )  # fmt: skip
+
+
+def compare_to_source(run: Run, source: Run) -> dict:
+    """Site by site against the run the intervened run came from: upstream of the declared site bit-identical,
+    the declared position equal to the replacement, its other positions untouched, which later sites changed."""
+    torch = _import_torch()
+    names = list(run.sites)
+    index = names.index(run.site.name)
+    upstream, downstream = names[:index], names[index + 1 :]
+    declared, original = run.sites[run.site.name], source.sites[run.site.name]
+    others = [p for p in range(declared.shape[0]) if p != run.site.position]
+    return {
+        "run": run.run_id,
+        "source_run": source.run_id,
+        "upstream_sites": len(upstream),
+        "upstream_identical": sum(torch.equal(run.sites[n], source.sites[n]) for n in upstream),
+        "declared_equals_replacement": bool(torch.equal(declared[run.site.position], run.replacement)),
+        "other_positions_identical": bool(torch.equal(declared[others], original[others])),
+        "downstream_sites": len(downstream),
+        "downstream_changed": sum(not torch.equal(run.sites[n], source.sites[n]) for n in downstream),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Inputs.
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    clean_ids: tuple[int, ...]
+    corrupt_ids: tuple[int, ...]
+    target: int
+    rival: int
+    clean_text: str | None = None
+    corrupt_text: str | None = None
+    target_text: str | None = None
+    rival_text: str | None = None
+
+
+def parse_ids(text: str, what: str) -> list[int]:
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise AuditError(f"{what}: {text!r} is not a comma-separated list of token ids") from None
+    if not ids:
+        raise AuditError(f"{what}: no token ids given")
+    return ids
+
+
+def tokenize_prompt(subject: Subject, text: str, what: str) -> list[int]:
+    if subject.tokenizer is None:
+        raise AuditError(f"{what}: this model has no tokenizer (no tokenizer.json): give token ids instead")
+    ids = subject.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise AuditError(f"{what}: {text!r} produced no tokens")
+    return list(ids)
+
+
+def single_token(subject: Subject, text: str, what: str) -> int:
+    ids = tokenize_prompt(subject, text, what)
+    if len(ids) != 1:
+        pieces = [subject.tokenizer.decode([i]) for i in ids]
+        raise AuditError(f"{what}: {text!r} is {len(ids)} tokens {pieces}, not one token")
+    return ids[0]
+
+
+def check_input(subject: Subject, audit_input: AuditInput) -> None:
+    clean, corrupt = audit_input.clean_ids, audit_input.corrupt_ids
+    if len(clean) != len(corrupt):
+        raise AuditError(
+            f"the clean prompt is {len(clean)} tokens and the corrupt prompt {len(corrupt)}: "
+            "they must have the same token length"
+        )
+    if subject.fixed_length is not None and len(clean) != subject.fixed_length:
+        raise AuditError(f"this model reads exactly {subject.fixed_length} tokens, got {len(clean)}")
+    vocab = subject.vocab_size
+    for what, ids in (("clean", clean), ("corrupt", corrupt), ("target", [audit_input.target]),
+                      ("rival", [audit_input.rival])):  # fmt: skip
+        bad = [i for i in ids if not 0 <= i < vocab]
+        if bad:
+            raise AuditError(f"{what}: token ids {bad} are outside the vocabulary (0..{vocab - 1})")
+    if audit_input.target == audit_input.rival:
+        raise AuditError("the target and the rival are the same token: the metric would be zero")
+    limit = getattr(subject.model.config, "max_position_embeddings", None) if hasattr(subject.model, "config") else None
+    if limit is not None and len(clean) > limit:
+        raise AuditError(f"the prompts are {len(clean)} tokens, more than the model's {limit} positions")
+
+
+def parse_site(text: str, blocks: int, length: int) -> DeclaredSite:
+    """'attn:BLOCK:POSITION' or 'mlp:BLOCK:POSITION'; negative block or position counts from the end."""
+    parts = text.split(":")
+    if len(parts) != 3 or parts[0] not in COMPONENTS:
+        raise AuditError(f"site {text!r}: write it as COMPONENT:BLOCK:POSITION with COMPONENT attn or mlp")
+    try:
+        block, position = int(parts[1]), int(parts[2])
+    except ValueError:
+        raise AuditError(f"site {text!r}: block and position must be integers") from None
+    if not -blocks <= block < blocks:
+        raise AuditError(f"site {text!r}: block {block} is out of range: the model has {blocks} blocks (0..{blocks - 1})")
+    if not -length <= position < length:
+        raise AuditError(
+            f"site {text!r}: position {position} is out of range: the prompts have {length} tokens (0..{length - 1})"
+        )
+    return DeclaredSite(parts[0], block % blocks, position % length)
+
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int):
+    torch = _import_torch()
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
+    """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    torch = _import_torch()
+    check_input(subject, audit_input)
+    if not sites:
+        raise AuditError("no sites declared")
+    if len(set(sites)) != len(sites):
+        raise AuditError("a site is declared twice")
+    with torch_threads(threads):
+        clean = execute(subject, "clean", "clean", list(audit_input.clean_ids))
+        corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), clean.digest_after)
+        runs = [clean, corrupt]
+        for site in sites:
+            width = clean.sites[site.name].shape[1]
+            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids),
+                                runs[-1].digest_after, site=site, replacement=torch.zeros(width),
+                                source_run="clean", kind="zero"))  # fmt: skip
+            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids),
+                                runs[-1].digest_after, site=site,
+                                replacement=clean.sites[site.name][site.position].clone(), source_run="corrupt",
+                                kind="clean write"))  # fmt: skip
+    by_id = {run.run_id: run for run in runs}
+    comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
+    return runs, comparisons
+

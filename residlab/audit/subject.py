@@ -1,0 +1,224 @@
+"""What is audited: a model ready to audit (``Subject``), built as a random-weight specimen or loaded offline
+from a local model directory, and the model files such a load reads.
+
+A specimen is built from ``capture.blocks.SPECIMEN_CONFIGS`` with every parameter drawn from one seeded generator;
+a directory is loaded as a built-in transformers class from config.json and safetensors alone (no remote code, no
+download, every weight tensor present and used). Either way the model runs in float32 on the CPU, in eval mode,
+with eager attention. torch and transformers are imported when a model is built or loaded, with a clear
+``AuditError`` when they are missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list  # bundled
+
+MAX_CONFIG_BYTES = 2**20
+MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+               "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
+
+
+class AuditError(RuntimeError):
+    """The audit cannot run as asked; the message names the problem. Nothing was written."""
+
+
+@dataclass
+class Subject:
+    """A model ready to audit: the module, its block type and how to rebuild it (the model record's source)."""
+
+    model: object
+    block_type: BlockType
+    source: dict
+    tokenizer: object = None
+    fixed_length: int | None = None  # the copy model reads exactly 5 tokens
+
+    @property
+    def blocks(self) -> list:
+        layers = self.model.get_submodule(self.block_type.layers)
+        return list(layers) if self.block_type.stacked else [layers]
+
+    @property
+    def head(self):
+        if self.block_type.model_type is None:
+            return self.model.unembed
+        return self.model.get_output_embeddings()
+
+    @property
+    def final_norm(self):
+        return self.model.get_submodule(self.block_type.final_norm)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.head.weight.shape[0])
+
+    def last_logits(self, input_ids):
+        """input_ids (1, n) -> logits (vocab,) at the last position."""
+        if self.block_type.model_type is None:
+            return self.model(input_ids)[0]
+        return self.model(input_ids=input_ids, use_cache=False).logits[0, -1]
+
+    def readout(self, state):
+        """One residual vector (d,) -> logits (vocab,): the final normaliser, then the unembedding."""
+        return self.head(self.final_norm(state.unsqueeze(0)))[0]
+
+
+def _import_torch():
+    try:
+        import torch
+    except ImportError:
+        raise AuditError("torch is not installed: install residual-requirements.txt first") from None
+    return torch
+
+
+def _import_transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise AuditError("transformers is not installed: install residual-requirements.txt first") from None
+    return transformers
+
+
+def _finish_model(model, block_type: BlockType):
+    """float32, CPU, eval mode, eager attention, no cache; refuse anything else."""
+    torch = _import_torch()
+    model = model.to(device="cpu", dtype=torch.float32).eval()
+    model.config.use_cache = False
+    if model.config._attn_implementation != "eager":
+        raise AuditError(f"attention implementation is {model.config._attn_implementation}, not eager")
+    if type(model).__name__ != block_type.model_class:
+        raise AuditError(f"loaded {type(model).__name__}, expected {block_type.model_class}")
+    return model
+
+
+def build_specimen(name: str, seed: int = 0) -> Subject:
+    """A random-weight model of one supported block type, from ``SPECIMEN_CONFIGS[name]``. Every parameter is
+    drawn in registration order from one seeded generator (not transformers' own initialisation), so the
+    weights depend only on the name and the seed."""
+    if name not in SPECIMEN_CONFIGS:
+        raise AuditError(f"unknown specimen {name!r}; supported block types: {supported_list()}")
+    torch = _import_torch()
+    transformers = _import_transformers()
+    values = dict(SPECIMEN_CONFIGS[name])
+    config = transformers.AutoConfig.for_model(values.pop("model_type"), **values)
+    config._attn_implementation = "eager"
+    block_type = block_type_for(config)
+    model = getattr(transformers, block_type.model_class)(config)
+    generator = torch.Generator().manual_seed(seed)
+    scale = 1.0 / math.sqrt(model.config.hidden_size)
+    with torch.no_grad():
+        for parameter_name, parameter in model.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator, dtype=torch.float32)
+            if parameter.ndim == 1:  # normaliser gains near 1; biases small
+                values_ = 1.0 + 0.1 * noise if parameter_name.endswith("weight") else 0.1 * noise
+            else:
+                values_ = scale * noise
+            parameter.copy_(values_)
+    source = {"kind": "specimen", "name": name, "seed": seed, "config": dict(SPECIMEN_CONFIGS[name]),
+              "note": "random weights: these numbers describe no trained model"}  # fmt: skip
+    return Subject(_finish_model(model, block_type), block_type, source)
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(2**20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_directory_files(directory: Path) -> list[dict]:
+    """Name, size and sha256 of every file the load reads: config, weights, tokenizer."""
+    names = sorted(
+        path.name
+        for path in directory.iterdir()
+        if path.is_file() and (path.name in MODEL_FILES or path.suffix == ".safetensors")
+    )
+    return [{"name": n, "size": (directory / n).stat().st_size, "sha256": _sha256_file(directory / n)} for n in names]
+
+
+@contextlib.contextmanager
+def _quiet_transformers(transformers):
+    """No progress bar and no load report while loading; the previous settings restored afterwards."""
+    logging = transformers.utils.logging
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def read_json_object(path: Path, limit: int, what: str) -> dict:
+    """A JSON object from a file of at most ``limit`` bytes (checked before reading), or a clear error."""
+    if not path.is_file():
+        raise AuditError(f"{what}: {path} is missing")
+    if path.stat().st_size > limit:
+        raise AuditError(f"{what}: {path} is larger than {limit} bytes")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise AuditError(f"{what}: {path} is not valid JSON ({error})") from None
+    if not isinstance(value, dict):
+        raise AuditError(f"{what}: {path} does not hold a JSON object")
+    return value
+
+
+def load_model_directory(directory: Path) -> Subject:
+    """A built-in transformers causal LM from ``directory`` alone: config.json and safetensors weights, no remote
+    code, no download; every weight tensor present (none left to random initialisation), none unused."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise AuditError(f"{directory} is not a directory")
+    config_path = directory / "config.json"
+    config_data = read_json_object(config_path, MAX_CONFIG_BYTES, "the model config")
+    if "auto_map" in config_data:
+        raise AuditError(f"{config_path} asks for remote code (auto_map); only built-in classes are loaded")
+    if not any(path.suffix == ".safetensors" for path in directory.iterdir()):
+        raise AuditError(f"{directory} holds no .safetensors weights (other weight formats are not loaded)")
+    files = model_directory_files(directory)
+    torch = _import_torch()
+    transformers = _import_transformers()
+    try:
+        config = transformers.AutoConfig.for_model(
+            config_data.get("model_type", ""), **{k: v for k, v in config_data.items() if k != "model_type"}
+        )
+    except (ValueError, KeyError) as error:
+        raise AuditError(
+            f"{config_path}: model_type {config_data.get('model_type')!r} is not usable ({error}); "
+            f"supported block types: {supported_list()}"
+        ) from None
+    try:
+        block_type = block_type_for(config)
+    except ArchitectureError as error:
+        raise AuditError(f"{config_path}: {error}") from None
+    model_class = getattr(transformers, block_type.model_class)
+    try:
+        with _quiet_transformers(transformers):  # the audit reports missing and unused tensors itself
+            model, info = model_class.from_pretrained(
+            str(directory), local_files_only=True, use_safetensors=True, trust_remote_code=False,
+                attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
+            )  # fmt: skip
+    except Exception as error:  # transformers and safetensors raise many kinds; all mean "does not load"
+        first_line = (str(error).splitlines() or [""])[0]
+        raise AuditError(f"{directory}: the weights do not load ({type(error).__name__}: {first_line})") from None
+    problems = {key: sorted(info.get(key) or []) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    problems = {key: value for key, value in problems.items() if value}
+    if problems:
+        details = "; ".join(f"{key}: {', '.join(map(str, value[:5]))}" for key, value in problems.items())
+        raise AuditError(f"{directory}: the weights do not match {block_type.model_class} ({details})")
+    tokenizer = None
+    if (directory / "tokenizer.json").is_file():
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            str(directory), local_files_only=True, use_fast=True, trust_remote_code=False
+        )
+    source = {"kind": "directory", "files": files}
+    return Subject(_finish_model(model, block_type), block_type, source, tokenizer=tokenizer)

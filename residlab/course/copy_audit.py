@@ -10,7 +10,7 @@ from pathlib import Path
 
 from residlab.course import lesson_lab
 from residlab.capture.blocks import COPY_MODEL
-from residlab.audit.core import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
+from residlab.audit import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
 
 
 def copy_model_subject() -> Subject:

@@ -36,7 +36,7 @@ def test_built_site_is_complete_and_self_contained(built_site):
 
 def test_lessons_audit_packet_is_published_with_its_links_intact(built_site):
     # Written while the lesson page ran, copied beside it by Quarto.
-    from residlab.audit import core as audit
+    from residlab import audit
 
     links = audit.Verification()
     audit.check_links(audit.read_packet(built_site.site / "lessons" / "copy-model-audit-packet"), links)

@@ -26,7 +26,7 @@ changes the trained weights and therefore every figure the lesson prints.
 #
 # Contents (the line where each section's marker starts):
 #   line   34  residlab/course/lesson_lab.py (the entry)
-#   then the entry's `if __name__ == "__main__":` block
+#   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
 

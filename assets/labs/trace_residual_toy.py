@@ -44,7 +44,7 @@ stays on one line). Bad input exits with status 2 and a message on stderr.
 #
 # Contents (the line where each section's marker starts):
 #   line   52  residlab/course/toy.py (the entry)
-#   then the entry's `if __name__ == "__main__":` block
+#   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
 

@@ -385,7 +385,7 @@ def _contents(runner: Runner, sections: list[Section], starts: dict, named: dict
         lines += [f"  line {named[(pointer.section, name)]:>4}    {name}" for name in pointer.names]
     lines += ["", "Contents (the line where each section's marker starts):"]
     lines += [f"  line {starts[section.key]:>4}  {section.label}" for section in sections]
-    lines.append(f"  then the entry's `if __name__ == \"__main__\":` block")
+    lines.append("  then the entry's __main__ block: what runs when the file runs as a script")
     return "".join(f"# {line}".rstrip() + "\n" for line in lines)
 
 

@@ -272,7 +272,7 @@ def read_bundle(entry: str, package_dir: Path = PACKAGE_DIR) -> tuple[Module, ..
         if module.main_block is not None:
             raise ValueError(f"{module.path} has an `if __name__ == \"__main__\":` block, but only the entry module "
                              f"({entry}) may run as a script; move what the bundle needs into a module of its own")
-    if order[-1].main_block is None:
+    if order[-1].main_block is not order[-1].tree.body[-1]:
         raise ValueError(f"{entry}: an entry module must end with an `if __name__ == \"__main__\":` block")
     defined_by: dict[str, str] = {}
     for module in order:

@@ -157,7 +157,7 @@ def test_table_of_contents_lists_the_line_of_every_section_and_the_read_first_na
         if label == "Check":
             assert line.startswith("class Check")
         elif label.startswith("data: "):
-            assert line.startswith("# ---- data: VALUES, some values (read from residlab/v.json) ")
+            assert line.startswith("# ---- data: VALUES, some values (residlab/v.json) ")
         else:
             assert line.startswith(f"# ---- {label.split()[0]} ")
     assert run_text(tmp_path, text) == "43\n"

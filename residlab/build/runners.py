@@ -296,7 +296,7 @@ def module_marker(path: str) -> str:
 
 
 def data_marker(data: DataSection) -> str:
-    return _marker(f"data: {data.name}, {data.what} (read from {PACKAGE_NAME}/{data.source})")
+    return _marker(f"data: {data.name}, {data.what} ({PACKAGE_NAME}/{data.source})")
 
 
 def _kept_lines(module: Module, start: int = 0, stop: int | None = None) -> str:

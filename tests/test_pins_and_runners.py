@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import collections
+import itertools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +16,7 @@ import pytest
 from residlab.build import pins
 from residlab.build import runners
 from residlab.build import sync
+from residlab.pythia.lock import default_lock_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,62 +62,234 @@ def test_lock_pins_reach_variables_and_learner_requirements():
     assert f'{lock["total_bytes"]:,}' in variables
 
 
-def test_runner_builder_drops_bundled_imports_and_embeds_the_lock(tmp_path, monkeypatch):
-    package = tmp_path / "pkg"
-    package.mkdir()
-    (package / "first.py").write_text(
-        '"""First."""\n\nfrom __future__ import annotations\n\nimport json\n'
-        'EMBEDDED_LOCK_JSON = None  # the runner builder writes the pinned lock here\n'
-    )
-    (package / "second.py").write_text(
-        '"""Second."""\n\nfrom __future__ import annotations\n\nfrom residlab.first import json  # bundled\n\n'
-        'def main():\n    return json.loads(EMBEDDED_LOCK_JSON)["revision"]\n\n'
-        'if __name__ == "__main__":\n    print(main())\n'
-    )
-    monkeypatch.setattr(runners, "PACKAGE_DIR", package)
-    text = runners.build_runner(runners.Runner("demo.py", ("first.py", "second.py"), "a demo"))
+DOC_FUTURE = '"""{name}."""\n\nfrom __future__ import annotations\n\n'
+MAIN = '\n\nif __name__ == "__main__":\n    print(main())\n'
+
+
+def fake_tree(root: Path, modules: dict[str, str]) -> Path:
+    """A package directory of small modules: each text follows the docstring and the __future__ import."""
+    for path, body in modules.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(DOC_FUTURE.format(name=path) + body)
+    return root
+
+
+def fake_runner(entry: str, read_first: str | None = None, **kwargs) -> runners.Runner:
+    section = runners.ReadFirst(read_first or entry)
+    return runners.Runner("x.py", entry, "a demo", "the demo", (section,), **kwargs)
+
+
+def run_text(tmp_path: Path, text: str) -> str:
+    script = tmp_path / "runner_copy.py"
+    script.write_text(text)
+    return subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=True).stdout
+
+
+def test_runner_builder_drops_bundled_imports_and_embeds_the_lock(tmp_path):
+    package = fake_tree(tmp_path / "pkg", {
+        "first.py": 'import json\n\n\ndef embedded():\n    return globals().get("EMBEDDED_LOCK_JSON")\n',
+        "second.py": 'from residlab.first import embedded, json  # bundled\n\n\n'
+                     'def main():\n    return json.loads(embedded())["revision"]\n' + MAIN,
+    })
+    (package / "locks").mkdir()
+    (package / "locks" / "pin.json").write_text(default_lock_path().read_text())
+    lock = runners.DataSection("EMBEDDED_LOCK_JSON", "locks/pin.json", "the pinned lock")
+    text = runners.build_runner(fake_runner("second.py", "first.py", data=(lock,)), package)
     assert "# bundled" not in text
     assert text.count("from __future__ import annotations") == 1
-    script = tmp_path / "demo.py"
-    script.write_text(text)
-    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=True)
-    assert completed.stdout.strip() == json.loads(runners.DEFAULT_LOCK.read_text())["revision"]
+    assert run_text(tmp_path, text).strip() == json.loads(default_lock_path().read_text())["revision"]
 
 
-def test_runner_builder_refuses_a_second_main_block(tmp_path, monkeypatch):
-    (tmp_path / "a.py").write_text('"""A."""\nfrom __future__ import annotations\nif __name__ == "__main__":\n    pass\n')
-    (tmp_path / "b.py").write_text('"""B."""\nfrom __future__ import annotations\n')
-    monkeypatch.setattr(runners, "PACKAGE_DIR", tmp_path)
-    with pytest.raises(ValueError, match="only the last module"):
-        runners.build_runner(runners.Runner("x.py", ("a.py", "b.py"), "x"))
-
-
-def test_runner_builder_leaves_out_a_borrowed_modules_script_block(tmp_path, monkeypatch):
-    (tmp_path / "lib.py").write_text(
-        '"""Lib."""\nfrom __future__ import annotations\n\ndef shared():\n    return 41\n\n'
-        'def main():\n    return "lib main"\n\nif __name__ == "__main__":\n    print(main())\n'
-    )
-    (tmp_path / "app.py").write_text(
-        '"""App: opens the runner."""\nfrom __future__ import annotations\n\n'
-        'from residlab.lib import shared  # bundled\n\ndef main():\n    return shared() + 1\n\n'
-        'if __name__ == "__main__":\n    print(main())\n'
-    )
-    monkeypatch.setattr(runners, "PACKAGE_DIR", tmp_path)
-    text = runners.build_runner(runners.Runner("x.py", ("lib.py", "app.py"), "x", borrowed=("lib.py",)))
+def test_runner_opens_with_the_note_then_the_entry_docstring(tmp_path):
+    package = fake_tree(tmp_path, {
+        "lib.py": "def shared():\n    return 41\n",
+        "app.py": "from residlab.lib import shared  # bundled\n\n\ndef main():\n    return shared() + 1\n" + MAIN,
+    })
+    text = runners.build_runner(fake_runner("app.py"), package)
+    lines = text.splitlines()
+    assert lines[0] == "#!/usr/bin/env python3"
+    note = list(itertools.takewhile(lambda line: line.startswith("# "), lines[1:]))
+    assert "Generated by `residlab sync` from the package's residlab/lib.py, residlab/app.py; edit those, not this file." in " ".join(
+        line[2:] for line in note)
+    assert lines[1 + len(note)] == '"""app.py."""'
     assert text.count('if __name__ == "__main__":') == 1
-    assert text.split("\n")[3] == '"""App: opens the runner."""'
-    script = tmp_path / "x.py"
-    script.write_text(text)
-    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=True)
-    assert completed.stdout == "42\n"
+    assert run_text(tmp_path, text) == "42\n"
 
 
-def test_runner_builder_refuses_a_name_defined_twice(tmp_path, monkeypatch):
-    (tmp_path / "a.py").write_text('"""A."""\nfrom __future__ import annotations\nWIDTH = 16\n')
-    (tmp_path / "b.py").write_text('"""B."""\nfrom __future__ import annotations\nWIDTH = 32\n')
-    monkeypatch.setattr(runners, "PACKAGE_DIR", tmp_path)
-    with pytest.raises(ValueError, match="b.py redefines WIDTH, which a.py defines"):
-        runners.build_runner(runners.Runner("x.py", ("a.py", "b.py"), "x"))
+def test_bundle_order_follows_the_imports_depth_first(tmp_path):
+    # entry imports c then b; c imports a; b imports a and d: a, c, d, b, entry (each once, dependencies first).
+    package = fake_tree(tmp_path, {
+        "a.py": "A = 1\n",
+        "d/d.py": "D = 4\n",
+        "c.py": "from residlab.a import A  # bundled\n\nC = A + 2\n",
+        "b.py": "from residlab.a import A  # bundled\nfrom residlab.d.d import D  # bundled\n\nB = A + D\n",
+        "entry.py": "from residlab.c import C  # bundled\nfrom residlab.b import B  # bundled\n\n\n"
+                    "def main():\n    return B * 10 + C\n" + MAIN,
+    })
+    assert runners.bundle_order("entry.py", package) == ("a.py", "c.py", "d/d.py", "b.py", "entry.py")
+    text = runners.build_runner(fake_runner("entry.py"), package)
+    markers = [line for line in text.splitlines() if line.startswith("# ---- residlab/")]
+    assert [marker.split()[2] for marker in markers] == [
+        "residlab/a.py", "residlab/c.py", "residlab/d/d.py", "residlab/b.py", "residlab/entry.py"]
+    assert run_text(tmp_path, text) == "53\n"
+
+
+def test_table_of_contents_lists_the_line_of_every_section_and_the_read_first_names(tmp_path):
+    package = fake_tree(tmp_path, {
+        "lib.py": "def shared():\n    return 41\n\n\nclass Check:\n    pass\n",
+        "app.py": "from residlab.lib import Check, shared  # bundled\n\n\ndef main():\n"
+                  "    return shared() + 1 + bool(Check() and VALUES)\n"
+                  "\n\ndef values():\n    return globals().get('VALUES')\n" + MAIN,
+    })
+    (package / "v.json").write_text('{"b": 2, "a": 1}')
+    spec = runners.Runner("x.py", "app.py", "a demo", "the check", (runners.ReadFirst("lib.py", ("Check",)),),
+                          data=(runners.DataSection("VALUES", "v.json", "some values"),))
+    text = runners.build_runner(spec, package)
+    lines = text.splitlines()
+    assert "# Read this first: the check." in lines
+    listed = [re.match(r"^#   line +(\d+)  (.*)$", line) for line in lines]
+    listed = [(int(match.group(1)), match.group(2).strip()) for match in listed if match]
+    assert [label for _, label in listed] == [
+        "residlab/lib.py", "Check", "residlab/lib.py", "residlab/app.py (the entry)", "data: VALUES, some values"]
+    for number, label in listed:
+        line = lines[number - 1]
+        if label == "Check":
+            assert line.startswith("class Check")
+        elif label.startswith("data: "):
+            assert line.startswith("# ---- data: VALUES, some values (residlab/v.json) ")
+        else:
+            assert line.startswith(f"# ---- {label.split()[0]} ")
+    assert run_text(tmp_path, text) == "43\n"
+
+
+def test_data_sections_come_after_all_code_and_just_before_the_main_block(tmp_path):
+    package = fake_tree(tmp_path, {
+        "lib.py": "def read():\n    return globals().get('VALUES')\n",
+        "app.py": "from residlab.lib import read  # bundled\n\n\ndef main():\n    return read()\n\n\nLATE = 1\n" + MAIN,
+    })
+    (package / "v.json").write_text('{"b": 2, "a": 1}')
+    spec = fake_runner("app.py", data=(runners.DataSection("VALUES", "v.json", "some values"),))
+    text = runners.build_runner(spec, package)
+    tree = ast.parse(text)
+    values = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign) and node.targets[0].id == "VALUES")
+    assert values == len(tree.body) - 2  # every definition before it, only the __main__ block after
+    assert runners._is_main_block(tree.body[-1])
+    assert json.loads(run_text(tmp_path, text)) == {"a": 1, "b": 2}
+
+
+@pytest.mark.parametrize("modules, message", [
+    ({"a.py": "from residlab.b import B  # bundled\nA = 1\n", "b.py": "from residlab.a import A  # bundled\nB = 2\n"},
+     r"import cycle among bundled modules \(a.py -> b.py -> a.py\)"),
+    ({"a.py": "from residlab.pkg import B  # bundled\n", "pkg/__init__.py": "B = 1\n"},
+     r"a.py: `from residlab.pkg import ...  # bundled` imports a package"),
+    ({"a.py": "from residlab import B  # bundled\n"}, r"a.py: `from residlab import ...  # bundled` imports a package"),
+    ({"a.py": "from residlab.gone import B  # bundled\n"}, r"a.py: .* names a module that does not exist"),
+    ({"a.py": "import residlab.b  # bundled\n", "b.py": "B = 1\n"}, r"a.py, line 5: a residlab import must be one line"),
+    ({"a.py": "from os import path  # bundled\n"}, r"a.py, line 5: only a one-line `from residlab... import` may be"),
+    ({"a.py": "WIDTH = 3  # bundled\n"}, r"a.py, line 5: only a one-line `from residlab... import` may be"),
+    ({"a.py": "from residlab.b import (\n    B,\n)  # bundled\n", "b.py": "B = 1\n"},
+     r"a.py, line 5: a residlab import must be one line"),
+    ({"a.py": "def f():\n    from residlab.b import B\n    return B\n", "b.py": "B = 1\n"},
+     r"a.py, line 6: a residlab import must be one line"),
+    ({"a.py": "from residlab.b import B as C  # bundled\n", "b.py": "B = 1\n"}, r"a.py, line 5: .* without `\*` or `as`"),
+    ({"a.py": "from residlab.b import C  # bundled\n", "b.py": "B = 1\n"}, r"a.py imports C from b.py, which does not"),
+    ({"a.py": "from residlab.b import B  # bundled\n",
+      "b.py": 'B = 1\n\nif __name__ == "__main__":\n    print(B)\n'}, r"b.py has an `if __name__ == \"__main__\":` block"),
+    ({"a.py": "from residlab.b import B  # bundled\nWIDTH = 16\n", "b.py": "B = 1\nWIDTH = 32\n"},
+     r"a.py redefines WIDTH, which b.py defines"),
+    ({"a.py": "from residlab.b import B  # bundled\n", "b.py": "try:\n    B = 1\nexcept ImportError:\n    B = 2\n",
+      "c.py": ""}, None),
+])
+def test_runner_builder_refuses_what_a_runner_could_not_hold(tmp_path, modules, message):
+    package = fake_tree(tmp_path, {path: body + ("\n\ndef main():\n    pass\n" + MAIN if path == "a.py" else "")
+                                   for path, body in modules.items()})
+    if message is None:  # the control: a well-formed tree builds
+        assert runners.bundle_order("a.py", package) == ("b.py", "a.py")
+        return
+    with pytest.raises(ValueError, match=message):
+        runners.build_runner(fake_runner("a.py"), package)
+
+
+@pytest.mark.parametrize("opening, message", [
+    ("from __future__ import annotations\n\nB = 1\n", "b.py: a bundled module must open with a docstring"),
+    ('"""B."""\n\nimport os\nfrom __future__ import annotations\nB = 1\n', "b.py: a bundled module must follow its"),
+    ('"""B."""\n\nB = 1\n', "b.py: a bundled module must follow its docstring"),
+])
+def test_runner_builder_refuses_a_module_without_the_opening(tmp_path, opening, message):
+    package = fake_tree(tmp_path, {"a.py": "from residlab.b import B  # bundled\n\n\ndef main():\n    pass\n" + MAIN})
+    (package / "b.py").write_text(opening)
+    with pytest.raises(ValueError, match=message):
+        runners.build_runner(fake_runner("a.py"), package)
+
+
+def test_runner_builder_refuses_an_entry_without_a_main_block_and_an_unread_data_section(tmp_path):
+    package = fake_tree(tmp_path, {"a.py": "def main():\n    pass\n", "b.py": "def main():\n    pass\n" + MAIN})
+    with pytest.raises(ValueError, match="a.py: an entry module must end with an `if __name__"):
+        runners.build_runner(fake_runner("a.py"), package)
+    (package / "v.json").write_text("{}")
+    with pytest.raises(ValueError, match="data section VALUES: no bundled module reads it"):
+        runners.build_runner(fake_runner("b.py", data=(runners.DataSection("VALUES", "v.json", "v"),)), package)
+    with pytest.raises(ValueError, match="b.py defines no top-level helper to read first"):
+        runners.build_runner(runners.Runner("x.py", "b.py", "p", "c", (runners.ReadFirst("b.py", ("helper",)),)), package)
+    with pytest.raises(ValueError, match="its read-first section a.py is not bundled"):
+        runners.build_runner(runners.Runner("x.py", "b.py", "p", "c", (runners.ReadFirst("a.py"),)), package)
+
+
+def test_runner_builder_keeps_a_marked_lazy_import_out_of_the_runner(tmp_path):
+    package = fake_tree(tmp_path, {
+        "lib.py": "def shared():\n    return 41\n",
+        "app.py": "def main():\n    from residlab.lib import shared  # bundled\n\n    return shared() + 1\n" + MAIN,
+    })
+    text = runners.build_runner(fake_runner("app.py"), package)
+    assert "residlab.lib" not in text and run_text(tmp_path, text) == "42\n"
+
+
+def buildable_runners() -> list[runners.Runner]:
+    """The real runners that build from the modules in this tree (a runner that cannot says why, by ValueError)."""
+    built = []
+    for runner in runners.RUNNERS:
+        try:
+            runners.build_runner(runner)
+        except ValueError:
+            continue
+        built.append(runner)
+    return built
+
+
+def test_every_real_runner_builds_or_refuses_clearly():
+    for runner in runners.RUNNERS:
+        try:
+            runners.build_runner(runner)
+        except ValueError as error:
+            assert any(module in str(error) for module in ("/", ".py")), error
+    assert buildable_runners(), "not one runner builds"
+
+
+@pytest.mark.parametrize("runner", buildable_runners(), ids=lambda runner: runner.filename)
+def test_each_real_runner_lists_its_sections_defines_no_name_twice_and_ends_with_its_data(runner):
+    text = runners.build_runner(runner)
+    lines = text.splitlines()
+    assert text.startswith("#!/usr/bin/env python3\n# " + runner.filename + ": ")
+    assert not re.search(r"(from|import) residlab\b", text)  # not even in a comment: the runner stands alone
+    listed = [re.match(r"^#   line +(\d+)  (residlab/\S+|data: (\w+))", line) for line in lines[:80]]
+    listed = [match for match in listed if match]
+    for section in runner.modules:
+        assert any(match.group(2) == f"residlab/{section}" for match in listed), section
+    for match in listed:
+        marker = lines[int(match.group(1)) - 1]
+        if match.group(3):
+            assert marker.startswith(f"# ---- data: {match.group(3)}, ")
+        else:
+            assert marker.startswith(f"# ---- {match.group(2)} ")
+    assert f"# Read this first: {runner.check}." in lines
+    tree = ast.parse(text)
+    counts = collections.Counter(name for node in tree.body for name in runners._bound_names([node]))
+    assert [name for name, count in counts.items() if count > 1] == []
+    data = [i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
+            and node.targets[0].id in {section.name for section in runner.data}]
+    assert data == list(range(len(tree.body) - 1 - len(runner.data), len(tree.body) - 1))
+    assert runners._is_main_block(tree.body[-1])
 
 
 def test_cli_lists_every_subcommand_without_importing_torch():

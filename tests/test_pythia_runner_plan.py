@@ -63,12 +63,17 @@ def test_runner_defines_each_top_level_name_once():
 
 
 def test_runner_embeds_the_pinned_lock():
-    namespace: dict = {}
+    import ast
+
     text = RUNNER.read_text(encoding="utf-8")
     assert "EMBEDDED_LOCK_JSON = None" not in text and "# bundled" not in text
-    start = text.index('EMBEDDED_LOCK_JSON = r"""')
-    end = text.index('"""', start + len('EMBEDDED_LOCK_JSON = r"""'))
-    exec(text[start : end + 3], namespace)
+    body = ast.parse(text).body
+    # The lock is a data section after all code, just before the __main__ block: one assignment, the pinned lock.
+    section = body[-2]
+    assert isinstance(section, ast.Assign) and [target.id for target in section.targets] == ["EMBEDDED_LOCK_JSON"]
+    assert runners._is_main_block(body[-1])
+    namespace: dict = {}
+    exec(ast.get_source_segment(text, section), namespace)
     pinned = json.loads((ROOT / "residlab" / "locks" / "pythia-14m.lock.json").read_text(encoding="utf-8"))
     assert json.loads(namespace["EMBEDDED_LOCK_JSON"]) == pinned
 

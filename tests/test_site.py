@@ -162,4 +162,4 @@ def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp
 def test_project_freezes_and_guards_as_the_readme_says():
     config = site.load_config(ROOT)
     assert config["execute"] == {"freeze": "auto", "cache": False}
-    assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "freeze_guard.py").resolve()
+    assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "build" / "freeze_guard.py").resolve()

@@ -18,8 +18,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-EMBEDDED_LOCK_JSON = None  # the runner builder writes the pinned lock here
-
 # The only files ever downloaded: no .bin weights, no custom code, no other checkpoints or optimizer states.
 ALLOWED_FILES = (
     "config.json",
@@ -250,10 +248,20 @@ def parse_lock(data: object, origin: str) -> Lock:
     )
 
 
+def embedded_lock_json() -> str | None:
+    """The pinned lock a runner carries, or None in the package.
+
+    ``residlab sync`` writes the lock into a runner as its ``EMBEDDED_LOCK_JSON`` data section, near the end of
+    the file (see ``residlab/build/runners.py``); the package never defines that name.
+    """
+    return globals().get("EMBEDDED_LOCK_JSON")
+
+
 def load_lock(path: Path | str | None = None) -> Lock:
     """Read and validate a lock. ``None`` means the pinned one (in a runner: its embedded copy)."""
-    if path is None and EMBEDDED_LOCK_JSON is not None:
-        text, origin = EMBEDDED_LOCK_JSON, "the runner's embedded lock"
+    embedded = embedded_lock_json() if path is None else None
+    if embedded is not None:
+        text, origin = embedded, "the runner's embedded lock"
     else:
         lock_path = default_lock_path() if path is None else Path(path)
         origin = str(lock_path)

@@ -37,10 +37,10 @@ class Runner:
 
 
 RUNNERS = (
-    Runner("trace_residual_toy.py", ("course/toy.py",), "Lab 05 Parts 1-3: the toy residual trace (standard library only)"),
+    Runner("trace_residual_toy.py", ("course/exact_vectors.py", "course/toy.py"), "Lab 05 Parts 1-3: the toy residual trace (standard library only)"),
     Runner(
         "residual_stream_lab.py",
-        ("course/lesson_lab.py",),
+        ("course/gradient_profile.py", "course/copy_model.py", "capture/recording.py", "course/lesson_lab.py"),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
     ),
     Runner(
@@ -51,10 +51,11 @@ RUNNERS = (
     ),
     Runner(
         "read_transformer_paper.py",
-        ("course/lesson_lab.py", "course/paper_lab.py"),
+        ("course/gradient_profile.py", "course/positional_encoding.py", "capture/recording.py",
+         "course/traced_block.py", "course/paper_lab.py"),
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
-        borrowed=("course/lesson_lab.py",),
+        borrowed=(),
     ),
     Runner(
         "audit_residual_writes.py",

@@ -274,6 +274,17 @@ def test_capture_removes_its_hooks_and_restores_the_fast_path_even_when_the_forw
     assert hook_count(layer) == 0 and torch.backends.mha.get_fastpath_enabled() == before
 
 
+def test_capture_refuses_a_sublayer_that_runs_twice_or_not_at_all(monkeypatch):
+    layer = paper_lab.build_encoder_layers()["post-LN"]
+    monkeypatch.setattr(layer, "_ff_block", lambda x: layer.dropout2(layer.dropout2(x)))
+    with pytest.raises(RuntimeError, match=r"did not fire exactly once.*\['feed_forward_write'\]"):
+        paper_lab.capture_block(layer, paper_lab.trace_input())
+    monkeypatch.setattr(layer, "_ff_block", torch.zeros_like)
+    with pytest.raises(RuntimeError, match=r"did not fire exactly once.*\['feed_forward_write'\]"):
+        paper_lab.capture_block(layer, paper_lab.trace_input())
+    assert hook_count(layer) == 0
+
+
 def test_capture_refuses_bad_input_and_training_mode():
     layer = paper_lab.build_encoder_layers()["post-LN"]
     with pytest.raises(ValueError, match=r"shape \(1, positions, 16\), got \(6, 16\)"):

@@ -193,6 +193,10 @@ def test_block_hooks_are_removed_even_when_the_run_fails(specimen):
     with pytest.raises(RuntimeError, match="ran 0 times"):
         record_block_outputs(layers, lambda: None)
     assert [tuple(layer._forward_hooks) for layer in layers] == hooks_before
+    ids = encode_prompt().input_ids
+    with pytest.raises(RuntimeError, match="block 0 ran 2 times"):
+        record_block_outputs(layers, lambda: (specimen(ids), specimen(ids)))
+    assert [tuple(layer._forward_hooks) for layer in layers] == hooks_before
 
 
 @pytest.mark.slow  # trains the lesson's copy model (a few seconds)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from residlab.course import lesson_lab
+from residlab.course.copy_model import HookPoint
 from residlab.course.lesson_figures import markdown_table, plot_gradient_profile
 
 pytestmark = pytest.mark.slow
@@ -144,6 +145,18 @@ def test_audit_rejects_malformed_tokens(model):
         lesson_lab.audit_model(model, corrupt_tokens=(2, 3, 9))
     with pytest.raises(ValueError, match="patch must have shape"):
         lesson_lab.run_traced(model, lesson_lab.CORRUPT_TOKENS, patch_attn=torch.zeros(lesson_lab.D_MODEL))
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+
+
+def test_hook_points_own_nothing_and_the_block_takes_no_intervention_arguments(model):
+    block = model.block
+    for name in lesson_lab.TRACE_HOOK_POINTS.values():
+        assert isinstance(getattr(block, name), HookPoint) and list(getattr(block, name).parameters()) == []
+    assert not any("hook_" in key for key in model.state_dict())
+    r0 = model.embed(torch.tensor([lesson_lab.CLEAN_TOKENS]))
+    for keyword in ("trace", "ablate_attn", "patch_mlp"):
+        with pytest.raises(TypeError):
+            block(r0, **{keyword: None})
 
 
 def test_training_restores_the_thread_setting():

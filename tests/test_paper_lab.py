@@ -20,6 +20,8 @@ import torch.nn.functional as F
 
 from residlab.course import lesson_lab
 from residlab.course import paper_lab
+from residlab.course import positional_encoding
+from residlab.course import traced_block
 from residlab.build.runners import RUNNERS, build_runner
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +56,7 @@ def closed_form_pe(pos: float, d_model: int) -> list[float]:
 
 
 def test_encoding_matches_the_closed_form():
-    encoding = paper_lab.sinusoidal_encoding(40, 512)
+    encoding = positional_encoding.sinusoidal_encoding(40, 512)
     assert encoding[0].tolist() == [0.0, 1.0] * 256
     for pos in (1, 17, 39):
         assert encoding[pos].tolist() == pytest.approx(closed_form_pe(pos, 512), abs=1e-14)
@@ -64,8 +66,8 @@ def test_encoding_matches_the_closed_form():
 
 def test_offset_property_holds_within_its_tolerance_and_the_wrong_map_fails():
     check = paper_lab.check_positional_encoding()
-    assert check.passed and check.max_error <= check.tolerance == paper_lab.PE_TOLERANCE
-    assert [c.offset for c in check.offsets] == list(paper_lab.PE_OFFSETS)
+    assert check.passed and check.max_error <= check.tolerance == positional_encoding.PE_TOLERANCE
+    assert [c.offset for c in check.offsets] == list(positional_encoding.PE_OFFSETS)
     for offset in check.offsets:
         assert offset.max_error <= 1e-12
         assert offset.orthogonality_error <= 1e-14
@@ -78,10 +80,10 @@ def test_offset_property_holds_within_its_tolerance_and_the_wrong_map_fails():
 def test_offset_map_moves_any_real_position_and_composes():
     d = 64
     for pos, k in ((0.0, 1), (12.5, 3), (1000.25, 41)):
-        moved = paper_lab.offset_map(k, d) @ torch.tensor(closed_form_pe(pos, d), dtype=torch.float64)
+        moved = positional_encoding.offset_map(k, d) @ torch.tensor(closed_form_pe(pos, d), dtype=torch.float64)
         assert moved.tolist() == pytest.approx(closed_form_pe(pos + k, d), abs=1e-11)
-    composed = paper_lab.offset_map(3, d) @ paper_lab.offset_map(4, d)
-    assert (composed - paper_lab.offset_map(7, d)).abs().max().item() < 1e-14
+    composed = positional_encoding.offset_map(3, d) @ positional_encoding.offset_map(4, d)
+    assert (composed - positional_encoding.offset_map(7, d)).abs().max().item() < 1e-14
 
 
 def test_figure_draws_the_sine_and_cosine_columns():
@@ -100,8 +102,8 @@ def test_figure_draws_the_sine_and_cosine_columns():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: paper_lab.sinusoidal_encoding(10, 7), "positive even number, got 7"),
-        (lambda: paper_lab.sinusoidal_encoding(0, 8), "positions must be at least 1, got 0"),
+        (lambda: positional_encoding.sinusoidal_encoding(10, 7), "positive even number, got 7"),
+        (lambda: positional_encoding.sinusoidal_encoding(0, 8), "positions must be at least 1, got 0"),
         (lambda: paper_lab.check_positional_encoding(offsets=(0,)), "offsets must be positive"),
     ],
 )
@@ -197,9 +199,9 @@ def test_hand_written_pieces_agree_with_torch_functional():
     x = paper_lab.trace_input()
     with torch.no_grad():
         expected_norm = F.layer_norm(x, (paper_lab.TRACE_WIDTH,), layer.norm1.weight, layer.norm1.bias, layer.norm1.eps)
-        assert (paper_lab.layer_norm_by_hand(x, layer.norm1) - expected_norm).abs().max().item() < 1e-14
+        assert (traced_block.layer_norm_by_hand(x, layer.norm1) - expected_norm).abs().max().item() < 1e-14
         expected_attention, _ = layer.self_attn(x, x, x, need_weights=False)
-        assert (paper_lab.attention_by_hand(x, layer.self_attn) - expected_attention).abs().max().item() < 1e-13
+        assert (traced_block.attention_by_hand(x, layer.self_attn) - expected_attention).abs().max().item() < 1e-13
 
 
 def test_pre_ln_layer_shares_the_weights_and_arranges_them_differently(traces):
@@ -212,7 +214,7 @@ def test_pre_ln_layer_shares_the_weights_and_arranges_them_differently(traces):
 
 def test_identity_check_fails_on_the_wrong_arrangement(traces):
     layer = paper_lab.build_encoder_layers()["post-LN"]
-    wrong = paper_lab.check_post_ln(layer, traces["pre-LN"].capture)
+    wrong = traced_block.check_post_ln(layer, traces["pre-LN"].capture)
     assert max(check.max_error for check in wrong) > 0.1
 
 
@@ -239,7 +241,7 @@ def test_boundaries_are_pinned_and_the_writes_no_longer_add_up(traces):
 def test_parallel_block_matches_torch_modules_and_keeps_a_running_sum(traces):
     layer = paper_lab.build_encoder_layers()["post-LN"]
     x = paper_lab.trace_input()
-    parallel = paper_lab.parallel_block_by_hand(layer, x)
+    parallel = traced_block.parallel_block_by_hand(layer, x)
     with torch.no_grad():
         read = layer.norm1(x)
         attention, _ = layer.self_attn(read, read, read, need_weights=False)
@@ -270,6 +272,17 @@ def test_capture_removes_its_hooks_and_restores_the_fast_path_even_when_the_forw
     with pytest.raises(RuntimeError, match="norm2 failed"):
         paper_lab.capture_block(layer, paper_lab.trace_input())
     assert hook_count(layer) == 0 and torch.backends.mha.get_fastpath_enabled() == before
+
+
+def test_capture_refuses_a_sublayer_that_runs_twice_or_not_at_all(monkeypatch):
+    layer = paper_lab.build_encoder_layers()["post-LN"]
+    monkeypatch.setattr(layer, "_ff_block", lambda x: layer.dropout2(layer.dropout2(x)))
+    with pytest.raises(RuntimeError, match=r"did not fire exactly once.*\['feed_forward_write'\]"):
+        paper_lab.capture_block(layer, paper_lab.trace_input())
+    monkeypatch.setattr(layer, "_ff_block", torch.zeros_like)
+    with pytest.raises(RuntimeError, match=r"did not fire exactly once.*\['feed_forward_write'\]"):
+        paper_lab.capture_block(layer, paper_lab.trace_input())
+    assert hook_count(layer) == 0
 
 
 def test_capture_refuses_bad_input_and_training_mode():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course import toy
+from residlab.course import exact_vectors, toy
 from residlab.course.toy import Norm, ToyInputError, Vector
 
 DOCUMENT_INPUT = Vector.of(1, 2, -1)
@@ -320,13 +320,17 @@ def test_main_bad_input_exits_2_with_message(capsys, argv, fragment):
 
 
 def test_toy_imports_only_the_standard_library():
-    tree = ast.parse(Path(toy.__file__).read_text(encoding="utf-8"))
+    # The toy and its exact arithmetic; between them only the runner's own "# bundled" import of the other.
     imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
+    for module in (toy, exact_vectors):
+        source = Path(module.__file__).read_text(encoding="utf-8")
+        bundled = {line.split()[1] for line in source.splitlines() if line.rstrip().endswith("# bundled")}
+        assert bundled <= {"residlab.course.exact_vectors"}
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module not in bundled:
+                imported.add((node.module or "").split(".")[0])
     assert imported - set(sys.stdlib_module_names) == set()
 
 

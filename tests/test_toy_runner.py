@@ -42,7 +42,7 @@ def run_runner(runner: Path, *arguments: str) -> subprocess.CompletedProcess:
 
 def test_committed_runner_is_what_sync_builds():
     runner = next(r for r in RUNNERS if r.filename == RUNNER_NAME)
-    assert runner.modules == ("toy.py",)
+    assert runner.modules == ("course/exact_vectors.py", "course/toy.py")
     assert COMMITTED_RUNNER.read_text(encoding="utf-8") == build_runner(runner), "run `residlab sync`"
 
 

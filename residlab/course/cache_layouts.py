@@ -12,7 +12,8 @@ So the state after block k is ``residual_after[k]`` in one layout and ``residual
 other. The two layouts are recorded by two independent routes, so that their agreement is a check, not a
 tautology: ``residual_after`` by forward hooks on the blocks (this module), ``residual_boundaries`` by the
 model's own boundary capture (``residlab.pythia.observe.capture_residuals`` for the GPT-NeoX specimen, the
-lesson model's ``trace`` for the copy model).
+copy model's hook points ``hook_resid_pre`` and ``hook_resid_post`` for the lesson model). Both record with
+``residlab.capture.recording.record_sites``.
 
 Package only (torch, tokenizers; transformers for the specimen); never bundled into a runner.
 """
@@ -26,6 +27,8 @@ from typing import Callable, Sequence
 
 import torch
 from torch import nn
+
+from residlab.capture.recording import SiteFiredTwice, record_sites
 
 SHIPPED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "gpt-neox-20b-tokenizer.json"
 EXAMPLE_PROMPT = "The capital is Paris"
@@ -116,7 +119,7 @@ class CacheLayouts:
 
 
 def record_block_outputs(blocks: Sequence[nn.Module], run: Callable[[], object]) -> torch.Tensor:
-    """Call ``run()`` once with a forward hook on every block; return the blocks' raw outputs stacked.
+    """Call ``run()`` once, recording every block's output (``record_sites``); return the raw outputs stacked.
 
     Each block must run exactly once on a batch of one. A block may return a tensor (batch, n, d) or a tuple
     whose first element is that tensor (transformers 4.x GPT-NeoX layers do). Result: (len(blocks), n, d),
@@ -124,28 +127,20 @@ def record_block_outputs(blocks: Sequence[nn.Module], run: Callable[[], object])
     """
     if len(blocks) == 0:
         raise ValueError("no blocks to record")
-    outputs: list[list[torch.Tensor]] = [[] for _ in blocks]
-
-    def recorder(index: int):
-        def hook(module, inputs, output):
-            hidden = output[0] if isinstance(output, tuple) else output
-            outputs[index].append(hidden.detach().clone())
-
-        return hook
-
-    handles = [block.register_forward_hook(recorder(index)) for index, block in enumerate(blocks)]
+    sites = [(f"block {index}", block, "output") for index, block in enumerate(blocks)]
     try:
-        with torch.no_grad():
+        with record_sites(sites) as recorder, torch.no_grad():
             run()
-    finally:
-        for handle in handles:
-            handle.remove()
-    for index, recorded in enumerate(outputs):
-        if len(recorded) != 1:
-            raise RuntimeError(f"block {index} ran {len(recorded)} times in one forward pass; expected once")
-        if recorded[0].ndim != 3 or recorded[0].shape[0] != 1:
-            raise ValueError(f"block {index} returned shape {tuple(recorded[0].shape)}; expected (1, n, d_model)")
-    return torch.stack([recorded[0][0] for recorded in outputs])
+    except SiteFiredTwice as error:
+        twice = next(index for index in range(len(blocks)) if str(error).startswith(f"site block {index} fired"))
+        raise RuntimeError(f"block {twice} ran 2 times in one forward pass; expected once") from error
+    for index, name in enumerate(recorder.names):
+        if name not in recorder.records:
+            raise RuntimeError(f"block {index} ran 0 times in one forward pass; expected once")
+        if recorder.records[name].ndim != 3 or recorder.records[name].shape[0] != 1:
+            shape = tuple(recorder.records[name].shape)
+            raise ValueError(f"block {index} returned shape {shape}; expected (1, n, d_model)")
+    return torch.stack([recorder.records[name][0] for name in recorder.names])
 
 
 def _check_input_ids(input_ids: torch.Tensor) -> None:
@@ -200,15 +195,17 @@ def library_hidden_states(model, input_ids: torch.Tensor) -> torch.Tensor:
 
 def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) -> CacheLayouts:
     """Both layouts for the lesson's one-block copy model: a hook on its block gives ``residual_after``
-    (1, 5, 32); its own trace gives the boundaries r0 = H_0 and r2 = H_1 (r1 is inside the block)."""
-    from residlab.course import lesson_lab
+    (1, 5, 32); its hook points ``hook_resid_pre`` and ``hook_resid_post`` give the boundaries r0 = H_0 and
+    r2 = H_1 (r1 is inside the block)."""
+    from residlab.course import copy_model, lesson_lab
 
-    model = model if model is not None else lesson_lab.trained_copy_model()
+    model = model if model is not None else copy_model.trained_copy_model()
     tokens = tuple(lesson_lab.CLEAN_TOKENS if tokens is None else tokens)
     batch = torch.tensor([tokens], dtype=torch.long)
     _check_input_ids(batch)
-    trace: dict[str, torch.Tensor] = {}
-    residual_after = record_block_outputs([model.block], lambda: model(batch, trace=trace))
-    residual_boundaries = torch.stack([trace["r0"][0], trace["r2"][0]])
+    boundaries = [("r0", model.block.hook_resid_pre, "output"), ("r2", model.block.hook_resid_post, "output")]
+    with record_sites(boundaries) as recorder:
+        residual_after = record_block_outputs([model.block], lambda: model(batch))
+    residual_boundaries = torch.stack([recorder.records["r0"][0], recorder.records["r2"][0]])
     return CacheLayouts("lesson copy model (trained, 1 block)", tuple(str(t) for t in tokens),
                         residual_after, residual_boundaries)

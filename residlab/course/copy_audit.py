@@ -1,39 +1,40 @@
 """``residlab audit``: the audit command of the package, which can also audit Lesson 2.1's trained copy model.
 
-The copy model lives in ``residlab.course.lesson_lab``, which the downloadable audit runner does not bundle, so the
-``--copy-model`` source is offered here only; everything else is ``residlab.audit.cli``.
+The copy model lives in ``residlab.course.copy_model`` (its audit input in ``residlab.course.lesson_lab``), which the
+downloadable audit runner does not bundle, so the ``--copy-model`` source is offered here only; everything else is
+``residlab.audit.cli``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from residlab.course import lesson_lab
 from residlab.capture.blocks import COPY_MODEL
 from residlab.audit import AuditInput, DeclaredSite, Subject, audit_to_directory, verify_packet
+from residlab.course import copy_model, lesson_lab
 
 
 def copy_model_subject() -> Subject:
     """The lesson's trained copy model (700 steps, seed 7), trained once per process."""
     source = {
         "kind": "copy_model",
-        "training": {"seed": lesson_lab.TRAINING_SEED, "steps": lesson_lab.TRAINING_STEPS,
-                     "batch": lesson_lab.BATCH_SIZE, "learning_rate": lesson_lab.LEARNING_RATE},  # fmt: skip
-        "code": "residlab.course.lesson_lab.train_copy_model",
+        "training": {"seed": copy_model.TRAINING_SEED, "steps": copy_model.TRAINING_STEPS,
+                     "batch": copy_model.BATCH_SIZE, "learning_rate": copy_model.LEARNING_RATE},  # fmt: skip
+        "code": "residlab.course.copy_model.train_copy_model",
     }
-    model = lesson_lab.trained_copy_model()
-    return Subject(model, COPY_MODEL, source, fixed_length=lesson_lab.SEQUENCE_LENGTH)
+    model = copy_model.trained_copy_model()
+    return Subject(model, COPY_MODEL, source, fixed_length=copy_model.SEQUENCE_LENGTH)
 
 
 def lesson_audit_input() -> AuditInput:
     """The lesson's clean and corrupt sequences, target, and the rival its rule picks."""
-    audit = lesson_lab.audit_model(lesson_lab.trained_copy_model())
+    audit = lesson_lab.audit_model(copy_model.trained_copy_model())
     return AuditInput(audit.clean_tokens, audit.corrupt_tokens, audit.target, audit.rival)
 
 
 def lesson_sites() -> list[DeclaredSite]:
     """Both writes of the one block, at the query position."""
-    query = lesson_lab.SEQUENCE_LENGTH - 1
+    query = copy_model.SEQUENCE_LENGTH - 1
     return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
 
 

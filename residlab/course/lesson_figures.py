@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from residlab.course.lesson_lab import GradientProfile
+from residlab.course.gradient_profile import GradientProfile
 
 ARRANGEMENT_STYLES = {
     "pre-LN": {"color": "#3f7da0", "marker": "o"},

@@ -1,245 +1,50 @@
 """Lesson 2.1 lab: train a one-block copy model, audit its residual writes, and profile pre-LN vs post-LN gradients.
 
-The copy task: a sequence of 5 tokens from a 12-token vocabulary whose last position holds the query marker 0;
-the model must predict the FIRST token at that last position. One pre-LN block (causal multi-head attention and
-a GELU MLP, each adding its write to the residual stream), a final LayerNorm and an unembedding tied to the token
-embedding. Everything runs on the CPU in one thread and is deterministic for a given torch build.
+The copy model and its training are ``residlab.course.copy_model``; the gradient profile is
+``residlab.course.gradient_profile``. This module audits the trained model (readouts, interventions, the
+Residual Contribution Audit), reading and changing the block's values at its hook points with
+``residlab.capture.recording.record_sites``, and prints the lesson's report.
 
 Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py`` (needs only torch):
 
     python3 residual_stream_lab.py                 # training log, readouts, interventions, audit, profiles
     python3 residual_stream_lab.py --json          # the same results as one JSON document
     python3 residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
-
-The random-number stream is part of the experiment: the modules are created in a fixed order right after
-``torch.manual_seed(7)`` and every training step draws one batch with ``torch.randint``. Reordering either
-changes the trained weights and therefore every figure the lesson prints.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import hashlib
 import json
-import statistics
 import sys
-from dataclasses import asdict, dataclass, field
-from typing import Iterator
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-VOCAB_SIZE = 12
-SEQUENCE_LENGTH = 5
-D_MODEL = 32
-N_HEADS = 4
-QUERY_MARKER = 0
-
-TRAINING_SEED = 7
-TRAINING_STEPS = 700
-BATCH_SIZE = 128
-LEARNING_RATE = 2e-3
-LOGGED_STEPS = (1, 100, 300)  # 1-based; the last step is always logged as well
+from residlab.capture.recording import record_sites  # bundled
+from residlab.course.copy_model import BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE, CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, weights_sha256  # bundled
+from residlab.course.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile, single_thread  # bundled
 
 CLEAN_TOKENS = (7, 3, 9, 5, 0)
 CORRUPT_TOKENS = (2, 3, 9, 5, 0)
 TARGET_TOKEN = 7
 
-PROFILE_DEPTH = 18
-PROFILE_WIDTH = 48
-PROFILE_SEEDS = 30
-PROFILE_BATCH = (8, 6)  # (batch, positions) of the random inputs and targets
-ARRANGEMENTS = ("pre-LN", "post-LN")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The copy model
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _causal_mask(length: int) -> torch.Tensor:
-    """(length, length) bool; True above the diagonal = that key position is hidden from the query."""
-    return torch.triu(torch.ones(length, length, dtype=torch.bool), diagonal=1)
-
-
-def _position_write(write: torch.Tensor, replacement: torch.Tensor | None, ablate: bool) -> torch.Tensor:
-    """Apply an intervention to a (batch, seq, d) write: zero it, or replace its query-position row.
-
-    Returns a new tensor whenever it changes anything, so the caller's tensors are never modified in place.
-    """
-    if ablate:
-        write = torch.zeros_like(write)
-    if replacement is not None:
-        if replacement.shape != (write.shape[0], write.shape[2]):
-            raise ValueError(
-                f"a patch must have shape (batch, d_model) = {(write.shape[0], write.shape[2])}, "
-                f"got {tuple(replacement.shape)}"
-            )
-        write = write.clone()
-        write[:, -1, :] = replacement
-    return write
-
-
-class PreNormBlock(nn.Module):
-    """r1 = r0 + Attn(LN1(r0)); r2 = r1 + MLP(LN2(r1)). Submodules are created in this order on purpose."""
-
-    def __init__(self, d_model: int = D_MODEL, n_heads: int = N_HEADS) -> None:
-        super().__init__()
-        self.attention_norm = nn.LayerNorm(d_model)
-        self.attention = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
-        self.mlp_norm = nn.LayerNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
-
-    def forward(
-        self,
-        r0: torch.Tensor,
-        *,
-        ablate_attn: bool = False,
-        ablate_mlp: bool = False,
-        patch_attn: torch.Tensor | None = None,
-        patch_mlp: torch.Tensor | None = None,
-        trace: dict[str, torch.Tensor] | None = None,
-    ) -> torch.Tensor:
-        """r0: (batch, seq, d) -> r2: (batch, seq, d). Patches are (batch, d), placed at the last position."""
-        read = self.attention_norm(r0)
-        attn_write, _ = self.attention(
-            read, read, read, attn_mask=_causal_mask(r0.shape[1]), need_weights=False
-        )
-        attn_write = _position_write(attn_write, patch_attn, ablate_attn)
-        r1 = r0 + attn_write
-        mlp_write = _position_write(self.mlp(self.mlp_norm(r1)), patch_mlp, ablate_mlp)
-        r2 = r1 + mlp_write
-        if trace is not None:
-            trace.update(
-                r0=r0.detach(),
-                attn_write=attn_write.detach(),
-                r1=r1.detach(),
-                mlp_write=mlp_write.detach(),
-                r2=r2.detach(),
-            )
-        return r2
-
-
-class CopyModel(nn.Module):
-    """Token + positional embedding, one pre-LN block, final LayerNorm, unembedding tied to the embedding."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        # Creation order fixes which random numbers each parameter receives; keep it.
-        self.token_embedding = nn.Embedding(VOCAB_SIZE, D_MODEL)
-        self.position_embedding = nn.Parameter(torch.randn(SEQUENCE_LENGTH, D_MODEL) * 0.02)
-        self.block = PreNormBlock()
-        self.final_norm = nn.LayerNorm(D_MODEL)
-        self.unembed = nn.Linear(D_MODEL, VOCAB_SIZE, bias=False)
-        self.unembed.weight = self.token_embedding.weight  # tied: W_U is the (vocab, d) embedding table
-
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: (batch, seq) long -> r0: (batch, seq, d)."""
-        if tokens.ndim != 2 or tokens.shape[1] != SEQUENCE_LENGTH:
-            raise ValueError(f"tokens must have shape (batch, {SEQUENCE_LENGTH}), got {tuple(tokens.shape)}")
-        return self.token_embedding(tokens) + self.position_embedding
-
-    def forward(self, tokens: torch.Tensor, **interventions) -> torch.Tensor:
-        """tokens: (batch, 5) -> logits (batch, 12) at the query position.
-
-        Keyword arguments go to the block: ablate_attn, ablate_mlp, patch_attn (batch, d), patch_mlp (batch, d),
-        trace (a dict that receives r0, attn_write, r1, mlp_write, r2, each (batch, 5, d), detached).
-        """
-        return self.readout(self.block(self.embed(tokens), **interventions))
-
-    def readout(self, residual: torch.Tensor) -> torch.Tensor:
-        """residual: (batch, seq, d) -> logits (batch, vocab): unembed(final_norm(last position))."""
-        return self.unembed(self.final_norm(residual[:, -1, :]))
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Training
-# --------------------------------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the enclosed torch work on one CPU thread (the configured experiment), then restore the setting."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-@dataclass(frozen=True)
-class TrainingRecord:
-    step: int  # 1-based
-    loss: float  # cross-entropy of that step's batch, before the update
-    batch_accuracy: float  # fraction of that batch predicted correctly, before the update
-
-
-def synthetic_batch(size: int = BATCH_SIZE) -> tuple[torch.Tensor, torch.Tensor]:
-    """One training batch from the global torch generator: tokens (size, 5) with the query marker last,
-    targets (size,) = the first token."""
-    tokens = torch.randint(0, VOCAB_SIZE, (size, SEQUENCE_LENGTH))
-    tokens[:, -1] = QUERY_MARKER
-    return tokens, tokens[:, 0].clone()
-
-
-def train_copy_model(
-    steps: int = TRAINING_STEPS, seed: int = TRAINING_SEED, log: list | None = None
-) -> CopyModel:
-    """Train the copy model exactly as configured; append TrainingRecords to ``log`` if given. Eval mode."""
-    if steps < 1:
-        raise ValueError(f"steps must be at least 1, got {steps}")
-    logged = {step for step in LOGGED_STEPS if step <= steps} | {steps}
-    with single_thread():
-        torch.manual_seed(seed)
-        model = CopyModel()
-        optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-        for step in range(1, steps + 1):
-            tokens, targets = synthetic_batch()
-            logits = model(tokens)
-            loss = F.cross_entropy(logits, targets)
-            optimiser.zero_grad()
-            loss.backward()
-            optimiser.step()
-            if log is not None and step in logged:
-                accuracy = (logits.argmax(-1) == targets).float().mean().item()
-                log.append(TrainingRecord(step=step, loss=loss.item(), batch_accuracy=accuracy))
-    return model.eval()
-
-
-@functools.lru_cache(maxsize=1)
-def _default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
-    log: list[TrainingRecord] = []
-    model = train_copy_model(log=log)
-    return model, tuple(log)
-
-
-def trained_copy_model() -> CopyModel:
-    """The default training (700 steps, seed 7), trained once per process."""
-    return _default_training()[0]
-
-
-def weights_sha256(model: nn.Module) -> str:
-    """SHA-256 over every state-dict entry (name, dtype, shape, raw bytes) in name order: the weights' identity."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        flat = tensor.detach().contiguous().reshape(-1)
-        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(bytes(flat.view(torch.uint8).tolist()))
-    return digest.hexdigest()
-
-
-def training_log() -> tuple[TrainingRecord, ...]:
-    """The logged steps of the default training (trains it if this process has not yet)."""
-    return _default_training()[1]
+# run_traced's record of one run: ResidualTrace field -> the block's hook point that carries it.
+TRACE_HOOK_POINTS = {
+    "r0": "hook_resid_pre",
+    "attn_write": "hook_attn_out",
+    "r1": "hook_resid_mid",
+    "mlp_write": "hook_mlp_out",
+    "r2": "hook_resid_post",
+}
 
 
 # --------------------------------------------------------------------------------------------------------------
 # The audit: readouts, interventions and the Residual Contribution Audit
 # --------------------------------------------------------------------------------------------------------------
+
 
 
 @dataclass(frozen=True)
@@ -318,14 +123,49 @@ class RunOutput:
     trace: ResidualTrace
 
 
-def run_traced(model: CopyModel, tokens: tuple[int, ...] | torch.Tensor, **interventions) -> RunOutput:
-    """One forward pass without gradients, returning the logits and the five hook points."""
+def _position_write(write: torch.Tensor, replacement: torch.Tensor | None, ablate: bool) -> torch.Tensor:
+    """Apply an intervention to a (batch, seq, d) write: zero it, or replace its query-position row.
+
+    Returns a new tensor whenever it changes anything, so the caller's tensors are never modified in place.
+    """
+    if ablate:
+        write = torch.zeros_like(write)
+    if replacement is not None:
+        if replacement.shape != (write.shape[0], write.shape[2]):
+            raise ValueError(
+                f"a patch must have shape (batch, d_model) = {(write.shape[0], write.shape[2])}, "
+                f"got {tuple(replacement.shape)}"
+            )
+        write = write.clone()
+        write[:, -1, :] = replacement
+    return write
+
+
+def run_traced(
+    model: CopyModel,
+    tokens: tuple[int, ...] | torch.Tensor,
+    *,
+    ablate_attn: bool = False,
+    ablate_mlp: bool = False,
+    patch_attn: torch.Tensor | None = None,
+    patch_mlp: torch.Tensor | None = None,
+) -> RunOutput:
+    """One forward pass without gradients, returning the logits and the five hook points.
+
+    ablate_*: zero that whole write; patch_* (batch, d): put it at the last position of that write. Each is an
+    edit at the write's hook point, so everything downstream reads the changed write.
+    """
     if not isinstance(tokens, torch.Tensor):
         tokens = torch.tensor([tokens], dtype=torch.long)
-    trace: dict[str, torch.Tensor] = {}
-    with torch.no_grad():
-        logits = model(tokens, trace=trace, **interventions)
-    return RunOutput(logits=logits, trace=ResidualTrace(**trace))
+    sites = [(name, getattr(model.block, point), "output") for name, point in TRACE_HOOK_POINTS.items()]
+    edits = {
+        name: functools.partial(_position_write, replacement=patch, ablate=ablate)
+        for name, ablate, patch in (("attn_write", ablate_attn, patch_attn), ("mlp_write", ablate_mlp, patch_mlp))
+        if ablate or patch is not None
+    }
+    with torch.no_grad(), record_sites(sites, edits) as recorder:
+        logits = model(tokens)
+    return RunOutput(logits=logits, trace=ResidualTrace(**recorder.records))
 
 
 def _p(logits: torch.Tensor, token: int) -> float:
@@ -469,81 +309,6 @@ def _component_audit(
         retained_fraction=(torch.dot(carried, unit) / w_norm).item(),
         centred_fraction=((w - w.mean()).norm() / w_norm).item(),
     )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The pre-LN versus post-LN gradient profile (the lesson's Figure 5)
-# --------------------------------------------------------------------------------------------------------------
-
-
-class FeedForward(nn.Module):
-    """x (..., d) -> (..., d): Linear(d, 4d), GELU, Linear(4d, d). Stands in for attention and for the MLP."""
-
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class ProfileBlock(nn.Module):
-    """Two feed-forward operators with a normaliser before each (pre-LN) or after each residual add (post-LN)."""
-
-    def __init__(self, width: int, arrangement: str) -> None:
-        super().__init__()
-        if arrangement not in ARRANGEMENTS:
-            raise ValueError(f"arrangement must be one of {ARRANGEMENTS}, got {arrangement!r}")
-        self.arrangement = arrangement
-        self.norm_a, self.norm_b = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.op_a, self.op_b = FeedForward(width), FeedForward(width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.arrangement == "pre-LN":  # x + F(N(x)): an identity route around every normaliser
-            x = x + self.op_a(self.norm_a(x))
-            return x + self.op_b(self.norm_b(x))
-        x = self.norm_a(x + self.op_a(x))  # N(x + F(x)): every route passes through the normaliser
-        return self.norm_b(x + self.op_b(x))
-
-
-@dataclass(frozen=True)
-class GradientProfile:
-    depth: int
-    width: int
-    seeds: int
-    # arrangement -> per-depth (first block first) median over seeds of the block's mean parameter-gradient norm
-    medians: dict[str, list[float]] = field(default_factory=dict)
-
-
-def _depth_gradient_norms(arrangement: str, seed: int, depth: int, width: int) -> list[float]:
-    """One seeded stack, one MSE backward pass: mean gradient norm over each block's parameter tensors."""
-    torch.manual_seed(seed)
-    blocks = nn.ModuleList([ProfileBlock(width, arrangement) for _ in range(depth)])
-    head = nn.Linear(width, width)
-    inputs = torch.randn(*PROFILE_BATCH, width)  # (batch, positions, width)
-    targets = torch.randn_like(inputs)
-    hidden = inputs
-    for block in blocks:
-        hidden = block(hidden)
-    F.mse_loss(head(hidden), targets).backward()
-    return [
-        statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None) for block in blocks
-    ]
-
-
-def gradient_profile(
-    seeds: int = PROFILE_SEEDS, depth: int = PROFILE_DEPTH, width: int = PROFILE_WIDTH
-) -> GradientProfile:
-    """Median over seeds 0..seeds-1 of the per-depth gradient norm, for matched pre-LN and post-LN stacks."""
-    if seeds < 1 or depth < 1 or width < 1:
-        raise ValueError(f"seeds, depth and width must be positive, got {seeds}, {depth}, {width}")
-    medians: dict[str, list[float]] = {}
-    with single_thread():
-        for arrangement in ARRANGEMENTS:
-            runs = [_depth_gradient_norms(arrangement, seed, depth, width) for seed in range(seeds)]
-            medians[arrangement] = [statistics.median(run[layer] for run in runs) for layer in range(depth)]
-    return GradientProfile(depth=depth, width=width, seeds=seeds, medians=medians)
-
 
 # --------------------------------------------------------------------------------------------------------------
 # The whole lesson computation and its report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from residlab.course.paper_lab import sinusoidal_encoding
+from residlab.course.positional_encoding import sinusoidal_encoding
 
 
 def plot_positional_encoding(positions: int, d_model: int):

@@ -7,16 +7,10 @@ The lab's hand trace uses two hand-made update rules on a 3-entry column vector
 
 and a scalar readout s = [0, 0, 1] z. Neither rule is attention or an MLP, and there is no normalisation.
 
-Arithmetic is exact: every entry is held as a ``fractions.Fraction``, so integer, decimal ("0.5") and
-fraction ("1/3") input give exact results, and a norm keeps its exact form (``sqrt(17)``) next to its
-float. A float entry is taken at its exact binary value. ``Vector`` is frozen (a tuple inside a frozen
-dataclass), so no intervention can change a baseline vector or a stored result: every case starts from
-a fresh copy of the input and builds new vectors.
-
-Bad input fails loudly with ``ToyInputError`` (a ``ValueError``): a non-numeric entry (a string, a bool,
-None) or a non-finite one (NaN, inf) names its index and value; adding or subtracting vectors of
-different lengths names both lengths and never truncates; an update rule given a vector that is not
-3 x 1 says so.
+Arithmetic is exact (``residlab.course.exact_vectors``: fractions, exact norms, frozen vectors), so no
+intervention can change a baseline vector or a stored result: every case starts from a fresh copy of the input
+and builds new vectors. Bad input fails loudly with ``ToyInputError`` (a ``ValueError``) naming the bad entry or
+the mismatched lengths; an update rule given a vector that is not 3 x 1 says so.
 
 JSON conventions of the report (``python3 trace_residual_toy.py`` or ``residlab toy``):
 
@@ -36,14 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
+
+from residlab.course.exact_vectors import Norm, ToyInputError, Vector, exact_json, latex_number  # bundled
 
 STREAM_WIDTH = 3  # every toy vector is a 3 x 1 column
 DEFAULT_INPUT = (1, 2, -1)
@@ -53,187 +47,8 @@ READOUT_WEIGHTS = (0, 0, 1)  # s = [0, 0, 1] z selects the third coordinate
 Y1_PROBE_INPUTS = ((1, 2, -1), (-2, 0, 3), (5, -3, 2), (0, 0, 0), (Fraction(7, 2), 1, Fraction(-1, 3)))
 
 
-# Larger entries would make a squared norm overflow a float (1e40 squared, times 3, is far below 1.8e308).
-ENTRY_LIMIT = 10**40
-# Square factors are pulled out of a norm by trial division up to here, then a square remainder as a whole:
-# exact for every factor below 10^4 and bounded in time whatever the input.
-SQUARE_FACTOR_SEARCH_LIMIT = 10**4
-
-
-class ToyInputError(ValueError):
-    """Input the toy refuses: a non-numeric or non-finite entry, mismatched lengths, a wrong shape."""
-
-
-def _exact_entry(index: int, value: object) -> Fraction:
-    """Convert one entry to an exact Fraction, or refuse it naming its index and value."""
-    # bool is an int subclass; True as a coordinate is almost certainly a mistake.
-    if isinstance(value, bool) or not isinstance(value, (int, Fraction, float, Decimal)):
-        raise ToyInputError(
-            f"entry {index} is {value!r} ({type(value).__name__}); entries must be real numbers "
-            "(int, float, Fraction or Decimal)"
-        )
-    if isinstance(value, (float, Decimal)) and not math.isfinite(value):
-        raise ToyInputError(f"entry {index} is {value!r}; entries must be finite (no NaN or infinity)")
-    exact = Fraction(value)
-    largest = max(abs(exact.numerator), exact.denominator)
-    if largest > ENTRY_LIMIT:
-        raise ToyInputError(
-            f"entry {index} has a numerator or denominator of {len(str(largest))} digits; at most 1e40 is "
-            "accepted, so that every float in the report stays finite"
-        )
-    return exact
-
-
-@dataclass(frozen=True)
-class Vector:
-    """An immutable column vector of exact entries; shape (len(entries), 1)."""
-
-    entries: tuple[Fraction, ...]
-
-    def __post_init__(self) -> None:
-        if isinstance(self.entries, (str, bytes)) or not isinstance(self.entries, Iterable):
-            raise ToyInputError(f"a vector needs a sequence of numbers, got {self.entries!r}")
-        exact = tuple(_exact_entry(index, value) for index, value in enumerate(self.entries))
-        object.__setattr__(self, "entries", exact)  # the frozen dataclass's one sanctioned write
-
-    @classmethod
-    def of(cls, *values: object) -> Vector:
-        return cls(tuple(values))
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (len(self.entries), 1)
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def __getitem__(self, index: int) -> Fraction:
-        return self.entries[index]
-
-    def copy(self) -> Vector:
-        """A new, equal Vector object (each intervention starts from one)."""
-        return Vector(self.entries)
-
-    def _check_same_length(self, other: Vector, operation: str) -> None:
-        if not isinstance(other, Vector):
-            raise ToyInputError(f"cannot {operation} a Vector and {type(other).__name__}")
-        if len(self) != len(other):
-            raise ToyInputError(
-                f"cannot {operation} vectors of lengths {len(self)} and {len(other)}: "
-                "lengths must match (nothing is truncated)"
-            )
-
-    def __add__(self, other: Vector) -> Vector:
-        self._check_same_length(other, "add")
-        return Vector(tuple(a + b for a, b in zip(self.entries, other.entries)))
-
-    def __sub__(self, other: Vector) -> Vector:
-        self._check_same_length(other, "subtract")
-        return Vector(tuple(a - b for a, b in zip(self.entries, other.entries)))
-
-    def dot(self, other: Vector) -> Fraction:
-        self._check_same_length(other, "take the dot product of")
-        return sum((a * b for a, b in zip(self.entries, other.entries)), Fraction(0))
-
-    def norm(self) -> Norm:
-        return Norm(self.dot(self))
-
-    def floats(self) -> list[float]:
-        return [float(value) for value in self.entries]
-
-    def latex(self) -> str:
-        """Row form with a transpose, as the lab writes columns: [0,4,-1]^T."""
-        return "[" + ",".join(latex_number(value) for value in self.entries) + r"]^\mathsf{T}"
-
-    def __str__(self) -> str:
-        return "[" + ", ".join(exact_text(value) for value in self.entries) + "]"
-
-
 def zero_vector(width: int = STREAM_WIDTH) -> Vector:
     return Vector((0,) * width)
-
-
-def exact_text(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
-
-
-def exact_json(value: Fraction) -> int | str:
-    return value.numerator if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
-
-
-def latex_number(value: Fraction) -> str:
-    if value.denominator == 1:
-        return str(value.numerator)
-    sign = "-" if value < 0 else ""
-    return rf"{sign}\tfrac{{{abs(value.numerator)}}}{{{value.denominator}}}"
-
-
-def _split_square(n: int) -> tuple[int, int]:
-    """Write a non-negative integer n as k*k*m, pulling out every square factor below
-    SQUARE_FACTOR_SEARCH_LIMIT and a remainder that is itself a perfect square; return (k, m).
-    m is square-free unless n has a repeated prime factor of 10^4 or more beside other factors."""
-    outside, inside, factor = 1, n, 2
-    while factor * factor <= inside and factor < SQUARE_FACTOR_SEARCH_LIMIT:
-        while inside % (factor * factor) == 0:
-            inside //= factor * factor
-            outside *= factor
-        factor += 1
-    root = math.isqrt(inside)
-    if inside > 1 and root * root == inside:
-        return outside * root, 1
-    return outside, inside
-
-
-@dataclass(frozen=True)
-class Norm:
-    """A Euclidean norm kept exactly as the square root of an exact squared norm."""
-
-    squared: Fraction
-
-    def _root_parts(self) -> tuple[Fraction, int]:
-        """sqrt(squared) = coefficient * sqrt(radicand) with an integer, square-free radicand."""
-        # sqrt(p/q) = sqrt(p*q) / q, then pull square factors out of p*q.
-        p, q = self.squared.numerator, self.squared.denominator
-        outside, inside = _split_square(p * q)
-        return Fraction(outside, q), inside
-
-    @property
-    def is_rational(self) -> bool:
-        return self._root_parts()[1] in (0, 1)
-
-    @property
-    def exact(self) -> str:
-        """The form the lab writes: sqrt(32), not 4*sqrt(2); a perfect square shows its root."""
-        if self.is_rational:
-            return self.simplified
-        return f"sqrt({exact_text(self.squared)})"
-
-    @property
-    def simplified(self) -> str:
-        coefficient, radicand = self._root_parts()
-        if radicand == 0:
-            return "0"
-        if radicand == 1:
-            return exact_text(coefficient)
-        if coefficient == 1:
-            return f"sqrt({radicand})"
-        root = f"sqrt({radicand})" if coefficient.numerator == 1 else f"{coefficient.numerator}*sqrt({radicand})"
-        return root if coefficient.denominator == 1 else f"{root}/{coefficient.denominator}"
-
-    @property
-    def value(self) -> float:
-        return math.sqrt(self.squared)
-
-    def latex(self) -> str:
-        coefficient, radicand = self._root_parts()
-        if radicand == 0:
-            return "0"
-        if radicand == 1:
-            return latex_number(coefficient)
-        return rf"\sqrt{{{latex_number(self.squared)}}}"
-
-    def to_json(self) -> dict:
-        return {"squared": exact_json(self.squared), "exact": self.exact, "simplified": self.simplified, "float": self.value}
 
 
 def check_column(vector: Vector, name: str, rows: int = STREAM_WIDTH) -> Vector:

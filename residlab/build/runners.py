@@ -89,13 +89,13 @@ RUNNERS = (
         "trace_residual_toy.py", "course/toy.py",
         "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
         "the exact arithmetic and the update rules",
-        (ReadFirst("course/toy.py", ("Vector", "first_update", "second_update", "readout")),),
+        (ReadFirst("course/exact_vectors.py", ("Vector",)), ReadFirst("course/toy.py", ("first_update", "second_update", "readout"))),,
     ),
     Runner(
         "residual_stream_lab.py", "course/lesson_lab.py",
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",
-        (ReadFirst("course/lesson_lab.py", ("CopyModel", "audit_model")),),
+        (ReadFirst("course/copy_model.py", ("PreNormBlock",)), ReadFirst("course/lesson_lab.py", ("run_traced", "audit_model"))),,
     ),
     Runner(
         "inspect_residual_stream.py", "pythia/runner.py",
@@ -113,7 +113,7 @@ RUNNERS = (
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
         "the traced block",
-        (ReadFirst("course/paper_lab.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
+        (ReadFirst("course/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
     ),
     Runner(
         "audit_residual_writes.py", "audit/cli.py",

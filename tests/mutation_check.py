@@ -85,7 +85,7 @@ MUTATIONS = (
     ),
     Mutation(
         "lesson-learning-rate-changed",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/copy_model.py",
         "LEARNING_RATE = 2e-3",
         "LEARNING_RATE = 2.5e-3",
         LESSON_TESTS,
@@ -99,14 +99,14 @@ MUTATIONS = (
     ),
     Mutation(
         "median-to-mean",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/gradient_profile.py",
         "medians[arrangement] = [statistics.median(run[layer] for run in runs) for layer in range(depth)]",
         "medians[arrangement] = [statistics.mean(run[layer] for run in runs) for layer in range(depth)]",
         LESSON_TESTS,
     ),
     Mutation(
         "profile-block-norm-max-not-mean",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/gradient_profile.py",
         "statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         "max(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         LESSON_TESTS,
@@ -155,7 +155,7 @@ MUTATIONS = (
     ),
     Mutation(
         "toy-float-rounded-6dp",
-        "residlab/course/toy.py",
+        "residlab/course/exact_vectors.py",
         '"exact": self.exact, "simplified": self.simplified, "float": self.value}',
         '"exact": self.exact, "simplified": self.simplified, "float": round(self.value, 6)}',
         TOY_TESTS,

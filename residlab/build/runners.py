@@ -45,8 +45,8 @@ RUNNERS = (
     ),
     Runner(
         "inspect_residual_stream.py",
-        ("pythia/lock.py", "capture/blocks.py", "pythia/artifacts.py", "capture/recording.py", "pythia/observe.py",
-         "pythia/runner.py"),
+        ("capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/outdir.py", "pythia/lock.py",
+         "pythia/artifacts.py", "pythia/load.py", "pythia/observe.py", "pythia/runner.py"),
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
     ),
     Runner(

@@ -1,21 +1,14 @@
 """Observe the specimen's residual stream: capture every residual boundary and branch write, check them,
 observe one position, and write the three result files.
 
-Where the hooks go is the GPT-NeoX block table (``residlab.capture.blocks``, read from
-``transformers/models/gpt_neox/modeling_gpt_neox.py`` in both supported releases, 4.57.1 and 5.24.0):
-
-    attn_write = post_attention_dropout(attention(input_layernorm(x))[0])
-    parallel:    mlp_write = post_mlp_dropout(mlp(post_attention_layernorm(x)))
-                 out = (mlp_write + attn_write) + x
-    sequential:  mlp_write = post_mlp_dropout(mlp(post_attention_layernorm(x + attn_write)))
-                 out = mlp_write + (attn_write + x)
-
-so the branch writes at the addition boundary are the outputs of the two dropout modules (identities in
-evaluation mode), the block input is the layer's first positional argument, and the block output is the
-layer's return value: a tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own
-``output_hidden_states`` replaces its last entry by ``final_layer_norm`` of the last block's output, so the
-raw last state is captured from the last layer itself. Site names and their resolution are the capture
-floor's (``residlab.capture.sites``), the hooks its ``record_sites``, the output rule its ``outdir``.
+The sites are the GPT-NeoX block table's (``residlab.capture.blocks``, read from ``GPTNeoXLayer.forward`` in
+both supported releases, 4.57.1 and 5.24.0): the block input is the layer's first positional argument, the
+two branch writes at the addition boundary are the outputs of ``post_attention_dropout`` and
+``post_mlp_dropout`` (identities in evaluation mode), and the block output is the layer's return value, a
+tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own ``output_hidden_states``
+replaces its last entry by ``final_layer_norm`` of the last block's output, so the raw last state is captured
+from the last layer itself. Site names and their resolution are the capture floor's (``residlab.capture.sites``),
+the hooks its ``record_sites``, the output rule its ``outdir``.
 
 torch and transformers are imported inside the functions that need them, so the runner's ``--plan`` works
 before anything is installed. Every tensor shape is documented as (batch, positions, width) = (1, n, d).

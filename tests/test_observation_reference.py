@@ -25,6 +25,7 @@ pytest.importorskip("transformers")
 
 from residlab.pythia import observe  # noqa: E402
 from residlab.pythia.artifacts import verify_artifacts  # noqa: E402
+from residlab.pythia.load import load_offline  # noqa: E402
 from residlab.pythia.lock import load_lock  # noqa: E402
 from residlab.pythia.specimen import PINNED_CONFIG, TOKENIZER_SOURCE, specimen_tensors  # noqa: E402
 
@@ -266,7 +267,7 @@ def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
 
 @pytest.fixture(scope="module")
 def loaded(specimen_dir, specimen_lock_path):
-    return observe.load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
+    return load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
 
 
 @pytest.mark.parametrize("position", [None, 3])

@@ -16,8 +16,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from residlab.capture import sites as capture_sites_module  # noqa: E402
+from residlab.capture.blocks import BLOCK_TYPES  # noqa: E402
+from residlab.capture.recording import hook_snapshot  # noqa: E402
+from residlab.capture.sites import BLOCK_SITES, module_path  # noqa: E402
 from residlab.pythia import observe  # noqa: E402
 from residlab.pythia.artifacts import verify_artifacts  # noqa: E402
+from residlab.pythia.load import load_offline  # noqa: E402
 from residlab.pythia.lock import load_lock  # noqa: E402
 from residlab.pythia.specimen import PINNED_CONFIG, build_specimen_model  # noqa: E402
 
@@ -33,7 +38,7 @@ def specimen_model():
 
 @pytest.fixture(scope="module")
 def tokenizer(specimen_dir, specimen_lock_path):
-    _, tokenizer = observe.load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
+    _, tokenizer = load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
     return tokenizer
 
 
@@ -76,22 +81,22 @@ def test_site_map_matches_the_installed_transformers_source():
     assert "attn_output = attn_output + hidden_states" in source  # sequential
     assert "self.mlp(self.post_attention_layernorm(attn_output))" in source  # sequential MLP reads in + attn
     layer = small_model(parallel=True).gpt_neox.layers[0]
-    for site_map in observe.SITE_MAPS.values():
-        for site in observe.BLOCK_SITES:
+    for site_map in (BLOCK_TYPES["gpt_neox"].sites, BLOCK_TYPES["gpt_neox_sequential"].sites):
+        for site in BLOCK_SITES:
             relative, kind = getattr(site_map, site)
             assert kind in ("input", "output")
             assert relative == "" or isinstance(layer.get_submodule(relative), torch.nn.Dropout)
 
 
 def test_load_offline_gives_float32_eager_eval_cpu_model_and_fast_tokenizer(specimen_dir, specimen_lock_path, specimen_model):
-    model, tokenizer = observe.load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
+    model, tokenizer = load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
     assert not model.training
     assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
     assert {parameter.device.type for parameter in model.parameters()} == {"cpu"}
     assert model.config._attn_implementation == "eager"
     assert model.config.use_cache is False
     assert tokenizer.is_fast
-    assert observe._module_path(model, model.get_output_embeddings()) == EXPECTED_HEAD
+    assert module_path(model, model.get_output_embeddings()) == EXPECTED_HEAD
     # The F16 file widened to float32 is exactly the in-memory specimen.
     ids = torch.tensor([[510, 1355, 2502]])
     with torch.inference_mode():
@@ -164,7 +169,7 @@ def test_branch_writes_are_what_each_block_type_adds(parallel):
 
 
 def test_hooks_are_removed_when_the_forward_raises(specimen_model, input_ids):
-    before = observe.hook_snapshot(specimen_model)
+    before = hook_snapshot(specimen_model)
 
     def explode(module, args, output):
         raise RuntimeError("boom inside block 2's MLP")
@@ -178,7 +183,7 @@ def test_hooks_are_removed_when_the_forward_raises(specimen_model, input_ids):
         saboteur.remove()
     assert len(recorder.handles) == 25
     assert recorder.handles_still_attached() == 0
-    assert observe.hook_snapshot(specimen_model) == before
+    assert hook_snapshot(specimen_model) == before
     recorded = dict(recorder.records)
     assert "blocks.1.resid_out" in recorded and "blocks.2.mlp_write" not in recorded  # it stopped mid-forward
     observe._forward(specimen_model, input_ids)
@@ -186,22 +191,26 @@ def test_hooks_are_removed_when_the_forward_raises(specimen_model, input_ids):
 
 
 def test_a_site_firing_twice_is_refused_and_still_unhooks(specimen_model, input_ids):
-    before = observe.hook_snapshot(specimen_model)
+    before = hook_snapshot(specimen_model)
     with pytest.raises(observe.ObservationError, match="fired twice"):
         with observe.capture_sites(specimen_model):
             observe._forward(specimen_model, input_ids)
             observe._forward(specimen_model, input_ids)
-    assert observe.hook_snapshot(specimen_model) == before
+    assert hook_snapshot(specimen_model) == before
 
 
 def test_an_unknown_site_is_refused_and_the_hooks_already_registered_are_removed(specimen_model, monkeypatch):
-    before = observe.hook_snapshot(specimen_model)
-    real_sites = observe.hook_sites(specimen_model)
-    monkeypatch.setattr(observe, "hook_sites", lambda model: real_sites[:3] + [("blocks.0.bogus", "gpt_neox.nope", "output")])
+    before = hook_snapshot(specimen_model)
+    real_sites = capture_sites_module.site_paths(BLOCK_TYPES["gpt_neox"], PINNED_CONFIG["num_hidden_layers"], True)
+    # What observe's capture resolves: the block table's site paths, looked up by the capture floor's resolver.
+    monkeypatch.setattr(
+        capture_sites_module, "site_paths",
+        lambda block_type, depth, final_norm=False: real_sites[:3] + (("blocks.0.bogus", "gpt_neox.nope", "output"),),
+    )
     with pytest.raises(observe.ObservationError, match="gpt_neox.nope"):
         with observe.capture_sites(specimen_model):
             pass
-    assert observe.hook_snapshot(specimen_model) == before
+    assert hook_snapshot(specimen_model) == before
 
 
 def test_hook_removal_is_proved_by_the_run(specimen_model, input_ids):
@@ -252,4 +261,4 @@ def test_missing_libraries_give_a_clear_error(specimen_dir, specimen_lock_path, 
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # makes `from transformers import ...` fail
     with pytest.raises(observe.ObservationError, match="transformers is not installed.*residual-requirements.txt"):
-        observe.load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))
+        load_offline(verify_artifacts(specimen_dir, load_lock(specimen_lock_path)))

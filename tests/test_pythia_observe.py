@@ -15,8 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from residlab.capture.blocks import IDENTITY_ABSOLUTE  # noqa: E402
+from residlab.capture.outdir import OutputDirectoryError  # noqa: E402
 from residlab.pythia import observe  # noqa: E402
 from residlab.pythia.artifacts import verify_artifacts  # noqa: E402
+from residlab.pythia.load import load_offline  # noqa: E402
 from residlab.pythia.lock import load_lock  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -150,7 +153,7 @@ def test_captures_json_holds_the_full_states_and_writes(observed):
         out = tensors[f"blocks.{block}.resid_out"]
         worst = max(worst, float((out - (state + tensors[f"blocks.{block}.attn_write"] + tensors[f"blocks.{block}.mlp_write"])).abs().max()))
         state = out
-    assert worst <= observe.IDENTITY_ABSOLUTE_TOLERANCE
+    assert worst <= IDENTITY_ABSOLUTE
     norms = [row["norm"] for row in result["observations"]["observation"]["boundaries"]]
     last = tensors["blocks.5.resid_out"][0, -1]
     assert float(last.norm()) == pytest.approx(norms[-1], rel=1e-6)
@@ -165,13 +168,13 @@ def test_a_non_empty_output_directory_is_refused_untouched_before_loading(verifi
     output = tmp_path / "run-01"
     output.mkdir()
     (output / "notes.txt").write_text("mine\n")
-    with pytest.raises(observe.OutputDirectoryError, match="not empty"):
+    with pytest.raises(OutputDirectoryError, match="not empty"):
         observe.observe_to_directory(verified, output, command=["test"])
     assert [path.name for path in output.iterdir()] == ["notes.txt"]
     assert (output / "notes.txt").read_text() == "mine\n"
     a_file = tmp_path / "run-02"
     a_file.write_text("x")
-    with pytest.raises(observe.OutputDirectoryError, match="not a directory"):
+    with pytest.raises(OutputDirectoryError, match="not a directory"):
         observe.observe_to_directory(verified, a_file, command=["test"])
     assert a_file.read_text() == "x"
 
@@ -197,7 +200,7 @@ def test_an_existing_empty_output_directory_is_used(verified, tmp_path):
 
 
 def test_position_is_chosen_among_the_recorded_tokens(verified):
-    model, tokenizer = observe.load_offline(verified)
+    model, tokenizer = load_offline(verified)
     chosen = observe.observe(model, tokenizer, position=2)["observations"]
     assert chosen["selected_token"]["piece"] == " red"
     assert chosen["observation"]["position"] == 2

@@ -44,8 +44,8 @@ def without_lock_line(text: str) -> list[str]:
 def test_committed_runner_is_what_the_builder_writes():
     assert RUNNER.read_text(encoding="utf-8") == runners.build_runner(RUNNER_SPEC)
     assert RUNNER_SPEC.modules == (
-        "pythia/lock.py", "architectures.py", "pythia/artifacts.py", "recording.py", "pythia/observe.py",
-        "pythia/runner.py",
+        "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/outdir.py", "pythia/lock.py",
+        "pythia/artifacts.py", "pythia/load.py", "pythia/observe.py", "pythia/runner.py",
     )
 
 

@@ -18,8 +18,9 @@ from residlab.pythia.lock import LockError, UnsafeFileError, load_lock, read_fil
 
 torch = pytest.importorskip("torch")
 
+from residlab.capture.outdir import OutputDirectoryError  # noqa: E402
 from residlab.course import capture_page  # noqa: E402
-from residlab.pythia import observe  # noqa: E402
+from residlab.pythia import load, observe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHED_CAPTURE = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
@@ -121,7 +122,7 @@ def test_the_model_and_tokenizer_are_built_without_reopening_any_artifact(copy_s
 
     monkeypatch.setattr(os, "open", record_os_open)
     monkeypatch.setattr(builtins, "open", record_open)
-    model, tokenizer = observe.load_offline(verified)
+    model, tokenizer = load.load_offline(verified)
     monkeypatch.undo()
     assert [path for path in opened if str(directory) in path] == []
     assert tokenizer(observe.FIXED_TEXT, add_special_tokens=False)["input_ids"] == [510, 1355, 2502, 9735, 13405, 253, 14593, 15]
@@ -132,7 +133,7 @@ def test_the_in_memory_tokenizer_matches_transformers_own_loading(specimen_dir):
     from transformers import AutoTokenizer
 
     verified = verify_artifacts(specimen_dir, load_lock(Path(specimen_dir).parent / "specimen.lock.json"))
-    built = observe._tokenizer_from_bytes(verified)
+    built = load._tokenizer_from_bytes(verified)
     loaded = AutoTokenizer.from_pretrained(specimen_dir, local_files_only=True)
     for text in (observe.FIXED_TEXT, "  Two spaces, a tab\t, café, 12345 and <|endoftext|>.", "日本語"):
         ids = built(text, add_special_tokens=False)["input_ids"]
@@ -242,7 +243,7 @@ def test_an_unusable_output_path_is_refused_before_loading_with_no_side_effect(c
     output = make(place)
     before = _snapshot(place)
     monkeypatch.setattr(observe, "load_offline", must_not_load)
-    with pytest.raises(observe.OutputDirectoryError, match=message):
+    with pytest.raises(OutputDirectoryError, match=message):
         observe.observe_to_directory(verified_specimen, output, command=["test"])
     assert _snapshot(place) == before  # nothing created, e.g. no directory at a dangling link's target
 
@@ -273,7 +274,7 @@ def test_losing_the_race_for_a_new_directory_is_a_clear_error(verified_specimen,
         return real_capture_json(*args, **kwargs)
 
     monkeypatch.setattr(observe, "capture_tensors_json", other_run_fills_it_first)
-    with pytest.raises(observe.OutputDirectoryError, match="is not empty.*another run wrote there first"):
+    with pytest.raises(OutputDirectoryError, match="is not empty.*another run wrote there first"):
         observe.observe_to_directory(verified_specimen, output, command=["test"])
     assert [path.name for path in output.iterdir()] == ["manifest.json"]
     assert (output / "manifest.json").read_text() == "the other run's\n"
@@ -291,7 +292,7 @@ def test_losing_the_race_at_the_rename_itself_is_a_clear_error(verified_specimen
         return real_rename(source, target)
 
     monkeypatch.setattr(os, "rename", other_run_renames_first)
-    with pytest.raises(observe.OutputDirectoryError, match="another run wrote there first"):
+    with pytest.raises(OutputDirectoryError, match="another run wrote there first"):
         observe.observe_to_directory(verified_specimen, output, command=["test"])
     assert [path.name for path in output.iterdir()] == ["observations.json"]
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]

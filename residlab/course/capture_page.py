@@ -325,7 +325,7 @@ def provenance_table(capture: PageCapture) -> str:
         ["command", f"`{' '.join(manifest['command'])}`"],
         ["Python", versions["python"]],
     ]
-    rows += [[name, versions[name] or "not installed"] for name in ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")]
+    rows += [[name, version or "not installed"] for name, version in versions.items() if name != "python"]
     rows += [
         ["model class, attention", f"{manifest['model_class']}, {manifest['attn_implementation']}, {manifest['dtype']} on {manifest['device']}"],
         ["block returns", f"a {manifest['block_return_kind']} ({manifest['residual_kind']} residual)"],
@@ -337,12 +337,7 @@ def provenance_table(capture: PageCapture) -> str:
 
 def _file_provenance(entry: dict) -> str:
     digest = f"sha256 `{entry['sha256'][:16]}…`" if entry.get("sha256") else "no sha256"
-    if entry.get("loaded") is False:
-        use = "checked, not read by the observation"
-    elif entry.get("loaded"):
-        use = "loaded from the bytes hashed"
-    else:
-        use = ""
+    use = {True: "loaded from the bytes hashed", False: "checked, not read by the observation"}.get(entry.get("loaded"), "")
     return f"{entry['size']:,} bytes, {digest}" + (f"; {use}" if use else "")
 
 
@@ -367,14 +362,6 @@ def number(value, digits: int = 3, style: str = "f") -> str:
     return "null (undefined)" if value is None else f"{value:.{digits}{style}}"
 
 
-def _probability(value: float | None) -> str:
-    return number(value, 3, "g")
-
-
-def _format(value, digits: int = 3) -> str:
-    return number(value, digits)
-
-
 def observations_table(capture: PageCapture) -> str:
     boundaries = capture.observation["boundaries"]
     updates = {row["block"] + 1: row for row in capture.observation["block_updates"]}
@@ -386,10 +373,10 @@ def observations_table(capture: PageCapture) -> str:
             [
                 row["label"],
                 f"`{row['name']}`",
-                _format(row["norm"]),
-                _format(update["difference_norm"]) if update else "",
-                _format(update["cosine_consecutive"]) if update else "",
-                f"{_code(top['piece'])} ({_probability(top['probability'])})",
+                number(row["norm"]),
+                number(update["difference_norm"]) if update else "",
+                number(update["cosine_consecutive"]) if update else "",
+                f"{_code(top['piece'])} ({number(top['probability'], 3, 'g')})",
             ]
         )
     final = capture.observation["final_normalisation"]
@@ -397,9 +384,9 @@ def observations_table(capture: PageCapture) -> str:
         [
             "final LN",
             f"`{final['to']}`",
-            _format(final["normalised_norm"]),
-            _format(final["difference_norm"]) + " (normalisation)",
-            _format(final["cosine"]),
+            number(final["normalised_norm"]),
+            number(final["difference_norm"]) + " (normalisation)",
+            number(final["cosine"]),
             "same readout as the last row",
         ]
     )
@@ -504,10 +491,10 @@ def alignment_table(capture: PageCapture) -> str:
     rows = [
         [
             f"block {row['block']}",
-            _format(row["difference_norm"]),
-            _format(row["relative_difference"], 2),
-            _format(row["cosine_update_with_incoming"]),
-            _format(row["cosine_attn_mlp_writes"]),
+            number(row["difference_norm"]),
+            number(row["relative_difference"], 2),
+            number(row["cosine_update_with_incoming"]),
+            number(row["cosine_attn_mlp_writes"]),
         ]
         for row in capture.observation["block_updates"]
     ]

@@ -40,7 +40,8 @@ def captured_tensors(capture: PageCapture, captures: dict):
     token ids and the layer count that ``observations.json`` records."""
     import torch
 
-    from residlab.pythia.observe import FINAL_NORM_SITE, ResidualCapture, site_name
+    from residlab.capture.sites import FINAL_NORM_SITE, site_name
+    from residlab.pythia.observe import ResidualCapture
 
     where = capture.directory / CAPTURES_FILE
     token_ids = [token["id"] for token in capture.observations["tokens"]]
@@ -102,7 +103,7 @@ def lens_model(capture: PageCapture, environ: dict | None = None):
         )
     from residlab.pythia.artifacts import verify_artifacts
     from residlab.pythia.lock import load_lock
-    from residlab.pythia.observe import load_offline
+    from residlab.pythia.load import load_offline
 
     verified = verify_artifacts(Path(environ[ARTIFACTS_ENV]), load_lock())
     if verified.lock.revision != capture.manifest["revision"]:

@@ -65,13 +65,14 @@ def observe_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.specimen and args.lock:
         parser.error("--lock goes with --artifacts; --specimen writes its own lock")
+    from residlab.capture.outdir import check_output_directory
     from residlab.pythia import observe
-    from residlab.pythia.artifacts import ArtifactError, verify_artifacts
-    from residlab.pythia.lock import LockError, load_lock, parse_lock
+    from residlab.pythia.artifacts import verify_artifacts
+    from residlab.pythia.lock import load_lock, parse_lock
 
     command = ["residlab", "pythia", "observe", *argv]
     try:
-        observe.check_output_directory(args.output)  # before the specimen is written or anything loaded
+        check_output_directory(args.output)  # before the specimen is written or anything loaded
         if args.specimen:
             from residlab.pythia.specimen import write_specimen
 
@@ -83,7 +84,7 @@ def observe_command(argv: list[str]) -> int:
         else:
             verified = verify_artifacts(args.artifacts, load_lock(args.lock))
             result = observe.observe_to_directory(verified, args.output, command=command, position=args.position)
-    except (observe.ObservationError, ArtifactError, LockError) as error:
+    except runner.REFUSALS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     observe.print_summary(result, args.output)
@@ -93,7 +94,7 @@ def observe_command(argv: list[str]) -> int:
 def _run(args, arguments: list[str]) -> int:
     try:
         return runner.run_runner(args, command=["residlab", "pythia", *arguments])
-    except (runner.ArtifactError, runner.LockError, runner.ObservationError) as error:
+    except runner.REFUSALS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

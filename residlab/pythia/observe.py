@@ -1,20 +1,14 @@
-"""Observe Pythia-14M's residual stream: offline load, capture of every residual boundary and branch write,
-numerical checks, per-position observations, and the three result files.
+"""Observe the specimen's residual stream: capture every residual boundary and branch write, check them,
+observe one position, and write the three result files.
 
-Where the hooks go comes from reading ``transformers/models/gpt_neox/modeling_gpt_neox.py`` in both
-supported releases (4.57.1 and 5.24.0), not from a generic recipe. ``GPTNeoXLayer.forward`` computes
-
-    attn_write = post_attention_dropout(attention(input_layernorm(x))[0])
-    parallel:    mlp_write = post_mlp_dropout(mlp(post_attention_layernorm(x)))
-                 out = (mlp_write + attn_write) + x
-    sequential:  mlp_write = post_mlp_dropout(mlp(post_attention_layernorm(x + attn_write)))
-                 out = mlp_write + (attn_write + x)
-
-so the branch writes at the addition boundary are the outputs of the two dropout modules (identities in
-evaluation mode), the block input is the layer's first positional argument, and the block output is the
-layer's return value: a tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own
-``output_hidden_states`` replaces its last entry by ``final_layer_norm`` of the last block's output, so the
-raw last state is captured from the last layer itself. ``SITE_MAPS`` (residlab/capture/blocks.py) records exactly this.
+The sites are the GPT-NeoX block table's (``residlab.capture.blocks``, read from ``GPTNeoXLayer.forward`` in
+both supported releases, 4.57.1 and 5.24.0): the block input is the layer's first positional argument, the
+two branch writes at the addition boundary are the outputs of ``post_attention_dropout`` and
+``post_mlp_dropout`` (identities in evaluation mode), and the block output is the layer's return value, a
+tuple ``(hidden_states, ...)`` in 4.57.1, a bare tensor in 5.x. The model's own ``output_hidden_states``
+replaces its last entry by ``final_layer_norm`` of the last block's output, so the raw last state is captured
+from the last layer itself. Site names and their resolution are the capture floor's (``residlab.capture.sites``),
+the hooks its ``record_sites``, the output rule its ``outdir``.
 
 torch and transformers are imported inside the functions that need them, so the runner's ``--plan`` works
 before anything is installed. Every tensor shape is documented as (batch, positions, width) = (1, n, d).
@@ -24,125 +18,41 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import functools
 import hashlib
 import json
-import os
 import platform
-import secrets
-import shutil
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab.capture.blocks import SITE_MAPS, BlockSiteMap  # bundled
-from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
-from residlab.capture.recording import SiteFiredTwice, library_versions, record_sites  # bundled
+from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for  # bundled
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory, write_directory  # bundled
+from residlab.capture.recording import SiteFiredTwice, hook_snapshot, library_versions, record_sites  # bundled
+from residlab.capture.sites import FINAL_NORM_SITE, SiteError, block_site_names, module_path, resolve_sites, site_name, site_table  # bundled
+from residlab.pythia.artifacts import OBSERVE_READS, VerifiedArtifacts  # bundled
+from residlab.pythia.load import ObservationError, load_offline  # bundled
 
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
-# The parallel identity out = in + attn_write + mlp_write, regrouped, differs from transformers' own
-# evaluation order only by float32 rounding: allow an absolute floor plus a few ulps of the largest term.
-IDENTITY_ABSOLUTE_TOLERANCE = 1e-5
-IDENTITY_RELATIVE_TOLERANCE = 1e-6
 RESULT_FILES = ("manifest.json", "observations.json", "captures.json")
+# The libraries whose versions the manifest records: what the observation ran on.
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
-
-
-class ObservationError(RuntimeError):
-    """The observation cannot run or its checks failed; the message names the problem."""
-
-
-class OutputDirectoryError(ObservationError):
-    """The output directory is unusable (not empty, or not a directory); nothing was written."""
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The site map: where each named quantity lives, per block type (read from the transformers source).
-
-
-LAYERS_PATH = "gpt_neox.layers"
-FINAL_NORM_PATH = "gpt_neox.final_layer_norm"
-FINAL_NORM_SITE = "final_norm.out"
-BLOCK_SITES = ("resid_in", "attn_write", "mlp_write", "resid_out")
-
-
-def site_name(block: int, site: str) -> str:
-    """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write``."""
-    return f"blocks.{block}.{site}"
-
-
-def site_map_for(model) -> BlockSiteMap:
-    return SITE_MAPS["parallel" if model.config.use_parallel_residual else "sequential"]
-
-
-def hook_sites(model) -> list[tuple[str, str, str]]:
-    """Every (site name, module path in the model, "input" | "output"), in forward order."""
-    return list(_hook_sites(site_map_for(model), model.config.num_hidden_layers))
-
-
-@functools.lru_cache(maxsize=16)
-def _hook_sites(site_map: BlockSiteMap, layers: int) -> tuple[tuple[str, str, str], ...]:
-    # Built once per (map, depth): every capture asks for the same list.
-    sites = []
-    for block in range(layers):
-        layer_path = f"{LAYERS_PATH}.{block}"
-        for site in BLOCK_SITES:
-            relative, kind = getattr(site_map, site)
-            path = f"{layer_path}.{relative}" if relative else layer_path
-            sites.append((site_name(block, site), path, kind))
-    sites.append((FINAL_NORM_SITE, FINAL_NORM_PATH, "output"))
-    return tuple(sites)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The capture context manager.
-
-
-def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
-    """Module path -> (forward hook ids, forward pre-hook ids) for every module that has any."""
-    snapshot = {}
-    for path, module in model.named_modules():
-        forward_ids = tuple(module._forward_hooks.keys())
-        pre_ids = tuple(module._forward_pre_hooks.keys())
-        if forward_ids or pre_ids:
-            snapshot[path] = (forward_ids, pre_ids)
-    return snapshot
-
-
-def resolve_sites(model) -> list[tuple[str, object, str]]:
-    """(site name, module, "input" | "output") for every site of ``hook_sites(model)``; an error naming the
-    first path the model lacks. Each path is looked up from its parent's, so every prefix is walked once
-    (``get_submodule`` per path, or a ``named_modules`` dict, costs several times more per capture)."""
-    found = {"": model}
-
-    def module_at(path: str):
-        if path not in found:
-            parent_path, _, leaf = path.rpartition(".")
-            parent = module_at(parent_path)
-            found[path] = None if parent is None else parent._modules.get(leaf)
-        return found[path]
-
-    resolved = []
-    for name, path, kind in hook_sites(model):
-        module = module_at(path)
-        if module is None:
-            raise ObservationError(f"hook site {name}: the model has no module {path!r}")
-        resolved.append((name, module, kind))
-    return resolved
 
 
 @contextlib.contextmanager
 def capture_sites(model):
-    """Record every site of ``hook_sites(model)`` during the block (``recording.record_sites``): yield the
-    ``SiteRecorder``, whose records are detached CPU clones (1, n, d); exactly its hooks are removed on exit,
-    also when the forward raised. Hooks other code registered are left as they were."""
+    """Record every site of the model's block table and its final normaliser's output during the block
+    (``recording.record_sites``): yield the ``SiteRecorder``, whose records are detached CPU clones (1, n, d);
+    exactly its hooks are removed on exit, also when the forward raised. Hooks other code registered are left
+    as they were. A site the model lacks is named before any hook is registered."""
     try:
-        with record_sites(resolve_sites(model)) as recorder:
+        sites = resolve_sites(model, block_type_for(model.config), model.config.num_hidden_layers, final_norm=True)
+        with record_sites(sites) as recorder:
             yield recorder
+    except SiteError as error:
+        raise ObservationError(str(error)) from None
     except SiteFiredTwice as error:
-        # One capture = one forward: a site firing twice means the map no longer matches the model.
+        # One capture = one forward: a site firing twice means the table no longer matches the model.
         raise ObservationError(f"hook {error}") from None
 
 
@@ -190,7 +100,7 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
     missing = recorder.missing()
     if missing:
         raise ObservationError(f"hook sites never fired: {', '.join(missing)}")
-    names = _block_site_names(model.config.num_hidden_layers)
+    names = block_site_names(model.config.num_hidden_layers)
     return_kinds = {recorder.return_kinds[name] for name in names["resid_out"]}
     if len(return_kinds) != 1:
         raise ObservationError(f"blocks returned mixed kinds: {sorted(return_kinds)}")
@@ -204,15 +114,9 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
         attention_writes=[sites[name] for name in names["attn_write"]],
         mlp_writes=[sites[name] for name in names["mlp_write"]],
         block_return_kind=return_kinds.pop(),
-        residual_kind=site_map_for(model).residual_kind,
+        residual_kind=block_type_for(model.config).sites.residual_kind,
         sites=sites,
     )
-
-
-@functools.lru_cache(maxsize=16)
-def _block_site_names(layers: int) -> dict[str, tuple[str, ...]]:
-    """Per-block site -> its name in every block, e.g. "attn_write" -> ("blocks.0.attn_write", ...)."""
-    return {site: tuple(site_name(block, site) for block in range(layers)) for site in BLOCK_SITES}
 
 
 def prove_hooks_removed(model, input_ids) -> dict:
@@ -237,103 +141,6 @@ def prove_hooks_removed(model, input_ids) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Loading, offline.
-
-
-def _json_object(artifacts: VerifiedArtifacts, name: str) -> dict:
-    try:
-        value = json.loads(artifacts.bytes_for(name))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ObservationError(f"{name}: verified against the lock but not valid JSON ({error})") from None
-    if not isinstance(value, dict):
-        raise ObservationError(f"{name}: verified against the lock but not a JSON object")
-    return value
-
-
-def _special_token(value):
-    """A special token as tokenizer_config.json / special_tokens_map.json store it: a string or an object."""
-    return value.get("content") if isinstance(value, dict) else value
-
-
-def _tokenizer_from_bytes(artifacts: VerifiedArtifacts):
-    """The fast tokenizer built from the verified tokenizer.json text and the special tokens and decoding
-    settings of tokenizer_config.json and special_tokens_map.json (read from the verified bytes, not by path)."""
-    from tokenizers import Tokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    try:
-        backend = Tokenizer.from_str(artifacts.bytes_for("tokenizer.json").decode("utf-8"))
-    except Exception as error:  # noqa: BLE001 - tokenizers raises its own exception type
-        raise ObservationError(f"tokenizer.json: verified against the lock but not a tokenizer ({error})") from None
-    settings = _json_object(artifacts, "tokenizer_config.json")
-    special = {**settings, **_json_object(artifacts, "special_tokens_map.json")}
-    options = {key: _special_token(special[key]) for key in ("bos_token", "eos_token", "unk_token", "pad_token") if special.get(key)}
-    for key in ("clean_up_tokenization_spaces", "model_max_length"):
-        if key in settings:
-            options[key] = settings[key]
-    return PreTrainedTokenizerFast(tokenizer_object=backend, **options)
-
-
-def _checkpoint_state(artifacts: VerifiedArtifacts, model) -> dict:
-    """The weights from the verified bytes, under the model's own parameter names, exactly its tensors."""
-    from safetensors.torch import load
-
-    try:
-        stored = load(artifacts.bytes_for("model.safetensors"))
-    except Exception as error:  # noqa: BLE001 - safetensors raises its own exception type
-        raise ObservationError(f"model.safetensors: verified against the lock but unreadable ({error})") from None
-    own = model.state_dict()
-    # transformers 5.x names the untied head lm_head; the checkpoint (and 4.x) call it embed_out.
-    state = {("lm_head.weight" if name == "embed_out.weight" and name not in own else name): t for name, t in stored.items()}
-    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
-    if missing or unexpected:
-        raise ObservationError(
-            f"model.safetensors: its tensors do not match GPTNeoXForCausalLM (missing: {', '.join(missing) or 'none'}; "
-            f"unexpected: {', '.join(unexpected) or 'none'})"
-        )
-    wrong = [name for name in own if tuple(state[name].shape) != tuple(own[name].shape)]
-    if wrong:
-        raise ObservationError(f"model.safetensors: tensors of the wrong shape: {', '.join(wrong)}")
-    return state
-
-
-def load_offline(artifacts: VerifiedArtifacts):
-    """The built-in GPTNeoXForCausalLM and a fast tokenizer, built from the bytes verification hashed (never
-    re-read by path; a file changed since is refused): no network, safetensors only, no remote code, eager
-    attention, float32 (the file stores F16, widened exactly), eval mode, CPU. generation_config.json is not
-    read: it only configures text generation, which the observation never does."""
-    try:
-        import torch
-        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-    except ImportError as error:
-        raise ObservationError(
-            f"{error.name} is not installed: install the pinned requirements (residual-requirements.txt) first"
-        ) from None
-    try:
-        for name in OBSERVE_READS:
-            artifacts.bytes_for(name)  # every file it needs is pinned and unchanged, before any work
-        config_values = _json_object(artifacts, "config.json")
-        if config_values.get("model_type") != "gpt_neox":
-            raise ObservationError(f"config.json: model_type {config_values.get('model_type')!r}, not 'gpt_neox'")
-        config = GPTNeoXConfig.from_dict(config_values, attn_implementation="eager")
-        model = GPTNeoXForCausalLM(config).to(device="cpu", dtype=torch.float32)
-        model.load_state_dict(_checkpoint_state(artifacts, model), strict=True)
-        tokenizer = _tokenizer_from_bytes(artifacts)
-    except ArtifactError as error:
-        raise ObservationError(str(error)) from None
-    model = model.eval()
-    model.config.use_cache = False
-    if not tokenizer.is_fast:
-        raise ObservationError("tokenizer.json: the tokenizer built is not a fast tokenizer")
-    dtypes = sorted({str(p.dtype) for p in model.parameters()})
-    if dtypes != ["torch.float32"]:
-        raise ObservationError(f"the model computes in {dtypes}, not float32")
-    if model.config._attn_implementation != "eager":
-        raise ObservationError(f"attention implementation is {model.config._attn_implementation}, not eager")
-    return model, tokenizer
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Tokens, checks and observations.
 
 
@@ -355,6 +162,7 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
     """Every numerical check, as numbers with the thresholds they are judged against."""
     import torch
 
+    sites = block_type_for(model.config).sites
     n = input_ids.shape[1]
     width = model.config.hidden_size
     expected_shape = [1, n, width]
@@ -371,7 +179,7 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
         else:
             source_order = mlp + (attn + x)
         largest = max(float(t.abs().max().item()) for t in (x, attn, mlp, out))
-        tolerance = IDENTITY_ABSOLUTE_TOLERANCE + IDENTITY_RELATIVE_TOLERANCE * largest
+        tolerance = IDENTITY_ABSOLUTE + IDENTITY_RELATIVE * largest
         regrouped_error = _max_abs(out, x + attn + mlp)
         identity_rows.append(
             {
@@ -405,10 +213,10 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
         "shapes_ok": not bad_shapes,
         "shape_mismatches": bad_shapes,
         "identity": {
-            "equation": site_map_for(model).identity,
-            "mlp_reads": site_map_for(model).mlp_reads,
+            "equation": sites.identity,
+            "mlp_reads": sites.mlp_reads,
             "tolerance_rule": (
-                f"{IDENTITY_ABSOLUTE_TOLERANCE:g} plus {IDENTITY_RELATIVE_TOLERANCE:g} times the largest absolute "
+                f"{IDENTITY_ABSOLUTE:g} plus {IDENTITY_RELATIVE:g} times the largest absolute "
                 "entry of the block's input, writes and output"
             ),
             "blocks": identity_rows,
@@ -452,7 +260,7 @@ def logit_lens(model, tokenizer, state, k: int = TOP_K) -> list[dict]:
     """Top-k next-token readout of one residual vector (d,): output embedding of final_layer_norm(state)."""
     import torch
 
-    norm = model.gpt_neox.final_layer_norm
+    norm = model.get_submodule(block_type_for(model.config).final_norm)
     head = model.get_output_embeddings()
     with torch.inference_mode():
         probabilities = torch.softmax(head(norm(state)), dim=-1)
@@ -554,6 +362,11 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
     import torch
 
     lock = artifacts.lock
+    block_type = block_type_for(model.config)
+    try:
+        output_embeddings = module_path(model, model.get_output_embeddings())
+    except SiteError as error:
+        raise ObservationError(f"the output embedding: {error}") from None
     return {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": list(command),
@@ -579,15 +392,13 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
         "torch_threads": torch.get_num_threads(),
         "attn_implementation": model.config._attn_implementation,
         "model_class": type(model).__name__,
-        "output_embeddings": _module_path(model, model.get_output_embeddings()),
+        "output_embeddings": output_embeddings,
         "residual_kind": capture.residual_kind,
         "block_return_kind": capture.block_return_kind,
         "site_map": {
-            "layers": LAYERS_PATH,
-            "final_norm": FINAL_NORM_PATH,
-            "per_block": {
-                site: dict(zip(("module", "kind"), getattr(site_map_for(model), site))) for site in BLOCK_SITES
-            },
+            "layers": block_type.layers,
+            "final_norm": block_type.final_norm,
+            "per_block": site_table(block_type),
         },
     }
 
@@ -595,65 +406,6 @@ def build_manifest(artifacts: VerifiedArtifacts, model, capture: ResidualCapture
 def _lock_label(origin: str) -> str:
     """Where the lock came from, without this machine's directories: a file name or the runner's copy."""
     return Path(origin).name if Path(origin).is_file() else origin
-
-
-def _module_path(model, target) -> str:
-    for path, module in model.named_modules():
-        if module is target:
-            return path
-    raise ObservationError("the output embedding is not a submodule of the model")
-
-
-def check_output_directory(output_dir: Path) -> Path:
-    """Refuse, before any work and without touching anything, every output path that is not a new name or an
-    empty real directory: a file, a non-empty directory, a symbolic link (to anything, or dangling), a path
-    whose parent is not a directory."""
-    output_dir = Path(output_dir)
-    try:
-        status = os.lstat(output_dir)
-    except (FileNotFoundError, NotADirectoryError):
-        parent = Path(os.path.abspath(output_dir)).parent
-        if any(os.path.lexists(above) and not above.is_dir() for above in (parent, *parent.parents)):
-            raise OutputDirectoryError(f"{output_dir}: its parent {parent} is not a directory") from None
-        return output_dir
-    except OSError as error:
-        raise OutputDirectoryError(f"{output_dir}: cannot be inspected ({error.strerror})") from None
-    if stat.S_ISLNK(status.st_mode):
-        raise OutputDirectoryError(
-            f"{output_dir} is a symbolic link (to {os.readlink(output_dir)}); results are written only into a new "
-            "name or an empty directory, never through a link: choose a new output directory"
-        )
-    if not stat.S_ISDIR(status.st_mode):
-        raise OutputDirectoryError(f"{output_dir} exists and is not a directory; choose a new output directory")
-    with os.scandir(output_dir) as entries:
-        if next(entries, None) is not None:
-            raise OutputDirectoryError(
-                f"{output_dir} is not empty; results are never overwritten: choose a new output directory"
-            )
-    return output_dir
-
-
-def _place(staging: Path, output_dir: Path) -> None:
-    """Rename the finished staging directory to ``output_dir``: atomic, and it never replaces anything but an
-    empty directory. Losing a race to another run is a clear error, never a traceback."""
-    try:
-        os.rename(staging, output_dir)  # POSIX: replaces an empty directory, fails on anything else
-        return
-    except OSError as first:
-        error = first
-    try:  # Windows refuses to rename onto any existing directory: remove an empty one, then rename
-        check_output_directory(output_dir)
-        if os.path.lexists(output_dir):
-            os.rmdir(output_dir)
-        os.rename(staging, output_dir)
-        return
-    except OutputDirectoryError as refused:
-        reason = str(refused)
-    except OSError as second:
-        reason = f"{output_dir}: {second.strerror or error.strerror}"
-    raise OutputDirectoryError(
-        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
-    )
 
 
 def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = None) -> dict:
@@ -705,25 +457,21 @@ def observe_to_directory(
 ) -> dict:
     """Load offline, capture, check and write manifest.json, observations.json and captures.json.
 
-    An unusable ``output_dir`` is refused before anything is loaded. The files are written into a fresh
-    hidden sibling directory and renamed into place, so a failure leaves no half-written result."""
+    An unusable ``output_dir`` is refused before anything is loaded; the files are written all at once or not
+    at all (``capture.outdir.write_directory``)."""
     output_dir = check_output_directory(output_dir)
     model, tokenizer = load_offline(verified)
     result = observe(model, tokenizer, position=position)
     manifest = build_manifest(verified, model, result["capture"], command)
     texts = result_texts(manifest, result["observations"], capture_tensors_json(result["capture"], result["tokens"]))
-    parent = Path(os.path.abspath(output_dir)).parent
-    parent.mkdir(parents=True, exist_ok=True)
-    # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).
-    staging = parent / f".{output_dir.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
-    staging.mkdir()
-    try:
-        for name in RESULT_FILES:
-            (staging / name).write_bytes(texts[name])
-        _place(staging, output_dir)  # refuses, naming the cause, if another run got there meanwhile
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    try:  # usable before loading: a refusal now means something else wrote there meanwhile
+        check_output_directory(output_dir)
+    except OutputDirectoryError as refused:
+        raise OutputDirectoryError(
+            f"{refused} (another run wrote there first?); the results of this run were discarded and nothing "
+            "there changed"
+        ) from None
+    write_directory(output_dir, {name: texts[name] for name in RESULT_FILES})
     return {"manifest": json.loads(texts["manifest.json"]), "observations": result["observations"]}
 
 

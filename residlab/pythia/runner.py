@@ -16,9 +16,14 @@ import os
 import sys
 from pathlib import Path
 
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
 from residlab.pythia.artifacts import ArtifactError, FetchLimits, fetch_artifacts, plan_text, verify_artifacts  # bundled
+from residlab.pythia.load import ObservationError  # bundled
 from residlab.pythia.lock import LockError, load_lock  # bundled
-from residlab.pythia.observe import ObservationError, check_output_directory, observe_to_directory, print_summary  # bundled
+from residlab.pythia.observe import observe_to_directory, print_summary  # bundled
+
+# What a run can refuse with: each is printed as one line, with exit status 1 (never a traceback).
+REFUSALS = (ArtifactError, LockError, ObservationError, OutputDirectoryError)
 
 
 def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--plan only prints the plan; run again without it to fetch or observe")
     try:
         return run_runner(args, command=list(sys.argv) if argv is None else ["inspect_residual_stream.py", *argv])
-    except (ArtifactError, LockError, ObservationError) as error:
+    except REFUSALS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 

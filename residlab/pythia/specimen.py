@@ -122,15 +122,12 @@ def build_specimen_model(seed: int = 0):
     import torch
     from transformers import GPTNeoXForCausalLM
 
+    from residlab.pythia.load import under_own_names
+
     model = GPTNeoXForCausalLM(_model_config()).to(torch.float32)
-    stored = specimen_tensors(seed)
-    own_names = set(model.state_dict())
-    state = {}
-    for name, tensor in stored.items():
-        # transformers 5.x renames the untied head embed_out -> lm_head; 4.x keeps the checkpoint name.
-        target = "lm_head.weight" if name == "embed_out.weight" and name not in own_names else name
-        state[target] = tensor.to(torch.float32)
-    model.load_state_dict(state, strict=True)
+    # The checkpoint's names, as the offline load matches them (embed_out is lm_head in transformers 5.x).
+    stored = {name: tensor.to(torch.float32) for name, tensor in specimen_tensors(seed).items()}
+    model.load_state_dict(under_own_names(stored, set(model.state_dict())), strict=True)
     return model.eval()
 
 

@@ -59,7 +59,11 @@ def test_the_sequential_and_parallel_neox_specimens_differ_only_in_the_mlp_read(
     parallel, sequential = (blocks.BLOCK_TYPES[n].sites for n in ("gpt_neox", "gpt_neox_sequential"))
     assert parallel.mlp_reads == "resid_in" and sequential.mlp_reads == "resid_in + attn_write"
     assert (parallel.attn_write, parallel.mlp_write) == (sequential.attn_write, sequential.mlp_write)
-    assert observe.SITE_MAPS == {"parallel": parallel, "sequential": sequential}  # Lab 05 reads the same tables
+    # Lab 05's observation reads the same tables: it asks block_type_for with the model's own config.
+    for use_parallel_residual, table in ((True, parallel), (False, sequential)):
+        config = type("Config", (), {"model_type": "gpt_neox", "use_parallel_residual": use_parallel_residual})()
+        assert blocks.block_type_for(config).sites is table
+    assert observe.block_type_for is blocks.block_type_for
 
 
 def test_an_unknown_architecture_is_refused_naming_the_supported_ones():

@@ -123,7 +123,8 @@ def _code_lines(path: Path) -> list[tuple[int, str]]:
     lines = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         text = line.strip()
-        if text and not re.fullmatch(r"[\])},:(\[{]*", text):  # closing brackets alone say nothing
+        # Closing brackets alone and import lines say nothing about the logic (sibling modules import alike).
+        if text and not re.fullmatch(r"[\])},:(\[{]*", text) and not re.match(r"(import|from) \S", text):
             lines.append((number, text))
     return lines
 

@@ -89,20 +89,27 @@ RUNNERS = (
         "trace_residual_toy.py", "course/toy.py",
         "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
         "the exact arithmetic and the update rules",
-        (ReadFirst("course/exact_vectors.py", ("Vector",)), ReadFirst("course/toy.py", ("first_update", "second_update", "readout"))),,
+        (
+            ReadFirst("course/exact_vectors.py", ("Vector",)),
+            ReadFirst("course/toy.py", ("first_update", "second_update", "readout")),
+        ),
     ),
     Runner(
         "residual_stream_lab.py", "course/lesson_lab.py",
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",
-        (ReadFirst("course/copy_model.py", ("PreNormBlock",)), ReadFirst("course/lesson_lab.py", ("run_traced", "audit_model"))),,
+        (
+            ReadFirst("course/copy_model.py", ("PreNormBlock",)),
+            ReadFirst("course/lesson_lab.py", ("run_traced", "audit_model")),
+        ),
     ),
     Runner(
         "inspect_residual_stream.py", "pythia/runner.py",
         "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
         "the capture: the site table, record_sites and the checks",
         (
-            ReadFirst("capture/blocks.py", ("SITE_MAPS",)),
+            ReadFirst("capture/blocks.py", ("BLOCK_TYPES",)),
+            ReadFirst("capture/sites.py", ("site_name", "resolve_sites")),
             ReadFirst("capture/recording.py", ("record_sites",)),
             ReadFirst("pythia/observe.py", ("capture_residuals", "run_checks")),
         ),

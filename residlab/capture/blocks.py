@@ -78,9 +78,6 @@ def _sequential_sites(attention: str, mlp: str) -> BlockSiteMap:
     return replace(_NEOX_SEQUENTIAL, attn_write=(attention, "output"), mlp_write=(mlp, "output"))
 
 
-# The GPT-NeoX tables under the names Lab 05's observation has always used.
-SITE_MAPS = {"parallel": _NEOX_PARALLEL, "sequential": _NEOX_SEQUENTIAL}
-
 _NEOX = BlockType(
     name="gpt_neox",
     model_type="gpt_neox",

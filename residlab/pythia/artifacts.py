@@ -153,13 +153,9 @@ def _read_present(directory: Path, name: str, lock: Lock) -> tuple[str | None, F
     return None, held
 
 
-def verify_artifacts(directory: Path, lock: Lock) -> VerifiedArtifacts:
-    """Check an artifact directory against the lock without any network access; hold the verified bytes."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ArtifactError(f"{directory}: no such artifact directory")
+def _read_entries(directory: Path, lock: Lock) -> tuple[list[str], list[str], dict[str, FileBytes]]:
+    """(problems, the allowed files present, name -> verified bytes of each present file that matched the lock)."""
     problems, present = _inspect_entries(directory)
-    problems += [f"{name}: missing" for name in lock.names if name not in present]
     held = {}
     for name in present:
         problem, read = _read_present(directory, name, lock)
@@ -167,6 +163,15 @@ def verify_artifacts(directory: Path, lock: Lock) -> VerifiedArtifacts:
             problems.append(problem)
         else:
             held[name] = read
+    return problems, present, held
+
+def verify_artifacts(directory: Path, lock: Lock) -> VerifiedArtifacts:
+    """Check an artifact directory against the lock without any network access; hold the verified bytes."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ArtifactError(f"{directory}: no such artifact directory")
+    problems, present, held = _read_entries(directory, lock)
+    problems += [f"{name}: missing" for name in lock.names if name not in present]
     if problems:
         raise ArtifactError(f"{directory} does not match the lock ({lock.origin}):\n  " + "\n  ".join(problems))
     return VerifiedArtifacts(
@@ -444,14 +449,7 @@ def fetch_artifacts(
     if os.path.islink(directory) or (directory.exists() and not directory.is_dir()):
         raise ArtifactError(f"{directory}: exists and is not a directory (a symbolic link is refused too)")
     directory.mkdir(parents=True, exist_ok=True)
-    problems, present = _inspect_entries(directory)
-    held = {}
-    for name in present:
-        problem, read = _read_present(directory, name, lock)
-        if problem:
-            problems.append(problem)
-        else:
-            held[name] = read
+    problems, present, held = _read_entries(directory, lock)
     if problems:
         raise ArtifactError(
             f"{directory} already holds files that do not match the lock; nothing was downloaded, and the fetch never "

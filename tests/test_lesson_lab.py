@@ -12,7 +12,8 @@ import torch
 
 from residlab.course import lesson_lab
 from residlab.course.copy_model import HookPoint
-from residlab.course.lesson_figures import markdown_table, plot_gradient_profile
+from residlab.course.lesson_figures import plot_gradient_profile
+from residlab.course.tables import markdown_table
 
 pytestmark = pytest.mark.slow
 

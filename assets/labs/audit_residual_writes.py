@@ -16,22 +16,22 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1112  residlab/audit/packet.py
-#   line 1168    model_record
-#   line 1202    input_record
-#   line 1231    intervention_record
-#   line 1318    measurement_record
+#   line 1122  residlab/audit/packet.py
+#   line 1178    model_record
+#   line 1212    input_record
+#   line 1241    intervention_record
+#   line 1328    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   40  residlab/capture/blocks.py
 #   line  243  residlab/capture/outdir.py
-#   line  349  residlab/audit/subject.py
-#   line  574  residlab/capture/recording.py
-#   line  741  residlab/capture/sites.py
-#   line  840  residlab/audit/runs.py
-#   line 1112  residlab/audit/packet.py
-#   line 1429  residlab/audit/verify.py
-#   line 1678  residlab/audit/cli.py (the entry)
+#   line  355  residlab/audit/subject.py
+#   line  580  residlab/capture/recording.py
+#   line  747  residlab/capture/sites.py
+#   line  850  residlab/audit/runs.py
+#   line 1122  residlab/audit/packet.py
+#   line 1439  residlab/audit/verify.py
+#   line 1688  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -323,14 +323,20 @@ def _place(staging: Path, output_dir: Path) -> None:
         reason = str(refused)
     except OSError as second:
         reason = f"{output_dir}: {second.strerror or error.strerror}"
-    raise OutputDirectoryError(
-        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
-    )
+    raise OutputDirectoryError(reason + DISCARDED)
+
+
+# The caller checked the output before its work: a refusal at writing time means something wrote there meanwhile.
+DISCARDED = " (another run wrote there first?); the results of this run were discarded and nothing there changed"
 
 
 def write_directory(output_dir: Path, files: dict[str, bytes]) -> Path:
-    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically."""
-    output_dir = check_output_directory(output_dir)
+    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically. Call
+    ``check_output_directory`` before the work whose results these are; this checks again before writing."""
+    try:
+        output_dir = check_output_directory(output_dir)
+    except OutputDirectoryError as refused:
+        raise OutputDirectoryError(f"{refused}{DISCARDED}") from None
     parent = Path(os.path.abspath(output_dir)).parent
     parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).
@@ -769,6 +775,10 @@ class SiteError(LookupError):
 def site_name(block: int, site: str) -> str:
     """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write``."""
     return f"blocks.{block}.{site}"
+
+
+# H_0, the embedding as the first block receives it: the first residual boundary of every capture.
+EMBEDDING_SITE = site_name(0, "resid_in")
 
 
 @functools.lru_cache(maxsize=32)

@@ -16,28 +16,28 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 """
 
 # Read this first: the capture: the site table, record_sites and the checks.
-#   line  945  residlab/capture/blocks.py
-#   line 1037    BLOCK_TYPES
-#   line 1437  residlab/capture/sites.py
-#   line 1465    site_name
-#   line 1523    resolve_sites
-#   line 1270  residlab/capture/recording.py
-#   line 1386    record_sites
-#   line 1536  residlab/pythia/observe.py
-#   line 1623    capture_residuals
-#   line 1690    run_checks
+#   line  951  residlab/capture/blocks.py
+#   line 1043    BLOCK_TYPES
+#   line 1443  residlab/capture/sites.py
+#   line 1471    site_name
+#   line 1533    resolve_sites
+#   line 1276  residlab/capture/recording.py
+#   line 1392    record_sites
+#   line 1546  residlab/pythia/observe.py
+#   line 1633    capture_residuals
+#   line 1700    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   46  residlab/capture/outdir.py
-#   line  152  residlab/pythia/lock.py
-#   line  432  residlab/pythia/artifacts.py
-#   line  945  residlab/capture/blocks.py
-#   line 1148  residlab/pythia/load.py
-#   line 1270  residlab/capture/recording.py
-#   line 1437  residlab/capture/sites.py
-#   line 1536  residlab/pythia/observe.py
-#   line 2036  residlab/pythia/runner.py (the entry)
-#   line 2123  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  158  residlab/pythia/lock.py
+#   line  438  residlab/pythia/artifacts.py
+#   line  951  residlab/capture/blocks.py
+#   line 1154  residlab/pythia/load.py
+#   line 1276  residlab/capture/recording.py
+#   line 1443  residlab/capture/sites.py
+#   line 1546  residlab/pythia/observe.py
+#   line 2039  residlab/pythia/runner.py (the entry)
+#   line 2126  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -126,14 +126,20 @@ def _place(staging: Path, output_dir: Path) -> None:
         reason = str(refused)
     except OSError as second:
         reason = f"{output_dir}: {second.strerror or error.strerror}"
-    raise OutputDirectoryError(
-        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
-    )
+    raise OutputDirectoryError(reason + DISCARDED)
+
+
+# The caller checked the output before its work: a refusal at writing time means something wrote there meanwhile.
+DISCARDED = " (another run wrote there first?); the results of this run were discarded and nothing there changed"
 
 
 def write_directory(output_dir: Path, files: dict[str, bytes]) -> Path:
-    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically."""
-    output_dir = check_output_directory(output_dir)
+    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically. Call
+    ``check_output_directory`` before the work whose results these are; this checks again before writing."""
+    try:
+        output_dir = check_output_directory(output_dir)
+    except OutputDirectoryError as refused:
+        raise OutputDirectoryError(f"{refused}{DISCARDED}") from None
     parent = Path(os.path.abspath(output_dir)).parent
     parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).
@@ -1467,6 +1473,10 @@ def site_name(block: int, site: str) -> str:
     return f"blocks.{block}.{site}"
 
 
+# H_0, the embedding as the first block receives it: the first residual boundary of every capture.
+EMBEDDING_SITE = site_name(0, "resid_in")
+
+
 @functools.lru_cache(maxsize=32)
 def block_site_names(depth: int) -> dict[str, tuple[str, ...]]:
     """Per-block site -> its name in every block, e.g. "attn_write" -> ("blocks.0.attn_write", ...)."""
@@ -1610,7 +1620,7 @@ class ResidualCapture:
         return torch.cat([self.block_input] + list(self.block_outputs), dim=0)
 
     def boundary_names(self) -> list[str]:
-        return ["blocks.0.resid_in"] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
+        return [EMBEDDING_SITE] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
 
 
 def _forward(model, input_ids, **kwargs):
@@ -1873,7 +1883,7 @@ def _float32_list(tensor) -> list:
 def capture_tensors_json(capture: ResidualCapture, tokens: list[dict]) -> dict:
     """The full cloned raw states and branch writes (everything but the duplicated resid_in of blocks 1..L-1,
     which equal the previous block's resid_out: the continuity check records that)."""
-    names = ["blocks.0.resid_in"]
+    names = [EMBEDDING_SITE]
     for block in range(len(capture.block_outputs)):
         names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_out")]
     names.append(FINAL_NORM_SITE)
@@ -1993,13 +2003,6 @@ def observe_to_directory(
     result = observe(model, tokenizer, position=position)
     manifest = build_manifest(verified, model, result["capture"], command)
     texts = result_texts(manifest, result["observations"], capture_tensors_json(result["capture"], result["tokens"]))
-    try:  # usable before loading: a refusal now means something else wrote there meanwhile
-        check_output_directory(output_dir)
-    except OutputDirectoryError as refused:
-        raise OutputDirectoryError(
-            f"{refused} (another run wrote there first?); the results of this run were discarded and nothing "
-            "there changed"
-        ) from None
     write_directory(output_dir, {name: texts[name] for name in RESULT_FILES})
     return {"manifest": json.loads(texts["manifest.json"]), "observations": result["observations"]}
 

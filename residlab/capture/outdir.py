@@ -81,14 +81,20 @@ def _place(staging: Path, output_dir: Path) -> None:
         reason = str(refused)
     except OSError as second:
         reason = f"{output_dir}: {second.strerror or error.strerror}"
-    raise OutputDirectoryError(
-        f"{reason} (another run wrote there first?); the results of this run were discarded and nothing there changed"
-    )
+    raise OutputDirectoryError(reason + DISCARDED)
+
+
+# The caller checked the output before its work: a refusal at writing time means something wrote there meanwhile.
+DISCARDED = " (another run wrote there first?); the results of this run were discarded and nothing there changed"
 
 
 def write_directory(output_dir: Path, files: dict[str, bytes]) -> Path:
-    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically."""
-    output_dir = check_output_directory(output_dir)
+    """Write ``files`` (name -> bytes) as the whole content of ``output_dir``, atomically. Call
+    ``check_output_directory`` before the work whose results these are; this checks again before writing."""
+    try:
+        output_dir = check_output_directory(output_dir)
+    except OutputDirectoryError as refused:
+        raise OutputDirectoryError(f"{refused}{DISCARDED}") from None
     parent = Path(os.path.abspath(output_dir)).parent
     parent.mkdir(parents=True, exist_ok=True)
     # A fresh hidden sibling (mkdir honours the umask, unlike mkdtemp's private 0700 directory).

@@ -32,6 +32,10 @@ def site_name(block: int, site: str) -> str:
     return f"blocks.{block}.{site}"
 
 
+# H_0, the embedding as the first block receives it: the first residual boundary of every capture.
+EMBEDDING_SITE = site_name(0, "resid_in")
+
+
 @functools.lru_cache(maxsize=32)
 def block_site_names(depth: int) -> dict[str, tuple[str, ...]]:
     """Per-block site -> its name in every block, e.g. "attn_write" -> ("blocks.0.attn_write", ...)."""

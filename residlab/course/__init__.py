@@ -27,7 +27,7 @@ _INTERFACE = {
     "explorer_data": ("residlab.course.explorer_data", None),
     "capture_page": ("residlab.course.capture_page", None),
     # what they draw and tabulate
-    "markdown_table": ("residlab.course.lesson_figures", "markdown_table"),
+    "markdown_table": ("residlab.course.tables", "markdown_table"),
     "plot_gradient_profile": ("residlab.course.lesson_figures", "plot_gradient_profile"),
     "summarise_profile": ("residlab.course.lesson_figures", "summarise_profile"),
     "depths_where_first_exceeds": ("residlab.course.lesson_figures", "depths_where_first_exceeds"),

@@ -16,6 +16,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from residlab.capture.sites import EMBEDDING_SITE, site_name
+from residlab.course.tables import markdown_table
+
 ARTIFACTS_ENV = "RESIDLAB_PYTHIA_ARTIFACTS"
 CACHED_CAPTURE = Path(__file__).resolve().parent.parent.parent / "assets" / "captures" / "synthetic-specimen-seed0"
 
@@ -93,11 +96,11 @@ def recomputed_observation(captures: dict, position: int) -> dict:
     readouts need the model and are not recomputed)."""
     tensors = {entry["name"]: entry["values"][0] for entry in captures["tensors"]}  # (positions, width)
     blocks = sum(1 for name in tensors if name.endswith(".resid_out"))
-    states = [tensors["blocks.0.resid_in"][position]] + [tensors[f"blocks.{i}.resid_out"][position] for i in range(blocks)]
+    states = [tensors[EMBEDDING_SITE][position]] + [tensors[site_name(i, "resid_out")][position] for i in range(blocks)]
     updates = []
     for block in range(blocks):
         before, after = states[block], states[block + 1]
-        attn, mlp = tensors[f"blocks.{block}.attn_write"][position], tensors[f"blocks.{block}.mlp_write"][position]
+        attn, mlp = tensors[site_name(block, "attn_write")][position], tensors[site_name(block, "mlp_write")][position]
         change = _minus(after, before)
         updates.append(
             {
@@ -309,10 +312,9 @@ def _cell(value) -> str:
     return str(value).replace("|", "\\|")
 
 
-def markdown_table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
-    return "\n".join(lines)
+def _table(header: list[str], rows: list[list]) -> str:
+    """The course's one pipe table, every cell's '|' escaped (a decoded token piece may hold one)."""
+    return markdown_table(header, [[_cell(value) for value in row] for row in rows]).rstrip("\n")
 
 
 def provenance_table(capture: PageCapture) -> str:
@@ -332,7 +334,7 @@ def provenance_table(capture: PageCapture) -> str:
         ["output embedding module", f"`{manifest['output_embeddings']}`"],
     ]
     rows += [[f"`{entry['name']}`", _file_provenance(entry)] for entry in manifest["files"]]
-    return markdown_table(["what", "recorded"], rows)
+    return _table(["what", "recorded"], rows)
 
 
 def _file_provenance(entry: dict) -> str:
@@ -347,7 +349,7 @@ def tokens_table(capture: PageCapture) -> str:
         [token["position"], token["id"], _code(token["piece"]), "yes" if token["position"] == selected else ""]
         for token in capture.observations["tokens"]
     ]
-    return markdown_table(["position", "token id", "decoded piece", "selected"], rows)
+    return _table(["position", "token id", "decoded piece", "selected"], rows)
 
 
 def _code(text: str) -> str:
@@ -391,7 +393,7 @@ def observations_table(capture: PageCapture) -> str:
         ]
     )
     header = ["state", "site", "norm", "‖change from previous‖", "cosine with previous", "logit-lens top-1 (p)"]
-    return markdown_table(header, rows)
+    return _table(header, rows)
 
 
 def checks_table(capture: PageCapture) -> str:
@@ -410,7 +412,7 @@ def checks_table(capture: PageCapture) -> str:
         ["capture handles left after exit", f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}", ""],
         ["sites recorded by a later forward", f"{hooks['sites_recorded_by_a_later_forward']}", ""],
     ]
-    return markdown_table(["check", "measured", "within"], rows)
+    return _table(["check", "measured", "within"], rows)
 
 
 # ---- observe and interpret --------------------------------------------------------------------------------
@@ -499,4 +501,4 @@ def alignment_table(capture: PageCapture) -> str:
         for row in capture.observation["block_updates"]
     ]
     header = ["block", "‖update‖", "‖update‖ / ‖incoming state‖", "cos(update, incoming state)", "cos(attention write, MLP write)"]
-    return markdown_table(header, rows)
+    return _table(header, rows)

@@ -40,7 +40,7 @@ def captured_tensors(capture: PageCapture, captures: dict):
     token ids and the layer count that ``observations.json`` records."""
     import torch
 
-    from residlab.capture.sites import FINAL_NORM_SITE, site_name
+    from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, site_name
     from residlab.pythia.observe import ResidualCapture
 
     where = capture.directory / CAPTURES_FILE
@@ -54,20 +54,20 @@ def captured_tensors(capture: PageCapture, captures: dict):
             raise ExplorerDataError(f"{where}: {entry['name']} holds shape {list(values.shape)}, says {entry['shape']}")
         tensors[entry["name"]] = values
     layers = len(capture.observation["block_updates"])
-    names = ["blocks.0.resid_in", FINAL_NORM_SITE] + [
+    names = [EMBEDDING_SITE, FINAL_NORM_SITE] + [
         site_name(block, site) for block in range(layers) for site in ("attn_write", "mlp_write", "resid_out")
     ]
     missing = [name for name in names if name not in tensors]
     if missing:
         raise ExplorerDataError(f"{where}: no tensor {', '.join(missing)}")
-    expected = [1, len(token_ids), tensors["blocks.0.resid_in"].shape[-1]]
+    expected = [1, len(token_ids), tensors[EMBEDDING_SITE].shape[-1]]
     wrong = [name for name in names if list(tensors[name].shape) != expected]
     if wrong:
         raise ExplorerDataError(f"{where}: {', '.join(wrong)} not of shape {expected}")
     outputs = [tensors[site_name(block, "resid_out")] for block in range(layers)]
     return ResidualCapture(
-        block_input=tensors["blocks.0.resid_in"],
-        block_inputs=[tensors["blocks.0.resid_in"], *outputs[:-1]],  # captures.json stores each once (continuity)
+        block_input=tensors[EMBEDDING_SITE],
+        block_inputs=[tensors[EMBEDDING_SITE], *outputs[:-1]],  # captures.json stores each once (continuity)
         block_outputs=outputs,
         final_norm_output=tensors[FINAL_NORM_SITE],
         attention_writes=[tensors[site_name(block, "attn_write")] for block in range(layers)],

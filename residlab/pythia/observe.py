@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for  # bundled
-from residlab.capture.outdir import OutputDirectoryError, check_output_directory, write_directory  # bundled
+from residlab.capture.outdir import check_output_directory, write_directory  # bundled
 from residlab.capture.recording import SiteFiredTwice, hook_snapshot, library_versions, record_sites  # bundled
-from residlab.capture.sites import FINAL_NORM_SITE, SiteError, block_site_names, module_path, resolve_sites, site_name, site_table  # bundled
+from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, SiteError, block_site_names, module_path  # bundled
+from residlab.capture.sites import resolve_sites, site_name, site_table  # bundled
 from residlab.pythia.artifacts import OBSERVE_READS, VerifiedArtifacts  # bundled
 from residlab.pythia.load import ObservationError, load_offline  # bundled
 
@@ -81,7 +82,7 @@ class ResidualCapture:
         return torch.cat([self.block_input] + list(self.block_outputs), dim=0)
 
     def boundary_names(self) -> list[str]:
-        return ["blocks.0.resid_in"] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
+        return [EMBEDDING_SITE] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
 
 
 def _forward(model, input_ids, **kwargs):
@@ -344,7 +345,7 @@ def _float32_list(tensor) -> list:
 def capture_tensors_json(capture: ResidualCapture, tokens: list[dict]) -> dict:
     """The full cloned raw states and branch writes (everything but the duplicated resid_in of blocks 1..L-1,
     which equal the previous block's resid_out: the continuity check records that)."""
-    names = ["blocks.0.resid_in"]
+    names = [EMBEDDING_SITE]
     for block in range(len(capture.block_outputs)):
         names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_out")]
     names.append(FINAL_NORM_SITE)
@@ -464,13 +465,6 @@ def observe_to_directory(
     result = observe(model, tokenizer, position=position)
     manifest = build_manifest(verified, model, result["capture"], command)
     texts = result_texts(manifest, result["observations"], capture_tensors_json(result["capture"], result["tokens"]))
-    try:  # usable before loading: a refusal now means something else wrote there meanwhile
-        check_output_directory(output_dir)
-    except OutputDirectoryError as refused:
-        raise OutputDirectoryError(
-            f"{refused} (another run wrote there first?); the results of this run were discarded and nothing "
-            "there changed"
-        ) from None
     write_directory(output_dir, {name: texts[name] for name in RESULT_FILES})
     return {"manifest": json.loads(texts["manifest.json"]), "observations": result["observations"]}
 

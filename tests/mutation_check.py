@@ -41,6 +41,7 @@ LESSON_TESTS = ("tests/test_published_values.py",)
 OBSERVATION_TESTS = ("tests/test_observation_reference.py",)
 SYNC_TESTS = ("tests/test_sync_coverage.py",)
 TOY_TESTS = ("tests/test_toy_exact.py",)
+RECORDING_TESTS = ("tests/test_recording.py",)
 LESSON_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
 LAB_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
 
@@ -110,6 +111,20 @@ MUTATIONS = (
         "statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         "max(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         LESSON_TESTS,
+    ),
+    Mutation(
+        "copy-model-hook-point-reads-the-wrong-value",
+        "residlab/course/copy_model.py",
+        "r1 = self.hook_resid_mid(r0 + attn_write)",
+        "r1 = self.hook_resid_mid(r0) + attn_write",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "recording-edit-one-position-early",
+        "residlab/capture/recording.py",
+        "tensor[0, position] = vector",
+        "tensor[0, position - 1] = vector",
+        RECORDING_TESTS,
     ),
     Mutation(
         "observation-cosine-against-wrong-state",

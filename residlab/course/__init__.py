@@ -5,9 +5,10 @@
 The course floor holds what the pages compute and draw: the Lab 05 toy trace (``toy``), the Lesson 2.1 copy model
 and its audit (``lesson_lab``, ``copy_audit``), the pre-LN/post-LN gradient profile, the Lab 04 paper checks
 (``paper_lab``), the glossary's cache layouts and figures, Lab 05 Part 4's capture tables and figures
-(``capture_page``) and its explorer data. Pages also show a few facts that lower floors own (the pinned
-specimen's configuration, the fetch limits, the audit tool); this door names each one once, with the module
-that owns it, so no page reaches into a floor's internals.
+(``capture_page``) and its explorer data, and the openers of a reader's own capture and packet (``open_run``).
+Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the
+audit tool); this door names each one once, with the module that owns it, so no page reaches into a floor's
+internals.
 
 Names resolve on first use (PEP 562): ``import residlab.course`` loads nothing heavy, and a page that needs no
 torch (the toy trace) never imports it.
@@ -26,6 +27,7 @@ _INTERFACE = {
     "paper_lab": ("residlab.course.paper_lab", None),
     "explorer_data": ("residlab.course.explorer_data", None),
     "capture_page": ("residlab.course.capture_page", None),
+    "open_run": ("residlab.course.open_run", None),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.tables", "markdown_table"),
     "plot_gradient_profile": ("residlab.course.lesson_figures", "plot_gradient_profile"),

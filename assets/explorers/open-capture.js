@@ -272,6 +272,7 @@
       element("p", { class: "rl-hint" }, `…or drop the three files anywhere in this box. They are read by your browser only; nothing is uploaded. Sizes: ${limits}.`),
       status, back, details,
     );
+    window.residlabOpenCapture = { lastRun: null };
     const siteData = () => JSON.parse(document.getElementById(explorer.dataset.source).textContent);
     let whose = null;
     function showSite() {
@@ -297,6 +298,7 @@
         else status.textContent = `Refused: the files could not be read (${error.name}).`;
         return;
       }
+      window.residlabOpenCapture.lastRun = run; // for the tests: every number shown, before formatting
       const { manifest, observations } = run;
       const label = `Your run, not the site's: ${manifest.repository} at revision ${manifest.revision}` +
         (manifest.synthetic ? " (synthetic specimen: random weights, NOT Pythia-14M's numbers)." : ".");
@@ -321,8 +323,6 @@
     }
     J.acceptFiles(input, root, (files) => { open(files).catch((error) => { status.classList.add("rl-error"); status.textContent = `Refused: ${error.name}.`; }); });
     window.addEventListener("resize", () => J.keyboardScroll(root));
-    // For the tests: the arithmetic alone, on parsed captures.json and observations.json text.
-    window.residlabOpenCapture = { recompute, readRun: (files) => readRun(files, config) };
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

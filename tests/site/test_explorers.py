@@ -246,7 +246,7 @@ def expected_capture_rows(observation: dict, boundary: int) -> tuple[list, list]
         rows.append([row["label"], fixed(row["norm"])] + (
             [fixed(update[key]) for key in ("attn_write_norm", "mlp_write_norm", "difference_norm", "cosine_consecutive", "cosine_update_with_incoming")]
             if update else ["—"] * 5))
-    lens = [[str(rank + 1), str(entry["id"]), json.dumps(entry["piece"]), f"{entry['probability']:.2e}"]
+    lens = [[str(rank + 1), str(entry["id"]), json.dumps(entry["piece"], ensure_ascii=False), f"{entry['probability']:.2e}"]
             for rank, entry in enumerate(observation["boundaries"][boundary]["logit_lens_top"])]
     return rows, lens
 
@@ -304,6 +304,7 @@ def test_capture_explorer_sits_next_to_the_synthetic_warning(browser, lab):
 def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
     origin = urlsplit(lab_url).netloc
     scripts = [url for url in lab["requested"] if "/assets/explorers/" in url]
-    assert len(scripts) == 3, lab["requested"]  # the two scripts and the stylesheet, from the site itself
+    # the two explorers' scripts, the run opener's two and the stylesheet, from the site itself
+    assert len(scripts) == 5, lab["requested"]
     assert [url for url in lab["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin] == []
     assert lab["failed"] == [] and [e for e in lab["console"] if e["level"] == "SEVERE"] == []

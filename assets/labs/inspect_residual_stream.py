@@ -16,29 +16,29 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 """
 
 # Read this first: the capture: the site table, record_sites and the checks.
-#   line 1030  residlab/capture/blocks.py
-#   line 1122    BLOCK_TYPES
-#   line 1522  residlab/capture/sites.py
-#   line 1550    site_name
-#   line 1612    resolve_sites
-#   line 1355  residlab/capture/recording.py
-#   line 1471    record_sites
-#   line 1625  residlab/pythia/observe.py
-#   line 1712    capture_residuals
-#   line 1779    run_checks
+#   line 1031  residlab/capture/blocks.py
+#   line 1123    BLOCK_TYPES
+#   line 1523  residlab/capture/sites.py
+#   line 1551    site_name
+#   line 1613    resolve_sites
+#   line 1356  residlab/capture/recording.py
+#   line 1472    record_sites
+#   line 1626  residlab/pythia/observe.py
+#   line 1713    capture_residuals
+#   line 1780    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   47  residlab/capture/outdir.py
 #   line  159  residlab/pythia/lock.py
 #   line  439  residlab/pythia/hub.py
 #   line  772  residlab/pythia/artifacts.py
-#   line 1030  residlab/capture/blocks.py
-#   line 1233  residlab/pythia/load.py
-#   line 1355  residlab/capture/recording.py
-#   line 1522  residlab/capture/sites.py
-#   line 1625  residlab/pythia/observe.py
-#   line 2118  residlab/pythia/runner.py (the entry)
-#   line 2205  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line 1031  residlab/capture/blocks.py
+#   line 1234  residlab/pythia/load.py
+#   line 1356  residlab/capture/recording.py
+#   line 1523  residlab/capture/sites.py
+#   line 1626  residlab/pythia/observe.py
+#   line 2119  residlab/pythia/runner.py (the entry)
+#   line 2223  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -839,13 +839,18 @@ def plan_text(lock: Lock) -> str:
         lines.append(f"  {entry.name:<{width}}  {entry.size:>12,} bytes  {digest}")
     lines.append(f"  {len(lock.files)} files, {lock.total_bytes:,} bytes in all; nothing else is downloaded")
     if lock.missing_hashes:
-        lines.append(
-            f"  The lock records no sha256 for {', '.join(lock.missing_hashes)}: a fetch checks it against the "
-            "Hub's metadata for this revision; offline only its size is checked and the observation never reads "
-            f"it. Complete the lock with `residlab pythia pin --revision {lock.revision}`."
-        )
+        lines.append("  " + unpinned_note(lock.missing_hashes))
     lines.append(f"  lock: {lock.origin}")
     return "\n".join(lines)
+
+
+def unpinned_note(names) -> str:
+    """What a file the lock has no sha256 for means to the person running the fetch or the observation."""
+    return (
+        f"{', '.join(names)}: the lock has no sha256 for it (no public record gives one), so a fetch checks it "
+        "against the Hub's metadata for this revision and an offline run checks only its size. The observation "
+        "never reads it: your results do not depend on it, and there is nothing for you to do."
+    )
 
 
 # ---- offline verification ------------------------------------------------------------------------------------
@@ -1017,11 +1022,7 @@ def _fetch_into(directory: Path, lock: Lock, endpoint: str | None, report, limit
         shutil.rmtree(staging, ignore_errors=True)
 
     if unpinned:
-        report(
-            f"The lock is incomplete: it records no sha256 for {', '.join(unpinned)}. Checked against the Hub's "
-            f"metadata for revision {lock.revision}; offline runs check only its size, and the observation never "
-            f"reads it. An instructor completes the lock with `residlab pythia pin --revision {lock.revision}`."
-        )
+        report(f"Checked against the Hub's metadata for revision {lock.revision}: {unpinned_note(unpinned)}")
     verified = verify_artifacts(directory, lock)
     report(f"{directory}: six files verified ({lock.total_bytes:,} bytes)")
     return verified
@@ -2133,13 +2134,28 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
         description="Download (or verify) the pinned Pythia-14M files, then capture its residual stream.",
     )
     parser.add_argument("--plan", action="store_true", help="print the six files and their total, then stop (no network)")
-    parser.add_argument("--artifacts", type=Path, metavar="DIR", help="the directory holding (or to receive) the six files")
+    add_artifacts_option(parser)
     parser.add_argument("--offline", action="store_true", help="only verify the files already in --artifacts; download nothing")
-    parser.add_argument("--lock", type=Path, metavar="FILE", help="use this lock instead of the pinned one")
+    add_lock_option(parser)
     parser.add_argument("--output", type=Path, metavar="DIR", help="write manifest.json, observations.json, captures.json here")
     parser.add_argument(
         "--position", type=int, help="token position to observe, chosen after seeing the tokens (default: the last)"
     )
+    add_fetch_options(parser)
+    return parser
+
+
+# The options shared with ``residlab pythia plan|fetch|verify``, each of which takes only the ones it uses.
+def add_artifacts_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument("--artifacts", type=Path, metavar="DIR", required=required,
+                        help="the directory holding (or to receive) the six files")
+
+
+def add_lock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lock", type=Path, metavar="FILE", help="use this lock instead of the pinned one")
+
+
+def add_fetch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT, else huggingface.co)"
     )
@@ -2150,7 +2166,6 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
     )
-    return parser
 
 
 def positive_seconds(text: str) -> float:
@@ -2163,7 +2178,8 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def run_runner(args: argparse.Namespace, command: list[str]) -> int:
+def run_runner(args: argparse.Namespace, command: list[str], fetch_hint: str = "run the same command without --offline") -> int:
+    """Plan, fetch or verify, then observe. ``fetch_hint`` says how to fetch instead, for a failed offline run."""
     lock = load_lock(args.lock)
     if args.plan:
         print(plan_text(lock))
@@ -2171,14 +2187,16 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
     if args.output is not None:
         check_output_directory(args.output)  # before any download, so a wrong --output costs nothing
     if args.offline:
-        verified = verify_artifacts(args.artifacts, lock)
+        try:
+            verified = verify_artifacts(args.artifacts, lock)
+        except ArtifactError as error:
+            raise ArtifactError(
+                f"{error}\nTo fetch what is missing, {fetch_hint}: it downloads only the missing files and keeps "
+                "those that match (it never overwrites a file; one that does not match is named: move it away first)"
+            ) from None
         print(f"{args.artifacts}: six files verified offline against {lock.origin}; nothing downloaded")
         if verified.unpinned:
-            print(
-                f"  {', '.join(verified.unpinned)}: only its size is checked offline, because the lock records no "
-                "sha256 for it; the observation never reads it. Complete the lock with "
-                f"`residlab pythia pin --revision {lock.revision}`"
-            )
+            print("  " + unpinned_note(verified.unpinned))
     else:
         print(plan_text(lock))
         verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))

@@ -985,9 +985,9 @@ def paper_report(result: PaperLabResult) -> str:
     return "\n\n".join(section(result) for section in REPORT_SECTIONS)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "read_transformer_paper") -> int:
     parser = argparse.ArgumentParser(
-        prog="read_transformer_paper",
+        prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
         description="Lab 04: the sinusoidal encoding, the post-LN block traced and checked, the gradient routes.",
     )
     parser.add_argument("--skip-profile", action="store_true", help="leave out the gradient profile (the slow part)")

@@ -371,9 +371,9 @@ def result_as_json(result: LessonResult) -> str:
     return json.dumps(asdict(result), indent=2)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> int:
     parser = argparse.ArgumentParser(
-        prog="residual_stream_lab",
+        prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
         description="Lesson 2.1: train the copy model, audit its residual writes, profile pre-LN vs post-LN.",
     )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")

@@ -431,11 +431,10 @@ def _join_vector_values(argv: Sequence[str]) -> list[str]:
     return joined
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # `residlab toy` and `python3 trace_residual_toy.py` run this same parser; name whichever ran.
-    prog = "residlab toy" if Path(sys.argv[0]).name == "residlab" else Path(sys.argv[0]).name
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    # `residlab toy` (which passes its name) and `python3 trace_residual_toy.py` run this same parser.
     parser = argparse.ArgumentParser(
-        prog=prog,
+        prog=prog or Path(sys.argv[0]).name,
         description="Lab 05 Parts 1-3: trace the toy residual stream exactly and print one JSON report.",
     )
     default_input = ",".join(map(str, DEFAULT_INPUT))
@@ -468,8 +467,8 @@ def format_report(value: object, indent: int, level: int = 0) -> str:
     return compact
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog)
     arguments = parser.parse_args(_join_vector_values(sys.argv[1:] if argv is None else argv))
     try:
         x = parse_vector_text(arguments.input, "--input")

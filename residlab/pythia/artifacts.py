@@ -70,13 +70,18 @@ def plan_text(lock: Lock) -> str:
         lines.append(f"  {entry.name:<{width}}  {entry.size:>12,} bytes  {digest}")
     lines.append(f"  {len(lock.files)} files, {lock.total_bytes:,} bytes in all; nothing else is downloaded")
     if lock.missing_hashes:
-        lines.append(
-            f"  The lock records no sha256 for {', '.join(lock.missing_hashes)}: a fetch checks it against the "
-            "Hub's metadata for this revision; offline only its size is checked and the observation never reads "
-            f"it. Complete the lock with `residlab pythia pin --revision {lock.revision}`."
-        )
+        lines.append("  " + unpinned_note(lock.missing_hashes))
     lines.append(f"  lock: {lock.origin}")
     return "\n".join(lines)
+
+
+def unpinned_note(names) -> str:
+    """What a file the lock has no sha256 for means to the person running the fetch or the observation."""
+    return (
+        f"{', '.join(names)}: the lock has no sha256 for it (no public record gives one), so a fetch checks it "
+        "against the Hub's metadata for this revision and an offline run checks only its size. The observation "
+        "never reads it: your results do not depend on it, and there is nothing for you to do."
+    )
 
 
 # ---- offline verification ------------------------------------------------------------------------------------
@@ -248,11 +253,7 @@ def _fetch_into(directory: Path, lock: Lock, endpoint: str | None, report, limit
         shutil.rmtree(staging, ignore_errors=True)
 
     if unpinned:
-        report(
-            f"The lock is incomplete: it records no sha256 for {', '.join(unpinned)}. Checked against the Hub's "
-            f"metadata for revision {lock.revision}; offline runs check only its size, and the observation never "
-            f"reads it. An instructor completes the lock with `residlab pythia pin --revision {lock.revision}`."
-        )
+        report(f"Checked against the Hub's metadata for revision {lock.revision}: {unpinned_note(unpinned)}")
     verified = verify_artifacts(directory, lock)
     report(f"{directory}: six files verified ({lock.total_bytes:,} bytes)")
     return verified

@@ -48,7 +48,9 @@ test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py tests/test_pythia_trust.py \
 		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py tests/test_recording.py
 
-sync: $(VENV)/.installed
+# Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
+# can say what disagrees before pip could install the new version.
+sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
 # A published build is a fresh run: no frozen results survive from earlier renders.

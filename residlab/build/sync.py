@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                              "run `residlab sync` to rewrite the derived files")
         else:
             stale = []
-            write_derived_files(args.root)
+            if not drift:  # derived from a lock that requirements.txt contradicts, they would be wrong either way
+                write_derived_files(args.root)
     except (ValueError, OSError) as error:  # a module the runner builder refuses; an unreadable lock
         print(f"residlab sync: error: {error}", file=sys.stderr)
         return 1

@@ -158,7 +158,7 @@ def test_plan_lists_six_files_and_the_total_without_the_network():
     assert "6 files, 30,264,046 bytes in all" in text
     # Learners read the plan: it says what the unpinned file means for them, and asks for no instructor's command.
     assert "generation_config.json: the lock has no sha256 for it" in text and "nothing for you to do" in text
-    assert "residlab" not in text
+    assert "residlab pythia" not in text
 
 
 # ---- the synthetic specimen ------------------------------------------------------------------------------------

@@ -10,27 +10,34 @@ VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
 BIN := $(VENV)/bin
+# torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
+# another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
+# torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+
+# $(call build_venv,DIR,REQUIREMENTS): a fresh environment with the file's own torch pin from TORCH_INDEX, then the
+# rest of the file (pip keeps that torch: 2.13.0+cpu satisfies torch==2.13.0).
+define build_venv
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
+	$(1)/bin/python -m pip install --quiet -r $(2)
+	touch $(1)/.installed
+endef
 
 .PHONY: render page test test-main test-compat venv sync clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt
-	touch $@
+	$(call build_venv,$(VENV),requirements.txt)
 
 # The second environment differs only in the libraries the lock names under "also_tested".
 $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(COMPAT_VENV)
-	$(COMPAT_VENV)/bin/python -m pip install --quiet -r tests/compat-requirements.txt
-	touch $@
+	$(call build_venv,$(COMPAT_VENV),tests/compat-requirements.txt)
 
 # What a learner installs for the downloadable runners, and nothing else (tests/test_runners_alone.py).
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
-	$(PYTHON) -m venv $(RUNNER_VENV)
-	$(RUNNER_VENV)/bin/python -m pip install --quiet -r assets/labs/residual-requirements.txt
-	touch $@
+	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
 test: test-main test-compat
 
@@ -41,7 +48,9 @@ test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py tests/test_pythia_trust.py \
 		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py tests/test_recording.py
 
-sync: $(VENV)/.installed
+# Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
+# can say what disagrees before pip could install the new version.
+sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
 # A published build is a fresh run: no frozen results survive from earlier renders.

@@ -20,6 +20,10 @@ COMMANDS = {
 }
 
 
+# Their modules are also the downloadable runners, whose help carries the runner's name unless given the command's.
+RUNNER_COMMANDS = ("toy", "lesson", "paper")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="residlab", description="Compute what the residual-stream course site shows.")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -32,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in COMMANDS:
         # Hand the rest over untouched: argparse would reorder or reject the subcommand's own options.
-        return importlib.import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0
+        command_main = importlib.import_module(COMMANDS[argv[0]][0]).main
+        if argv[0] in RUNNER_COMMANDS:
+            return command_main(argv[1:], prog=f"residlab {argv[0]}") or 0
+        return command_main(argv[1:]) or 0
     build_parser().parse_args(argv)  # --help, or an error naming the unknown command
     return 2
 

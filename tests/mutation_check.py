@@ -220,8 +220,8 @@ MUTATIONS = (
     Mutation(
         "sync-writes-all-but-variables",
         "residlab/build/sync.py",
-        "    for path, text in derived_files(args.root).items():\n        if not path.exists()",
-        "    for path, text in derived_files(args.root).items():\n        if path.name == \"_variables.yml\":\n            continue\n        if not path.exists()",
+        "    for path, text in derived_files(root).items():\n        if not path.exists()",
+        "    for path, text in derived_files(root).items():\n        if path.name == \"_variables.yml\":\n            continue\n        if not path.exists()",
         SYNC_TESTS,
     ),
 )

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_derived_files_are_in_sync_with_the_package():
     assert sync.stale_files(ROOT) == []
+    assert sync.pin_drift(ROOT) == []
 
 
 def test_sync_check_fails_and_names_a_drifted_file(tmp_path):

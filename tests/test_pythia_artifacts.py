@@ -156,7 +156,9 @@ def test_plan_lists_six_files_and_the_total_without_the_network():
     for name, size in PUBLISHED_SIZES.items():
         assert any(name in line and f"{size:,} bytes" in line for line in text.splitlines())
     assert "6 files, 30,264,046 bytes in all" in text
-    assert "residlab pythia pin --revision 94f7c35d5e9f2e9bac8ca839329f505b4d007d5d" in text
+    # Learners read the plan: it says what the unpinned file means for them, and asks for no instructor's command.
+    assert "generation_config.json: the lock has no sha256 for it" in text and "nothing for you to do" in text
+    assert "residlab pythia" not in text
 
 
 # ---- the synthetic specimen ------------------------------------------------------------------------------------
@@ -289,8 +291,8 @@ def test_a_file_without_a_locked_hash_is_checked_against_the_hub_never_recorded_
     messages = []
     fetch_artifacts(target, lock, endpoint=fake_hub_server.endpoint, report=messages.append)
     text = "\n".join(messages)
-    assert "The lock is incomplete" in text and "generation_config.json" in text and "never reads it" in text
-    assert f"residlab pythia pin --revision {lock.revision}" in text
+    assert f"Checked against the Hub's metadata for revision {lock.revision}: generation_config.json: the lock has no sha256" in text
+    assert "never reads it" in text and "residlab pythia pin" not in text
     assert any("/paths-info/" in path for method, path in fake_hub_server.requests if method == "POST")
     assert sorted(path.name for path in target.iterdir()) == sorted(ALLOWED_FILES)  # no record of its own
 
@@ -310,7 +312,8 @@ def test_offline_verification_says_what_an_unpinned_file_gets(tmp_path, copy_spe
     directory = copy_specimen()
     assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 0
     out = capsys.readouterr().out
-    assert "generation_config.json: only its size is checked offline" in out and "never reads it" in out
+    assert "generation_config.json: the lock has no sha256 for it" in out and "an offline run checks only its size" in out
+    assert "never reads it" in out and "residlab pythia pin" not in out
     with open(directory / "generation_config.json", "ab") as handle:
         handle.write(b" ")  # its size is still checked
     assert cli.main(["verify", "--artifacts", str(directory), "--lock", str(lock_path)]) == 1

@@ -4,6 +4,7 @@ already had is overwritten or deleted (each test snapshots the directory before 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -278,19 +279,65 @@ def test_a_revision_the_hub_lacks_is_refused(tmp_path, specimen_lock_data, fake_
     directory = tmp_path / "artifacts"
     with pytest.raises(ArtifactError, match=r"config\.json: .*the Hub has no such revision"):
         fetch_artifacts(directory, load_lock(lock_path), endpoint=fake_hub_server.endpoint, report=quiet, limits=BOUNDED)
-    assert list(directory.iterdir()) == []
+    assert not directory.exists()  # the folder the fetch created is not left behind empty
 
 
-def test_an_unreachable_hub_is_refused(tmp_path, specimen_lock_path):
+def closed_port() -> int:
     import socket
 
-    with socket.socket() as probe:  # a port nobody listens on
+    with socket.socket() as probe:  # a port nobody listens on once the probe is closed
         probe.bind(("127.0.0.1", 0))
-        endpoint = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        return probe.getsockname()[1]
+
+
+UNREACHABLE = (
+    r"^could not connect to {host} \(Connection refused\): the Hub could not be reached\. Check the network "
+    r"connection; behind a proxy, set HTTPS_PROXY \(or HTTP_PROXY; NO_PROXY lists hosts reached directly\), which "
+    r"the download honours as pip does; or fetch on a machine that reaches the Hub, copy the six files into one "
+    r"folder here and run with --offline\. {where}; the same command fetches what is missing once the Hub is "
+    r"reachable\.$"
+)
+
+
+@pytest.fixture
+def no_proxy_variables(monkeypatch):
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
+def test_an_unreachable_hub_is_one_message_naming_the_host_and_nothing_is_left(tmp_path, specimen_lock_path, no_proxy_variables):
+    port = closed_port()
+    directory = tmp_path / "new" / "artifacts"
+    with pytest.raises(ArtifactError) as error:
+        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=f"http://127.0.0.1:{port}", report=quiet, limits=BOUNDED)
+    where = re.escape(f"Nothing was written: the folder {directory} this fetch created was removed again")
+    assert re.match(UNREACHABLE.format(host=re.escape(f"127.0.0.1:{port}"), where=where), str(error.value)), str(error.value)
+    assert "config.json" not in str(error.value)  # no file is at fault
+    assert list(tmp_path.iterdir()) == []  # neither folder it created is left
+
+
+def test_an_unreachable_hub_leaves_an_existing_folder_as_it_was(tmp_path, specimen_lock_path, no_proxy_variables):
     directory = tmp_path / "artifacts"
-    with pytest.raises(ArtifactError, match=r"config\.json: download .* failed .*attempt 3: ConnectionRefusedError"):
-        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=endpoint, report=quiet, limits=BOUNDED)
-    assert list(directory.iterdir()) == []
+    directory.mkdir()
+    with pytest.raises(ArtifactError) as error:
+        fetch_artifacts(directory, load_lock(specimen_lock_path), endpoint=f"http://127.0.0.1:{closed_port()}",
+                        report=quiet, limits=BOUNDED)
+    assert f"Nothing was written to {directory}, which can be used again as it is;" in str(error.value)
+    assert directory.is_dir() and list(directory.iterdir()) == []
+
+
+def test_an_unreachable_proxy_is_named_with_its_variable(tmp_path, specimen_lock_path, no_proxy_variables):
+    port = closed_port()
+    no_proxy_variables.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    with pytest.raises(ArtifactError) as error:  # the Hub's own name is never looked up: the proxy is asked
+        fetch_artifacts(tmp_path / "artifacts", load_lock(specimen_lock_path), endpoint="http://hub.invalid",
+                        report=quiet, limits=BOUNDED)
+    assert str(error.value).startswith(
+        f"could not connect to the proxy 127.0.0.1:{port} (HTTP_PROXY) for hub.invalid:80 (Connection refused): "
+        "the Hub could not be reached."
+    )
 
 
 def test_a_transfer_cut_once_is_resumed_and_checked(tmp_path, specimen_dir, specimen_lock_path, fake_hub_server):

@@ -223,8 +223,9 @@ def test_update_rules_and_traces_refuse_wrong_shapes():
 
 @pytest.mark.parametrize(
     "text, fragment",
-    [("1,2", "has 2 entries"), ("1,x,3", "entry 1 is 'x'"), ("nan,0,0", "entry 0 is nan"),
-     ("0,inf,0", "entry 1 is inf"), ("1/0,0,0", "zero denominator"), ("1,2,3,4", "has 4 entries")],
+    [("1,2", "has 2 entries"), ("1,x,3", "entry 2 is 'x'"), ("nan,0,0", "entry 1 is 'nan'"),
+     ("0,inf,0", "entry 2 is 'inf'"), ("1/0,0,0", "zero denominator"), ("1,2,3,4", "has 4 entries"),
+     ("5", "has 1 entry;"), ("1,,3", "entry 2 is empty")],
 )
 def test_parse_vector_text_errors(text, fragment):
     with pytest.raises(ToyInputError, match=fragment):
@@ -306,17 +307,24 @@ def test_main_indented_output_keeps_vectors_on_one_line(capsys):
 
 
 @pytest.mark.parametrize(
-    "argv, fragment",
-    [(["--input", "1,2"], "argument --input: '1,2' has 2 entries"),
-     (["--second-position", "a,b,c"], "argument --second-position: entry 0 is 'a'"),
-     (["--input", "nan,1,2"], "entry 0 is nan"),
-     (["--indent", "-1"], "argument --indent")],
+    "argv, line",
+    [(["--input", "1,2"], "--input 1,2 has 2 entries; the toy stream needs 3, comma-separated, as in 1,2,-1"),
+     (["--second-position", "a,b,c"], "--second-position a,b,c: entry 1 is 'a', which is not a number: enter an "
+                                      "integer, a decimal such as 0.5 or a fraction such as 1/3"),
+     (["--input", "nan,1,2"], "--input nan,1,2: entry 1 is 'nan'; entries must be finite numbers (no NaN or infinity)"),
+     (["--input", "1, 2"], "--input '1, 2' has 2 entries; the toy stream needs 3, comma-separated, as in 1,2,-1")],
 )
-def test_main_bad_input_exits_2_with_message(capsys, argv, fragment):
+def test_main_bad_vector_exits_2_with_one_line_naming_the_option_and_entry(capsys, argv, line):
+    assert toy.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.endswith(f": error: {line}\n") and captured.err.count("\n") == 1
+
+
+def test_main_bad_indent_is_refused_by_argparse(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        toy.main(argv)
+        toy.main(["--indent", "-1"])
     assert exit_info.value.code == 2
-    assert fragment in capsys.readouterr().err
+    assert "argument --indent: -1 is negative" in capsys.readouterr().err
 
 
 def test_toy_imports_only_the_standard_library():
@@ -353,12 +361,56 @@ def test_residlab_toy_command_forwards_its_options(capsys):
     assert report["baseline"]["final"]["exact"] == [1, 0, 2]  # z = [x2 + 2, 0, x3]
 
 
-def test_entries_too_large_for_floats_are_refused_with_their_size():
-    with pytest.raises(toy.ToyInputError, match=r"entry 0 has a numerator or denominator of 401 digits; at most 1e40"):
-        toy.parse_vector_text("1e400,2,-1")
-    with pytest.raises(toy.ToyInputError, match=r"entry 2 has a numerator or denominator of 42 digits"):
-        toy.Vector((1, 2, Fraction(1, 10**41)))
-    assert toy.Vector((10**40, 0, -(10**40))).entries[0] == 10**40  # the limit itself is accepted
+TOO_LARGE = "too large, or too many decimal places, for the toy"
+
+
+@pytest.mark.parametrize("entry", ["1e71", "-1e71", "1e-71", "1/" + "7" * 71, "7" * 71, "1e400", "1e4301",
+                                   "1e10000000000", "0.5e-1001"])
+def test_typed_entries_past_1e70_are_refused_by_value_in_an_instant(entry):
+    # "1e10000000000" would take Fraction minutes to expand: the exponent is read first.
+    with pytest.raises(toy.ToyInputError) as error:
+        toy.parse_vector_text(f"1,{entry},2", "--input")
+    assert str(error.value).startswith(f"--input 1,{entry},2: entry 2 is {entry!r}: {TOO_LARGE}")
+    assert "at most 1e70 each" in str(error.value)
+
+
+def test_entry_text_is_bounded_in_length():
+    with pytest.raises(toy.ToyInputError, match="entry 3 has 201 characters; the toy reads at most 200"):
+        toy.parse_vector_text("1,2," + "0" * 200 + "1")
+
+
+NEAR_LIMIT = [Fraction(10**70 - 3, 10**70 - 7), Fraction(-(10**70), 10**70 - 1), Fraction(2 * 10**69 + 1, 10**70 - 11)]
+
+
+@pytest.mark.parametrize("entries", [
+    (10**70, 10**70, 10**70), (-(10**70), -(10**70), -(10**70)), (10**70, -2, -(10**70)),  # largest values
+    tuple(NEAR_LIMIT), tuple(reversed(NEAR_LIMIT)),  # coprime denominators near 1e70: the largest numerators
+    (Fraction(1, 10**70), Fraction(-1, 10**70), 0),  # the smallest
+])
+def test_every_input_within_the_limit_gives_a_report_with_finite_floats(entries):
+    # What INPUT_LIMIT promises: no value the trace computes from such entries passes ENTRY_LIMIT, and every float
+    # of the report is finite.
+    import math
+
+    def floats(value):
+        if isinstance(value, float):
+            yield value
+        elif isinstance(value, (dict, list)):
+            for item in value.values() if isinstance(value, dict) else value:
+                yield from floats(item)
+
+    text = ",".join(str(value) for value in entries)
+    report = toy.build_report(toy.parse_vector_text(text), toy.parse_vector_text(text))
+    assert all(math.isfinite(value) for value in floats(report))
+    assert toy.parse_vector_text(text).entries == entries
+
+
+def test_vectors_past_the_internal_limit_are_refused_without_printing_the_number():
+    with pytest.raises(toy.ToyInputError, match=r"entry 2 has a numerator or denominator above 1e150"):
+        toy.Vector((1, 2, Fraction(1, 10**151)))
+    with pytest.raises(toy.ToyInputError, match=r"entry 0 has a numerator or denominator above 1e150"):
+        toy.Vector((10**5000, 0, 0))  # str() of this would itself fail (Python's 4300-digit limit)
+    assert toy.Vector((10**150, 0, -(10**150))).entries[0] == 10**150  # the limit itself is accepted
 
 
 def test_norms_of_large_entries_stay_exact_and_fast():

@@ -79,8 +79,8 @@ def test_runner_other_input_equals_package_report(runner_copy):
 
 @pytest.mark.parametrize(
     "arguments, fragment",
-    [(["--input", "1,2"], "has 2 entries"), (["--input", "1,nan,2"], "entry 1 is nan"),
-     (["--second-position", "1,two,3"], "entry 1 is 'two'")],
+    [(["--input", "1,2"], "--input 1,2 has 2 entries"), (["--input", "1,nan,2"], "--input 1,nan,2: entry 2 is 'nan'"),
+     (["--second-position", "1,two,3"], "--second-position 1,two,3: entry 2 is 'two'")],
 )
 def test_runner_bad_input_fails_with_message(runner_copy, arguments, fragment):
     result = run_runner(runner_copy, *arguments)

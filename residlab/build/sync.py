@@ -14,6 +14,9 @@ from residlab.build import pins
 from residlab.build import runners
 
 
+LOCK_NAME = "residlab/locks/pythia-14m.lock.json"
+
+
 def default_site_root() -> Path:
     # An editable install (how the project is always installed) keeps the package inside the site.
     return Path(__file__).resolve().parents[2]
@@ -27,16 +30,33 @@ def derived_files(site_root: Path) -> dict[Path, str]:
 
 
 def stale_files(site_root: Path) -> list[str]:
-    """Every derived file that is missing or differs from what the package would write, and pin drift."""
+    """Every derived file that is missing or differs from what the package would write."""
     problems = []
     for path, text in derived_files(site_root).items():
         if not path.exists():
             problems.append(f"{path.relative_to(site_root)} is missing")
         elif path.read_text(encoding="utf-8") != text:
             problems.append(f"{path.relative_to(site_root)} differs from what `residlab sync` writes")
-    requirements = site_root / "requirements.txt"
-    problems += pins.requirements_drift(pins.load_lock_data(), requirements.read_text(encoding="utf-8"))
     return problems
+
+
+def pin_drift(site_root: Path) -> list[str]:
+    """requirements.txt against the lock, each disagreement followed by the one file that settles it."""
+    drift = pins.requirements_drift(pins.load_lock_data(), (site_root / "requirements.txt").read_text(encoding="utf-8"))
+    if drift:
+        drift.append(
+            f"edit the lock, {LOCK_NAME}: its `libraries` (and `also_tested`) must record the versions requirements.txt "
+            "pins; `residlab sync` writes every other file from the lock, but never the lock itself"
+        )
+    return drift
+
+
+def write_derived_files(root: Path) -> None:
+    for path, text in derived_files(root).items():
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path.relative_to(root)}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,19 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (args.root / "_quarto.yml").exists():
         parser.error(f"{args.root} has no _quarto.yml: pass the site's root with --root")
-    if args.check:
-        problems = stale_files(args.root)
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        if problems:
-            print("run `residlab sync` to rewrite the derived files", file=sys.stderr)
-        return 1 if problems else 0
-    for path, text in derived_files(args.root).items():
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(args.root)}")
-    drift = pins.requirements_drift(pins.load_lock_data(), (args.root / "requirements.txt").read_text(encoding="utf-8"))
-    for problem in drift:
+    try:
+        drift = pin_drift(args.root)
+        if args.check:
+            stale = stale_files(args.root)
+            if stale:
+                stale.append("then run `residlab sync` to rewrite the derived files" if drift else
+                             "run `residlab sync` to rewrite the derived files")
+        else:
+            stale = []
+            if not drift:  # derived from a lock that requirements.txt contradicts, they would be wrong either way
+                write_derived_files(args.root)
+    except (ValueError, OSError) as error:  # a module the runner builder refuses; an unreadable lock
+        print(f"residlab sync: error: {error}", file=sys.stderr)
+        return 1
+    for problem in drift + stale:
         print(problem, file=sys.stderr)
-    return 1 if drift else 0
+    return 1 if drift or stale else 0

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
-# Larger entries would make a squared norm overflow a float (1e40 squared, times 3, is far below 1.8e308).
-ENTRY_LIMIT = 10**40
+# Larger entries could make a squared norm overflow a float (1e150 squared, times 3, is below 1.8e308). What a
+# learner types is held to a tighter limit (``residlab.course.toy.INPUT_LIMIT``), so that every value the trace
+# computes from it stays within this one.
+ENTRY_LIMIT = 10**150
 # Square factors are pulled out of a norm by trial division up to here, then a square remainder as a whole:
 # exact for every factor below 10^4 and bounded in time whatever the input.
 SQUARE_FACTOR_SEARCH_LIMIT = 10**4
@@ -40,11 +42,10 @@ def _exact_entry(index: int, value: object) -> Fraction:
     if isinstance(value, (float, Decimal)) and not math.isfinite(value):
         raise ToyInputError(f"entry {index} is {value!r}; entries must be finite (no NaN or infinity)")
     exact = Fraction(value)
-    largest = max(abs(exact.numerator), exact.denominator)
-    if largest > ENTRY_LIMIT:
+    if max(abs(exact.numerator), exact.denominator) > ENTRY_LIMIT:
         raise ToyInputError(
-            f"entry {index} has a numerator or denominator of {len(str(largest))} digits; at most 1e40 is "
-            "accepted, so that every float in the report stays finite"
+            f"entry {index} has a numerator or denominator above 1e150; at most 1e150 is accepted, so that every "
+            "float in the report stays finite"
         )
     return exact
 

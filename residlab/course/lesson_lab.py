@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+# First of the bundled imports: in the runner its check comes before every module that imports torch.
+from residlab.course.needs_torch import require_torch  # bundled
 from residlab.capture.recording import record_sites  # bundled
 from residlab.course.copy_model import BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE, CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, weights_sha256  # bundled
 from residlab.course.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile, single_thread  # bundled
@@ -369,9 +371,9 @@ def result_as_json(result: LessonResult) -> str:
     return json.dumps(asdict(result), indent=2)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> int:
     parser = argparse.ArgumentParser(
-        prog="residual_stream_lab",
+        prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
         description="Lesson 2.1: train the copy model, audit its residual writes, profile pre-LN vs post-LN.",
     )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 from torch import nn
 
+# First of the bundled imports: in the runner its check comes before every module that imports torch.
+from residlab.course.needs_torch import require_torch  # bundled
 from residlab.course.gradient_profile import GradientProfile, gradient_profile, single_thread  # bundled
 from residlab.course.positional_encoding import PAPER_BASE, PAPER_HEAD_WIDTH, PE_POSITIONS, PositionalCheck, check_positional_encoding  # bundled
 from residlab.course.traced_block import TRACE_FF_WIDTH, TRACE_HEADS, TRACE_POSITIONS, TRACE_SEED, TRACE_TOLERANCE, TRACE_WIDTH, ArrangementTrace, BlockComparison, BoundaryReading, PostLnDecomposition, build_encoder_layers, capture_block, compare_arrangements, decompose_post_ln, read_boundaries, trace_arrangements, trace_input  # bundled
@@ -204,9 +206,9 @@ def paper_report(result: PaperLabResult) -> str:
     return "\n\n".join(section(result) for section in REPORT_SECTIONS)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "read_transformer_paper") -> int:
     parser = argparse.ArgumentParser(
-        prog="read_transformer_paper",
+        prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
         description="Lab 04: the sinusoidal encoding, the post-LN block traced and checked, the gradient routes.",
     )
     parser.add_argument("--skip-profile", action="store_true", help="leave out the gradient profile (the slow part)")

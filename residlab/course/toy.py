@@ -22,8 +22,9 @@ JSON conventions of the report (``python3 trace_residual_toy.py`` or ``residlab 
 - a 2 x 3 array is ``{"exact": [[E, E, E], [E, E, E]], "float": [[...], [...]], "shape": [2, 3]}``.
 
 Command line: ``--input 1,2,-1`` (comma-separated; "1/2" and "0.5" allowed), ``--second-position -2,0,3``
-and ``--indent N`` (0 prints one line; otherwise each vector
-stays on one line). Bad input exits with status 2 and a message on stderr.
+and ``--indent N`` (0 prints one line; otherwise each vector stays on one line). An entry, in lowest terms, has a
+numerator and denominator of at most 1e70 each (``INPUT_LIMIT``). Bad input exits with status 2 and one line on
+stderr naming the option, what was typed and which entry is wrong.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -347,33 +350,58 @@ def build_report(x: Vector, second_position: Vector, command: Sequence[str] | No
 
 # ---- command line ------------------------------------------------------------------------------------
 
-
-def parse_vector_text(text: str) -> Vector:
-    """'1,2,-1' or '1/2, 0.5, -3' -> a 3 x 1 Vector; raise ToyInputError naming the bad entry."""
-    values = []
-    for index, piece in enumerate(text.split(",")):
-        piece = piece.strip()
-        try:
-            values.append(Fraction(piece))
-        except ZeroDivisionError:
-            raise ToyInputError(f"entry {index} is {piece!r}, a fraction with a zero denominator") from None
-        except ValueError:
-            try:
-                as_float = float(piece)  # 'nan' and 'inf' parse here; name them as non-finite
-            except ValueError:
-                raise ToyInputError(f"entry {index} is {piece!r}, which is not a number") from None
-            raise ToyInputError(f"entry {index} is {as_float!r}; entries must be finite (no NaN or infinity)") from None
-    vector = Vector(tuple(values))
-    if len(vector) != STREAM_WIDTH:
-        raise ToyInputError(f"{text!r} has {len(vector)} entries; the toy stream needs {STREAM_WIDTH}")
-    return vector
+# A typed entry, in lowest terms, has a numerator and denominator of at most this. Every vector the trace computes
+# has entries a*xi + b*xj + c with |a|, |b| <= 1, 2 and c in {0, 2, -2}: over the common denominator, at most
+# 5 * INPUT_LIMIT**2 = 5e140, within exact_vectors.ENTRY_LIMIT (so no intermediate value is ever refused).
+INPUT_LIMIT = 10**70
+ENTRY_MAX_CHARACTERS = 200  # bounds the work of reading one entry
+EXPONENT_LIMIT = 1000  # "1e999999999" would take Fraction minutes to expand; far past INPUT_LIMIT anyway
+_EXPONENT = re.compile(r"[eE]([+-]?\d[\d_]*)$")
 
 
-def _vector_argument(text: str) -> Vector:
+def _parse_entry(piece: str, where: str) -> Fraction:
+    """One typed entry as an exact Fraction, or a ToyInputError saying what is wrong with it and what to type."""
+    if not piece:
+        raise ToyInputError(f"{where} is empty: enter a number such as 2, -0.5 or 1/3")
+    if len(piece) > ENTRY_MAX_CHARACTERS:
+        raise ToyInputError(f"{where} has {len(piece)} characters; the toy reads at most {ENTRY_MAX_CHARACTERS}")
+    too_large = (
+        f"{where} is {piece!r}: too large, or too many decimal places, for the toy, which takes entries whose "
+        "numerator and denominator (in lowest terms) are at most 1e70 each, so that every value it computes stays "
+        "exact; enter a smaller number"
+    )
+    exponent = _EXPONENT.search(piece)
+    if exponent and abs(int(exponent.group(1))) > EXPONENT_LIMIT:
+        raise ToyInputError(too_large)
     try:
-        return parse_vector_text(text)
-    except ToyInputError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        value = Fraction(piece)
+    except ZeroDivisionError:
+        raise ToyInputError(f"{where} is {piece!r}, a fraction with a zero denominator") from None
+    except ValueError:
+        try:
+            float(piece)  # 'nan' and 'inf' parse here; name them as non-finite
+        except ValueError:
+            raise ToyInputError(
+                f"{where} is {piece!r}, which is not a number: enter an integer, a decimal such as 0.5 or a "
+                "fraction such as 1/3"
+            ) from None
+        raise ToyInputError(f"{where} is {piece!r}; entries must be finite numbers (no NaN or infinity)") from None
+    if max(abs(value.numerator), value.denominator) > INPUT_LIMIT:
+        raise ToyInputError(too_large)
+    return value
+
+
+def parse_vector_text(text: str, option: str = "") -> Vector:
+    """'1,2,-1' or '1/2, 0.5, -3' -> a 3 x 1 Vector; raise ToyInputError naming ``option`` (as the user typed it,
+    with ``text``) and the bad entry, counted from 1."""
+    subject = f"{option} {shlex.quote(text)}" if option else repr(text)
+    pieces = text.split(",")
+    if len(pieces) != STREAM_WIDTH:
+        raise ToyInputError(
+            f"{subject} has {len(pieces)} {'entry' if len(pieces) == 1 else 'entries'}; the toy stream needs "
+            f"{STREAM_WIDTH}, comma-separated, as in 1,2,-1"
+        )
+    return Vector(tuple(_parse_entry(piece.strip(), f"{subject}: entry {index}") for index, piece in enumerate(pieces, 1)))
 
 
 def _indent_argument(text: str) -> int:
@@ -403,18 +431,18 @@ def _join_vector_values(argv: Sequence[str]) -> list[str]:
     return joined
 
 
-def build_parser() -> argparse.ArgumentParser:
-    # `residlab toy` and `python3 trace_residual_toy.py` run this same parser; name whichever ran.
-    prog = "residlab toy" if Path(sys.argv[0]).name == "residlab" else Path(sys.argv[0]).name
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    # `residlab toy` (which passes its name) and `python3 trace_residual_toy.py` run this same parser.
     parser = argparse.ArgumentParser(
-        prog=prog,
+        prog=prog or Path(sys.argv[0]).name,
         description="Lab 05 Parts 1-3: trace the toy residual stream exactly and print one JSON report.",
     )
     default_input = ",".join(map(str, DEFAULT_INPUT))
     default_second = ",".join(map(str, DEFAULT_SECOND_POSITION))
-    parser.add_argument("--input", type=_vector_argument, default=default_input, metavar="X1,X2,X3",
+    # The vectors are read in main, not by argparse, so that a bad one gets one line naming the option and entry.
+    parser.add_argument("--input", default=default_input, metavar="X1,X2,X3",
                         help=f"the input column x (default {default_input}); fractions like 1/2 are exact")
-    parser.add_argument("--second-position", type=_vector_argument, default=default_second, metavar="X1,X2,X3",
+    parser.add_argument("--second-position", default=default_second, metavar="X1,X2,X3",
                         help=f"the second token position, row 2 of the 2x3 array (default {default_second})")
     parser.add_argument("--indent", type=_indent_argument, default=2, metavar="N",
                         help="JSON indentation (default 2; 0 prints one line)")
@@ -439,9 +467,15 @@ def format_report(value: object, indent: int, level: int = 0) -> str:
     return compact
 
 
-def main(argv: list[str] | None = None) -> int:
-    arguments = build_parser().parse_args(_join_vector_values(sys.argv[1:] if argv is None else argv))
-    report = build_report(arguments.input, arguments.second_position, command=sys.argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    parser = build_parser(prog)
+    arguments = parser.parse_args(_join_vector_values(sys.argv[1:] if argv is None else argv))
+    try:
+        x = parse_vector_text(arguments.input, "--input")
+        report = build_report(x, parse_vector_text(arguments.second_position, "--second-position"), command=sys.argv)
+    except ToyInputError as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
     print(format_report(report, arguments.indent))
     return 0
 

@@ -6,6 +6,9 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
 - ``lock``      the one lock file (repository, revision, six files with sizes and hashes, library versions) and
                 the one rule for reading a file from an artifacts directory. ``load_lock``, ``parse_lock``,
                 ``ALLOWED_FILES``, ``read_file_bytes``, ``LockError``, ``UnsafeFileError``.
+- ``hub``       the bounded HTTP client of the fetch and the pin (``FetchLimits``, ``download_file``), the Hub API's
+                metadata (``hub_metadata``), ``ArtifactError`` and ``HubUnreachable`` (no connection at all: the
+                host or proxy tried, the proxy variables honoured, what to do).
 - ``artifacts`` the download plan, the pinned fetch and the offline verification, returning the bytes it hashed.
                 ``plan_text``, ``fetch_artifacts``, ``verify_artifacts``, ``VerifiedArtifacts``, ``FetchLimits``,
                 ``OBSERVE_READS`` (the files the observation reads), ``ArtifactError``.

@@ -5,38 +5,43 @@ Each subcommand is one small function taking its own argument list; ``SUBCOMMAND
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from residlab.pythia import runner
 
 
+def _subcommand_parser(name: str, function, **defaults) -> argparse.ArgumentParser:
+    """A parser named ``residlab pythia NAME``, described by the function's docstring; ``defaults`` fill in what
+    the runner's shared code reads and this subcommand does not take."""
+    parser = argparse.ArgumentParser(prog=f"residlab pythia {name}", description=function.__doc__.strip())
+    parser.set_defaults(**{**dict(plan=False, artifacts=None, offline=False, output=None, position=None), **defaults})
+    return parser
+
+
 def plan_command(argv: list[str]) -> int:
     """The six files, their sizes and the total, from the lock; no network."""
-    parser = runner.build_runner_parser("residlab pythia plan")
-    args = parser.parse_args(argv)
-    if args.artifacts or args.offline or args.output:
-        parser.error("plan takes only --lock")
-    args.plan = True
-    return _run(args, ["plan", *argv])
+    parser = _subcommand_parser("plan", plan_command, plan=True)
+    runner.add_lock_option(parser)
+    return _run(parser.parse_args(argv), ["plan", *argv])
 
 
 def fetch_command(argv: list[str]) -> int:
     """Download what is missing of the six pinned files into --artifacts DIR, verifying each."""
-    parser = runner.build_runner_parser("residlab pythia fetch")
-    args = parser.parse_args(argv)
-    if args.artifacts is None or args.plan or args.offline or args.output:
-        parser.error("fetch takes --artifacts DIR [--lock FILE] [--endpoint URL] [--timeout SECONDS]")
-    return _run(args, ["fetch", *argv])
+    parser = _subcommand_parser("fetch", fetch_command)
+    runner.add_artifacts_option(parser, required=True)
+    runner.add_lock_option(parser)
+    runner.add_fetch_options(parser)
+    return _run(parser.parse_args(argv), ["fetch", *argv])
 
 
 def verify_command(argv: list[str]) -> int:
     """Verify --artifacts DIR against the lock, offline."""
-    parser = runner.build_runner_parser("residlab pythia verify")
+    parser = _subcommand_parser("verify", verify_command, offline=True)
+    runner.add_artifacts_option(parser, required=True)
+    runner.add_lock_option(parser)
     args = parser.parse_args(argv)
-    if args.artifacts is None or args.plan or args.output:
-        parser.error("verify takes --artifacts DIR [--lock FILE]")
-    args.offline = True
-    return _run(args, ["verify", *argv])
+    return _run(args, ["verify", *argv], fetch_hint=f"run `residlab pythia fetch --artifacts {args.artifacts}`")
 
 
 def pin_command(argv: list[str]) -> int:
@@ -48,7 +53,6 @@ def pin_command(argv: list[str]) -> int:
 
 def observe_command(argv: list[str]) -> int:
     """Capture the residual stream of verified files (offline) or of the synthetic specimen into --output DIR."""
-    import argparse
     import tempfile
     from pathlib import Path
 
@@ -91,9 +95,9 @@ def observe_command(argv: list[str]) -> int:
     return 0
 
 
-def _run(args, arguments: list[str]) -> int:
+def _run(args, arguments: list[str], **options) -> int:
     try:
-        return runner.run_runner(args, command=["residlab", "pythia", *arguments])
+        return runner.run_runner(args, command=["residlab", "pythia", *arguments], **options)
     except runner.REFUSALS as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
-from residlab.pythia.artifacts import ArtifactError, FetchLimits, fetch_artifacts, plan_text, verify_artifacts  # bundled
+from residlab.pythia.artifacts import ArtifactError, FetchLimits, fetch_artifacts, plan_text, unpinned_note, verify_artifacts  # bundled
 from residlab.pythia.load import ObservationError  # bundled
 from residlab.pythia.lock import LockError, load_lock  # bundled
 from residlab.pythia.observe import observe_to_directory, print_summary  # bundled
@@ -32,13 +32,28 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
         description="Download (or verify) the pinned Pythia-14M files, then capture its residual stream.",
     )
     parser.add_argument("--plan", action="store_true", help="print the six files and their total, then stop (no network)")
-    parser.add_argument("--artifacts", type=Path, metavar="DIR", help="the directory holding (or to receive) the six files")
+    add_artifacts_option(parser)
     parser.add_argument("--offline", action="store_true", help="only verify the files already in --artifacts; download nothing")
-    parser.add_argument("--lock", type=Path, metavar="FILE", help="use this lock instead of the pinned one")
+    add_lock_option(parser)
     parser.add_argument("--output", type=Path, metavar="DIR", help="write manifest.json, observations.json, captures.json here")
     parser.add_argument(
         "--position", type=int, help="token position to observe, chosen after seeing the tokens (default: the last)"
     )
+    add_fetch_options(parser)
+    return parser
+
+
+# The options shared with ``residlab pythia plan|fetch|verify``, each of which takes only the ones it uses.
+def add_artifacts_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument("--artifacts", type=Path, metavar="DIR", required=required,
+                        help="the directory holding (or to receive) the six files")
+
+
+def add_lock_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lock", type=Path, metavar="FILE", help="use this lock instead of the pinned one")
+
+
+def add_fetch_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoint", default=os.environ.get("HF_ENDPOINT"), help="Hub endpoint (default: HF_ENDPOINT, else huggingface.co)"
     )
@@ -49,7 +64,6 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help=f"give up a fetch that takes longer than this in all (default {FetchLimits().deadline_s:g})",
     )
-    return parser
 
 
 def positive_seconds(text: str) -> float:
@@ -62,7 +76,8 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def run_runner(args: argparse.Namespace, command: list[str]) -> int:
+def run_runner(args: argparse.Namespace, command: list[str], fetch_hint: str = "run the same command without --offline") -> int:
+    """Plan, fetch or verify, then observe. ``fetch_hint`` says how to fetch instead, for a failed offline run."""
     lock = load_lock(args.lock)
     if args.plan:
         print(plan_text(lock))
@@ -70,14 +85,16 @@ def run_runner(args: argparse.Namespace, command: list[str]) -> int:
     if args.output is not None:
         check_output_directory(args.output)  # before any download, so a wrong --output costs nothing
     if args.offline:
-        verified = verify_artifacts(args.artifacts, lock)
+        try:
+            verified = verify_artifacts(args.artifacts, lock)
+        except ArtifactError as error:
+            raise ArtifactError(
+                f"{error}\nTo fetch what is missing, {fetch_hint}: it downloads only the missing files and keeps "
+                "those that match (it never overwrites a file; one that does not match is named: move it away first)"
+            ) from None
         print(f"{args.artifacts}: six files verified offline against {lock.origin}; nothing downloaded")
         if verified.unpinned:
-            print(
-                f"  {', '.join(verified.unpinned)}: only its size is checked offline, because the lock records no "
-                "sha256 for it; the observation never reads it. Complete the lock with "
-                f"`residlab pythia pin --revision {lock.revision}`"
-            )
+            print("  " + unpinned_note(verified.unpinned))
     else:
         print(plan_text(lock))
         verified = fetch_artifacts(args.artifacts, lock, endpoint=args.endpoint, limits=FetchLimits(deadline_s=args.timeout))

@@ -34,6 +34,35 @@ def test_built_site_is_complete_and_self_contained(built_site):
         assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
 
 
+def sidebar_pages(entries) -> list[str]:
+    """The pages the sidebar lists; a section with a page of its own (the glossary) counts as that page."""
+    pages = []
+    for entry in entries:
+        if isinstance(entry, str):
+            pages.append(entry)
+        elif "section" in entry and "href" not in entry:
+            pages += sidebar_pages(entry["contents"])
+        else:
+            pages.append(entry["href"])
+    return pages
+
+
+def test_home_page_links_every_sidebar_page_and_every_runner(built_site):
+    import yaml
+
+    from residlab.build.runners import RUNNERS
+
+    config = yaml.safe_load((built_site.project / "_quarto.yml").read_text(encoding="utf-8"))
+    html = (built_site.site / "index.html").read_text(encoding="utf-8")
+    main = html.split("<main", 1)[1]  # the page itself, not the sidebar
+    links = {link.removeprefix("./") for link in re.findall(r'<a href="([^"#]+)"', main)}
+    expected = {page.replace(".qmd", ".html") for page in sidebar_pages(config["website"]["sidebar"]["contents"])}
+    expected -= {"index.html"}
+    expected |= {f"assets/labs/{runner.filename}" for runner in RUNNERS}
+    assert len(RUNNERS) == 5 and "labs/06-audit-a-decoder.html" in expected
+    assert sorted(expected - links) == []
+
+
 def test_lessons_audit_packet_is_published_with_its_links_intact(built_site):
     # Written while the lesson page ran, copied beside it by Quarto.
     from residlab import audit

@@ -1,0 +1,30 @@
+"""Stop a runner that needs torch with one line, before its first ``import torch``, when this Python lacks torch.
+
+The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transformer_paper.py``) import torch at the
+top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
+``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
+the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
+its check runs on import, before any module that imports torch (``tests/test_first_contact.py`` checks both).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def torch_missing_message(program: str, python: str) -> str:
+    return (
+        f"{program}: torch is not installed for this Python ({python}): install PyTorch (the CPU build is enough: "
+        "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu), then run it again"
+    )
+
+
+def require_torch() -> None:
+    """Exit with status 1 and one line on stderr if ``import torch`` would fail for want of torch."""
+    if importlib.util.find_spec("torch") is None:
+        sys.exit(torch_missing_message(Path(sys.argv[0]).name or "this program", sys.executable))
+
+
+require_torch()

@@ -20,6 +20,7 @@ from pathlib import Path
 from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list  # bundled
 
 MAX_CONFIG_BYTES = 2**20
+MAX_SEED = 2**64 - 1  # the largest seed torch's generator takes
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
 
@@ -102,6 +103,8 @@ def build_specimen(name: str, seed: int = 0) -> Subject:
     weights depend only on the name and the seed."""
     if name not in SPECIMEN_CONFIGS:
         raise AuditError(f"unknown specimen {name!r}; supported block types: {supported_list()}")
+    if not 0 <= seed <= MAX_SEED:
+        raise AuditError(f"seed {seed} is outside 0 to 2**64 - 1, the seeds a specimen takes")
     torch = _import_torch()
     transformers = _import_transformers()
     values = dict(SPECIMEN_CONFIGS[name])

@@ -49,7 +49,7 @@ class DuplicatedKeys(dict):
         self.duplicated = duplicated
 
 
-def _object(pairs):
+def _object_once(pairs):
     seen = set()
     for key, _ in pairs:
         if key in seen:
@@ -58,12 +58,12 @@ def _object(pairs):
     return dict(pairs)
 
 
-def _float(text: str):
+def _finite_float(text: str):
     value = float(text)
     return value if math.isfinite(value) else Unreadable(f"the number {text[:20]}, which overflows a float")
 
 
-def _integer(text: str):
+def _bounded_integer(text: str):
     digits = len(text.lstrip("-"))
     return int(text) if digits <= MAX_INTEGER_DIGITS else Unreadable(f"an integer of {digits} digits")
 
@@ -93,7 +93,7 @@ def parse_record(data: bytes, name: str):
     if nesting_depth(text) > MAX_DEPTH:
         raise AuditError(f"{where} nests objects or lists deeper than {MAX_DEPTH} levels; no record does")
     try:
-        return json.loads(text, object_pairs_hook=_object, parse_float=_float, parse_int=_integer,
+        return json.loads(text, object_pairs_hook=_object_once, parse_float=_finite_float, parse_int=_bounded_integer,
                           parse_constant=lambda word: Unreadable(f"{word}, which is not a number"))  # fmt: skip
     except (json.JSONDecodeError, RecursionError) as error:
         raise AuditError(f"{where} is not valid JSON ({error})") from None
@@ -189,7 +189,8 @@ class Array:
             self.item.check(item, f"{path}[{index}]")
 
 
-def _child(path: str, key: str) -> str:
+def child_path(path: str, key: str) -> str:
+    """'record model, field ' + 'parameters' -> '... field parameters'; then dotted."""
     return f"{path}{key}" if path.endswith(" ") else f"{path}.{key}"
 
 
@@ -197,7 +198,7 @@ def _check_object(value, path: str) -> None:
     if not isinstance(value, dict):
         _fail(path, "an object", value)
     if isinstance(value, DuplicatedKeys):
-        raise SchemaError(f"{_child(path, value.duplicated)}: written twice in one object; a record holds each key once")
+        raise SchemaError(f"{child_path(path, value.duplicated)}: written twice in one object; a record holds each key once")
 
 
 class Fields:
@@ -213,12 +214,12 @@ class Fields:
         known = self.fields | self.optional
         for key in value:
             if key not in known:
-                raise SchemaError(f"{_child(path, key)}: not a field of a {SCHEMA} record")
+                raise SchemaError(f"{child_path(path, key)}: not a field of a {SCHEMA} record")
         for key, spec in known.items():
             if key in value:
-                spec.check(value[key], _child(path, key))
+                spec.check(value[key], child_path(path, key))
             elif key in self.fields:
-                raise SchemaError(f"{_child(path, key)}: missing")
+                raise SchemaError(f"{child_path(path, key)}: missing")
 
 
 class Mapping:
@@ -234,7 +235,7 @@ class Mapping:
         for key, item in value.items():
             if len(key) > 200:
                 raise SchemaError(f"{path}: a key of {len(key)} characters; at most 200")
-            self.value.check(item, _child(path, key))
+            self.value.check(item, child_path(path, key))
 
 
 class Scalar:
@@ -255,7 +256,7 @@ class Kinds:
 
     def check(self, value, path: str) -> None:
         _check_object(value, path)
-        Text(choices=tuple(self.kinds)).check(value.get("kind"), _child(path, "kind"))
+        Text(choices=tuple(self.kinds)).check(value.get("kind"), child_path(path, "kind"))
         self.kinds[value["kind"]].check(value, path)
 
 

@@ -20,7 +20,7 @@ from residlab.capture.files import UnsafeFileError, read_file_bytes  # bundled
 from residlab.capture.recording import library_versions  # bundled
 from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen  # bundled
 from residlab.audit.runs import AuditInput, DeclaredSite, check_input, run_audit, sha256_json, tensor_sha256  # bundled
-from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, parse_record  # bundled
+from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, child_path, parse_record  # bundled
 from residlab.audit.packet import LIBRARIES, ablation_tolerance, block_identity_excesses, input_record  # bundled
 from residlab.audit.packet import intervention_record, linked_records, measurement_record, model_record  # bundled
 from residlab.audit.packet import record_body, recovery_tolerance  # bundled
@@ -133,36 +133,40 @@ def _tolerance_text(tolerance: dict) -> str:
 
 def compare_values(recorded, rerun, path: str, report: Verification, counts: dict) -> None:
     """Recorded against re-run: nodes with a tolerance compare numerically, everything else exactly."""
-    if isinstance(recorded, dict) and "tolerance" in recorded and isinstance(rerun, dict):
+    if isinstance(recorded, dict) and "tolerance" in recorded and isinstance(rerun, dict) and "tolerance" in rerun:
         counts["tolerances"] += 1
-        if recorded["tolerance"] != rerun.get("tolerance"):
-            report.fail(f"{path}.tolerance: {recorded['tolerance']} is not {rerun.get('tolerance')}, the tolerance "
-                        "this quantity's rule gives")  # fmt: skip
-            return
-        counts["tolerances_ok"] += 1
+        tolerance = rerun["tolerance"]  # the tool's, or derived from the packet's own recorded metrics
+        if recorded["tolerance"] == tolerance:
+            counts["tolerances_ok"] += 1
+        else:
+            report.fail(f"{path}.tolerance: {recorded['tolerance']} is not {tolerance}, the tolerance this "
+                        "quantity's rule gives")  # fmt: skip
         for key in set(recorded) | set(rerun):
             if key in ("tolerance", "sha256"):
                 continue  # a replacement's sha256 is recomputed from its values (the re-run's may differ by build)
             if key in ("value", "values"):
                 a, b = recorded.get(key), rerun.get(key)
-                pairs = list(zip(a, b)) if isinstance(a, list) and isinstance(b, list) and len(a) == len(b) else [(a, b)]
+                if isinstance(a, list) != isinstance(b, list) or (isinstance(a, list) and len(a) != len(b)):
+                    pairs = None  # a list of another length, or a list for a number
+                else:
+                    pairs = list(zip(a, b)) if isinstance(a, list) else [(a, b)]
                 counts["numbers"] += 1
-                if all(_close(x, y, recorded["tolerance"]) for x, y in pairs):
+                if pairs is not None and all(_close(x, y, tolerance) for x, y in pairs):
                     counts["numbers_ok"] += 1
                 else:
                     report.fail(f"{path}.{key}: the packet says {_short(a)}, the re-run gives {_short(b)} "
-                                f"({_tolerance_text(recorded['tolerance'])})")  # fmt: skip
+                                f"({_tolerance_text(tolerance)})")  # fmt: skip
             else:
-                compare_values(recorded.get(key), rerun.get(key), _child(path, key), report, counts)
+                compare_values(recorded.get(key), rerun.get(key), child_path(path, key), report, counts)
         return
     if isinstance(recorded, dict) and isinstance(rerun, dict):
         for key in sorted(set(recorded) | set(rerun)):
             if key not in rerun:
-                report.fail(f"{_child(path, key)}: in the packet, but not in the re-run's record")
+                report.fail(f"{child_path(path, key)}: in the packet, but not in the re-run's record")
             elif key not in recorded:
-                report.fail(f"{_child(path, key)}: missing from the packet")
+                report.fail(f"{child_path(path, key)}: missing from the packet")
             else:
-                compare_values(recorded[key], rerun[key], _child(path, key), report, counts)
+                compare_values(recorded[key], rerun[key], child_path(path, key), report, counts)
         return
     if isinstance(recorded, list) and isinstance(rerun, list) and len(recorded) == len(rerun):
         for index, (a, b) in enumerate(zip(recorded, rerun)):
@@ -173,11 +177,6 @@ def compare_values(recorded, rerun, path: str, report: Verification, counts: dic
         counts["exact_ok"] += 1
     else:
         report.fail(f"{path}: the packet says {_short(recorded)}, the re-run gives {_short(rerun)}")
-
-
-def _child(path: str, key: str) -> str:
-    """'record model, field ' + 'parameters' -> '... field parameters'; then dotted."""
-    return f"{path}{key}" if path.endswith(" ") else f"{path}.{key}"
 
 
 def _short(value) -> str:
@@ -206,16 +205,26 @@ def how_to_verify(source: dict) -> str:
     return "verify it with `residlab audit verify PACKET --copy-model` (the downloadable runner has no copy model)"
 
 
-def _identity(source: dict) -> tuple:
-    return tuple(source.get(key) for key in ("kind", "name", "seed", "files", "training", "code"))
+def _first_difference(recorded, given, path: str) -> str | None:
+    """Where two sources first differ, as a field path (None when they agree)."""
+    if isinstance(recorded, dict) and isinstance(given, dict):
+        keys = sorted(set(recorded) | set(given))
+        return next(filter(None, (_first_difference(recorded.get(k), given.get(k), child_path(path, k)) for k in keys)), None)
+    if isinstance(recorded, list) and isinstance(given, list) and len(recorded) == len(given):
+        pairs = enumerate(zip(recorded, given))
+        return next(filter(None, (_first_difference(a, b, f"{path}[{i}]") for i, (a, b) in pairs)), None)
+    return None if recorded == given and type(recorded) is type(given) else path
 
 
 def check_subject(model: dict, subject: Subject) -> None:
-    """Refuse, in one line, a model that is not the one the packet was made with."""
-    recorded = model["source"]
-    if _identity(recorded) != _identity(subject.source):
-        raise AuditError(f"this packet was made with {describe_source(recorded)} (record model, field source), not "
-                         f"{describe_source(subject.source)} given here: {how_to_verify(recorded)}")  # fmt: skip
+    """Refuse, in one line, a model that is not the one the packet was made with (what identifies it: the
+    specimen's name and seed, a directory's files, the copy model's training; the rest is compared later)."""
+    recorded, given = model["source"], subject.source
+    identity = ("kind", "name", "seed", "files", "training", "code")
+    differs = _first_difference({k: recorded.get(k) for k in identity}, {k: given.get(k) for k in identity}, "source")
+    if differs:
+        raise AuditError(f"this packet was made with {describe_source(recorded)}, not {describe_source(given)} given "
+                         f"here (record model, field {differs} differs): {how_to_verify(recorded)}")  # fmt: skip
 
 
 def _sites_from_record(record: dict, blocks: int, length: int) -> list[DeclaredSite]:

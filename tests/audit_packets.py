@@ -60,15 +60,16 @@ def copy_packet(packet: Path, target: Path) -> Path:
     return Path(shutil.copytree(packet, target))
 
 
-def field_paths(node, path: tuple = ()) -> list[tuple]:
-    """The path of every field below ``node``; of a list, its first three entries and its last."""
+def field_paths(node, path: tuple = (), entries: tuple = (0, 1, 2, -1)) -> list[tuple]:
+    """The path of every field below ``node``; of a list, the given entries (by default its first three and
+    its last)."""
     paths = []
     if isinstance(node, dict):
         for key, value in node.items():
-            paths += [(*path, key), *field_paths(value, (*path, key))]
+            paths += [(*path, key), *field_paths(value, (*path, key), entries)]
     elif isinstance(node, list):
-        for index in sorted({i for i in (0, 1, 2, len(node) - 1) if 0 <= i < len(node)}):
-            paths += [(*path, index), *field_paths(node[index], (*path, index))]
+        for index in sorted({i % len(node) for i in entries if -len(node) <= i < len(node)}):
+            paths += [(*path, index), *field_paths(node[index], (*path, index), entries)]
     return paths
 
 

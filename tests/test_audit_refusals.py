@@ -164,7 +164,7 @@ def test_a_malformed_value_is_refused_naming_the_field(packets, tmp_path, capsys
         (lambda r: r["intervention"]["declared_sites"].append(r["intervention"]["declared_sites"][0]),
          "record intervention, field declared_sites[2]: blocks.0.attn_write@2 is declared twice"),
         (lambda r: r["input"].update(clean={"ids": [5, 17, 3, 4], "text": None}),
-         "record input: the clean prompt is 4 tokens and the corrupt prompt 3"),
+         "record input, field corrupt.ids: the clean prompt is 4 tokens and the corrupt prompt 3"),
     ],
 )
 def test_a_malformed_record_is_refused_in_one_line(packets, tmp_path, capsys, edit, named):

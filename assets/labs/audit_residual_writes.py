@@ -16,11 +16,11 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1490  residlab/audit/packet.py
-#   line 1592    model_record
-#   line 1626    input_record
-#   line 1655    intervention_record
-#   line 1743    measurement_record
+#   line 1496  residlab/audit/packet.py
+#   line 1598    model_record
+#   line 1632    input_record
+#   line 1661    intervention_record
+#   line 1749    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/capture/blocks.py
@@ -29,11 +29,11 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  585  residlab/capture/recording.py
 #   line  752  residlab/capture/sites.py
 #   line  855  residlab/audit/runs.py
-#   line 1127  residlab/audit/schema.py
-#   line 1490  residlab/audit/packet.py
-#   line 1856  residlab/capture/files.py
-#   line 1948  residlab/audit/verify.py
-#   line 2314  residlab/audit/cli.py (the entry)
+#   line 1133  residlab/audit/schema.py
+#   line 1496  residlab/audit/packet.py
+#   line 1862  residlab/capture/files.py
+#   line 1954  residlab/audit/verify.py
+#   line 2320  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1046,26 +1046,32 @@ def single_token(subject: Subject, text: str, what: str) -> int:
     return ids[0]
 
 
+class InputError(AuditError):
+    """An audit input the model cannot take; ``field`` names it as the input record does (clean.ids, ...)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 def check_input(subject: Subject, audit_input: AuditInput) -> None:
     clean, corrupt = audit_input.clean_ids, audit_input.corrupt_ids
     if len(clean) != len(corrupt):
-        raise AuditError(
-            f"the clean prompt is {len(clean)} tokens and the corrupt prompt {len(corrupt)}: "
-            "they must have the same token length"
-        )
+        raise InputError("corrupt.ids", f"the clean prompt is {len(clean)} tokens and the corrupt prompt "
+                         f"{len(corrupt)}: they must have the same token length")  # fmt: skip
     if subject.fixed_length is not None and len(clean) != subject.fixed_length:
-        raise AuditError(f"this model reads exactly {subject.fixed_length} tokens, got {len(clean)}")
+        raise InputError("clean.ids", f"this model reads exactly {subject.fixed_length} tokens, got {len(clean)}")
     vocab = subject.vocab_size
-    for what, ids in (("clean", clean), ("corrupt", corrupt), ("target", [audit_input.target]),
-                      ("rival", [audit_input.rival])):  # fmt: skip
+    for what, ids in (("clean.ids", clean), ("corrupt.ids", corrupt), ("target.id", [audit_input.target]),
+                      ("rival.id", [audit_input.rival])):  # fmt: skip
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:
-            raise AuditError(f"{what}: token ids {bad} are outside the vocabulary (0..{vocab - 1})")
+            raise InputError(what, f"{what.split('.')[0]}: token ids {bad} are outside the vocabulary (0..{vocab - 1})")
     if audit_input.target == audit_input.rival:
-        raise AuditError("the target and the rival are the same token: the metric would be zero")
+        raise InputError("rival.id", "the target and the rival are the same token: the metric would be zero")
     limit = getattr(subject.model.config, "max_position_embeddings", None) if hasattr(subject.model, "config") else None
     if limit is not None and len(clean) > limit:
-        raise AuditError(f"the prompts are {len(clean)} tokens, more than the model's {limit} positions")
+        raise InputError("clean.ids", f"the prompts are {len(clean)} tokens, more than the model's {limit} positions")
 
 
 def parse_site(text: str, blocks: int, length: int) -> DeclaredSite:
@@ -2245,8 +2251,8 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     )  # fmt: skip
     try:
         check_input(subject, audit_input)
-    except AuditError as error:
-        raise AuditError(f"record input: {error}") from None
+    except InputError as error:
+        raise AuditError(f"record input, field {error.field}: {error}") from None
     sites = _sites_from_record(records["intervention"], len(subject.blocks), len(audit_input.clean_ids))
     check_labels(inputs, subject, report)
     check_replacements(records["intervention"], report)

@@ -19,7 +19,8 @@ from residlab.capture.blocks import IDENTITY_ABSOLUTE  # bundled
 from residlab.capture.files import UnsafeFileError, read_file_bytes  # bundled
 from residlab.capture.recording import library_versions  # bundled
 from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen  # bundled
-from residlab.audit.runs import AuditInput, DeclaredSite, check_input, run_audit, sha256_json, tensor_sha256  # bundled
+from residlab.audit.runs import AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json  # bundled
+from residlab.audit.runs import tensor_sha256  # bundled
 from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, child_path, parse_record  # bundled
 from residlab.audit.packet import LIBRARIES, ablation_tolerance, block_identity_excesses, input_record  # bundled
 from residlab.audit.packet import intervention_record, linked_records, measurement_record, model_record  # bundled
@@ -307,8 +308,8 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     )  # fmt: skip
     try:
         check_input(subject, audit_input)
-    except AuditError as error:
-        raise AuditError(f"record input: {error}") from None
+    except InputError as error:
+        raise AuditError(f"record input, field {error.field}: {error}") from None
     sites = _sites_from_record(records["intervention"], len(subject.blocks), len(audit_input.clean_ids))
     check_labels(inputs, subject, report)
     check_replacements(records["intervention"], report)

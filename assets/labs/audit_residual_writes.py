@@ -33,7 +33,7 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line 1496  residlab/audit/packet.py
 #   line 1862  residlab/capture/files.py
 #   line 1954  residlab/audit/verify.py
-#   line 2320  residlab/audit/cli.py (the entry)
+#   line 2321  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2075,32 +2075,33 @@ def _tolerance_text(tolerance: dict) -> str:
     return f"tolerance {tolerance['absolute']:g} + {tolerance['relative']:g} x |value|"
 
 
+def _numbers_close(a, b, tolerance: dict) -> bool:
+    """A value (or a list of values) within tolerance of the re-run's, entry by entry."""
+    if isinstance(a, list) != isinstance(b, list) or (isinstance(a, list) and len(a) != len(b)):
+        return False  # a list of another length, or a list for a number
+    return all(_close(x, y, tolerance) for x, y in (zip(a, b) if isinstance(a, list) else [(a, b)]))
+
+
 def compare_values(recorded, rerun, path: str, report: Verification, counts: dict) -> None:
     """Recorded against re-run: nodes with a tolerance compare numerically, everything else exactly."""
     if isinstance(recorded, dict) and "tolerance" in recorded and isinstance(rerun, dict) and "tolerance" in rerun:
-        counts["tolerances"] += 1
         tolerance = rerun["tolerance"]  # the tool's, or derived from the packet's own recorded metrics
+        values = [key for key in ("value", "values") if key in recorded or key in rerun]
+        close = {key: _numbers_close(recorded.get(key), rerun.get(key), tolerance) for key in values}
+        counts["tolerances"] += 1
+        counts["numbers"] += len(values)
+        counts["numbers_ok"] += sum(close.values())
+        for key in values:
+            if not close[key]:
+                report.fail(f"{path}.{key}: the packet says {_short(recorded.get(key))}, the re-run gives "
+                            f"{_short(rerun.get(key))} ({_tolerance_text(tolerance)})")  # fmt: skip
         if recorded["tolerance"] == tolerance:
             counts["tolerances_ok"] += 1
-        else:
+        elif all(close.values()):  # a changed value also changes its derived tolerance: named once, above
             report.fail(f"{path}.tolerance: {recorded['tolerance']} is not {tolerance}, the tolerance this "
                         "quantity's rule gives")  # fmt: skip
-        for key in set(recorded) | set(rerun):
-            if key in ("tolerance", "sha256"):
-                continue  # a replacement's sha256 is recomputed from its values (the re-run's may differ by build)
-            if key in ("value", "values"):
-                a, b = recorded.get(key), rerun.get(key)
-                if isinstance(a, list) != isinstance(b, list) or (isinstance(a, list) and len(a) != len(b)):
-                    pairs = None  # a list of another length, or a list for a number
-                else:
-                    pairs = list(zip(a, b)) if isinstance(a, list) else [(a, b)]
-                counts["numbers"] += 1
-                if pairs is not None and all(_close(x, y, tolerance) for x, y in pairs):
-                    counts["numbers_ok"] += 1
-                else:
-                    report.fail(f"{path}.{key}: the packet says {_short(a)}, the re-run gives {_short(b)} "
-                                f"({_tolerance_text(tolerance)})")  # fmt: skip
-            else:
+        for key in sorted(set(recorded) | set(rerun)):
+            if key not in ("tolerance", "sha256", *values):  # a replacement's sha256: recomputed from its values
                 compare_values(recorded.get(key), rerun.get(key), child_path(path, key), report, counts)
         return
     if isinstance(recorded, dict) and isinstance(rerun, dict):

@@ -2014,15 +2014,15 @@ def read_packet(packet_dir: Path) -> dict:
     records = {}
     for name, file_name in zip(RECORDS, _FILES):
         path = packet_dir / file_name
-        if file_name not in names:
-            raise AuditError(f"record {name}: {file_name} is missing from {packet_dir}")
-        mode = os.lstat(path).st_mode
-        if not stat.S_ISREG(mode):
-            raise AuditError(f"record {name}: {file_name} is {_what_it_is(mode)}; a record is a regular file")
         try:
+            if file_name not in names:
+                raise FileNotFoundError
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                raise AuditError(f"record {name}: {file_name} is {_what_it_is(mode)}; a record is a regular file")
             data = read_file_bytes(path, MAX_RECORD_BYTES).data
         except FileNotFoundError:
-            raise AuditError(f"record {name}: {file_name} disappeared while the packet was read") from None
+            raise AuditError(f"record {name}: {file_name} is missing from {packet_dir}") from None
         except UnsafeFileError as error:
             raise AuditError(f"record {name}: {error}") from None
         records[name] = check_record(name, parse_record(data, name))

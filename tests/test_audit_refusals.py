@@ -268,3 +268,46 @@ def test_the_runner_refuses_malformed_packets_in_one_line(packets, tmp_path, run
     assert done.returncode == 2 and "argument --seed: 18446744073709551616 is outside" in done.stderr
     done = runner("verify", packets["llama"])
     assert done.returncode == 0 and "verified: every check passed" in done.stdout, done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------------------------------------- model directories
+
+
+@pytest.fixture(scope="module")
+def llama_directory(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("llama") / "model"
+    audit.build_specimen("llama", seed=3).model.save_pretrained(directory, safe_serialization=True)
+    return directory
+
+
+def _config(**changes):
+    def edit(directory: Path):
+        path = directory / "config.json"
+        path.write_text(json.dumps(json.loads(path.read_text()) | changes))
+
+    return edit
+
+
+def _fifo_config(directory: Path):
+    (directory / "config.json").unlink()
+    os.mkfifo(directory / "config.json")
+
+
+@pytest.mark.parametrize(
+    ("break_it", "named"),
+    [
+        (_config(num_hidden_layers="x"), "config.json: model_type 'llama' with these values is not usable "
+                                         "(StrictDataclassFieldValidationError"),
+        (_config(num_attention_heads=0), "is not usable (ZeroDivisionError: integer modulo by zero)"),
+        (_fifo_config, "config.json is not a regular file"),
+    ],
+)
+def test_a_malformed_model_directory_is_refused_in_one_line(llama_directory, tmp_path, capsys, break_it, named):
+    broken = Path(shutil.copytree(llama_directory, tmp_path / "broken"))
+    break_it(broken)
+    capsys.readouterr()
+    code = copy_audit.main(["--model", str(broken), "--clean-ids", "1,2", "--corrupt-ids", "1,3", "--target-id", "4",
+                            "--rival-id", "5", "--output", str(tmp_path / "out")])  # fmt: skip
+    captured = capsys.readouterr()
+    refused_in_one_line(code, captured.out, captured.err, named)
+    assert not (tmp_path / "out").exists()

@@ -16,24 +16,24 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1496  residlab/audit/packet.py
-#   line 1598    model_record
-#   line 1632    input_record
-#   line 1661    intervention_record
-#   line 1749    measurement_record
+#   line 1507  residlab/audit/packet.py
+#   line 1609    model_record
+#   line 1643    input_record
+#   line 1672    intervention_record
+#   line 1760    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/capture/blocks.py
 #   line  245  residlab/capture/outdir.py
 #   line  357  residlab/audit/subject.py
-#   line  585  residlab/capture/recording.py
-#   line  752  residlab/capture/sites.py
-#   line  855  residlab/audit/runs.py
-#   line 1133  residlab/audit/schema.py
-#   line 1496  residlab/audit/packet.py
-#   line 1862  residlab/capture/files.py
-#   line 1954  residlab/audit/verify.py
-#   line 2321  residlab/audit/cli.py (the entry)
+#   line  596  residlab/capture/recording.py
+#   line  763  residlab/capture/sites.py
+#   line  866  residlab/audit/runs.py
+#   line 1144  residlab/audit/schema.py
+#   line 1507  residlab/audit/packet.py
+#   line 1873  residlab/capture/files.py
+#   line 1965  residlab/audit/verify.py
+#   line 2332  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -370,6 +370,7 @@ import contextlib
 import hashlib
 import json
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -517,9 +518,15 @@ def _quiet_transformers(transformers):
 
 def read_json_object(path: Path, limit: int, what: str) -> dict:
     """A JSON object from a file of at most ``limit`` bytes (checked before reading), or a clear error."""
-    if not path.is_file():
-        raise AuditError(f"{what}: {path} is missing")
-    if path.stat().st_size > limit:
+    try:
+        status = path.stat()  # a link is followed: a model directory may be a Hub cache snapshot of links
+    except FileNotFoundError:
+        raise AuditError(f"{what}: {path} is missing") from None
+    except OSError as error:
+        raise AuditError(f"{what}: {path} cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise AuditError(f"{what}: {path} is not a regular file")
+    if status.st_size > limit:
         raise AuditError(f"{what}: {path} is larger than {limit} bytes")
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -528,6 +535,12 @@ def read_json_object(path: Path, limit: int, what: str) -> dict:
     if not isinstance(value, dict):
         raise AuditError(f"{what}: {path} does not hold a JSON object")
     return value
+
+
+def _first_line(error: Exception) -> str:
+    """The error's kind and the start of its first line (a library's message may list hundreds of names)."""
+    line = (str(error).splitlines() or [""])[0]
+    return f"{type(error).__name__}: {line if len(line) <= 160 else line[:157] + '...'}"
 
 
 def load_model_directory(directory: Path) -> Subject:
@@ -549,15 +562,14 @@ def load_model_directory(directory: Path) -> Subject:
         config = transformers.AutoConfig.for_model(
             config_data.get("model_type", ""), **{k: v for k, v in config_data.items() if k != "model_type"}
         )
-    except (ValueError, KeyError) as error:
-        raise AuditError(
-            f"{config_path}: model_type {config_data.get('model_type')!r} is not usable ({error}); "
-            f"supported block types: {supported_list()}"
-        ) from None
-    try:
         block_type = block_type_for(config)
     except ArchitectureError as error:
         raise AuditError(f"{config_path}: {error}") from None
+    except Exception as error:  # transformers and its config validation raise many kinds; all mean "not usable"
+        raise AuditError(
+            f"{config_path}: model_type {str(config_data.get('model_type'))[:40]!r} with these values is not usable "
+            f"({_first_line(error)}); supported block types: {supported_list()}"
+        ) from None
     model_class = getattr(transformers, block_type.model_class)
     try:
         with _quiet_transformers(transformers):  # the audit reports missing and unused tensors itself
@@ -566,8 +578,7 @@ def load_model_directory(directory: Path) -> Subject:
                 attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
             )  # fmt: skip
     except Exception as error:  # transformers and safetensors raise many kinds; all mean "does not load"
-        first_line = (str(error).splitlines() or [""])[0]
-        raise AuditError(f"{directory}: the weights do not load ({type(error).__name__}: {first_line})") from None
+        raise AuditError(f"{directory}: the weights do not load ({_first_line(error)})") from None
     problems = {key: sorted(info.get(key) or []) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     problems = {key: value for key, value in problems.items() if value}
     if problems:

@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,9 +163,15 @@ def _quiet_transformers(transformers):
 
 def read_json_object(path: Path, limit: int, what: str) -> dict:
     """A JSON object from a file of at most ``limit`` bytes (checked before reading), or a clear error."""
-    if not path.is_file():
-        raise AuditError(f"{what}: {path} is missing")
-    if path.stat().st_size > limit:
+    try:
+        status = path.stat()  # a link is followed: a model directory may be a Hub cache snapshot of links
+    except FileNotFoundError:
+        raise AuditError(f"{what}: {path} is missing") from None
+    except OSError as error:
+        raise AuditError(f"{what}: {path} cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise AuditError(f"{what}: {path} is not a regular file")
+    if status.st_size > limit:
         raise AuditError(f"{what}: {path} is larger than {limit} bytes")
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -173,6 +180,12 @@ def read_json_object(path: Path, limit: int, what: str) -> dict:
     if not isinstance(value, dict):
         raise AuditError(f"{what}: {path} does not hold a JSON object")
     return value
+
+
+def _first_line(error: Exception) -> str:
+    """The error's kind and the start of its first line (a library's message may list hundreds of names)."""
+    line = (str(error).splitlines() or [""])[0]
+    return f"{type(error).__name__}: {line if len(line) <= 160 else line[:157] + '...'}"
 
 
 def load_model_directory(directory: Path) -> Subject:
@@ -194,15 +207,14 @@ def load_model_directory(directory: Path) -> Subject:
         config = transformers.AutoConfig.for_model(
             config_data.get("model_type", ""), **{k: v for k, v in config_data.items() if k != "model_type"}
         )
-    except (ValueError, KeyError) as error:
-        raise AuditError(
-            f"{config_path}: model_type {config_data.get('model_type')!r} is not usable ({error}); "
-            f"supported block types: {supported_list()}"
-        ) from None
-    try:
         block_type = block_type_for(config)
     except ArchitectureError as error:
         raise AuditError(f"{config_path}: {error}") from None
+    except Exception as error:  # transformers and its config validation raise many kinds; all mean "not usable"
+        raise AuditError(
+            f"{config_path}: model_type {str(config_data.get('model_type'))[:40]!r} with these values is not usable "
+            f"({_first_line(error)}); supported block types: {supported_list()}"
+        ) from None
     model_class = getattr(transformers, block_type.model_class)
     try:
         with _quiet_transformers(transformers):  # the audit reports missing and unused tensors itself
@@ -211,8 +223,7 @@ def load_model_directory(directory: Path) -> Subject:
                 attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
             )  # fmt: skip
     except Exception as error:  # transformers and safetensors raise many kinds; all mean "does not load"
-        first_line = (str(error).splitlines() or [""])[0]
-        raise AuditError(f"{directory}: the weights do not load ({type(error).__name__}: {first_line})") from None
+        raise AuditError(f"{directory}: the weights do not load ({_first_line(error)})") from None
     problems = {key: sorted(info.get(key) or []) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     problems = {key: value for key, value in problems.items() if value}
     if problems:

@@ -16,11 +16,11 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1507  residlab/audit/packet.py
-#   line 1609    model_record
-#   line 1643    input_record
-#   line 1672    intervention_record
-#   line 1760    measurement_record
+#   line 1508  residlab/audit/packet.py
+#   line 1610    model_record
+#   line 1644    input_record
+#   line 1673    intervention_record
+#   line 1761    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/capture/blocks.py
@@ -30,10 +30,10 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  763  residlab/capture/sites.py
 #   line  866  residlab/audit/runs.py
 #   line 1144  residlab/audit/schema.py
-#   line 1507  residlab/audit/packet.py
-#   line 1873  residlab/capture/files.py
-#   line 1965  residlab/audit/verify.py
-#   line 2332  residlab/audit/cli.py (the entry)
+#   line 1508  residlab/audit/packet.py
+#   line 1874  residlab/capture/files.py
+#   line 1966  residlab/audit/verify.py
+#   line 2333  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1403,7 +1403,8 @@ class Kinds:
 # ---------------------------------------------------------------------------------------------------------
 # The four records.
 
-TEXT, HEX64, COUNT = Text(), Text(pattern=_HEX64), Integer()
+TEXT = Text()
+HEX64 = Text(pattern=_HEX64)
 POSITION = Integer(0, MAX_TOKENS - 1)
 TOKEN_ID = Integer(0, 2**31 - 1)
 FLOAT32 = Number(-FLOAT32_MAX, FLOAT32_MAX)

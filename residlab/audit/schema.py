@@ -263,7 +263,8 @@ class Kinds:
 # ---------------------------------------------------------------------------------------------------------
 # The four records.
 
-TEXT, HEX64, COUNT = Text(), Text(pattern=_HEX64), Integer()
+TEXT = Text()
+HEX64 = Text(pattern=_HEX64)
 POSITION = Integer(0, MAX_TOKENS - 1)
 TOKEN_ID = Integer(0, 2**31 - 1)
 FLOAT32 = Number(-FLOAT32_MAX, FLOAT32_MAX)

@@ -160,6 +160,7 @@ def test_a_malformed_value_is_refused_naming_the_field(packets, tmp_path, capsys
         (lambda r: r["model"].update(parameters=[]), "record model, field parameters: expected an object, found a list"),
         (lambda r: r["input"]["target"].update(id=-1), "record input, field target.id: expected an integer from 0"),
         (lambda r: r["model"].update(extra=1), "record model, field extra: not a field of a residlab-audit-packet/2"),
+        (lambda r: r["input"]["clean"].update(text="\ud800"), "record input, field clean.text: expected a string"),
         (lambda r: r["measurement"].pop("quantities"), "record measurement, field quantities: missing"),
         (lambda r: r["intervention"]["declared_sites"].append(r["intervention"]["declared_sites"][0]),
          "record intervention, field declared_sites[2]: blocks.0.attn_write@2 is declared twice"),

@@ -16,11 +16,11 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1508  residlab/audit/packet.py
-#   line 1610    model_record
-#   line 1644    input_record
-#   line 1673    intervention_record
-#   line 1761    measurement_record
+#   line 1521  residlab/audit/packet.py
+#   line 1623    model_record
+#   line 1657    input_record
+#   line 1686    intervention_record
+#   line 1774    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/capture/blocks.py
@@ -30,10 +30,10 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  763  residlab/capture/sites.py
 #   line  866  residlab/audit/runs.py
 #   line 1144  residlab/audit/schema.py
-#   line 1508  residlab/audit/packet.py
-#   line 1874  residlab/capture/files.py
-#   line 1966  residlab/audit/verify.py
-#   line 2333  residlab/audit/cli.py (the entry)
+#   line 1521  residlab/audit/packet.py
+#   line 1887  residlab/capture/files.py
+#   line 1979  residlab/audit/verify.py
+#   line 2346  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1228,15 +1228,19 @@ def parse_record(data: bytes, name: str):
     where = f"record {name}: {name}.json"
     try:
         text = data.decode("utf-8")
+        value = json.loads(text, object_pairs_hook=_object_once, parse_float=_finite_float, parse_int=_bounded_integer,
+                           parse_constant=lambda word: Unreadable(f"{word}, which is not a number"))  # fmt: skip
     except UnicodeDecodeError:
         raise AuditError(f"{where} is not UTF-8 text") from None
-    if nesting_depth(text) > MAX_DEPTH:
-        raise AuditError(f"{where} nests objects or lists deeper than {MAX_DEPTH} levels; no record does")
-    try:
-        return json.loads(text, object_pairs_hook=_object_once, parse_float=_finite_float, parse_int=_bounded_integer,
-                          parse_constant=lambda word: Unreadable(f"{word}, which is not a number"))  # fmt: skip
-    except (json.JSONDecodeError, RecursionError) as error:
+    except json.JSONDecodeError as error:
         raise AuditError(f"{where} is not valid JSON ({error})") from None
+    except RecursionError:  # nested past what the parser follows
+        too_deep = True
+    else:
+        too_deep = nesting_depth(text) > MAX_DEPTH  # scanned once the text is known to be valid JSON: linear time
+    if too_deep:
+        raise AuditError(f"{where} nests objects or lists deeper than {MAX_DEPTH} levels; no record does")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1265,6 +1269,15 @@ def _found(value) -> str:
 
 def _fail(path: str, expected: str, value) -> None:
     raise SchemaError(f"{path}: expected {expected}, found {_found(value)}")
+
+
+def _unicode(text: str) -> bool:
+    """No lone surrogate (JSON's \\ud800 escapes make one), which no tokenizer or encoder takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_number(value) -> bool:
@@ -1304,7 +1317,7 @@ class Text:
         if self.choices is not None:
             if value not in self.choices or not isinstance(value, str):
                 _fail(path, " or ".join(repr(c) for c in self.choices), value)
-        elif not (isinstance(value, str) and len(value) <= self.max_length):
+        elif not (isinstance(value, str) and len(value) <= self.max_length and _unicode(value)):
             _fail(path, f"a string of at most {self.max_length} characters{' or null' if self.nullable else ''}", value)
         elif self.pattern is not None and not self.pattern.match(value):
             _fail(path, "64 lowercase hex digits (a SHA-256)", value)
@@ -1498,7 +1511,7 @@ def check_record(name: str, value) -> dict:
     """``value`` if it fits record ``name``'s schema, else an ``AuditError`` naming the record and the field."""
     if not isinstance(value, dict):
         raise AuditError(f"record {name}: {name}.json does not hold a JSON object")
-    if isinstance(value.get("schema"), str) and value.get("schema") != SCHEMA and "schema" in value:
+    if isinstance(value.get("schema"), str) and value["schema"] != SCHEMA:
         raise AuditError(f"record {name}, field schema: {value['schema']!r}; this tool reads {SCHEMA} records "
                          "(write the packet again with this version)")  # fmt: skip
     RECORD_SCHEMAS[name].check(value, f"record {name}, field ")

@@ -88,15 +88,19 @@ def parse_record(data: bytes, name: str):
     where = f"record {name}: {name}.json"
     try:
         text = data.decode("utf-8")
+        value = json.loads(text, object_pairs_hook=_object_once, parse_float=_finite_float, parse_int=_bounded_integer,
+                           parse_constant=lambda word: Unreadable(f"{word}, which is not a number"))  # fmt: skip
     except UnicodeDecodeError:
         raise AuditError(f"{where} is not UTF-8 text") from None
-    if nesting_depth(text) > MAX_DEPTH:
-        raise AuditError(f"{where} nests objects or lists deeper than {MAX_DEPTH} levels; no record does")
-    try:
-        return json.loads(text, object_pairs_hook=_object_once, parse_float=_finite_float, parse_int=_bounded_integer,
-                          parse_constant=lambda word: Unreadable(f"{word}, which is not a number"))  # fmt: skip
-    except (json.JSONDecodeError, RecursionError) as error:
+    except json.JSONDecodeError as error:
         raise AuditError(f"{where} is not valid JSON ({error})") from None
+    except RecursionError:  # nested past what the parser follows
+        too_deep = True
+    else:
+        too_deep = nesting_depth(text) > MAX_DEPTH  # scanned once the text is known to be valid JSON: linear time
+    if too_deep:
+        raise AuditError(f"{where} nests objects or lists deeper than {MAX_DEPTH} levels; no record does")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -125,6 +129,15 @@ def _found(value) -> str:
 
 def _fail(path: str, expected: str, value) -> None:
     raise SchemaError(f"{path}: expected {expected}, found {_found(value)}")
+
+
+def _unicode(text: str) -> bool:
+    """No lone surrogate (JSON's \\ud800 escapes make one), which no tokenizer or encoder takes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _is_number(value) -> bool:
@@ -164,7 +177,7 @@ class Text:
         if self.choices is not None:
             if value not in self.choices or not isinstance(value, str):
                 _fail(path, " or ".join(repr(c) for c in self.choices), value)
-        elif not (isinstance(value, str) and len(value) <= self.max_length):
+        elif not (isinstance(value, str) and len(value) <= self.max_length and _unicode(value)):
             _fail(path, f"a string of at most {self.max_length} characters{' or null' if self.nullable else ''}", value)
         elif self.pattern is not None and not self.pattern.match(value):
             _fail(path, "64 lowercase hex digits (a SHA-256)", value)
@@ -358,7 +371,7 @@ def check_record(name: str, value) -> dict:
     """``value`` if it fits record ``name``'s schema, else an ``AuditError`` naming the record and the field."""
     if not isinstance(value, dict):
         raise AuditError(f"record {name}: {name}.json does not hold a JSON object")
-    if isinstance(value.get("schema"), str) and value.get("schema") != SCHEMA and "schema" in value:
+    if isinstance(value.get("schema"), str) and value["schema"] != SCHEMA:
         raise AuditError(f"record {name}, field schema: {value['schema']!r}; this tool reads {SCHEMA} records "
                          "(write the packet again with this version)")  # fmt: skip
     RECORD_SCHEMAS[name].check(value, f"record {name}, field ")

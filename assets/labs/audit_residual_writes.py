@@ -33,7 +33,7 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line 1521  residlab/audit/packet.py
 #   line 1887  residlab/capture/files.py
 #   line 1979  residlab/audit/verify.py
-#   line 2346  residlab/audit/cli.py (the entry)
+#   line 2347  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2191,7 +2191,8 @@ def check_subject(model: dict, subject: Subject) -> None:
     specimen's name and seed, a directory's files, the copy model's training; the rest is compared later)."""
     recorded, given = model["source"], subject.source
     identity = ("kind", "name", "seed", "files", "training", "code")
-    differs = _first_difference({k: recorded.get(k) for k in identity}, {k: given.get(k) for k in identity}, "source")
+    differs = "source.kind" if recorded["kind"] != given.get("kind") else _first_difference(
+        {k: recorded.get(k) for k in identity}, {k: given.get(k) for k in identity}, "source")
     if differs:
         raise AuditError(f"this packet was made with {describe_source(recorded)}, not {describe_source(given)} given "
                          f"here (record model, field {differs} differs): {how_to_verify(recorded)}")  # fmt: skip

@@ -223,7 +223,8 @@ def check_subject(model: dict, subject: Subject) -> None:
     specimen's name and seed, a directory's files, the copy model's training; the rest is compared later)."""
     recorded, given = model["source"], subject.source
     identity = ("kind", "name", "seed", "files", "training", "code")
-    differs = _first_difference({k: recorded.get(k) for k in identity}, {k: given.get(k) for k in identity}, "source")
+    differs = "source.kind" if recorded["kind"] != given.get("kind") else _first_difference(
+        {k: recorded.get(k) for k in identity}, {k: given.get(k) for k in identity}, "source")
     if differs:
         raise AuditError(f"this packet was made with {describe_source(recorded)}, not {describe_source(given)} given "
                          f"here (record model, field {differs} differs): {how_to_verify(recorded)}")  # fmt: skip

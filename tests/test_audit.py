@@ -82,10 +82,21 @@ def test_the_packet_records_what_the_issue_lists(gpt2_packet):
     for name in audit.RECORDS:  # each names the other three by the SHA-256 of their canonical JSON
         for other, link in records[name]["links"].items():
             assert link["sha256"] == audit.sha256_json(audit.record_body(records[other]))
+    clean, corrupt = (records["measurement"]["baseline"][which]["value"] for which in ("clean", "corrupt"))
     for row in records["measurement"]["results"]:
-        for quantity in ("norm", "direct_projection", "direct_effect_exact", "survival_cosine", "ablation_effect",
-                         "patch_recovery"):  # fmt: skip
+        for quantity in ("norm", "direct_projection", "direct_effect_exact", "survival_cosine"):
             assert row[quantity]["tolerance"] == audit.TOLERANCES[quantity]
+        # derived from the metrics' tolerance, written out here: t(M) = 1e-5 + 1e-5 |M|
+        ablation, recovery = row["ablation_effect"]["value"], row["patch_recovery"]["value"]
+        assert row["ablation_effect"]["tolerance"]["relative"] == row["patch_recovery"]["tolerance"]["relative"] == 0
+        assert row["ablation_effect"]["tolerance"]["absolute"] == pytest.approx(
+            1e-5 + 1e-5 * abs(clean + ablation) + 1e-5 + 1e-5 * abs(clean), rel=1e-12)
+        gap, patched = clean - corrupt, corrupt + recovery * (clean - corrupt)
+        spread = (1e-5 + 1e-5 * abs(patched)) + abs(1 - recovery) * (1e-5 + 1e-5 * abs(corrupt)) + abs(recovery) * (
+            1e-5 + 1e-5 * abs(clean))
+        room = abs(gap) - (1e-5 + 1e-5 * abs(clean)) - (1e-5 + 1e-5 * abs(corrupt))
+        assert row["patch_recovery"]["tolerance"]["absolute"] == pytest.approx(spread / room, rel=1e-12)
+    assert set(records["measurement"]["quantities"]) == set(audit.TOLERANCES) | {"ablation_effect", "patch_recovery"}
     checks = records["measurement"]["checks"]
     assert all(c["upstream_identical"] == c["upstream_sites"] for c in checks["intervened_runs"])
     assert all(c["declared_equals_replacement"] for c in checks["intervened_runs"])
@@ -135,10 +146,11 @@ def test_a_tampered_packet_fails_naming_record_and_field(gpt2_packet, tmp_path, 
 @pytest.mark.parametrize(
     ("record", "path", "value", "named"),
     [
-        ("input", ["clean", "ids"], ["5", 17], "record input: field clean.ids is not a list of token ids"),
-        ("input", ["rival", "id"], True, "record input: field rival.id is not a token id"),
-        ("intervention", ["declared_sites", 0, "block"], "0", "integer block and position"),
-        ("model", ["execution", "threads"], 10**6, "record model: field execution.threads is not a thread count"),
+        ("input", ["clean", "ids"], ["5", 17], "record input, field clean.ids[0]: expected an integer from 0 to"),
+        ("input", ["rival", "id"], True, "record input, field rival.id: expected an integer from 0 to 2147483647, found true"),
+        ("intervention", ["declared_sites", 0, "block"], "0", "record intervention, field declared_sites[0].block: "
+         "expected an integer"),
+        ("model", ["execution", "threads"], 10**6, "record model, field execution.threads: expected an integer from 1 to"),
     ],
 )
 def test_a_malformed_packet_is_refused_with_a_clear_error(gpt2_packet, tmp_path, capsys, record, path, value, named):
@@ -159,10 +171,12 @@ def test_a_swapped_link_is_named(gpt2_packet, tmp_path, capsys):
     assert "check 1: links between the records match: 11 of 12 [FAIL]" in out
 
 
-def test_verify_against_other_weights_fails_on_the_parameter_digest(gpt2_packet, capsys):
-    code, out, _ = run_cli(["verify", str(gpt2_packet), "--specimen", "gpt2", "--seed", "1"], capsys)
-    assert code == 1
-    assert "record model, field parameters.digest" in out
+def test_verify_against_other_weights_names_the_packets_model_in_one_line(gpt2_packet, capsys):
+    code, out, err = run_cli(["verify", str(gpt2_packet), "--specimen", "gpt2", "--seed", "1"], capsys)
+    assert code == 1 and out == ""
+    assert err == ("error: this packet was made with the random-weight gpt2 specimen, seed 0, not the random-weight "
+                   "gpt2 specimen, seed 1 given here (record model, field source.seed differs): verify it with no "
+                   "model option (the packet names its specimen) or --specimen gpt2 --seed 0\n")
 
 
 def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
@@ -408,9 +422,10 @@ def test_verify_names_a_changed_model_file(llama_directory, tmp_path, capsys):
     packet = tmp_path / "packet"
     assert copy_audit.main(["--model", str(llama_directory), *PROMPTS, "--site", "attn:0:-1", "--output", str(packet)]) == 0
     changed = _broken_copy(llama_directory, tmp_path / "changed", lambda d: (d / "generation_config.json").write_text("{}"))
-    code, out, _ = run_cli(["verify", str(packet), "--model", str(changed)], capsys)
-    assert code == 1
-    assert "record model, field source.files[1].sha256" in out
+    capsys.readouterr()
+    code, out, err = run_cli(["verify", str(packet), "--model", str(changed)], capsys)
+    assert code == 1 and out == ""
+    assert "(record model, field source.files[1].sha256 differs): verify it with --model DIR" in err
 
 
 # ---------------------------------------------------------------------------------------------- the runner

@@ -45,8 +45,9 @@ def test_committed_runner_is_what_the_builder_writes():
     assert RUNNER.read_text(encoding="utf-8") == runners.build_runner(RUNNER_SPEC)
     # The bundle follows the entry's imports: the capture floor and the pythia modules, the entry last.
     assert set(RUNNER_SPEC.modules) == {
-        "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/outdir.py", "pythia/lock.py",
-        "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "pythia/observe.py", "pythia/runner.py",
+        "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/outdir.py", "capture/files.py",
+        "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "pythia/observe.py",
+        "pythia/runner.py",
     }
     assert RUNNER_SPEC.modules[-1] == "pythia/runner.py"
 

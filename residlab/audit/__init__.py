@@ -20,6 +20,11 @@ their canonical JSON (keys sorted, no spaces, ASCII) taken without their own ``l
 top-level field, so a changed record is named down to the field. Every run hashes all parameter tensors before
 and after it, and every intervened run is compared site by site with the run it came from.
 
+Verification trusts nothing it reads: every record is checked against its schema before any value is used, and
+every field is re-derived and compared (exactly, or within a tolerance derived from the computation and itself
+re-derived), or declared informational (the library versions) and only reported. Labels are re-derived from the
+tokenizer, every digest is recomputed, and a model other than the packet's is refused in one line.
+
 The model runs in float32 on the CPU with eager attention, in ``torch.inference_mode``, loaded offline from a
 local directory (config.json and safetensors, a built-in transformers class, no remote code) or built as a
 random-weight specimen from a small configuration. Specimen numbers are NOT those of any trained model.
@@ -32,9 +37,13 @@ Its modules, each importing only those above it and the capture floor:
 - ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
                ``compare_to_source``, ``run_audit``.
+- ``schema``:  each record's schema (``RECORD_SCHEMAS``, ``check_record``), the strict parse (``parse_record``: no
+               duplicate key, no NaN or overflowing number, bounded integers and nesting), ``INFORMATIONAL``.
 - ``packet``:  the four records, their links, ``build_packet``, ``write_packet``, ``audit_to_directory``,
                ``summary_lines``.
-- ``verify``:  ``read_packet``, ``check_links``, ``compare_values``, ``verify_packet``, ``subject_from_packet``.
+- ``verify``:  ``read_packet`` (exactly four regular files, each read once under ``capture.files``' read rule and
+               checked against its schema), ``check_links``, ``check_labels``, ``check_replacements``,
+               ``compare_values``, ``verify_packet``, ``subject_from_packet``.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """
@@ -44,6 +53,7 @@ from __future__ import annotations
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE
 from residlab.capture.sites import BLOCK_SITES
 from residlab.audit.subject import (
+    MAX_SEED,
     MODEL_FILES,
     AuditError,
     Subject,
@@ -72,11 +82,12 @@ from residlab.audit.runs import (
     tensor_sha256,
     tokenize_prompt,
 )
+from residlab.audit.schema import INFORMATIONAL, RECORD_SCHEMAS, RECORDS, SCHEMA, check_record, parse_record
 from residlab.audit.packet import (
     LIBRARIES,
-    RECORDS,
-    SCHEMA,
+    QUANTITIES,
     TOLERANCES,
+    ablation_tolerance,
     audit_to_directory,
     block_identity_excesses,
     build_packet,
@@ -88,13 +99,17 @@ from residlab.audit.packet import (
     model_record,
     packet_files,
     record_body,
+    recovery_tolerance,
     summary_lines,
     write_packet,
 )
 from residlab.audit.verify import (
     MAX_RECORD_BYTES,
     Verification,
+    check_labels,
     check_links,
+    check_replacements,
+    check_subject,
     compare_values,
     read_packet,
     subject_from_packet,
@@ -103,12 +118,14 @@ from residlab.audit.verify import (
 
 __all__ = [
     "AuditError", "AuditInput", "BLOCK_SITES", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
-    "IDENTITY_RELATIVE", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_THREADS", "MODEL_FILES", "RECORDS", "Run", "SCHEMA",
-    "Subject", "TOLERANCES", "Verification", "audit_to_directory", "block_identity_excesses", "build_packet",
-    "build_specimen", "canonical_json", "check_input", "check_links", "compare_to_source", "compare_values",
-    "execute", "input_record", "intervention_record", "invariant_problems", "linked_records",
-    "load_model_directory", "measurement_record", "model_directory_files", "model_record", "packet_files",
-    "parameter_digests", "parse_ids", "parse_site", "read_json_object", "read_packet", "record_body", "run_audit",
-    "sha256_json", "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt",
-    "verify_packet", "write_packet",
+    "IDENTITY_RELATIVE", "INFORMATIONAL", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_SEED", "MAX_THREADS", "MODEL_FILES",
+    "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification",
+    "ablation_tolerance", "audit_to_directory", "block_identity_excesses", "build_packet", "build_specimen",
+    "canonical_json", "check_input", "check_labels", "check_links", "check_record", "check_replacements",
+    "check_subject", "compare_to_source", "compare_values", "execute", "input_record", "intervention_record",
+    "invariant_problems", "linked_records", "load_model_directory", "measurement_record", "model_directory_files",
+    "model_record", "packet_files", "parameter_digests", "parse_ids", "parse_record", "parse_site",
+    "read_json_object", "read_packet", "record_body", "recovery_tolerance", "run_audit", "sha256_json",
+    "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt", "verify_packet",
+    "write_packet",
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from pathlib import Path
 from residlab.capture.blocks import SPECIMEN_CONFIGS  # bundled
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
 from residlab.audit.subject import AuditError, build_specimen, load_model_directory  # bundled
+from residlab.audit.subject import MAX_SEED  # bundled
 from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt  # bundled
 from residlab.audit.packet import audit_to_directory, summary_lines  # bundled
 from residlab.audit.verify import subject_from_packet, verify_packet  # bundled
@@ -30,7 +31,23 @@ def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -
                        help=f"a random-weight specimen: {', '.join(SPECIMEN_CONFIGS)}")  # fmt: skip
     for name, (help_text, _) in extra_sources.items():
         group.add_argument(f"--{name}", action="store_true", help=help_text)
-    parser.add_argument("--seed", type=int, default=0, help="the specimen's weight seed (default 0)")
+    parser.add_argument("--seed", type=_seed, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
+
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds a specimen takes")
+    return seed
+
+
+def _check_seed(args) -> None:
+    """--seed chooses a specimen's weights: with any other source it could not apply, so it is refused."""
+    if args.seed is not None and args.specimen is None:
+        raise AuditError("--seed applies only with --specimen NAME (a model directory or the copy model has fixed weights)")
 
 
 def build_audit_parser(prog: str, extra_sources: dict) -> argparse.ArgumentParser:
@@ -59,7 +76,7 @@ def load_subject(args, extra_sources: dict):
     if args.model is not None:
         return load_model_directory(args.model)
     if args.specimen is not None:
-        return build_specimen(args.specimen, args.seed)
+        return build_specimen(args.specimen, args.seed or 0)
     return None
 
 
@@ -83,6 +100,7 @@ def _token(subject, args, which: str) -> tuple[int, str | None]:
 
 def run_audit_command(args, extra_sources: dict) -> int:
     check_output_directory(args.output)  # refused before any model is loaded
+    _check_seed(args)
     if not 1 <= args.threads <= MAX_THREADS:
         raise AuditError(f"--threads must be from 1 to {MAX_THREADS}")
     subject = load_subject(args, extra_sources)
@@ -111,6 +129,7 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
     parser.add_argument("packet", type=Path, help="the packet directory")
     _add_model_arguments(parser, extra_sources)
     args = parser.parse_args(argv)
+    _check_seed(args)
     subject = load_subject(args, extra_sources) or subject_from_packet(args.packet)
     report = verify_packet(args.packet, subject)
     for line in report.lines:

@@ -16,12 +16,13 @@ from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_tab
 from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
 from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit  # bundled
 from residlab.audit.runs import sha256_json, tensor_sha256  # bundled
+from residlab.audit.schema import RECORDS, SCHEMA  # bundled
 
-SCHEMA = "residlab-audit-packet/1"
-RECORDS = ("model", "input", "intervention", "measurement")
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
-# Reproduction tolerance per quantity: |re-run - recorded| <= absolute + relative * |recorded|. Re-runs in one
-# environment agree exactly; the margin admits another thread count or library build (float32 rounding).
+# Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
+# |recorded|. Re-runs in one environment agree exactly; the margin admits another thread count or library build
+# (float32 rounding). The ablation effect and the patch recovery are computed from metrics: their tolerances are
+# derived from the metric's, value by value (``ablation_tolerance``, ``recovery_tolerance``).
 TOLERANCES = {
     "metric": {"absolute": 1e-5, "relative": 1e-5},
     "norm": {"absolute": 1e-5, "relative": 1e-5},
@@ -29,15 +30,61 @@ TOLERANCES = {
     "direct_effect_exact": {"absolute": 1e-5, "relative": 1e-5},
     "survival_cosine": {"absolute": 1e-5, "relative": 0.0},
     "retained_fraction": {"absolute": 1e-5, "relative": 1e-5},
-    "ablation_effect": {"absolute": 1e-5, "relative": 1e-5},
-    "patch_recovery": {"absolute": 1e-4, "relative": 1e-5},
     "replacement": {"absolute": 1e-5, "relative": 1e-5},
     "block_identity": {"absolute": 1e-4, "relative": 0.0},
 }
+_CONSTANT = "absolute + relative x |recorded|, the constants in this field's tolerance"
+# Each quantity's formula and tolerance, written into measurement.json (field quantities).
+QUANTITIES = {
+    "metric": ("M = logit(target) - logit(rival) at the readout position (baseline.clean, baseline.corrupt)",
+               f"t(M) = {TOLERANCES['metric']['absolute']:g} + {TOLERANCES['metric']['relative']:g} x |M|: "
+               "float32 rounding of two logits"),
+    "norm": ("|w|: the Euclidean norm of the write w at its position", _CONSTANT),
+    "direct_projection": ("d . w with d = u_target - u_rival, rows of the output embedding", _CONSTANT),
+    "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, for a write at the "
+                            "readout position; null elsewhere", _CONSTANT),
+    "survival_cosine": ("cos(w, r_final) at w's position; null when either is zero", _CONSTANT),
+    "retained_fraction": ("(w + every later write at w's position) . w / |w|^2; null when w is zero", _CONSTANT),
+    "ablation_effect": ("A = M(clean run, w zeroed at its position) - M(clean run)",
+                        "t(M_clean + A) + t(M_clean): the two metrics' tolerances added (relative 0)"),
+    "patch_recovery": ("R = (M(corrupt run, w replaced by the clean run's w) - M(corrupt)) / g, the gap g = "
+                       "M(clean) - M(corrupt); null when g = 0",
+                       "(t(M_patched) + |1 - R| t(M_corrupt) + |R| t(M_clean)) / (|g| - t(M_clean) - t(M_corrupt)) "
+                       "with M_patched = M_corrupt + R g: a ratio's error when each metric is off by at most its "
+                       "tolerance (relative 0); null, and R not compared, when |g| is within t(M_clean) + t(M_corrupt)"),
+    "replacement": ("the vector written in place of w: zeros (ablation) or the clean run's w (patch); sha256 of its "
+                    "float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
+    "block_identity": ("max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| less float32 "
+                       "rounding at the block's scale", _CONSTANT),
+}  # fmt: skip
 
 
-def _measured(value, quantity: str) -> dict:
-    return {"value": value, "tolerance": dict(TOLERANCES[quantity])}
+def metric_tolerance(metric: float) -> float:
+    tolerance = TOLERANCES["metric"]
+    return tolerance["absolute"] + tolerance["relative"] * abs(metric)
+
+
+def ablation_tolerance(clean: float, effect: float) -> dict:
+    """The ablation effect A = M_ablated - M_clean is off by at most t(M_ablated) + t(M_clean)."""
+    return {"absolute": metric_tolerance(clean + effect) + metric_tolerance(clean), "relative": 0.0}
+
+
+def recovery_tolerance(clean: float, corrupt: float, recovery: float | None) -> dict:
+    """R = (M_patched - M_corrupt) / g, g = M_clean - M_corrupt. With each metric off by e_i, |e_i| <= t(M_i):
+    R' - R = (e_patched - (1 - R) e_corrupt - R e_clean) / (g + e_clean - e_corrupt), whose size is at most the
+    value below; unbounded (None) when the gap is within the metrics' tolerances."""
+    gap = clean - corrupt
+    room = abs(gap) - metric_tolerance(clean) - metric_tolerance(corrupt)
+    if recovery is None or room <= 0:
+        return {"absolute": None, "relative": 0.0}
+    patched = corrupt + recovery * gap
+    spread = metric_tolerance(patched) + abs(1 - recovery) * metric_tolerance(corrupt) + abs(recovery) * metric_tolerance(clean)
+    return {"absolute": spread / room, "relative": 0.0}
+
+
+def _measured(value, quantity: str | dict) -> dict:
+    """A value and its tolerance: a quantity's constants, or a tolerance derived for this value."""
+    return {"value": value, "tolerance": dict(TOLERANCES[quantity] if isinstance(quantity, str) else quantity)}
 
 
 def _float(tensor) -> float:
@@ -172,6 +219,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
     ablated = _metric(runs_by_id[f"ablate {site.label}"].logits, audit_input)
     patched = _metric(runs_by_id[f"patch {site.label}"].logits, audit_input)
     gap = ld_clean - ld_corrupt
+    recovery = None if gap == 0 else (patched - ld_corrupt) / gap
     return {
         "site": site.name,
         "position": site.position,
@@ -180,8 +228,8 @@ def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
         "direct_effect_exact": _measured(direct_effect, "direct_effect_exact"),
         "survival_cosine": _measured(_cosine(w, final_state), "survival_cosine"),
         "retained_fraction": _measured(None if norm == 0 else _float(carried @ w) / norm**2, "retained_fraction"),
-        "ablation_effect": _measured(ablated - ld_clean, "ablation_effect"),
-        "patch_recovery": _measured(None if gap == 0 else (patched - ld_corrupt) / gap, "patch_recovery"),
+        "ablation_effect": _measured(ablated - ld_clean, ablation_tolerance(ld_clean, ablated - ld_clean)),
+        "patch_recovery": _measured(recovery, recovery_tolerance(ld_clean, ld_corrupt, recovery)),
     }
 
 
@@ -225,7 +273,9 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
         "direct_effect_rule": "M(N(r_final)) - M(N(r_final - w)) for a write at the readout position; null elsewhere, "
         "where the write reaches the readout only through later attention",
         "survival_rule": "cosine of w with the final state at w's position; retained = (w + every later write) . w / |w|^2",
-        "tolerance_rule": "reproduced when |re-run - recorded| <= absolute + relative * |recorded|",
+        "tolerance_rule": "reproduced when |re-run - recorded| <= absolute + relative * |recorded|; an absolute of "
+        "null: not determined, not compared",
+        "quantities": {name: {"formula": formula, "tolerance": tolerance} for name, (formula, tolerance) in QUANTITIES.items()},
         "baseline": {
             "clean": _measured(_metric(clean.logits, audit_input), "metric"),
             "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric"),

@@ -196,26 +196,32 @@ def single_token(subject: Subject, text: str, what: str) -> int:
     return ids[0]
 
 
+class InputError(AuditError):
+    """An audit input the model cannot take; ``field`` names it as the input record does (clean.ids, ...)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 def check_input(subject: Subject, audit_input: AuditInput) -> None:
     clean, corrupt = audit_input.clean_ids, audit_input.corrupt_ids
     if len(clean) != len(corrupt):
-        raise AuditError(
-            f"the clean prompt is {len(clean)} tokens and the corrupt prompt {len(corrupt)}: "
-            "they must have the same token length"
-        )
+        raise InputError("corrupt.ids", f"the clean prompt is {len(clean)} tokens and the corrupt prompt "
+                         f"{len(corrupt)}: they must have the same token length")  # fmt: skip
     if subject.fixed_length is not None and len(clean) != subject.fixed_length:
-        raise AuditError(f"this model reads exactly {subject.fixed_length} tokens, got {len(clean)}")
+        raise InputError("clean.ids", f"this model reads exactly {subject.fixed_length} tokens, got {len(clean)}")
     vocab = subject.vocab_size
-    for what, ids in (("clean", clean), ("corrupt", corrupt), ("target", [audit_input.target]),
-                      ("rival", [audit_input.rival])):  # fmt: skip
+    for what, ids in (("clean.ids", clean), ("corrupt.ids", corrupt), ("target.id", [audit_input.target]),
+                      ("rival.id", [audit_input.rival])):  # fmt: skip
         bad = [i for i in ids if not 0 <= i < vocab]
         if bad:
-            raise AuditError(f"{what}: token ids {bad} are outside the vocabulary (0..{vocab - 1})")
+            raise InputError(what, f"{what.split('.')[0]}: token ids {bad} are outside the vocabulary (0..{vocab - 1})")
     if audit_input.target == audit_input.rival:
-        raise AuditError("the target and the rival are the same token: the metric would be zero")
+        raise InputError("rival.id", "the target and the rival are the same token: the metric would be zero")
     limit = getattr(subject.model.config, "max_position_embeddings", None) if hasattr(subject.model, "config") else None
     if limit is not None and len(clean) > limit:
-        raise AuditError(f"the prompts are {len(clean)} tokens, more than the model's {limit} positions")
+        raise InputError("clean.ids", f"the prompts are {len(clean)} tokens, more than the model's {limit} positions")
 
 
 def parse_site(text: str, blocks: int, length: int) -> DeclaredSite:

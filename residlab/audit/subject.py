@@ -14,12 +14,14 @@ import contextlib
 import hashlib
 import json
 import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list  # bundled
 
 MAX_CONFIG_BYTES = 2**20
+MAX_SEED = 2**64 - 1  # the largest seed torch's generator takes
 MODEL_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
                "special_tokens_map.json", "model.safetensors.index.json")  # fmt: skip
 
@@ -102,6 +104,8 @@ def build_specimen(name: str, seed: int = 0) -> Subject:
     weights depend only on the name and the seed."""
     if name not in SPECIMEN_CONFIGS:
         raise AuditError(f"unknown specimen {name!r}; supported block types: {supported_list()}")
+    if not 0 <= seed <= MAX_SEED:
+        raise AuditError(f"seed {seed} is outside 0 to 2**64 - 1, the seeds a specimen takes")
     torch = _import_torch()
     transformers = _import_transformers()
     values = dict(SPECIMEN_CONFIGS[name])
@@ -159,9 +163,15 @@ def _quiet_transformers(transformers):
 
 def read_json_object(path: Path, limit: int, what: str) -> dict:
     """A JSON object from a file of at most ``limit`` bytes (checked before reading), or a clear error."""
-    if not path.is_file():
-        raise AuditError(f"{what}: {path} is missing")
-    if path.stat().st_size > limit:
+    try:
+        status = path.stat()  # a link is followed: a model directory may be a Hub cache snapshot of links
+    except FileNotFoundError:
+        raise AuditError(f"{what}: {path} is missing") from None
+    except OSError as error:
+        raise AuditError(f"{what}: {path} cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(status.st_mode):
+        raise AuditError(f"{what}: {path} is not a regular file")
+    if status.st_size > limit:
         raise AuditError(f"{what}: {path} is larger than {limit} bytes")
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -170,6 +180,12 @@ def read_json_object(path: Path, limit: int, what: str) -> dict:
     if not isinstance(value, dict):
         raise AuditError(f"{what}: {path} does not hold a JSON object")
     return value
+
+
+def _first_line(error: Exception) -> str:
+    """The error's kind and the start of its first line (a library's message may list hundreds of names)."""
+    line = (str(error).splitlines() or [""])[0]
+    return f"{type(error).__name__}: {line if len(line) <= 160 else line[:157] + '...'}"
 
 
 def load_model_directory(directory: Path) -> Subject:
@@ -191,15 +207,14 @@ def load_model_directory(directory: Path) -> Subject:
         config = transformers.AutoConfig.for_model(
             config_data.get("model_type", ""), **{k: v for k, v in config_data.items() if k != "model_type"}
         )
-    except (ValueError, KeyError) as error:
-        raise AuditError(
-            f"{config_path}: model_type {config_data.get('model_type')!r} is not usable ({error}); "
-            f"supported block types: {supported_list()}"
-        ) from None
-    try:
         block_type = block_type_for(config)
     except ArchitectureError as error:
         raise AuditError(f"{config_path}: {error}") from None
+    except Exception as error:  # transformers and its config validation raise many kinds; all mean "not usable"
+        raise AuditError(
+            f"{config_path}: model_type {str(config_data.get('model_type'))[:40]!r} with these values is not usable "
+            f"({_first_line(error)}); supported block types: {supported_list()}"
+        ) from None
     model_class = getattr(transformers, block_type.model_class)
     try:
         with _quiet_transformers(transformers):  # the audit reports missing and unused tensors itself
@@ -208,8 +223,7 @@ def load_model_directory(directory: Path) -> Subject:
                 attn_implementation="eager", dtype=torch.float32, output_loading_info=True,
             )  # fmt: skip
     except Exception as error:  # transformers and safetensors raise many kinds; all mean "does not load"
-        first_line = (str(error).splitlines() or [""])[0]
-        raise AuditError(f"{directory}: the weights do not load ({type(error).__name__}: {first_line})") from None
+        raise AuditError(f"{directory}: the weights do not load ({_first_line(error)})") from None
     problems = {key: sorted(info.get(key) or []) for key in ("missing_keys", "unexpected_keys", "mismatched_keys")}
     problems = {key: value for key, value in problems.items() if value}
     if problems:

@@ -7,6 +7,7 @@
 - ``recording``: ``record_sites``, the one hook mechanism every capture uses: hooks registered on enter, exactly
                  those removed in ``finally``; optional edits (ablations, patches) at output sites.
 - ``outdir``:    the one output rule (a new name or an empty real directory, written atomically).
+- ``files``:     the one read rule (``read_file_bytes``: no link, a regular file, bounded, unchanged while read).
 
 Standard library only; torch is imported when a recording starts. Nothing here imports another floor.
 """

@@ -4,7 +4,7 @@ load, the capture and its observations.
 Modules, bottom to top (each imports only those above it in this list and ``residlab.capture``):
 
 - ``lock``      the one lock file (repository, revision, six files with sizes and hashes, library versions) and
-                the one rule for reading a file from an artifacts directory. ``load_lock``, ``parse_lock``,
+                the one rule for reading a file (from ``residlab.capture.files``). ``load_lock``, ``parse_lock``,
                 ``ALLOWED_FILES``, ``read_file_bytes``, ``LockError``, ``UnsafeFileError``.
 - ``hub``       the bounded HTTP client of the fetch and the pin (``FetchLimits``, ``download_file``), the Hub API's
                 metadata (``hub_metadata``), ``ArtifactError`` and ``HubUnreachable`` (no connection at all: the

@@ -9,14 +9,12 @@ Standard library only: the runner's ``--plan`` must work before anything is inst
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
-import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from residlab.capture.files import FileBytes, UnsafeFileError, path_identity, read_file_bytes  # bundled
 
 # The only files ever downloaded: no .bin weights, no custom code, no other checkpoints or optimizer states.
 ALLOWED_FILES = (
@@ -35,84 +33,10 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _REPOSITORY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 LOCK_MAX_BYTES = 1 << 20  # a lock is a few kB; anything larger is not a lock
-_READ_CHUNK = 1 << 20
 
 
 class LockError(ValueError):
     """The lock file is malformed or inconsistent; the message names the problem."""
-
-
-class UnsafeFileError(OSError):
-    """A file the tools were about to read is not a plain, stable regular file of a plausible size."""
-
-
-@dataclass(frozen=True)
-class FileBytes:
-    """The bytes of one file, read once, and the identity of the file they came from."""
-
-    data: bytes
-    sha256: str
-    identity: tuple  # (device, inode, size, mtime_ns, ctime_ns) of the open descriptor
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
-
-def _identity(status: os.stat_result) -> tuple:
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
-
-
-def path_identity(path: Path) -> tuple | None:
-    """The identity of whatever ``path`` names now (a link itself, not its target), or None if nothing."""
-    try:
-        return _identity(os.lstat(path))
-    except FileNotFoundError:
-        return None
-
-
-def read_file_bytes(path: Path, max_bytes: int) -> FileBytes:
-    """The one rule for every file read from an artifacts directory, the lock included: opened without
-    following a symbolic link (and without blocking on a FIFO), a regular file, at most ``max_bytes`` read
-    (a larger file is refused from its size, unread), and the descriptor's identity unchanged from before the
-    read to after it, also for the path. The caller hashes and uses ``data``: never the path again.
-
-    Raises ``UnsafeFileError`` (FileNotFoundError when absent) with a message that names the file."""
-    path = Path(path)
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
-    if not nofollow and os.path.islink(path):  # platforms without O_NOFOLLOW: check first (best effort)
-        raise UnsafeFileError(f"{path.name}: is a symbolic link; only regular files are read")
-    flags = os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    try:
-        descriptor = os.open(path, flags)
-    except FileNotFoundError:
-        raise
-    except OSError as error:
-        if error.errno == errno.ELOOP or os.path.islink(path):
-            raise UnsafeFileError(f"{path.name}: is a symbolic link; only regular files are read") from None
-        raise UnsafeFileError(f"{path.name}: cannot be opened ({error.strerror})") from None
-    try:
-        before = os.fstat(descriptor)
-        if not stat.S_ISREG(before.st_mode):
-            raise UnsafeFileError(f"{path.name}: not a regular file; only regular files are read")
-        if before.st_size > max_bytes:
-            raise UnsafeFileError(f"{path.name}: {before.st_size:,} bytes, more than the {max_bytes:,} allowed; not read")
-        chunks, total = [], 0
-        while total <= max_bytes:
-            chunk = os.read(descriptor, min(_READ_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        after = os.fstat(descriptor)
-    finally:
-        os.close(descriptor)
-    data = b"".join(chunks)
-    if _identity(before) != _identity(after) or len(data) != before.st_size:
-        raise UnsafeFileError(f"{path.name}: changed while it was being read; nothing from it was used")
-    if path_identity(path) != _identity(after):
-        raise UnsafeFileError(f"{path.name}: was replaced while it was being read; nothing from it was used")
-    return FileBytes(data=data, sha256=hashlib.sha256(data).hexdigest(), identity=_identity(after))
 
 
 @dataclass(frozen=True)

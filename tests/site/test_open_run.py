@@ -21,7 +21,7 @@ import pytest
 from test_browser import open_page, wait_for
 from test_explorers import capture_shown, choose, expected_capture_rows
 
-from residlab.audit.packet import RECORDS, linked_records, packet_files, record_body
+from residlab.audit.packet import RECORDS, SCHEMA, linked_records, packet_files, record_body
 from residlab.audit.runs import canonical_json, sha256_json
 from residlab.course import capture_page, open_run
 
@@ -376,7 +376,7 @@ def packet_refusals(directory: Path, base: Path):
         "a float written another way": (write("float", raw=lambda n, d: d.replace(b'"length": 4', b'"length": 4.0') if n == "input.json" else d),
                                         "NOT verified: record input was changed: field(s) length"),
         "a truncated record": (write("cut", raw=lambda n, d: d[:100] if n == "model.json" else d), "Refused: model.json: not valid JSON"),
-        "another schema": (write("schema", lambda p: p["intervention"].update(schema="other/1")), "Refused: intervention.json: not a residlab-audit-packet/1 intervention record"),
+        "another schema": (write("schema", lambda p: p["intervention"].update(schema="other/1")), f"Refused: intervention.json: not a {SCHEMA} intervention record"),
         "a missing field": (write("field", lambda p: p["model"].pop("width"), relink=True), "Refused: model.json: no field width, which the page shows"),
         "an oversized record": (oversized, f"Refused: model.json: {limit + 1:,} bytes, more than the {limit:,} bytes allowed: not read"),
         "three of four": (packet_paths(directory)[1:], "Refused: model.json: missing"),

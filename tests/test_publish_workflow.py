@@ -91,8 +91,8 @@ def test_publish_builds_the_readme_environment_and_renders_as_make_render():
 
 def test_site_url_is_set_once_and_checked_against_the_published_address(tmp_path):
     configured = site.load_config(ROOT)["website"]["site-url"]
-    assert configured.startswith("https://") and configured.endswith("/")
-    assert site.site_url_problem(ROOT, configured.rstrip("/")) is None
+    assert configured.startswith("https://") and not configured.endswith("/")  # Quarto adds the slash itself
+    assert site.site_url_problem(ROOT, configured + "/") is None  # as actions/configure-pages may give it
     problem = site.site_url_problem(ROOT, "https://someone.github.io/fork/")
     assert "https://someone.github.io/fork/" in problem and "set site-url" in problem
     completed = subprocess.run([sys.executable, "-m", "residlab", "site", "url", "--expect", "https://someone.github.io/fork/"],

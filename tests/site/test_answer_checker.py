@@ -33,7 +33,8 @@ def toy_answers() -> dict:
         "parallel.final": cases.parallel.final, "shortcut": cases.shortcut,
     }
     answers = dict(vectors)
-    answers.update({f"{key}.norm": vector.norm() for key, vector in vectors.items()})
+    traced = ("input", "first_update", "intermediate", "second_update", "final", "total_change")  # Part 1's norms
+    answers.update({f"{key}.norm": vectors[key].norm() for key in traced})
     s = {"baseline": toy.readout(baseline.final), "parallel": toy.readout(cases.parallel.final),
          "first_suppressed": toy.readout(cases.first_suppressed.final),
          "second_suppressed": toy.readout(cases.second_suppressed.final)}

@@ -20,7 +20,7 @@ SITEMAP_NS = {"sm": "http://www.sitemaps.org/schemas/sitemap/0.9"}
 
 
 def site_url() -> str:
-    return site.load_config(ROOT)["website"]["site-url"]
+    return site.load_config(ROOT)["website"]["site-url"].rstrip("/") + "/"
 
 
 def test_sitemap_lists_every_page_at_the_configured_address(built_site):

@@ -304,6 +304,6 @@ def test_capture_explorer_sits_next_to_the_synthetic_warning(browser, lab):
 def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
     origin = urlsplit(lab_url).netloc
     scripts = [url for url in lab["requested"] if "/assets/explorers/" in url]
-    assert len(scripts) == 3, lab["requested"]  # the two scripts and the stylesheet, from the site itself
+    assert len(scripts) == 4, lab["requested"]  # the two scripts, the answer checker's and the stylesheet, from the site itself
     assert [url for url in lab["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin] == []
     assert lab["failed"] == [] and [e for e in lab["console"] if e["level"] == "SEVERE"] == []

@@ -330,6 +330,11 @@
     return { fields: report(values.slice(0, 3), values.slice(3)) };
   }
   window.residlabToyExplorer = Object.freeze({ compute });
+  // The same exact arithmetic for Lab 05's answer checker (answer-checker.js), so both agree by construction.
+  window.residlabToyArithmetic = Object.freeze({
+    frac, add, sub, mul, neg, equal, greater, exactText, toFloat, parseEntry, norm, sequential, F, G, readout,
+    vAdd, vSub, vectorText, DEFAULT_INPUT,
+  });
 
   function start() {
     const root = document.getElementById("toy-explorer");

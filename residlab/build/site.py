@@ -10,6 +10,8 @@ Quarto is the one thing that executes pages. This module never re-implements it;
 - ``residlab site render [--output-dir DIR] [PAGE ...]``: runs ``quarto render`` with this environment's
   Python as the Jupyter kernel, echoes its output, and fails on a non-zero exit *or* any warning line
   (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed).
+- ``residlab site url [--expect URL]``: the address the site is published at (``website: site-url``, the
+  publisher's to set); with ``--expect``, fails unless it is that address (the deploy workflow passes Pages').
 - ``residlab site verify DIR``: checks what a render built: a page for every source page, every internal
   link, image, script and stylesheet resolves inside DIR, no cell output is an error or stderr, the
   downloads are byte-identical to their sources, and nothing is loaded from another host.
@@ -412,14 +414,24 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
     return problems
 
 
+def site_url_problem(root: Path, expected: str) -> str | None:
+    """Why ``website: site-url`` is not ``expected`` (trailing slashes aside), or None when it is."""
+    configured = str(load_config(root).get("website", {}).get("site-url") or "")
+    if configured.rstrip("/") == expected.rstrip("/"):
+        return None
+    return (f"_quarto.yml sets website: site-url to {configured or 'nothing'!r}, but the site is published at "
+            f"{expected!r}: set site-url to that address (README, \"Publish\")")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="residlab site", description=__doc__.splitlines()[0])
-    parser.add_argument("action", choices=["check", "render", "verify", "list"])
+    parser.add_argument("action", choices=["check", "render", "verify", "list", "url"])
     parser.add_argument("paths", nargs="*", type=Path,
                         help="render: pages to render (default: the whole site); verify: the built site folder")
     parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
     parser.add_argument("--output-dir", type=Path, help="render: write the site here instead of _site/")
     parser.add_argument("--profile", help="render: a Quarto profile to add (for example `axe`)")
+    parser.add_argument("--expect", metavar="URL", help="url: fail unless site-url is this address")
     args = parser.parse_intermixed_args(argv)  # options may come before or after the pages
     root = args.root.resolve()
     if not (root / "_quarto.yml").exists():
@@ -428,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in site_pages(root):
             print(path.relative_to(root))
         return 0
+    if args.action == "url":
+        problem = args.expect is not None and site_url_problem(root, args.expect)
+        print(f"residlab site url: {problem}" if problem else load_config(root).get("website", {}).get("site-url", ""),
+              file=sys.stderr if problem else sys.stdout)
+        return 1 if problem else 0
     if args.action == "check":
         problems = check_site(root)
         for problem in problems:

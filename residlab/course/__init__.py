@@ -30,6 +30,7 @@ _INTERFACE = {
     "open_run": ("residlab.course.open_run", None),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.tables", "markdown_table"),
+    "math_label": ("residlab.course.tables", "math_label"),
     "plot_gradient_profile": ("residlab.course.lesson_figures", "plot_gradient_profile"),
     "summarise_profile": ("residlab.course.lesson_figures", "summarise_profile"),
     "depths_where_first_exceeds": ("residlab.course.lesson_figures", "depths_where_first_exceeds"),

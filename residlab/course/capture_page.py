@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.capture.sites import EMBEDDING_SITE, site_name
-from residlab.course.tables import markdown_table
+from residlab.course.tables import markdown_table, math_label
 
 ARTIFACTS_ENV = "RESIDLAB_PYTHIA_ARTIFACTS"
 CACHED_CAPTURE = Path(__file__).resolve().parent.parent.parent / "assets" / "captures" / "synthetic-specimen-seed0"
@@ -243,7 +243,7 @@ def norm_pattern(capture: PageCapture) -> dict:
 
 
 def _labels(capture: PageCapture) -> list[str]:
-    return [row["label"] for row in capture.observation["boundaries"]]
+    return [math_label(row["label"]) for row in capture.observation["boundaries"]]
 
 
 def plot_boundary_norms(capture: PageCapture):
@@ -254,7 +254,7 @@ def plot_boundary_norms(capture: PageCapture):
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     axes.plot(range(len(norms)), norms, marker="o")
     axes.set_xticks(range(len(norms)), _labels(capture))
-    axes.set_xlabel("boundary (H_0 = first block's input, H_i = block i's raw output)")
+    axes.set_xlabel("boundary ($H_0$ = first block's input, $H_i$ = block i's raw output)")
     axes.set_ylabel("raw state's L2 norm\n(selected position)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
@@ -267,7 +267,7 @@ def plot_consecutive_cosines(capture: PageCapture):
     import matplotlib.pyplot as plt
 
     cosines = consecutive_cosines(capture)
-    names = [f"H_{i}→H_{i + 1}" for i in range(len(cosines))]
+    names = [f"{math_label(f'H_{i}')}→{math_label(f'H_{i + 1}')}" for i in range(len(cosines))]
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     values = [value if value is not None else 0.0 for value in cosines]
     bars = axes.bar(names, values, color="tab:green")
@@ -293,7 +293,7 @@ def plot_write_norms(capture: PageCapture):
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     axes.bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
     axes.bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
-    axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update H_i+1 − H_i")
+    axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update $H_{i+1} - H_i$")
     axes.set_xticks(blocks, [f"block {b}" for b in blocks])
     axes.set_xlabel("block")
     axes.set_ylabel("L2 norm\n(selected position)")
@@ -373,7 +373,7 @@ def observations_table(capture: PageCapture) -> str:
         top = row["logit_lens_top"][0]
         rows.append(
             [
-                row["label"],
+                math_label(row["label"]),
                 f"`{row['name']}`",
                 number(row["norm"]),
                 number(update["difference_norm"]) if update else "",
@@ -406,9 +406,9 @@ def checks_table(capture: PageCapture) -> str:
         ["parallel identity, max abs error", f"{number(identity['max_abs_error'], 3, 'g')} (tolerance {number(identity['blocks'][-1]['tolerance'], 3, 'g')})", "yes" if identity["all_within_tolerance"] else "NO"],
         ["same identity in transformers' own addition order", number(identity["max_abs_error_in_source_order"], 3, "g"), ""],
         ["unchanged input repeated, max abs difference", number(checks["repeat"]["max_abs_difference"], 3, "g"), ""],
-        ["`hidden_states` 0..L−1 vs raw H_0..H_L−1", number(hidden["entries_0_to_L_minus_1_vs_raw_boundaries_max_abs"], 3, "g"), ""],
+        ["`hidden_states` 0..L−1 vs raw $H_0$..$H_{L-1}$", number(hidden["entries_0_to_L_minus_1_vs_raw_boundaries_max_abs"], 3, "g"), ""],
         ["`hidden_states[-1]` vs final LayerNorm output", number(hidden["last_entry_vs_final_norm_output_max_abs"], 3, "g"), ""],
-        ["`hidden_states[-1]` vs raw H_L", number(hidden["last_entry_vs_raw_last_block_output_max_abs"], 3, "g"), "differs, as it must"],
+        ["`hidden_states[-1]` vs raw $H_L$", number(hidden["last_entry_vs_raw_last_block_output_max_abs"], 3, "g"), "differs, as it must"],
         ["capture handles left after exit", f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}", ""],
         ["sites recorded by a later forward", f"{hooks['sites_recorded_by_a_later_forward']}", ""],
     ]
@@ -481,7 +481,7 @@ def interpretation(capture: PageCapture) -> dict:
         "aligned": aligned,
         "verdict": verdict,
         "blocks": blocks,
-        "last_label": capture.observation["boundaries"][-1]["label"],
+        "last_label": math_label(capture.observation["boundaries"][-1]["label"]),
         "update_first": updates[0]["difference_norm"] if updates else None,
         "update_last": updates[-1]["difference_norm"] if updates else None,
         "updates_do_not_shrink": bool(updates) and updates[-1]["difference_norm"] >= updates[0]["difference_norm"],

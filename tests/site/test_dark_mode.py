@@ -1,0 +1,86 @@
+"""Light and dark mode in headless Chromium: every page follows the reader's prefers-color-scheme until the
+navbar toggle chooses, a screenshot of each page is saved in both modes, and axe finds no violation in the dark
+mode either (test_browser.py runs it in the light one)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_browser import PAGES, open_page, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def prefer(browser, scheme: str) -> None:
+    """The reader's system setting, as the page's media queries see it; the toggle's stored choice forgotten."""
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+    browser.execute_script("try { localStorage.removeItem('quarto-color-scheme'); } catch (e) {}")
+
+
+def page_mode(browser) -> tuple[str, float]:
+    """('dark' or 'light' from the body's class, the body background's relative luminance)."""
+    mode, colour = browser.execute_script(
+        "const b = document.body; return [b.classList.contains('quarto-dark') ? 'dark' : b.classList.contains('quarto-light') ? 'light' : '',"
+        " getComputedStyle(b).backgroundColor]")
+    red, green, blue = (int(part) / 255 for part in colour[colour.index("(") + 1:colour.index(")")].split(",")[:3])
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in (red, green, blue)]
+    return mode, 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+@pytest.fixture(scope="module")
+def base_url(built_site, served):
+    return served(built_site.site)
+
+
+@pytest.fixture
+def reset_scheme(browser):
+    yield
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    browser.execute_script("try { localStorage.removeItem('quarto-color-scheme'); } catch (e) {}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_follows_the_system_setting_in_both_modes(page, base_url, browser, screenshot_dir, reset_scheme):
+    browser.set_window_size(1280, 900)
+    for scheme in ("light", "dark"):
+        open_page(browser, f"{base_url}/{page}")
+        prefer(browser, scheme)
+        loaded = open_page(browser, f"{base_url}/{page}")
+        assert [e["message"] for e in loaded["console"] if e["level"] == "SEVERE"] == []
+        mode, luminance = page_mode(browser)
+        assert mode == scheme, f"{page}: the reader prefers {scheme}, the page shows {mode or 'no mode'}"
+        assert (luminance < 0.05) if scheme == "dark" else (luminance > 0.9), (page, scheme, luminance)
+        shot = screenshot_dir / (page.replace("/", "__").removesuffix(".html") + f"-{scheme}.png")
+        assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_the_toggle_overrides_the_system_setting_and_is_remembered(base_url, browser, reset_scheme):
+    from selenium.webdriver.common.by import By
+
+    open_page(browser, f"{base_url}/index.html")
+    prefer(browser, "dark")
+    open_page(browser, f"{base_url}/labs/05-trace-residual-stream.html")
+    assert page_mode(browser)[0] == "dark"
+    toggle = next(t for t in browser.find_elements(By.CSS_SELECTOR, ".quarto-color-scheme-toggle") if t.is_displayed())
+    assert toggle.get_attribute("title") or toggle.get_attribute("aria-label") or toggle.text  # it has a name
+    toggle.click()
+    assert page_mode(browser)[0] == "light"
+    open_page(browser, f"{base_url}/glossary/index.html")  # the choice holds on the next page
+    assert page_mode(browser)[0] == "light"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_axe_finds_no_violation_in_dark_mode(page, axe_site, served, browser, reset_scheme):
+    url = f"{served(axe_site.site)}/{page}"
+    open_page(browser, url)
+    prefer(browser, "dark")
+    console = open_page(browser, url)["console"]
+    assert page_mode(browser)[0] == "dark"
+    wait_for(browser, lambda b: b.execute_script("return document.body.getAttribute('data-quarto-axe-complete')"), f"axe never finished on {page}")
+    reports = [json.loads(json.loads(text)) if text.startswith('"') else json.loads(text)
+               for text in (entry["message"].split(" ", 2)[-1] for entry in console + browser.get_log("browser"))
+               if '"violations' in text or '\\"violations' in text]
+    assert len(reports) == 1, f"{page}: expected one axe report, found {len(reports)}"
+    violations = [f"{v['id']} ({v['impact']}): {v['help']} at {[node['target'] for node in v['nodes']][:3]}" for v in reports[0]["violations"]]
+    assert violations == [], f"{page}: axe violations in dark mode"

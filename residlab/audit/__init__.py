@@ -31,7 +31,8 @@ Its modules, each importing only those above it and the capture floor:
 
 - ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
-               ``compare_to_source``, ``run_audit``.
+               ``compare_to_source``, ``run_audit``; ``ParameterWatch`` (two hashes per audit, version counters
+               between them).
 - ``packet``:  the four records, their links, ``build_packet``, ``write_packet``, ``audit_to_directory``,
                ``summary_lines``.
 - ``verify``:  ``read_packet``, ``check_links``, ``compare_values``, ``verify_packet``, ``subject_from_packet``.
@@ -66,7 +67,9 @@ from residlab.audit.runs import (
     parameter_digests,
     parse_ids,
     parse_site,
+    ParameterWatch,
     run_audit,
+    run_audit_measured,
     sha256_json,
     single_token,
     tensor_sha256,
@@ -109,6 +112,7 @@ __all__ = [
     "execute", "input_record", "intervention_record", "invariant_problems", "linked_records",
     "load_model_directory", "measurement_record", "model_directory_files", "model_record", "packet_files",
     "parameter_digests", "parse_ids", "parse_site", "read_json_object", "read_packet", "record_body", "run_audit",
+    "run_audit_measured", "ParameterWatch",
     "sha256_json", "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt",
     "verify_packet", "write_packet",
 ]  # fmt: skip

@@ -44,11 +44,11 @@ test-compat: $(COMPAT_VENV)/.installed
 sync: $(VENV)/.installed
 	$(BIN)/residlab sync
 
-# A published build is a fresh run: no frozen results survive from earlier renders.
+# A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
 render: $(VENV)/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
-	rm -rf _freeze
+	rm -rf _freeze .residlab-render-cache
 	$(BIN)/residlab site render
 	$(BIN)/residlab site verify _site
 
@@ -57,4 +57,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .residlab-render-cache .quarto

@@ -6,6 +6,9 @@
 # While writing one page: make page PAGE=labs/05-trace-residual-stream.qmd (renders and executes only it).
 
 PYTHON ?= python3
+# --no-compile: pip would byte-compile every file of torch and transformers (about 40 s per environment on a
+# 2-core machine); Python compiles only what is imported, on first import.
+PIP_INSTALL = -m pip install --quiet --no-compile
 VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
@@ -17,19 +20,19 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python $(PIP_INSTALL) -r requirements.txt
 	touch $@
 
 # The second environment differs only in the libraries the lock names under "also_tested".
 $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(COMPAT_VENV)
-	$(COMPAT_VENV)/bin/python -m pip install --quiet -r tests/compat-requirements.txt
+	$(COMPAT_VENV)/bin/python $(PIP_INSTALL) -r tests/compat-requirements.txt
 	touch $@
 
 # What a learner installs for the downloadable runners, and nothing else (tests/test_runners_alone.py).
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(PYTHON) -m venv $(RUNNER_VENV)
-	$(RUNNER_VENV)/bin/python -m pip install --quiet -r assets/labs/residual-requirements.txt
+	$(RUNNER_VENV)/bin/python $(PIP_INSTALL) -r assets/labs/residual-requirements.txt
 	touch $@
 
 # The two suites run side by side (each builds its own environments first), their output kept apart by target:

@@ -16,7 +16,7 @@ same with Pythia-70M's width: 70M parameters), each round runs in a random order
 (``audit.build_packet``), the 2 + 2 x writes plain forwards it needs, and one hash of every parameter
 (``audit.parameter_digests``). It prints the audit over its forwards, and the two hashes an audit makes (before
 its first run and after its last) as a share of it: constant in the number of writes. (Before, every run was
-hashed before and after: 2 x writes + 3 hashes per audit, counting the model record's.)
+hashed before and after: 2 x writes + 4 hashes per audit, counting the model record's.)
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def audit_scaling(model, input_ids, rounds: int, threads: int, seed: int) -> lis
         lines.append(f"  {parameters / 1e6:5.1f}M parameters, {writes:2} writes: audit {median_ms(times, 'audit'):8.1f} ms "
                      f"= {ratio_text(times, 'audit', 'forwards')} its {forwards} plain forwards; its 2 parameter hashes "
                      f"({median_ms(times, 'hash'):.1f} ms each) {hashing:.0%} of it "
-                     f"(per-run hashing: {2 * writes + 3} hashes)")  # fmt: skip
+                     f"(hashing every run took {2 * writes + 4})")  # fmt: skip
     return lines
 
 

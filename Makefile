@@ -6,6 +6,9 @@
 # While writing one page: make page PAGE=labs/05-trace-residual-stream.qmd (renders and executes only it).
 
 PYTHON ?= python3
+# --no-compile: pip would byte-compile every file of torch and transformers (about 40 s per environment on a
+# 2-core machine); Python compiles only what is imported, on first import.
+PIP_INSTALL = -m pip install --quiet --no-compile
 VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
@@ -19,8 +22,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # rest of the file (pip keeps that torch: 2.13.0+cpu satisfies torch==2.13.0).
 define build_venv
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python -m pip install --quiet $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
-	$(1)/bin/python -m pip install --quiet -r $(2)
+	$(1)/bin/python $(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
+	$(1)/bin/python $(PIP_INSTALL) -r $(2)
 	touch $(1)/.installed
 endef
 
@@ -39,7 +42,10 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
-test: test-main test-compat
+# The two suites run side by side (each builds its own environments first), their output kept apart by target:
+# the browser render leaves a core idle much of the time, which the compatibility suite uses.
+test:
+	$(MAKE) -j2 --output-sync=target test-main test-compat
 
 test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
@@ -53,11 +59,11 @@ test-compat: $(COMPAT_VENV)/.installed
 sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
-# A published build is a fresh run: no frozen results survive from earlier renders.
+# A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
 render: $(VENV)/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
-	rm -rf _freeze
+	rm -rf _freeze .residlab-render-cache
 	$(BIN)/residlab site render
 	$(BIN)/residlab site verify _site
 
@@ -66,4 +72,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .residlab-render-cache .quarto

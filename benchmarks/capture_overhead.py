@@ -1,10 +1,11 @@
 """How much the residual capture costs: a capturing forward against a plain forward, measured side by side.
 
-    .venv/bin/python benchmarks/capture_overhead.py [--repeats 200] [--threads 1]
+    .venv/bin/python benchmarks/capture_overhead.py [--repeats 200] [--threads 1] [--seed 0]
 
 On the synthetic specimen (Pythia-14M's architecture, random weights, in memory). For the fixed sentence
-and for a longer input, it alternates plain and capturing forwards (so drift affects both alike) and prints
-the median time of each and the median of the per-pair ratios (goal: ``measure.CAPTURE_GOAL``), the
+and for a longer input, it runs a plain and a capturing forward each round in a seeded random order, after a
+warm-up (``measure.side_by_side``), and prints the median time of each and the median of the per-round ratios
+with their quartiles (goal: ``measure.CAPTURE_GOAL``), the
 process's peak resident memory after the plain forwards and after the captures, the bytes of one capture's
 tensors, and the size of captures.json.
 """
@@ -12,40 +13,20 @@ tensors, and the size of captures.json.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
 
-from measure import CAPTURE_GOAL, capture_benchmark, peak_rss_mib, timed
+from measure import CAPTURE_GOAL, capture_benchmark, median_ms, peak_rss_mib, ratio_quartiles, ratio_text, side_by_side
 from residlab.pythia import observe
 
 
-def compare(model, input_ids, repeats: int) -> dict:
-    """Median seconds of plain and capturing forwards of input_ids (1, n), interleaved."""
-    plain = lambda: observe._forward(model, input_ids)  # noqa: E731
-    capture = lambda: observe.capture_residuals(model, input_ids)  # noqa: E731
-    for _ in range(5):  # warm-up: first calls allocate and pick kernels
-        plain()
-        capture()
-    plain_times, capture_times = [], []
-    for index in range(repeats):
-        # Alternate which goes first, so neither always runs on a warmer cache.
-        if index % 2:
-            plain_times.append(timed(plain))
-            capture_times.append(timed(capture))
-        else:
-            capture_times.append(timed(capture))
-            plain_times.append(timed(plain))
-    plain_median, capture_median = statistics.median(plain_times), statistics.median(capture_times)
-    # The median of per-pair ratios: each pair ran back to back, so load from other processes cancels out.
-    pair_ratio = statistics.median(c / p for c, p in zip(capture_times, plain_times))
-    return {
-        "plain_ms": plain_median * 1e3,
-        "capture_ms": capture_median * 1e3,
-        "ratio_of_medians": capture_median / plain_median,
-        "ratio": pair_ratio,
-    }
+def compare(model, input_ids, repeats: int, seed: int) -> dict:
+    """Per-round seconds of plain and capturing forwards of input_ids (1, n), side by side."""
+    return side_by_side({
+        "plain": lambda: observe._forward(model, input_ids),
+        "capture": lambda: observe.capture_residuals(model, input_ids),
+    }, repeats, seed=seed)  # fmt: skip
 
 
 def main() -> int:
@@ -53,12 +34,13 @@ def main() -> int:
     long_ids = sentence_ids.repeat(1, 32)  # (1, 256): the sentence 32 times
 
     print(f"capture overhead on the synthetic specimen, torch {torch.__version__}, {args.threads} thread(s), "
-          f"median of {args.repeats} interleaved pairs")
+          f"median [quartiles] of {args.repeats} rounds in a random order (seed {args.seed})")
     for label, ids in (("fixed sentence", sentence_ids), ("longer input", long_ids)):
-        row = compare(model, ids, args.repeats)
-        verdict = "within" if row["ratio"] <= CAPTURE_GOAL else "ABOVE"
-        print(f"  {label:<15} n={ids.shape[1]:<4} plain {row['plain_ms']:7.3f} ms  capture {row['capture_ms']:7.3f} ms  "
-              f"ratio {row['ratio']:.3f}x ({verdict} the {CAPTURE_GOAL}x goal; ratio of medians {row['ratio_of_medians']:.3f}x)")
+        times = compare(model, ids, args.repeats, args.seed)
+        verdict = "within" if ratio_quartiles(times, "capture", "plain")[1] <= CAPTURE_GOAL else "ABOVE"
+        print(f"  {label:<15} n={ids.shape[1]:<4} plain {median_ms(times, 'plain'):7.3f} ms  capture "
+              f"{median_ms(times, 'capture'):7.3f} ms  ratio {ratio_text(times, 'capture', 'plain')} "
+              f"({verdict} the {CAPTURE_GOAL}x goal)")  # fmt: skip
 
     peak_plain = peak_rss_mib()
     captures = [observe.capture_residuals(model, long_ids) for _ in range(3)]

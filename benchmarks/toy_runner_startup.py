@@ -1,33 +1,29 @@
 """Whole-process time of the toy runner as a ratio to an empty interpreter (`python3 -c pass`).
 
-Both commands run as fresh processes, interleaved in the same run (empty, runner, empty, runner, ...),
-so machine load affects both alike. Prints each median and the ratio runner / empty.
+Both commands run as fresh processes, once each per round in a seeded random order after a warm-up
+(``measure.side_by_side``), so machine load affects both alike. Prints each median and the median [quartiles]
+of per-round ratios runner / empty.
 
-    python3 benchmarks/toy_runner_startup.py [--repeats N] [--python PATH]
+    python3 benchmarks/toy_runner_startup.py [--repeats N] [--python PATH] [--seed 0]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+from measure import median_ms, ratio_text, side_by_side
+
 RUNNER = Path(__file__).resolve().parent.parent / "assets" / "labs" / "trace_residual_toy.py"
-
-
-def wall_seconds(command: list[str]) -> float:
-    start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20, help="runs of each command (default 20)")
     parser.add_argument("--python", default=sys.executable, help="interpreter for both commands (default: this one)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the rounds' random orders")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -36,18 +32,15 @@ def main(argv: list[str] | None = None) -> int:
 
     empty = [args.python, "-I", "-c", "pass"]
     runner = [args.python, "-I", str(RUNNER)]
-    wall_seconds(empty), wall_seconds(runner)  # warm the file cache; not counted
-    empty_times, runner_times = [], []
-    for _ in range(args.repeats):
-        empty_times.append(wall_seconds(empty))
-        runner_times.append(wall_seconds(runner))
-
-    empty_median, runner_median = statistics.median(empty_times), statistics.median(runner_times)
+    times = side_by_side({
+        "python -c pass": lambda: subprocess.run(empty, check=True, stdout=subprocess.DEVNULL),
+        "trace_residual_toy": lambda: subprocess.run(runner, check=True, stdout=subprocess.DEVNULL),
+    }, args.repeats, warmup=1, seed=args.seed)  # fmt: skip
     print(f"interpreter: {args.python}")
-    print(f"repeats: {args.repeats} of each, interleaved")
-    print(f"python -c pass      median {empty_median * 1000:8.1f} ms")
-    print(f"trace_residual_toy  median {runner_median * 1000:8.1f} ms")
-    print(f"ratio runner / empty: {runner_median / empty_median:.2f}")
+    print(f"repeats: {args.repeats} rounds, each command once per round in a random order (seed {args.seed})")
+    for name in times:
+        print(f"{name:<19} median {median_ms(times, name):8.1f} ms")
+    print(f"ratio runner / empty: {ratio_text(times, 'trace_residual_toy', 'python -c pass')}")
     return 0
 
 

@@ -126,7 +126,9 @@ def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(t
     monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
     output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], profile="axe", echo=lambda line: None)
     assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'} --profile axe" in output
-    assert site.render_environment()["QUARTO_PYTHON"] == sys.executable
+    environment = site.render_environment(tmp_path)
+    assert environment["QUARTO_PYTHON"] == sys.executable
+    assert environment["RESIDLAB_RENDER_CACHE"] == str(tmp_path.resolve() / ".residlab-render-cache")
 
 
 def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, capsys):

@@ -36,7 +36,8 @@ Its modules, each importing only those above it and the capture floor:
 
 - ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
-               ``compare_to_source``, ``run_audit``.
+               ``compare_to_source``, ``run_audit``; ``ParameterWatch`` (two hashes per audit, version counters
+               between them).
 - ``schema``:  each record's schema (``RECORD_SCHEMAS``, ``check_record``), the strict parse (``parse_record``: no
                duplicate key, no NaN or overflowing number, bounded integers and nesting), ``INFORMATIONAL``.
 - ``packet``:  the four records, their links, ``build_packet``, ``write_packet``, ``audit_to_directory``,
@@ -76,7 +77,9 @@ from residlab.audit.runs import (
     parameter_digests,
     parse_ids,
     parse_site,
+    ParameterWatch,
     run_audit,
+    run_audit_measured,
     sha256_json,
     single_token,
     tensor_sha256,
@@ -119,13 +122,13 @@ from residlab.audit.verify import (
 __all__ = [
     "AuditError", "AuditInput", "BLOCK_SITES", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
     "IDENTITY_RELATIVE", "INFORMATIONAL", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_SEED", "MAX_THREADS", "MODEL_FILES",
-    "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification",
+    "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification", "ParameterWatch",
     "ablation_tolerance", "audit_to_directory", "block_identity_excesses", "build_packet", "build_specimen",
     "canonical_json", "check_input", "check_labels", "check_links", "check_record", "check_replacements",
     "check_subject", "compare_to_source", "compare_values", "execute", "input_record", "intervention_record",
     "invariant_problems", "linked_records", "load_model_directory", "measurement_record", "model_directory_files",
     "model_record", "packet_files", "parameter_digests", "parse_ids", "parse_record", "parse_site",
-    "read_json_object", "read_packet", "record_body", "recovery_tolerance", "run_audit", "sha256_json",
+    "read_json_object", "read_packet", "record_body", "recovery_tolerance", "run_audit", "run_audit_measured", "sha256_json",
     "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt", "verify_packet",
     "write_packet",
 ]  # fmt: skip

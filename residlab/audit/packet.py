@@ -14,7 +14,7 @@ from residlab.capture.outdir import check_output_directory, write_directory  # b
 from residlab.capture.recording import library_versions  # bundled
 from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table  # bundled
 from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
-from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit  # bundled
+from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured  # bundled
 from residlab.audit.runs import sha256_json, tensor_sha256  # bundled
 from residlab.audit.schema import RECORDS, SCHEMA  # bundled
 
@@ -108,7 +108,8 @@ def _module_path(model, target) -> str:
     return canonical_path(module_path(model, target))
 
 
-def model_record(subject: Subject, threads: int) -> dict:
+def model_record(subject: Subject, threads: int, parameters: dict | None = None) -> dict:
+    """``parameters``: the ``parameter_digests`` the audit measured after its last run (hashed here otherwise)."""
     kind = subject.block_type
     blocks = subject.blocks
     return {
@@ -135,7 +136,7 @@ def model_record(subject: Subject, threads: int) -> dict:
             "placement": kind.placement,
         },
         "output_embedding": _module_path(subject.model, subject.head),
-        "parameters": parameter_digests(subject.model),
+        "parameters": parameters or parameter_digests(subject.model),
         "execution": {"dtype": "float32", "device": "cpu", "threads": threads, "attention": "eager",
                       "gradients": "off (torch.inference_mode)", "mode": "eval"},  # fmt: skip
         "libraries": library_versions(LIBRARIES),
@@ -309,12 +310,12 @@ def linked_records(bodies: dict) -> dict:
 
 def build_packet(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1) -> dict:
     """The four linked records of one audit."""
-    runs, comparisons = run_audit(subject, audit_input, sites, threads)
+    runs, comparisons, parameters = run_audit_measured(subject, audit_input, sites, threads)
     problems = invariant_problems(subject, runs, comparisons)
     if problems:  # the site table does not describe this model: no packet
         raise AuditError("the audit's own checks failed: " + "; ".join(problems))
     bodies = {
-        "model": model_record(subject, threads),
+        "model": model_record(subject, threads, parameters),
         "input": input_record(audit_input, sites),
         "intervention": intervention_record(runs, sites),
         "measurement": measurement_record(subject, audit_input, sites, runs, comparisons),

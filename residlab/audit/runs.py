@@ -1,7 +1,15 @@
 """The runs of an audit: what is declared (``DeclaredSite``, ``AuditInput``, parsed from the command line), one
 recorded forward (``execute``: every site of every block recorded, optionally one declared write replaced at its
-position, the parameters hashed before and after), each intervened run compared site by site with the run it came
-from (``compare_to_source``), and ``run_audit``, every run one audit needs.
+position, the parameters proven unchanged across it by ``ParameterWatch``), each intervened run compared site by
+site with the run it came from (``compare_to_source``), and ``run_audit``, every run one audit needs.
+
+The parameters are hashed twice per audit, before the first run and after the last, whatever the number of runs:
+between the two, each tensor's version counter (which every in-place write bumps, under ``torch.inference_mode``
+too) and its storage address show whether a run wrote to it. A run that did is re-hashed at once and its digest
+recorded, so the packet names it. A write that bypasses the counter (through ``tensor.data`` or a NumPy view)
+is caught by the closing hash when it persists; one undone before the audit ends is invisible to any
+before-and-after hash, as it was when every run was hashed. A parameter made under ``inference_mode`` keeps no
+version counter: while the model has one, every run is hashed.
 
 Sites are named and found by the capture floor (``site_name``, ``resolve_sites``) and recorded by its one
 mechanism (``record_sites`` with an ``at_position`` edit); the hashes here (canonical JSON, tensor bytes) are
@@ -66,8 +74,46 @@ def parameter_digests(model) -> dict:
     }
 
 
-def _parameter_digest(model) -> str:
-    return parameter_digests(model)["digest"]
+class ParameterWatch:
+    """The model's parameter digest, measured once and carried from run to run while no parameter is written.
+
+    ``digest`` is the current one; ``after_run()`` returns it after a run: carried when every parameter is the
+    same tensor at the same storage address with the same version counter as when last hashed, measured again
+    otherwise. ``close()`` hashes once more and returns the full ``parameter_digests``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.parameters = parameter_digests(model)
+        self.digest = self.parameters["digest"]
+        self._state = self._versions()
+
+    def _versions(self) -> list:
+        # The tensors themselves are held (not only their ids), so a replaced one cannot hand its id on.
+        # An inference tensor (made under inference_mode) keeps no version counter: None, and it is re-hashed.
+        return [(name, p, id(p), p.data_ptr(), None if p.is_inference() else p._version)
+                for name, p in self.model.named_parameters()]  # fmt: skip
+
+    def _unchanged(self, state: list) -> bool:
+        return len(state) == len(self._state) and all(
+            now[0] == then[0] and now[2:] == then[2:] and now[4] is not None for now, then in zip(state, self._state)
+        )
+
+    def after_run(self) -> str:
+        state = self._versions()
+        if not self._unchanged(state):  # a write, a swapped tensor or a moved storage: measure, never assume
+            self.parameters, self._state = parameter_digests(self.model), state
+            self.digest = self.parameters["digest"]
+        return self.digest
+
+    def close(self) -> dict:
+        carried = self.digest
+        self.parameters = parameter_digests(self.model)
+        if self.parameters["digest"] != carried:
+            raise AuditError(
+                "the parameters changed during the audit by a write no version counter saw (through .data or a "
+                "NumPy view): no run can be trusted to have seen the recorded weights"
+            )
+        return self.parameters
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,18 +149,20 @@ class Run:
     replacement_kind: str | None = None
 
 
-def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], before: str | None = None,
+def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], watch: ParameterWatch | None = None,
             **intervention) -> Run:
-    """One recorded forward, the parameter digest taken before and after it. ``before`` may be the digest the
-    previous run ended with: nothing runs in between, so hashing again would re-read the same tensors."""
+    """One recorded forward, with the parameter digest before and after it from ``watch`` (one the previous runs
+    shared, or a new one: then the parameters are hashed before and after this run alone)."""
     torch = _import_torch()
+    alone = watch is None
     site = intervention.get("site")
     edits = None if site is None else {site.name: at_position(site.position, intervention["replacement"])}
     try:
         sites = resolve_sites(subject.model, subject.block_type, len(subject.blocks))
     except SiteError as error:  # the table names a module this model lacks
         raise AuditError(str(error)) from None
-    before = before or _parameter_digest(subject.model)
+    watch = watch or ParameterWatch(subject.model)
+    before = watch.digest
     try:
         with record_sites(sites, edits=edits) as recorder, torch.inference_mode():
             logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
@@ -123,10 +171,13 @@ def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], befo
     missing = recorder.missing()
     if missing:
         raise AuditError(f"sites never fired (the site table does not match the model): {', '.join(missing)}")
+    after = watch.after_run()
+    if alone:
+        after = watch.close()["digest"]
     return Run(
         run_id=run_id, input_name=input_name, sites={name: recorder.records[name][0] for name in recorder.names},
         logits=logits,
-        digest_before=before, digest_after=_parameter_digest(subject.model), site=site,
+        digest_before=before, digest_after=after, site=site,
         replacement=intervention.get("replacement"), source_run=intervention.get("source_run"),
         replacement_kind=intervention.get("kind"),
     )  # fmt: skip
@@ -256,6 +307,13 @@ def torch_threads(threads: int):
 
 def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
     """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    runs, comparisons, _ = run_audit_measured(subject, audit_input, sites, threads)
+    return runs, comparisons
+
+
+def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
+    """``run_audit`` and the ``parameter_digests`` measured after its last run (what the model record holds):
+    returns (runs, comparisons, parameters)."""
     torch = _import_torch()
     check_input(subject, audit_input)
     if not sites:
@@ -263,19 +321,19 @@ def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSit
     if len(set(sites)) != len(sites):
         raise AuditError("a site is declared twice")
     with torch_threads(threads):
-        clean = execute(subject, "clean", "clean", list(audit_input.clean_ids))
-        corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), clean.digest_after)
+        watch = ParameterWatch(subject.model)
+        clean = execute(subject, "clean", "clean", list(audit_input.clean_ids), watch)
+        corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), watch)
         runs = [clean, corrupt]
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids),
-                                runs[-1].digest_after, site=site, replacement=torch.zeros(width),
-                                source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids),
-                                runs[-1].digest_after, site=site,
-                                replacement=clean.sites[site.name][site.position].clone(), source_run="corrupt",
-                                kind="clean write"))  # fmt: skip
+            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), watch,
+                                site=site, replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
+            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), watch,
+                                site=site, replacement=clean.sites[site.name][site.position].clone(),
+                                source_run="corrupt", kind="clean write"))  # fmt: skip
+        parameters = watch.close()
     by_id = {run.run_id: run for run in runs}
     comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
-    return runs, comparisons
+    return runs, comparisons, parameters
 

@@ -3,7 +3,8 @@
 ``_quarto.yml`` sets ``execute: freeze: auto``, so Quarto re-executes a page only when that page's own
 source changed. A page's numbers also depend on the ``residlab`` package, the pins and the committed
 capture, which Quarto cannot see. This script hashes those inputs and, when the hash differs from the one
-recorded beside the frozen results, deletes ``_freeze/`` so that every page executes afresh.
+recorded beside the frozen results, deletes ``_freeze/`` so that every page executes afresh, and with it the
+render cache (``.residlab-render-cache/``, what several pages share: ``residlab/course/render_cache.py``).
 
 Standard library only: Quarto runs it with whatever Python it found before any page imports residlab.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 EXECUTION_INPUTS = ("residlab", "assets/captures", "requirements.txt", "_quarto.yml")
 PARTIALS = "_*.qmd"  # included pages: a change to one must re-execute the page that includes it
 FREEZE_DIR = "_freeze"
+RENDER_CACHE_DIR = ".residlab-render-cache"
 STAMP = "residlab-execution-inputs.sha256"
 SKIPPED_PARTS = {"__pycache__"}
 
@@ -46,8 +48,9 @@ def guard(root: Path) -> str:
     recorded = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else None
     if recorded == current:
         return "frozen results are current"
-    if freeze.exists():
-        shutil.rmtree(freeze)
+    for stale in (freeze, root / RENDER_CACHE_DIR):
+        if stale.exists():
+            shutil.rmtree(stale)
     freeze.mkdir()
     stamp.write_text(current + "\n", encoding="utf-8")
     return "execution inputs changed: every page executes" if recorded else "no frozen results: every page executes"

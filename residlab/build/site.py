@@ -33,7 +33,9 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from residlab.build.freeze_guard import RENDER_CACHE_DIR
 from residlab.build.sync import default_site_root
+from residlab.course.render_cache import RENDER_CACHE_ENVIRONMENT
 
 FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
 INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")
@@ -278,10 +280,12 @@ def quarto_command() -> str:
     return command
 
 
-def render_environment() -> dict[str, str]:
-    """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here."""
+def render_environment(root: Path) -> dict[str, str]:
+    """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here; what
+    several pages compute is shared through the project's render cache (``residlab/course/render_cache.py``)."""
     environment = dict(os.environ)
     environment["QUARTO_PYTHON"] = sys.executable
+    environment[RENDER_CACHE_ENVIRONMENT] = str(Path(root).resolve() / RENDER_CACHE_DIR)
     environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
     return environment
 
@@ -291,16 +295,16 @@ def warning_lines(output: str) -> list[str]:
 
 
 def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
-           echo=sys.stdout.write, timeout: float = 3600) -> str:
-    """Run ``quarto render`` in ``root``; return its combined output. Raises RenderError on a failed render
-    or on any warning line, naming the lines."""
-    command = [quarto_command(), "render", *[str(page) for page in pages]]
+           echo=sys.stdout.write, timeout: float = 3600, execute: bool = True) -> str:
+    """Run ``quarto render`` in ``root`` (``--no-execute`` unless ``execute``); return its combined output.
+    Raises RenderError on a failed render or on any warning line, naming the lines."""
+    command = [quarto_command(), "render", *[str(page) for page in pages], *([] if execute else ["--no-execute"])]
     if output_dir is not None:
         command += ["--output-dir", str(output_dir)]
     if profile:
         command += ["--profile", profile]
     process = subprocess.Popen(
-        command, cwd=root, env=render_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        command, cwd=root, env=render_environment(root), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, errors="replace",
     )
     lines = []

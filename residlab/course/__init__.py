@@ -51,7 +51,8 @@ _INTERFACE = {
     "SPECIMEN_CONFIGS": ("residlab.capture.blocks", "SPECIMEN_CONFIGS"),
     "PINNED_CONFIG": ("residlab.pythia.specimen", "PINNED_CONFIG"),
     "TOKENIZER_SOURCE": ("residlab.pythia.specimen", "TOKENIZER_SOURCE"),
-    "build_specimen_model": ("residlab.pythia.specimen", "build_specimen_model"),
+    # the specimen, built once per render (render_cache) and otherwise exactly pythia.specimen's
+    "build_specimen_model": ("residlab.course.cache_layouts", "specimen_model"),
     "capture_residuals": ("residlab.pythia.observe", "capture_residuals"),
     "OBSERVED_LIBRARIES": ("residlab.pythia.observe", "LIBRARIES"),
     "FetchLimits": ("residlab.pythia.artifacts", "FetchLimits"),

@@ -23,12 +23,14 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from residlab.capture.recording import SiteFiredTwice, record_sites
+from residlab.course.render_cache import render_cached
+
+if TYPE_CHECKING:  # torch is imported where it is used: the tokenizer page needs none of it
+    import torch
+    from torch import nn
 
 SHIPPED_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "gpt-neox-20b-tokenizer.json"
 EXAMPLE_PROMPT = "The capital is Paris"
@@ -45,6 +47,8 @@ class EncodedPrompt:
     @property
     def input_ids(self) -> torch.Tensor:
         """(1, n) long: the batch of one that models take."""
+        import torch
+
         return torch.tensor([self.ids], dtype=torch.long)
 
 
@@ -125,6 +129,8 @@ def record_block_outputs(blocks: Sequence[nn.Module], run: Callable[[], object])
     whose first element is that tensor (transformers 4.x GPT-NeoX layers do). Result: (len(blocks), n, d),
     detached. The hooks are removed even if ``run`` fails.
     """
+    import torch
+
     if len(blocks) == 0:
         raise ValueError("no blocks to record")
     sites = [(f"block {index}", block, "output") for index, block in enumerate(blocks)]
@@ -144,6 +150,8 @@ def record_block_outputs(blocks: Sequence[nn.Module], run: Callable[[], object])
 
 
 def _check_input_ids(input_ids: torch.Tensor) -> None:
+    import torch
+
     if not isinstance(input_ids, torch.Tensor) or input_ids.dtype != torch.long:
         raise TypeError("input_ids must be a torch.long tensor of shape (1, n)")
     if input_ids.ndim != 2 or input_ids.shape[0] != 1 or input_ids.shape[1] < 1:
@@ -172,13 +180,28 @@ def gpt_neox_cache_layouts(model, prompt: EncodedPrompt, source: str) -> CacheLa
     return CacheLayouts(source, prompt.pieces, residual_after, residual_boundaries)
 
 
+def specimen_model(seed: int = 0):
+    """``pythia.specimen.build_specimen_model(seed)``, built once per render (``render_cache``): later pages load
+    its weights into a fresh model of the same configuration, equal bit for bit."""
+    from residlab.pythia.specimen import _model_config, build_specimen_model
+
+    def rebuild(state: dict):
+        import torch
+        from transformers import GPTNeoXForCausalLM
+
+        model = GPTNeoXForCausalLM(_model_config()).to(torch.float32)
+        model.load_state_dict(state, strict=True)
+        return model.eval()
+
+    return render_cached("specimen_model", (seed,), lambda: build_specimen_model(seed),
+                         encode=lambda model: model.state_dict(), decode=rebuild)  # fmt: skip
+
+
 def specimen_cache_layouts(text: str = EXAMPLE_PROMPT, seed: int = 0) -> CacheLayouts:
     """The worked example on the synthetic GPT-NeoX specimen (Pythia-14M's architecture, seeded RANDOM
     weights: its values are not Pythia's) with the real GPT-NeoX-20B tokenizer."""
     import_transformers_quietly()
-    from residlab.pythia.specimen import build_specimen_model
-
-    model = build_specimen_model(seed)
+    model = specimen_model(seed)
     source = f"synthetic GPT-NeoX specimen (random weights, seed {seed}; not Pythia-14M's values)"
     return gpt_neox_cache_layouts(model, encode_prompt(text), source)
 
@@ -187,6 +210,8 @@ def library_hidden_states(model, input_ids: torch.Tensor) -> torch.Tensor:
     """(L + 1, n, d): the ``output_hidden_states`` tuple of a transformers model, stacked, batch removed.
 
     Its last entry is NOT the raw H_L: GPT-NeoX applies the final LayerNorm to it before returning it."""
+    import torch
+
     _check_input_ids(input_ids)
     with torch.no_grad():
         hidden_states = model(input_ids, output_hidden_states=True).hidden_states
@@ -197,6 +222,8 @@ def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) ->
     """Both layouts for the lesson's one-block copy model: a hook on its block gives ``residual_after``
     (1, 5, 32); its hook points ``hook_resid_pre`` and ``hook_resid_post`` give the boundaries r0 = H_0 and
     r2 = H_1 (r1 is inside the block)."""
+    import torch
+
     from residlab.course import copy_model, lesson_lab
 
     model = model if model is not None else copy_model.trained_copy_model()

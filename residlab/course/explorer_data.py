@@ -89,13 +89,14 @@ def lens_model(capture: PageCapture, environ: dict | None = None):
             )
         from transformers import PreTrainedTokenizerFast
 
-        from residlab.pythia.specimen import TOKENIZER_CONFIG, TOKENIZER_SOURCE, build_specimen_model
+        from residlab.course.cache_layouts import specimen_model
+        from residlab.pythia.specimen import TOKENIZER_CONFIG, TOKENIZER_SOURCE
 
         tokenizer = PreTrainedTokenizerFast(
             tokenizer_file=str(TOKENIZER_SOURCE),
             clean_up_tokenization_spaces=TOKENIZER_CONFIG["clean_up_tokenization_spaces"],
         )
-        return build_specimen_model(int(match.group("seed"))), tokenizer
+        return specimen_model(int(match.group("seed"))), tokenizer
     environ = os.environ if environ is None else environ
     if not environ.get(ARTIFACTS_ENV):
         raise ExplorerDataError(

@@ -80,3 +80,19 @@ def test_no_subscript_label_is_left_outside_math(built_site):
     # and the places that had them now hold math
     lab = (built_site.site / "labs/05-trace-residual-stream.html").read_text(encoding="utf-8")
     assert re.search(r"<math[^>]*>.{0,200}<msub><mi>H</mi><mn>6</mn></msub>", lab, re.S)
+
+
+def test_internal_links_stay_internal_wherever_the_site_is_served(built_site, served, browser):
+    """site-url names the published address; a copy served elsewhere (here 127.0.0.1) must not mark its own
+    pages as external (icon, new tab), while links to other hosts keep both."""
+    from test_browser import open_page
+
+    open_page(browser, served(built_site.site) + "/labs/04-read-transformer-paper.html")
+    links = browser.execute_script(
+        "return [...document.querySelectorAll('main a[href]')].map(a => [a.href, a.classList.contains('external'), a.target])"
+    )
+    own = [link for link in links if link[0].startswith("http://127.0.0.1")]
+    other = [link for link in links if link[0].startswith("https://arxiv.org/")]
+    assert own and other
+    assert [link for link in own if link[1] or link[2] == "_blank"] == []
+    assert all(external and target == "_blank" for _, external, target in other)

@@ -162,6 +162,16 @@ def test_pages_import_only_the_front_door(page):
             assert alias.name in course.__all__, f"{page.name}: {alias.name} is not in residlab.course's interface"
 
 
+def test_no_front_door_name_is_shadowed_by_a_submodule():
+    # Importing residlab.course.X binds X on the package, which would hide a door name X that means something else.
+    from residlab import course
+
+    submodules = {path.stem for path in (ROOT / "residlab" / "course").glob("*.py")}
+    for name, (module, attribute) in course._INTERFACE.items():
+        if name in submodules:
+            assert (module, attribute) == (f"residlab.course.{name}", None), f"{name} is also a course submodule"
+
+
 def test_the_front_door_names_resolve_and_import_nothing_heavy():
     import subprocess
     import sys

@@ -198,7 +198,9 @@ def _cosine(a, b):
     return None if denominator == 0.0 else _float(a @ b) / denominator
 
 
-def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
+def _write_result(subject, audit_input, site, runs_by_id, direction, final_metric: dict) -> dict:
+    """``final_metric``: the metric of the final state's readout, by position, filled on first use (every write at
+    one position shares it)."""
     torch = _import_torch()
     clean = runs_by_id["clean"]
     last_block = len(subject.blocks) - 1
@@ -208,9 +210,9 @@ def _write_result(subject, audit_input, site, runs_by_id, direction) -> dict:
     direct_effect = None
     if site.position == readout_position:  # elsewhere the write has no direct path to the readout
         with torch.inference_mode():
-            direct_effect = _metric(subject.readout(final_state), audit_input) - _metric(
-                subject.readout(final_state - w), audit_input
-            )
+            if site.position not in final_metric:
+                final_metric[site.position] = _metric(subject.readout(final_state), audit_input)
+            direct_effect = final_metric[site.position] - _metric(subject.readout(final_state - w), audit_input)
     later = [site_name(site.block, "mlp_write")] if site.component == "attn" else []
     later += [site_name(b, write) for b in range(site.block + 1, last_block + 1) for write in COMPONENTS.values()]
     carried = w + sum((clean.sites[name][site.position] for name in later), torch.zeros_like(w))
@@ -263,6 +265,7 @@ def invariant_problems(subject: Subject, runs: list[Run], comparisons: list[dict
 def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
     runs_by_id = {run.run_id: run for run in runs}
     direction = (subject.head.weight[audit_input.target] - subject.head.weight[audit_input.rival]).detach()
+    final_metric: dict[int, float] = {}
     clean, corrupt = runs_by_id["clean"], runs_by_id["corrupt"]
     return {
         "metric": "logit(target) - logit(rival) at the readout position",
@@ -281,7 +284,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             "clean": _measured(_metric(clean.logits, audit_input), "metric"),
             "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric"),
         },
-        "results": [_write_result(subject, audit_input, site, runs_by_id, direction) for site in sites],
+        "results": [_write_result(subject, audit_input, site, runs_by_id, direction, final_metric) for site in sites],
         "checks": {
             "parameter_digest_per_run": [
                 {"run": run.run_id, "before": run.digest_before, "after": run.digest_after} for run in runs

@@ -56,6 +56,12 @@ def guard(root: Path) -> str:
     return "execution inputs changed: every page executes" if recorded else "no frozen results: every page executes"
 
 
+def nothing_frozen(root: Path) -> bool:
+    """Whether no page has a frozen result (the freeze folder holds at most the stamp): every page will execute."""
+    freeze = root / FREEZE_DIR
+    return not freeze.is_dir() or all(path.name == STAMP for path in freeze.iterdir())
+
+
 if __name__ == "__main__":
     root = Path(os.environ.get("QUARTO_PROJECT_DIR") or Path(__file__).resolve().parents[2])
     print(f"residlab freeze guard: {guard(root)}", file=sys.stderr)

@@ -6,7 +6,9 @@ The course floor holds what the pages compute and draw: the Lab 05 toy trace (``
 and its audit (``lesson_lab``, ``copy_audit``), the pre-LN/post-LN gradient profile, the Lab 04 paper checks
 (``paper_lab``), the glossary's cache layouts and figures, Lab 05 Part 4's capture tables and figures
 (``capture_page``) and its explorer data, and the openers of a reader's own capture and packet (``open_run``).
-Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the
+What several pages show, or one page waits long for (the trained copy model, the gradient profile, the specimen,
+a runner's output, Lab 05's explorer data, Lab 06's audit), comes from ``shared``: computed once per render and
+prefetched while earlier pages render. Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the
 audit tool); this door names each one once, with the module that owns it, so no page reaches into a floor's
 internals.
 
@@ -28,6 +30,16 @@ _INTERFACE = {
     "explorer_data": ("residlab.course.explorer_data", None),
     "capture_page": ("residlab.course.capture_page", None),
     "open_run": ("residlab.course.open_run", None),
+    "decoder_audit": ("residlab.course.decoder_audit", None),
+    # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)
+    "trained_copy_model": ("residlab.course.shared", "trained_copy_model"),
+    "training_log": ("residlab.course.shared", "training_log"),
+    "lesson_gradient_profile": ("residlab.course.shared", "gradient_profile"),
+    "build_specimen_model": ("residlab.course.shared", "specimen_model"),
+    "specimen_cache_layouts": ("residlab.course.shared", "specimen_cache_layouts"),
+    "page_explorer": ("residlab.course.shared", "page_explorer"),
+    "runner_output": ("residlab.course.shared", "runner_output"),
+    "audited_decoder": ("residlab.course.shared", "audited_decoder"),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.tables", "markdown_table"),
     "math_label": ("residlab.course.tables", "math_label"),
@@ -44,15 +56,12 @@ _INTERFACE = {
     "record_block_outputs": ("residlab.course.cache_layouts", "record_block_outputs"),
     "gpt_neox_cache_layouts": ("residlab.course.cache_layouts", "gpt_neox_cache_layouts"),
     "library_hidden_states": ("residlab.course.cache_layouts", "library_hidden_states"),
-    "specimen_cache_layouts": ("residlab.course.cache_layouts", "specimen_cache_layouts"),
     # facts lower floors own
     "audit": ("residlab.audit", None),
     "BLOCK_TYPES": ("residlab.capture.blocks", "BLOCK_TYPES"),
     "SPECIMEN_CONFIGS": ("residlab.capture.blocks", "SPECIMEN_CONFIGS"),
     "PINNED_CONFIG": ("residlab.pythia.specimen", "PINNED_CONFIG"),
     "TOKENIZER_SOURCE": ("residlab.pythia.specimen", "TOKENIZER_SOURCE"),
-    # the specimen, built once per render (render_cache) and otherwise exactly pythia.specimen's
-    "build_specimen_model": ("residlab.course.cache_layouts", "specimen_model"),
     "capture_residuals": ("residlab.pythia.observe", "capture_residuals"),
     "OBSERVED_LIBRARIES": ("residlab.pythia.observe", "LIBRARIES"),
     "FetchLimits": ("residlab.pythia.artifacts", "FetchLimits"),

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from residlab.capture.recording import SiteFiredTwice, record_sites
-from residlab.course.render_cache import render_cached
 
 if TYPE_CHECKING:  # torch is imported where it is used: the tokenizer page needs none of it
     import torch
@@ -180,28 +179,15 @@ def gpt_neox_cache_layouts(model, prompt: EncodedPrompt, source: str) -> CacheLa
     return CacheLayouts(source, prompt.pieces, residual_after, residual_boundaries)
 
 
-def specimen_model(seed: int = 0):
-    """``pythia.specimen.build_specimen_model(seed)``, built once per render (``render_cache``): later pages load
-    its weights into a fresh model of the same configuration, equal bit for bit."""
-    from residlab.pythia.specimen import _model_config, build_specimen_model
-
-    def rebuild(state: dict):
-        import torch
-        from transformers import GPTNeoXForCausalLM
-
-        model = GPTNeoXForCausalLM(_model_config()).to(torch.float32)
-        model.load_state_dict(state, strict=True)
-        return model.eval()
-
-    return render_cached("specimen_model", (seed,), lambda: build_specimen_model(seed),
-                         encode=lambda model: model.state_dict(), decode=rebuild)  # fmt: skip
-
-
-def specimen_cache_layouts(text: str = EXAMPLE_PROMPT, seed: int = 0) -> CacheLayouts:
+def specimen_cache_layouts(text: str = EXAMPLE_PROMPT, seed: int = 0, model=None) -> CacheLayouts:
     """The worked example on the synthetic GPT-NeoX specimen (Pythia-14M's architecture, seeded RANDOM
-    weights: its values are not Pythia's) with the real GPT-NeoX-20B tokenizer."""
+    weights: its values are not Pythia's) with the real GPT-NeoX-20B tokenizer. ``model``: that specimen, already
+    built (``build_specimen_model(seed)`` otherwise)."""
     import_transformers_quietly()
-    model = specimen_model(seed)
+    if model is None:
+        from residlab.pythia.specimen import build_specimen_model
+
+        model = build_specimen_model(seed)
     source = f"synthetic GPT-NeoX specimen (random weights, seed {seed}; not Pythia-14M's values)"
     return gpt_neox_cache_layouts(model, encode_prompt(text), source)
 

@@ -14,21 +14,22 @@ from residlab.audit import AuditInput, DeclaredSite, Subject, audit_to_directory
 from residlab.course import copy_model, lesson_lab
 
 
-def copy_model_subject() -> Subject:
-    """The lesson's trained copy model (700 steps, seed 7), trained once per process."""
+def copy_model_subject(model=None) -> Subject:
+    """The lesson's trained copy model (700 steps, seed 7): ``model`` if given (a page passes the one its render
+    trained), else trained once per process."""
     source = {
         "kind": "copy_model",
         "training": {"seed": copy_model.TRAINING_SEED, "steps": copy_model.TRAINING_STEPS,
                      "batch": copy_model.BATCH_SIZE, "learning_rate": copy_model.LEARNING_RATE},  # fmt: skip
         "code": "residlab.course.copy_model.train_copy_model",
     }
-    model = copy_model.trained_copy_model()
+    model = copy_model.trained_copy_model() if model is None else model
     return Subject(model, COPY_MODEL, source, fixed_length=copy_model.SEQUENCE_LENGTH)
 
 
-def lesson_audit_input() -> AuditInput:
-    """The lesson's clean and corrupt sequences, target, and the rival its rule picks."""
-    audit = lesson_lab.audit_model(copy_model.trained_copy_model())
+def lesson_audit_input(subject: Subject) -> AuditInput:
+    """The lesson's clean and corrupt sequences, target, and the rival its rule picks for the subject's model."""
+    audit = lesson_lab.audit_model(subject.model)
     return AuditInput(audit.clean_tokens, audit.corrupt_tokens, audit.target, audit.rival)
 
 
@@ -38,13 +39,14 @@ def lesson_sites() -> list[DeclaredSite]:
     return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
 
 
-def write_copy_model_packet(output_dir: Path) -> dict:
-    """The lesson's audit as a packet (one thread, as the lesson computes it)."""
-    return audit_to_directory(copy_model_subject(), lesson_audit_input(), lesson_sites(), output_dir, threads=1)
+def write_copy_model_packet(output_dir: Path, model=None) -> dict:
+    """The lesson's audit as a packet (one thread, as the lesson computes it); ``model`` as ``copy_model_subject``."""
+    subject = copy_model_subject(model)
+    return audit_to_directory(subject, lesson_audit_input(subject), lesson_sites(), output_dir, threads=1)
 
 
-def verify_copy_model_packet(packet_dir: Path):
-    return verify_packet(packet_dir, copy_model_subject())
+def verify_copy_model_packet(packet_dir: Path, model=None):
+    return verify_packet(packet_dir, copy_model_subject(model))
 
 
 EXTRA_SOURCES = {"copy-model": ("Lesson 2.1's trained copy model (package only)", copy_model_subject)}

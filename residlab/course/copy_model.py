@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from residlab.course.gradient_profile import single_thread  # bundled
-from residlab.course.render_cache import render_cached  # bundled
 
 VOCAB_SIZE = 12
 SEQUENCE_LENGTH = 5
@@ -158,26 +157,16 @@ def train_copy_model(
 
 
 @functools.lru_cache(maxsize=1)
-def _default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
-    def train():
-        log: list[TrainingRecord] = []
-        model = train_copy_model(log=log)
-        return model, tuple(log)
-
-    def rebuild(stored):  # the trained weights into a fresh CopyModel: equal bit for bit
-        state, log = stored
-        model = CopyModel()
-        model.load_state_dict(state, strict=True)
-        return model.eval(), log
-
-    # Several pages show the same training: during a site render, the first trains it and the others load it.
-    return render_cached("copy_model_training", (TRAINING_STEPS, TRAINING_SEED, LEARNING_RATE, BATCH_SIZE), train,
-                         encode=lambda trained: (trained[0].state_dict(), trained[1]), decode=rebuild)  # fmt: skip
+def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
+    """(model, logged steps) of the default training (700 steps, seed 7), trained once per process."""
+    log: list[TrainingRecord] = []
+    model = train_copy_model(log=log)
+    return model, tuple(log)
 
 
 def trained_copy_model() -> CopyModel:
     """The default training (700 steps, seed 7), trained once per process."""
-    return _default_training()[0]
+    return default_training()[0]
 
 
 def weights_sha256(model: nn.Module) -> str:
@@ -192,4 +181,4 @@ def weights_sha256(model: nn.Module) -> str:
 
 def training_log() -> tuple[TrainingRecord, ...]:
     """The logged steps of the default training (trains it if this process has not yet)."""
-    return _default_training()[1]
+    return default_training()[1]

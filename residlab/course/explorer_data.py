@@ -89,14 +89,13 @@ def lens_model(capture: PageCapture, environ: dict | None = None):
             )
         from transformers import PreTrainedTokenizerFast
 
-        from residlab.course.cache_layouts import specimen_model
-        from residlab.pythia.specimen import TOKENIZER_CONFIG, TOKENIZER_SOURCE
+        from residlab.pythia.specimen import TOKENIZER_CONFIG, TOKENIZER_SOURCE, build_specimen_model
 
         tokenizer = PreTrainedTokenizerFast(
             tokenizer_file=str(TOKENIZER_SOURCE),
             clean_up_tokenization_spaces=TOKENIZER_CONFIG["clean_up_tokenization_spaces"],
         )
-        return specimen_model(int(match.group("seed"))), tokenizer
+        return build_specimen_model(int(match.group("seed"))), tokenizer
     environ = os.environ if environ is None else environ
     if not environ.get(ARTIFACTS_ENV):
         raise ExplorerDataError(
@@ -171,10 +170,3 @@ def explorer_html(data: dict, script_src: str) -> str:
         f'<script src="{html.escape(script_src)}"></script>\n'
         "```\n"
     )
-
-
-def page_explorer(capture: PageCapture, script_src: str, environ: dict | None = None) -> str:
-    """For a page cell with ``output: asis``: the explorer of the capture the page shows."""
-    model, tokenizer = lens_model(capture, environ)
-    return explorer_html(explorer_data(capture, model, tokenizer), script_src)
-

@@ -19,7 +19,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from residlab.course.render_cache import render_cached  # bundled
 
 PROFILE_DEPTH = 18
 PROFILE_WIDTH = 48
@@ -99,13 +98,9 @@ def gradient_profile(
     seeds: int = PROFILE_SEEDS, depth: int = PROFILE_DEPTH, width: int = PROFILE_WIDTH
 ) -> GradientProfile:
     """Median over seeds 0..seeds-1 of the per-depth gradient norm, for matched pre-LN and post-LN stacks.
-    The lesson and Lab 04 show the same profile: during a site render it is computed once (``render_cached``)."""
+    The lesson and Lab 04 show the same profile (pages read it once per render: ``residlab.course.shared``)."""
     if seeds < 1 or depth < 1 or width < 1:
         raise ValueError(f"seeds, depth and width must be positive, got {seeds}, {depth}, {width}")
-    return render_cached("gradient_profile", (seeds, depth, width), lambda: _measured_profile(seeds, depth, width))
-
-
-def _measured_profile(seeds: int, depth: int, width: int) -> GradientProfile:
     medians: dict[str, list[float]] = {}
     with single_thread():
         for arrangement in ARRANGEMENTS:

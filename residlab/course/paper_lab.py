@@ -88,8 +88,9 @@ class PaperLabResult:
     profile: GradientProfile | None
 
 
-def run_paper_lab(include_profile: bool = True) -> PaperLabResult:
-    """Everything the Lab 04 page shows. The gradient profile is Lesson 2.1's ``gradient_profile()``."""
+def run_paper_lab(include_profile: bool = True, profile: GradientProfile | None = None) -> PaperLabResult:
+    """Everything the Lab 04 page shows. The gradient profile is Lesson 2.1's ``gradient_profile()``: ``profile``
+    if given (the page passes the one its render computed), else computed here."""
     with single_thread():
         traces = trace_arrangements()
         post_ln_layer = build_encoder_layers()["post-LN"]
@@ -100,7 +101,7 @@ def run_paper_lab(include_profile: bool = True) -> PaperLabResult:
             readings={name: read_boundaries(trace) for name, trace in traces.items()},
             decomposition=decompose_post_ln(post_ln_layer, traces["post-LN"].capture),
             comparison=compare_arrangements(traces, post_ln_layer),
-            profile=gradient_profile() if include_profile else None,
+            profile=(profile or gradient_profile()) if include_profile else None,
         )
 
 

@@ -26,6 +26,23 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
     assert sorted(rendered) == sources
 
 
+def test_the_prefetch_computed_what_the_pages_then_read(built_site):
+    """The fresh render ran the prefetch: it finished every planned value, each was read by a page's kernel, and no
+    page computed one of them itself (so every planned name matches what a page asks for)."""
+    from residlab.course import render_cache, shared
+
+    folder = built_site.project / ".residlab-render-cache"
+    status = json.loads((folder / render_cache.PREFETCH_STATUS).read_text(encoding="utf-8"))
+    planned = [name for name, _ in shared.PREFETCH]
+    assert status["planned"] == planned and status["finished"] == planned and not status["failed"]
+    uses = render_cache.read_uses(folder)
+    prefetched = {use["entry"] for use in uses if use["pid"] == status["pid"] and use["how"] == "computed"}
+    read_by_pages = {use["entry"] for use in uses if use["pid"] != status["pid"] and use["how"] == "read"}
+    assert prefetched and prefetched <= read_by_pages
+    computed_by_pages = {use["name"] for use in uses if use["pid"] != status["pid"] and use["how"] == "computed"}
+    assert not computed_by_pages & set(planned), computed_by_pages
+
+
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site.verify_build(built_site.project, built_site.site) == []
     downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",

@@ -8,8 +8,9 @@ Outside a render every call computes, once per process where the computing funct
 ``PREFETCH`` lists them in the order the site's pages first need them. On a fresh render ``residlab site render``
 runs ``python -m residlab.course.shared`` in the project root beside Quarto: it computes each in turn (writing
 the cache entries a page would write, and its progress in ``prefetch.json``) while Quarto renders the pages
-before, so the kernels of later pages read instead of computing. A failure is recorded, printed, and ends the
-prefetch with status 1; the pages then compute the value themselves, and the render fails on that status.
+before, so the kernels of later pages read instead of computing. A failure is recorded and printed, the rest
+are still computed, and the prefetch exits with status 1: the pages compute that value themselves, and the render
+fails on the status.
 """
 
 from __future__ import annotations

@@ -298,6 +298,7 @@ def warning_lines(output: str) -> list[str]:
 PREFETCH_COMMAND = (sys.executable, "-m", "residlab.course.shared")
 PREFETCH_LOG = "prefetch.log"
 PREFETCH_STOP_SECONDS = 10
+PREFETCH_LOG_TAIL = 4000  # bytes of its output a failure shows
 
 
 def start_prefetch(root: Path, environment: dict[str, str]) -> subprocess.Popen:
@@ -321,7 +322,9 @@ def stop_prefetch(process: subprocess.Popen, folder: Path) -> str | None:
         return None
     if process.returncode == 0:
         return None
-    log = (folder / PREFETCH_LOG).read_text(encoding="utf-8", errors="replace")[-4000:]
+    with open(folder / PREFETCH_LOG, "rb") as log_file:  # its last 4000 bytes: the error is at the end
+        log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - PREFETCH_LOG_TAIL))
+        log = log_file.read().decode("utf-8", errors="replace")
     return f"the render's prefetch (python -m residlab.course.shared) exited with code {process.returncode}:\n{log}"
 
 

@@ -44,9 +44,9 @@ def run_decoder_audit(seed: int = 0) -> DecoderAudit:
 
         records = {name: json.loads((packet_dir / f"{name}.json").read_text(encoding="utf-8")) for name in audit.RECORDS}
         records["measurement"]["results"][0]["ablation_effect"]["value"] += TAMPERED_SHIFT
-        tampered = _write_packet(work / "packet-tampered", records)
-        relinked = _write_packet(
-            work / "packet-relinked", audit.linked_records({n: audit.record_body(r) for n, r in records.items()})
+        tampered = audit.write_packet(records, work / "packet-tampered")
+        relinked = audit.write_packet(
+            audit.linked_records({n: audit.record_body(r) for n, r in records.items()}), work / "packet-relinked"
         )
         return DecoderAudit(
             packet=packet,
@@ -55,9 +55,3 @@ def run_decoder_audit(seed: int = 0) -> DecoderAudit:
             relinked_failures=tuple(audit.verify_packet(relinked, subject).failures),
         )
 
-
-def _write_packet(directory: Path, records: dict) -> Path:
-    directory.mkdir()
-    for name, record in records.items():
-        (directory / f"{name}.json").write_text(json.dumps(record), encoding="utf-8")
-    return directory

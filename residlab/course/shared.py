@@ -82,15 +82,15 @@ def specimen_model(seed: int = 0):
     from residlab.course.cache_layouts import import_transformers_quietly
     from residlab.pythia.specimen import _model_config, build_specimen_model
 
+    transformers = import_transformers_quietly()  # before building or rebuilding: no tqdm notice in a kernel
+
     def rebuild(state: dict):
         import torch
 
-        transformers = import_transformers_quietly()
         model = transformers.GPTNeoXForCausalLM(_model_config()).to(torch.float32)
         model.load_state_dict(state, strict=True)
         return model.eval()
 
-    import_transformers_quietly()
     return render_cached("specimen_model", (seed,), lambda: build_specimen_model(seed),
                          encode=lambda model: model.state_dict(), decode=rebuild)  # fmt: skip
 

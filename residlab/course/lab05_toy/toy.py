@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
-from residlab.course.lab05_toy.exact_vectors import Norm, ToyInputError, Vector, exact_json, latex_number  # bundled
+from residlab.course.lab05_toy.exact_vectors import Norm, ToyInputError, Vector, exact_json, latex_number
 
 STREAM_WIDTH = 3  # every toy vector is a 3 x 1 column
 DEFAULT_INPUT = (1, 2, -1)

@@ -2,9 +2,10 @@
 
 Every navbar and sidebar entry exists, every page is listed, every relative link and image in the source
 resolves, every ``{{< var >}}`` key is in ``_variables.yml``, every ``@fig-``/``@sec-``/``@tbl-`` reference has
-exactly one label, every citation is in the page's bibliography, every figure cell has alt text, and every file
-named in ``resources`` exists. Seconds, no kernel. Also the site's own facts other commands read: its pages
-(``site_pages``), its configuration and the address it is published at (``site_url_problem``).
+exactly one label, every citation is in the page's bibliography, every figure cell has alt text, every page with
+Python cells names their kernel (``jupyter: python3``), and every file named in ``resources`` exists. Seconds,
+no kernel. Also the site's own facts other commands read: its pages (``site_pages``), its configuration and the
+address it is published at (``site_url_problem``).
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ def check_page(page: Page, root: Path, variables: set[str]) -> list[str]:
         known = _bibliography_keys(page)
         for key in sorted(citations - known):
             problems.append(f"{where}: citation @{key} is not in the page's bibliography")
+    if page.cells and page.front_matter.get("jupyter") != "python3":
+        problems.append(f"{where}: has Python cells but does not name their kernel (jupyter: python3)")
     for cell in page.cells:
         label = cell.label
         if label.startswith("fig-") and not cell.options.get("fig-alt"):

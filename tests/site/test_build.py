@@ -140,9 +140,3 @@ def test_lab05_part4_shows_the_committed_captures_checks(built_site):
     hooks = checks["hook_removal"]
     assert f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}" in text
     assert "Synthetic specimen: these are NOT Pythia-14M" in text
-
-
-def test_every_page_says_which_figures_are_analytic_and_which_observed(built_site):
-    for page in ("lessons/04-residual-stream.html", "labs/05-trace-residual-stream.html", "glossary/residual-stream.html"):
-        text = shown(built_site.site, page).lower()
-        assert "analytic" in text and "observed" in text, page

@@ -65,6 +65,7 @@ def test_static_check_names_each_kind_of_problem(tmp_path):
     assert "{{< var a.zzz >}} is not in _variables.yml" in problems
     assert "citation @nobody is not in the page's bibliography" in problems
     assert "figure cell fig-noalt has no fig-alt text" in problems
+    assert "p.qmd: has Python cells but does not name their kernel (jupyter: python3)" in problems
 
 
 def test_pages_are_the_render_targets_less_partials(tmp_path):
@@ -82,6 +83,7 @@ def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
         """\
         ---
         title: t
+        jupyter: python3
         ---
         {{< var a.b >}} and [self](p.qmd#top) and [out](https://example.org/x) `[not a link](nowhere.qmd)`
 

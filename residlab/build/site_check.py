@@ -242,4 +242,4 @@ def site_url_problem(root: Path, expected: str) -> str | None:
     if configured.rstrip("/") == expected.rstrip("/"):
         return None
     return (f"_quarto.yml sets website: site-url to {configured or 'nothing'!r}, but the site is published at "
-            f"{expected!r}: set site-url to that address (README, \"Publish\")")
+            f"{expected!r}: set site-url to that address (docs/contributing.qmd, \"Publish\")")

@@ -488,7 +488,8 @@ def shortcut_json(cases: Interventions, readouts: dict) -> dict:
 def y1_probes(x: Vector, second_position: Vector) -> list[dict]:
     """y1 for the input, the second position and ``Y1_PROBE_INPUTS``, each distinct probe once, in order."""
     probes = dict.fromkeys([x, second_position, *(Vector(values) for values in Y1_PROBE_INPUTS)])
-    return [{"input": vector_json(probe), "y1": number_json(sequential_trace(probe).intermediate[0])} for probe in probes]
+    return [{"input": vector_json(probe), "y1": number_json(sequential_trace(probe).intermediate[0])}
+            for probe in probes]
 
 
 def _addition(before: Norm, after: Norm) -> dict:

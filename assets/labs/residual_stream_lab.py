@@ -18,19 +18,19 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  246  residlab/course/lesson/copy_model.py
-#   line  302    PreNormBlock
-#   line  529  residlab/course/lesson/lesson_lab.py
+#   line  247  residlab/course/lesson/copy_model.py
+#   line  303    PreNormBlock
+#   line  530  residlab/course/lesson/lesson_lab.py
 #   line  656    run_traced
 #   line  709    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   39  residlab/course/needs_torch.py
-#   line   71  residlab/capture/recording.py
-#   line  224  residlab/course/threads.py
-#   line  246  residlab/course/lesson/copy_model.py
-#   line  431  residlab/course/lesson/gradient_profile.py
-#   line  529  residlab/course/lesson/lesson_lab.py (the entry)
+#   line   72  residlab/capture/recording.py
+#   line  225  residlab/course/threads.py
+#   line  247  residlab/course/lesson/copy_model.py
+#   line  432  residlab/course/lesson/gradient_profile.py
+#   line  530  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -41,10 +41,11 @@ from __future__ import annotations
 """Stop a runner that needs torch with one line, before its first ``import torch``, when this Python lacks torch.
 
 The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transformer_paper.py``) import torch at the
-top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
-``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
-the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
-its check runs on import, before any module that imports torch (``tests/runners/test_first_contact.py`` checks both).
+top of several modules, so a learner who runs one with a Python that has no torch would get a
+``ModuleNotFoundError`` traceback. Their lists in ``residlab/build/runners.py`` start with this module, so its
+check runs on import before any module that imports torch; the builder refuses a runner whose modules import torch
+at top level without it (``tests/runners/test_first_contact.py`` checks the runners). Nothing in the package
+imports it: there, torch is a dependency.
 """
 
 import importlib.util
@@ -537,7 +538,6 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
 
 CLEAN_TOKENS = (7, 3, 9, 5, 0)
 CORRUPT_TOKENS = (2, 3, 9, 5, 0)

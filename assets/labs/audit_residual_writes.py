@@ -17,26 +17,28 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1679  residlab/audit/packet.py
-#   line 1777    model_record
-#   line 1812    input_record
-#   line 1841    intervention_record
-#   line 1926    measurement_record
+#   line 1591  residlab/audit/measures.py
+#   line 1653    measure_write
+#   line 1681  residlab/audit/packet.py
+#   line 1779    model_record
+#   line 1814    input_record
+#   line 1843    intervention_record
+#   line 1928    measurement_record
 #
 # Contents (the line where each section's marker starts):
-#   line   45  residlab/capture/blocks.py
-#   line  248  residlab/capture/outdir.py
-#   line  360  residlab/audit/subject.py
-#   line  599  residlab/capture/recording.py
-#   line  752  residlab/capture/sites.py
-#   line  855  residlab/audit/runs.py
-#   line 1191  residlab/capture/versions.py
-#   line 1212  residlab/audit/schema.py
-#   line 1589  residlab/audit/measures.py
-#   line 1679  residlab/audit/packet.py
-#   line 2040  residlab/capture/files.py
-#   line 2132  residlab/audit/verify.py
-#   line 2500  residlab/audit/cli.py (the entry)
+#   line   47  residlab/capture/blocks.py
+#   line  250  residlab/capture/outdir.py
+#   line  362  residlab/audit/subject.py
+#   line  601  residlab/capture/recording.py
+#   line  754  residlab/capture/sites.py
+#   line  857  residlab/audit/runs.py
+#   line 1193  residlab/capture/versions.py
+#   line 1214  residlab/audit/schema.py
+#   line 1591  residlab/audit/measures.py
+#   line 1681  residlab/audit/packet.py
+#   line 2042  residlab/capture/files.py
+#   line 2134  residlab/audit/verify.py
+#   line 2502  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from built_text import shown
 
-from residlab.build import site_check, site_verify
+from residlab.build import site, site_check, site_verify
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,10 +38,11 @@ def test_each_shared_value_was_computed_once_and_prefetched(built_site):
     uses = render_cache.read_uses(folder)
     computed = [use for use in uses if use["how"] == "computed"]
     assert len({use["entry"] for use in computed}) == len(computed)  # each entry computed once in the render
-    prefetched = {use["name"] for use in computed if use["pid"] == prefetch}
-    assert prefetched >= {value.__name__ for value in shared.PREFETCH}
-    read_by_pages = {use["name"] for use in uses if use["pid"] != prefetch and use["how"] == "read"}
-    assert {value.__name__ for value in shared.PREFETCH} <= read_by_pages
+    prefetched = {use["entry"] for use in computed if use["pid"] == prefetch}
+    assert {entry.split("-")[0] for entry in prefetched} >= {value.__name__ for value in shared.PREFETCH}
+    assert prefetched <= {use["entry"] for use in uses if use["pid"] != prefetch and use["how"] == "read"}
+    computed_by_pages = {use["name"] for use in computed if use["pid"] != prefetch}
+    assert not computed_by_pages & {value.__name__ for value in shared.PREFETCH}, computed_by_pages
 
 
 def test_built_site_is_complete_and_self_contained(built_site):

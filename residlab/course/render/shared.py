@@ -24,6 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from residlab.course.glossary.cache_layouts import EXAMPLE_PROMPT  # no torch: the page's prompt, the default key
 from residlab.course.render.render_cache import RENDER_CACHE_DIR, render_cache_directory, render_cached
 
 # The prefetch runs on what Quarto leaves idle (a render is one page at a time): below the pages' priority, so it
@@ -117,12 +118,11 @@ def specimen_model(seed: int = 0):
 
 
 @shared_value()
-def specimen_cache_layouts(text: str | None = None, seed: int = 0):
+def specimen_cache_layouts(text: str = EXAMPLE_PROMPT, seed: int = 0):
     """``cache_layouts.specimen_cache_layouts(text, seed)``: tensors only, so a page that reads it imports no
     transformers."""
     from residlab.course.glossary import cache_layouts
 
-    text = cache_layouts.EXAMPLE_PROMPT if text is None else text
     return cache_layouts.specimen_cache_layouts(text, seed, model=specimen_model(seed))
 
 

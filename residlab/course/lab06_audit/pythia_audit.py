@@ -36,12 +36,19 @@ class PythiaAudit:
 
 
 def build_files(environ: dict | None = None):
-    """(the lock this build uses, its verified files or None): ``RESIDLAB_PYTHIA_LOCK`` else the pinned lock; the
-    files ``RESIDLAB_PYTHIA_ARTIFACTS`` names, else the lock's cache folder (``make pythia``)."""
+    """(the lock this build uses, its verified files or None, whether the publisher chose on purpose to run
+    nothing): ``RESIDLAB_PYTHIA_LOCK`` else the pinned lock; the files ``RESIDLAB_PYTHIA_ARTIFACTS`` names, else
+    the lock's cache folder (``make pythia``); none when ``RESIDLAB_PYTHIA_CAPTURE=committed``."""
+    import os
+
+    from residlab.course.lab05_observation.capture_source import CHOICE_ENV
     from residlab.pythia.cache import active_lock, verified_files
 
+    environ = os.environ if environ is None else environ
     lock = active_lock(environ)
-    return lock, verified_files(lock, environ)
+    if environ.get(CHOICE_ENV) == "committed":
+        return lock, None, True
+    return lock, verified_files(lock, environ), False
 
 
 def run_pythia_audit(verified) -> PythiaAudit:
@@ -82,8 +89,9 @@ def separation(result: PythiaAudit) -> str:
     if clean - corrupt >= SEPARATION_LOGITS:
         return (f"The model leans the way copying would without changing its preference: {measured}, a shift of "
                 f"{clean - corrupt:.3f} that leaves the same token ahead after both prompts.")  # fmt: skip
-    return (f"The model does not separate the two prompts: {measured}, less than {SEPARATION_LOGITS:g} logit apart "
-            "or the wrong way round. The writes measured below are of a behaviour this model does not show here.")
+    why = "the wrong way round" if corrupt - clean >= SEPARATION_LOGITS else f"less than {SEPARATION_LOGITS:g} logit apart"
+    return (f"The model does not separate the two prompts: {measured}, {why}. The writes measured below are of a "
+            "behaviour this model does not show here.")
 
 
 def model_callout(result: PythiaAudit) -> str:

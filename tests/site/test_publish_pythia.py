@@ -54,10 +54,11 @@ def project(tmp_path_factory) -> Path:
     return copy
 
 
-def run_steps(project: Path, env: dict, output: Path) -> list[tuple[str, subprocess.CompletedProcess | None]]:
+def run_steps(project: Path, env: dict, output: Path, pages=PAGES_WITH_PYTHIA) -> list[tuple[str, subprocess.CompletedProcess | None]]:
     """The steps from the cache restore to the render, as Actions runs them on a push: each in bash -e, the job
-    stopping at the first failure. The restore is a miss (nothing to restore); the render renders the Pythia pages
-    only, into ``output``, with the step's own environment."""
+    stopping at the first failure. The restore is a miss (a fresh runner: no folder to restore); the render renders
+    ``pages`` only, into ``output``, with the step's own environment."""
+    shutil.rmtree(project / ".residlab-pythia", ignore_errors=True)
     ran = []
     for step in build_steps():
         if "uses" in step:
@@ -66,7 +67,7 @@ def run_steps(project: Path, env: dict, output: Path) -> list[tuple[str, subproc
         command = step["run"]
         step_env = {key: value.replace("${{ inputs.capture || 'fresh' }}", "fresh") for key, value in step.get("env", {}).items()}
         if command == "make render":
-            command = f".venv/bin/residlab site render {' '.join(PAGES_WITH_PYTHIA)} --output-dir {output}"
+            command = f".venv/bin/residlab site render {' '.join(pages)} --output-dir {output}"
         completed = subprocess.run(["bash", "-e", "-c", command], cwd=project, env={**env, **step_env},
                                    capture_output=True, text=True, timeout=1500)  # fmt: skip
         ran.append((step["name"], completed))
@@ -140,18 +141,20 @@ def expected_readings(kind: str) -> dict:
     return {"direction": direction, "separates": separates, "clean": clean, "corrupt": corrupt}
 
 
-@pytest.mark.parametrize("kind", ["seed1", "falling"])
-def test_a_stand_in_is_fetched_captured_and_audited_during_the_render_and_described_as_it_is(kind, project, tmp_path):
+# Each stand-in renders what it tests, to keep the suite lean: the seed-1 specimen both pages, the falling-norm
+# one Lab 05 (its Lab 06 audit reads like the specimen's: a random-weight model that separates nothing).
+@pytest.mark.parametrize("kind, pages", [("seed1", PAGES_WITH_PYTHIA), ("falling", PAGES_WITH_PYTHIA[:1])])
+def test_a_stand_in_is_fetched_captured_and_audited_during_the_render_and_described_as_it_is(kind, pages, project, tmp_path):
     hub, lock, lock_path = hub_for(kind, tmp_path)
     output = tmp_path / "site"
     with hub:
-        ran = run_steps(project, environment(project, hub, lock_path), output)
+        ran = run_steps(project, environment(project, hub, lock_path), output, pages)
     failed = [(name, done.stdout[-3000:] + done.stderr[-3000:]) for name, done in ran if done and done.returncode]
     assert failed == [] and len(ran) == len(build_steps()), failed
     expected = expected_readings(kind)
     lab05 = page_text(output / "labs/05-trace-residual-stream.html")
-    lab06 = page_text(output / "labs/06-audit-a-decoder.html")
-    for text in (lab05, lab06):
+    lab06 = page_text(output / "labs/06-audit-a-decoder.html") if len(pages) == 2 else None
+    for text in filter(None, (lab05, lab06)):
         assert "during this render" in text and lock["repository"] in text and lock["revision"] in text
         assert lock_path.name in text  # the lock its numbers came from
         assert "Pythia-14M's numbers" not in text and "Pythia-14M, revision" not in text
@@ -163,6 +166,8 @@ def test_a_stand_in_is_fetched_captured_and_audited_during_the_render_and_descri
         assert expected["direction"] == "falls"
         assert "the numbers favour the second explanation, writes against the state" in lab05
         assert "and its MLP write" in lab05  # its attention writes nothing
+    if lab06 is None:
+        return
     sentence = "The model separates the two prompts" if expected["separates"] else "The model does not separate the two prompts"
     measured = re.search(r"is ([+-]\d+\.\d+) after the clean prompt and ([+-]\d+\.\d+) after the corrupt one", lab06)
     assert sentence in lab06 and measured, lab06[:2000]

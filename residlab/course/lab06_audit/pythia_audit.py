@@ -81,7 +81,7 @@ def differences(result: PythiaAudit) -> tuple[float, float]:
 def separation(result: PythiaAudit) -> str:
     """One sentence, chosen from the two measured differences: does the model tell the prompts apart?"""
     clean, corrupt = differences(result)
-    measured = (f"logit({TARGET!r}) − logit({RIVAL!r}) is {clean:+.3f} after the clean prompt and {corrupt:+.3f} "
+    measured = (f"`logit({TARGET!r}) − logit({RIVAL!r})` is {clean:+.3f} after the clean prompt and {corrupt:+.3f} "
                 "after the corrupt one")  # fmt: skip
     if clean - corrupt >= SEPARATION_LOGITS and clean > 0 > corrupt:
         return (f"The model separates the two prompts: {measured}, so it prefers whichever token followed the "

@@ -35,8 +35,11 @@ _INTERFACE = {
     "paper_lab": ("residlab.course.lab04_paper.paper_lab", None),
     "explorer_data": ("residlab.course.lab05_observation.explorer_data", None),
     "capture_page": ("residlab.course.lab05_observation.capture_page", None),
+    "capture_source": ("residlab.course.lab05_observation.capture_source", None),
+    "capture_reading": ("residlab.course.lab05_observation.capture_reading", None),
     "open_run": ("residlab.course.lab05_observation.open_run", None),
     "decoder_audit": ("residlab.course.lab06_audit.decoder_audit", None),
+    "pythia_audit": ("residlab.course.lab06_audit.pythia_audit", None),
     # what several pages show, once per render (residlab.course.render.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.render.shared", "trained_copy_model"),
     "training_log": ("residlab.course.render.shared", "training_log"),
@@ -72,6 +75,7 @@ _INTERFACE = {
     "OBSERVED_LIBRARIES": ("residlab.pythia.observe", "LIBRARIES"),
     "FetchLimits": ("residlab.pythia.artifacts", "FetchLimits"),
     "load_lock": ("residlab.pythia.lock", "load_lock"),
+    "lock_label": ("residlab.pythia.cache", "lock_label"),
     "GIT_FILE_MAX_BYTES": ("residlab.pythia.pin", "GIT_FILE_MAX_BYTES"),
 }
 

@@ -18,15 +18,15 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 
 # Read this first: the capture: the site table, record_sites and the checks.
 #   line 1049  residlab/capture/blocks.py
-#   line 1141    BLOCK_TYPES
-#   line 1558  residlab/capture/sites.py
-#   line 1586    site_name
-#   line 1648    resolve_sites
-#   line 1384  residlab/capture/recording.py
-#   line 1499    record_sites
-#   line 1661  residlab/pythia/observe.py
-#   line 1748    capture_residuals
-#   line 1815    run_checks
+#   line 1142    BLOCK_TYPES
+#   line 1559  residlab/capture/sites.py
+#   line 1587    site_name
+#   line 1649    resolve_sites
+#   line 1385  residlab/capture/recording.py
+#   line 1500    record_sites
+#   line 1662  residlab/pythia/observe.py
+#   line 1749    capture_residuals
+#   line 1816    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/outdir.py
@@ -35,13 +35,13 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 #   line  457  residlab/pythia/hub.py
 #   line  790  residlab/pythia/artifacts.py
 #   line 1049  residlab/capture/blocks.py
-#   line 1252  residlab/pythia/load.py
-#   line 1384  residlab/capture/recording.py
-#   line 1537  residlab/capture/versions.py
-#   line 1558  residlab/capture/sites.py
-#   line 1661  residlab/pythia/observe.py
-#   line 2154  residlab/pythia/runner.py (the entry)
-#   line 2258  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line 1253  residlab/pythia/load.py
+#   line 1385  residlab/capture/recording.py
+#   line 1538  residlab/capture/versions.py
+#   line 1559  residlab/capture/sites.py
+#   line 1662  residlab/pythia/observe.py
+#   line 2155  residlab/pythia/runner.py (the entry)
+#   line 2259  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1062,8 +1062,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.

@@ -19,18 +19,18 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 
 # Read this first: the audit of the copy model.
 #   line  246  residlab/course/lesson/copy_model.py
-#   line  302    PreNormBlock
-#   line  529  residlab/course/lesson/lesson_lab.py
-#   line  656    run_traced
-#   line  709    audit_model
+#   line  303    PreNormBlock
+#   line  573  residlab/course/lesson/lesson_lab.py
+#   line  700    run_traced
+#   line  753    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   39  residlab/course/needs_torch.py
 #   line   71  residlab/capture/recording.py
 #   line  224  residlab/course/threads.py
 #   line  246  residlab/course/lesson/copy_model.py
-#   line  431  residlab/course/lesson/gradient_profile.py
-#   line  529  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  460  residlab/course/lesson/gradient_profile.py
+#   line  573  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -253,8 +253,9 @@ a GELU MLP, each adding its write to the residual stream), a final LayerNorm and
 embedding. Everything runs on the CPU in one thread and is deterministic for a given torch build.
 
 The block passes each residual value through a named identity module where it makes it, as TransformerLens'
-blocks do: ``hook_resid_pre`` (r0), ``hook_attn_out`` (the attention write), ``hook_resid_mid`` (r1),
-``hook_mlp_out`` (the MLP write), ``hook_resid_post`` (r2). Whoever reads or changes a value does so with a hook
+blocks do, under TransformerLens' names: ``hook_resid_pre`` (the block input), ``hook_attn_out`` (the attention
+write), ``hook_resid_mid`` (the state between the two writes), ``hook_mlp_out`` (the MLP write),
+``hook_resid_post`` (the block output). Whoever reads or changes a value does so with a hook
 on its hook point (``residlab.capture.recording.record_sites``); the forward itself takes no such arguments.
 
 The random-number stream is part of the experiment: the modules are created in a fixed order right after
@@ -300,7 +301,9 @@ class HookPoint(nn.Identity):
 
 
 class PreNormBlock(nn.Module):
-    """r1 = r0 + Attn(LN1(r0)); r2 = r1 + MLP(LN2(r1)). Submodules are created in this order on purpose."""
+    """resid_mid = resid_pre + Attn(LN1(resid_pre)); resid_post = resid_mid + MLP(LN2(resid_mid)).
+
+    Submodules are created in this order on purpose."""
 
     def __init__(self, d_model: int = D_MODEL, n_heads: int = N_HEADS) -> None:
         super().__init__()
@@ -309,23 +312,23 @@ class PreNormBlock(nn.Module):
         self.mlp_norm = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
         # Created after every parametered submodule; they own no parameters and draw no random numbers.
-        self.hook_resid_pre = HookPoint()  # r0
+        self.hook_resid_pre = HookPoint()  # the block input
         self.hook_attn_out = HookPoint()  # the attention write
-        self.hook_resid_mid = HookPoint()  # r1
+        self.hook_resid_mid = HookPoint()  # between the two writes
         self.hook_mlp_out = HookPoint()  # the MLP write
-        self.hook_resid_post = HookPoint()  # r2
+        self.hook_resid_post = HookPoint()  # the block output
 
-    def forward(self, r0: torch.Tensor) -> torch.Tensor:
-        """r0: (batch, seq, d) -> r2: (batch, seq, d), each value passed through its hook point."""
-        r0 = self.hook_resid_pre(r0)
-        read = self.attention_norm(r0)
+    def forward(self, resid_pre: torch.Tensor) -> torch.Tensor:
+        """resid_pre: (batch, seq, d) -> resid_post: (batch, seq, d), each value passed through its hook point."""
+        resid_pre = self.hook_resid_pre(resid_pre)
+        read = self.attention_norm(resid_pre)
         attn_write, _ = self.attention(
-            read, read, read, attn_mask=_causal_mask(r0.shape[1]), need_weights=False
+            read, read, read, attn_mask=_causal_mask(resid_pre.shape[1]), need_weights=False
         )
         attn_write = self.hook_attn_out(attn_write)
-        r1 = self.hook_resid_mid(r0 + attn_write)
-        mlp_write = self.hook_mlp_out(self.mlp(self.mlp_norm(r1)))
-        return self.hook_resid_post(r1 + mlp_write)
+        resid_mid = self.hook_resid_mid(resid_pre + attn_write)
+        mlp_write = self.hook_mlp_out(self.mlp(self.mlp_norm(resid_mid)))
+        return self.hook_resid_post(resid_mid + mlp_write)
 
 
 class CopyModel(nn.Module):
@@ -342,7 +345,7 @@ class CopyModel(nn.Module):
         self.unembed.weight = self.token_embedding.weight  # tied: W_U is the (vocab, d) embedding table
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: (batch, seq) long -> r0: (batch, seq, d)."""
+        """tokens: (batch, seq) long -> resid_pre: (batch, seq, d)."""
         if tokens.ndim != 2 or tokens.shape[1] != SEQUENCE_LENGTH:
             raise ValueError(f"tokens must have shape (batch, {SEQUENCE_LENGTH}), got {tuple(tokens.shape)}")
         return self.token_embedding(tokens) + self.position_embedding
@@ -384,8 +387,7 @@ def train_copy_model(
         raise ValueError(f"steps must be at least 1, got {steps}")
     logged = {step for step in LOGGED_STEPS if step <= steps} | {steps}
     with single_thread():
-        torch.manual_seed(seed)
-        model = CopyModel()
+        model = _seeded_model(seed)
         optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
         for step in range(1, steps + 1):
             tokens, targets = synthetic_batch()
@@ -398,6 +400,33 @@ def train_copy_model(
                 accuracy = (logits.argmax(-1) == targets).float().mean().item()
                 log.append(TrainingRecord(step=step, loss=loss.item(), batch_accuracy=accuracy))
     return model.eval()
+
+
+def _seeded_model(seed: int) -> CopyModel:
+    """Seed the global generator and create the untrained model: the start of training's random-number stream."""
+    torch.manual_seed(seed)
+    return CopyModel()
+
+
+def training_sequence_counts(
+    sequences: tuple[tuple[int, ...], ...], steps: int = TRAINING_STEPS, seed: int = TRAINING_SEED
+) -> tuple[int, ...]:
+    """How often each of ``sequences`` (5 token ids each) occurs among the ``steps`` training batches.
+
+    Replays the training's random-number stream (seed, model creation, one ``synthetic_batch`` per step; the
+    forward, backward and AdamW step draw none), so these are the very batches ``train_copy_model`` trained on.
+    The caller's generator state is restored afterwards.
+    """
+    wanted = torch.tensor(sequences, dtype=torch.long)  # (n, 5)
+    if wanted.ndim != 2 or wanted.shape[1] != SEQUENCE_LENGTH:
+        raise ValueError(f"each sequence must hold {SEQUENCE_LENGTH} token ids, got {sequences}")
+    counts = torch.zeros(len(sequences), dtype=torch.long)
+    with single_thread(), torch.random.fork_rng(devices=[]):
+        _seeded_model(seed)
+        for _ in range(steps):
+            tokens, _ = synthetic_batch()
+            counts += (tokens.unsqueeze(0) == wanted.unsqueeze(1)).all(-1).sum(-1)
+    return tuple(int(count) for count in counts)
 
 
 @functools.lru_cache(maxsize=1)
@@ -434,8 +463,12 @@ def training_log() -> tuple[TrainingRecord, ...]:
 
 Matched stacks of small blocks, each two feed-forward operators with a LayerNorm either before each operator
 (pre-LN: ``x + F(N(x))``, an identity route around every normaliser) or after each residual add (post-LN:
-``N(x + F(x))``). For each seed, one MSE backward pass through a freshly seeded stack gives each block's mean
-parameter-gradient norm; the profile is the median over seeds, first block first. Lab 04 shows the same profile
+``N(x + F(x))``). The lesson's source document compares those two stacks, and its pre-LN stack has no final
+normaliser: its output is the raw running sum, which grows with depth and raises every pre-LN gradient. The
+third stack is the matched control: the same pre-LN stack, with the same weights for every seed, and a final
+LayerNorm before the head, as pre-LN language models have. For each seed, one MSE backward pass through a
+freshly seeded stack gives each block's mean parameter-gradient norm; the profile is the median over seeds,
+first block first. Lab 04 shows the same profile
 from this module. Everything runs on the CPU in one thread (``single_thread``) and is deterministic for a given
 torch build.
 """
@@ -453,7 +486,14 @@ PROFILE_DEPTH = 18
 PROFILE_WIDTH = 48
 PROFILE_SEEDS = 30
 PROFILE_BATCH = (8, 6)  # (batch, positions) of the random inputs and targets
-ARRANGEMENTS = ("pre-LN", "post-LN")
+BLOCK_ARRANGEMENTS = ("pre-LN", "post-LN")
+# stack -> (its blocks' arrangement, whether a LayerNorm sits between the last block and the head)
+STACKS = {
+    "pre-LN": ("pre-LN", False),
+    "post-LN": ("post-LN", False),
+    "pre-LN + final LN": ("pre-LN", True),
+}
+ARRANGEMENTS = tuple(STACKS)
 
 
 class FeedForward(nn.Module):
@@ -472,8 +512,8 @@ class ProfileBlock(nn.Module):
 
     def __init__(self, width: int, arrangement: str) -> None:
         super().__init__()
-        if arrangement not in ARRANGEMENTS:
-            raise ValueError(f"arrangement must be one of {ARRANGEMENTS}, got {arrangement!r}")
+        if arrangement not in BLOCK_ARRANGEMENTS:
+            raise ValueError(f"arrangement must be one of {BLOCK_ARRANGEMENTS}, got {arrangement!r}")
         self.arrangement = arrangement
         self.norm_a, self.norm_b = nn.LayerNorm(width), nn.LayerNorm(width)
         self.op_a, self.op_b = FeedForward(width), FeedForward(width)
@@ -491,21 +531,25 @@ class GradientProfile:
     depth: int
     width: int
     seeds: int
-    # arrangement -> per-depth (first block first) median over seeds of the block's mean parameter-gradient norm
+    # stack (ARRANGEMENTS) -> per-depth (first block first) median over seeds of the block's mean
+    # parameter-gradient norm
     medians: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _depth_gradient_norms(arrangement: str, seed: int, depth: int, width: int) -> list[float]:
     """One seeded stack, one MSE backward pass: mean gradient norm over each block's parameter tensors."""
+    block_arrangement, final_norm = STACKS[arrangement]
     torch.manual_seed(seed)
-    blocks = nn.ModuleList([ProfileBlock(width, arrangement) for _ in range(depth)])
+    blocks = nn.ModuleList([ProfileBlock(width, block_arrangement) for _ in range(depth)])
     head = nn.Linear(width, width)
     inputs = torch.randn(*PROFILE_BATCH, width)  # (batch, positions, width)
     targets = torch.randn_like(inputs)
+    # A LayerNorm draws no random numbers, so the control's blocks, head and data are the pre-LN stack's.
+    normaliser = nn.LayerNorm(width) if final_norm else nn.Identity()
     hidden = inputs
     for block in blocks:
         hidden = block(hidden)
-    F.mse_loss(head(hidden), targets).backward()
+    F.mse_loss(head(normaliser(hidden)), targets).backward()
     return [
         statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None) for block in blocks
     ]
@@ -514,7 +558,7 @@ def _depth_gradient_norms(arrangement: str, seed: int, depth: int, width: int) -
 def gradient_profile(
     seeds: int = PROFILE_SEEDS, depth: int = PROFILE_DEPTH, width: int = PROFILE_WIDTH
 ) -> GradientProfile:
-    """Median over seeds 0..seeds-1 of the per-depth gradient norm, for matched pre-LN and post-LN stacks.
+    """Median over seeds 0..seeds-1 of the per-depth gradient norm, for the matched stacks of ``STACKS``.
     The lesson and Lab 04 show the same profile (pages read it once per render: ``residlab.course.render.shared``)."""
     if seeds < 1 or depth < 1 or width < 1:
         raise ValueError(f"seeds, depth and width must be positive, got {seeds}, {depth}, {width}")
@@ -545,11 +589,11 @@ TARGET_TOKEN = 7
 
 # run_traced's record of one run: ResidualTrace field -> the block's hook point that carries it.
 TRACE_HOOK_POINTS = {
-    "r0": "hook_resid_pre",
+    "resid_pre": "hook_resid_pre",
     "attn_write": "hook_attn_out",
-    "r1": "hook_resid_mid",
+    "resid_mid": "hook_resid_mid",
     "mlp_write": "hook_mlp_out",
-    "r2": "hook_resid_post",
+    "resid_post": "hook_resid_post",
 }
 
 
@@ -619,11 +663,11 @@ class AuditResult:
 class ResidualTrace:
     """The five hook points of one run; every tensor (batch, 5, d), detached."""
 
-    r0: torch.Tensor
+    resid_pre: torch.Tensor
     attn_write: torch.Tensor
-    r1: torch.Tensor
+    resid_mid: torch.Tensor
     mlp_write: torch.Tensor
-    r2: torch.Tensor
+    resid_post: torch.Tensor
 
     def clone(self) -> "ResidualTrace":
         return ResidualTrace(**{name: getattr(self, name).clone() for name in self.__dataclass_fields__})
@@ -735,9 +779,9 @@ def audit_model(
         }
         with torch.no_grad():
             stage_logits = {
-                "embedding": model.readout(clean.trace.r0),
-                "after attention": model.readout(clean.trace.r1),
-                "after MLP": model.readout(clean.trace.r2),
+                "embedding": model.readout(clean.trace.resid_pre),
+                "after attention": model.readout(clean.trace.resid_mid),
+                "after MLP": model.readout(clean.trace.resid_post),
             }
             readouts = tuple(
                 Readout(stage=stage, p_target=_p(logits, target), top_token=_top(logits))
@@ -796,7 +840,7 @@ def _component_audit(
     write = getattr(clean.trace, write_name)  # (1, seq, d)
     w = _query_vector(write)  # (d,)
     w_norm = w.norm()
-    final_state = clean.trace.r2  # (1, seq, d)
+    final_state = clean.trace.resid_post  # (1, seq, d)
     # Exact direct effect: remove this write from the final state only, keep everything else as it was.
     without_write = final_state.clone()
     without_write[0, -1, :] -= w
@@ -830,6 +874,8 @@ def _component_audit(
 @dataclass(frozen=True)
 class LessonResult:
     training_log: tuple[TrainingRecord, ...]
+    # how often the clean and the corrupt sequence occur among the training batches (replayed from the seed)
+    training_counts: tuple[int, int]
     audit: AuditResult
     profile: GradientProfile | None
 
@@ -838,6 +884,7 @@ def run_lesson(include_profile: bool = True) -> LessonResult:
     """Train (once per process), audit, and optionally profile: everything the lesson page shows."""
     return LessonResult(
         training_log=training_log(),
+        training_counts=training_sequence_counts((CLEAN_TOKENS, CORRUPT_TOKENS)),
         audit=audit_model(trained_copy_model()),
         profile=gradient_profile() if include_profile else None,
     )
@@ -848,6 +895,12 @@ def format_report(result: LessonResult) -> str:
     audit = result.audit
     lines = ["Training (batch of 128, before each update)"]
     lines += [f"step={r.step:3d} loss={r.loss:.4f} batch_accuracy={r.batch_accuracy:.3f}" for r in result.training_log]
+    clean_count, corrupt_count = result.training_counts
+    lines += [
+        "",
+        f"In the {TRAINING_STEPS * BATCH_SIZE} training sequences: clean {list(audit.clean_tokens)} {clean_count} "
+        f"times, corrupt {list(audit.corrupt_tokens)} {corrupt_count} times",
+    ]
     lines += ["", f"Layer-wise readouts for target token {audit.target} on {list(audit.clean_tokens)}"]
     lines += [f"{r.stage:16s} p(target)={r.p_target:.3f} top={r.top_token}" for r in audit.readouts]
     lines += ["", f"Interventions (corrupt input {list(audit.corrupt_tokens)}; rival token {audit.rival})"]
@@ -859,7 +912,7 @@ def format_report(result: LessonResult) -> str:
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
     header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
-              "cos(w,r2)", "retained", "centred")  # fmt: skip
+              "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
         values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
@@ -873,7 +926,8 @@ def format_report(result: LessonResult) -> str:
             f"Median gradient profiles ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds; "
             "first block first)",
         ]
-        lines += [f"{name:8s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
+        width = max(len(name) for name in profile.medians)
+        lines += [f"{name:{width}s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
     return "\n".join(lines)
 
 

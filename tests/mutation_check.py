@@ -127,6 +127,13 @@ MUTATIONS = (
         ("tests/unit/course/test_lesson_wording.py",),
     ),
     Mutation(
+        "dla-term-without-the-frozen-scale",
+        "residlab/audit/attribution.py",
+        "readout = direction * gain / scale",
+        "readout = direction * gain",
+        ("tests/unit/audit/test_attribution.py",),
+    ),
+    Mutation(
         "copy-model-hook-point-reads-the-wrong-value",
         "residlab/course/lesson/copy_model.py",
         "resid_mid = self.hook_resid_mid(resid_pre + attn_write)",

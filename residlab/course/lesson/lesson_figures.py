@@ -169,3 +169,12 @@ def retained_verdict(retained_fraction: float) -> str:
     if shown > 0:
         return f"cancels part of it, and {shown:.2f} of its length along that direction is left"
     return "cancels all of it along that direction, or more"
+
+
+def attribution_contrast(term: float, removal: float) -> str:
+    """How a write's DLA term (scale frozen) and its removal effect compare, as printed to 2 decimals."""
+    if round(term, 2) == round(removal, 2):
+        return "the same to two decimals"
+    if term * removal < 0:
+        return "of opposite signs"
+    return "of the same sign but different sizes"

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 # First of the bundled imports: in the runner its check comes before every module that imports torch.
 from residlab.course.needs_torch import require_torch  # bundled
 from residlab.capture.recording import record_sites  # bundled
+from residlab.audit.attribution import LogitAttribution, direct_logit_attribution  # bundled
 from residlab.course.lesson.copy_model import BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE, CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, training_sequence_counts, weights_sha256  # bundled
 from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile  # bundled
 from residlab.course.threads import single_thread  # bundled
@@ -104,6 +105,8 @@ class AuditResult:
     interventions: tuple[Intervention, ...]
     write_norms: WriteNorms
     components: tuple[ComponentAudit, ...]
+    # direct logit attribution of the clean run's query state (embedding and both writes), final scale frozen
+    attribution: LogitAttribution
 
 
 @dataclass(frozen=True)
@@ -254,6 +257,11 @@ def audit_model(
                     ablated="MLP ablated", patched="corrupt + clean MLP patch",
                 ),
             )
+    writes = {"embedding": clean.trace.resid_pre, "attention write": clean.trace.attn_write,
+              "MLP write": clean.trace.mlp_write}  # fmt: skip
+    attribution = direct_logit_attribution(
+        model.final_norm, model.unembed, {name: _query_vector(w) for name, w in writes.items()}, target, rival
+    )
     norms = WriteNorms(
         attention=_query_vector(clean.trace.attn_write).norm().item(),
         mlp=_query_vector(clean.trace.mlp_write).norm().item(),
@@ -267,6 +275,7 @@ def audit_model(
         interventions=interventions,
         write_norms=norms,
         components=components,
+        attribution=attribution,
     )
 
 
@@ -366,6 +375,10 @@ def format_report(result: LessonResult) -> str:
                   c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
         lines.append(f"{c.component:16s}" + "".join(f"{v:11.3f}" for v in values))
+    attribution = audit.attribution
+    lines += ["", f"Direct logit attribution, final LayerNorm scale frozen at {attribution.scale:.4f} (query position)"]
+    lines += [f"{name:22s} {value:+.3f}" for name, value in {**attribution.terms, **attribution.bias_terms}.items()]
+    lines.append(f"{'sum':22s} {attribution.total:+.3f}  logit difference {attribution.logit_difference:+.3f}")
     if result.profile is not None:
         profile = result.profile
         lines += [

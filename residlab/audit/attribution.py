@@ -14,14 +14,15 @@ M = logit(target) - logit(rival) splits exactly into one term per write and two 
 
 with P the centring (LayerNorm) or the identity (RMSNorm). The terms sum to M whatever the writes are; a term
 is not what removing its write would do: removal changes s, and changes every later write (the ablation
-effect). Both are read at one position, the readout's. Needs torch (imported by the caller's model).
+effect). Both are read at one position, the readout's. Bad input raises ValueError with a one-line message.
+Imports only torch, so a runner that bundles it (the lesson's) carries nothing else of the audit floor.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from residlab.audit.subject import AuditError, _import_torch  # bundled
+import torch
 
 FINAL_NORM_BIAS = "final normaliser bias"
 OUTPUT_BIAS = "output bias"
@@ -47,22 +48,20 @@ def _epsilon(norm) -> float:
         value = getattr(norm, attribute, None)
         if value is not None:
             return float(value)
-    raise AuditError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
+    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
 
 
 def _centres(norm) -> bool:
     """True for a LayerNorm (subtracts the mean), False for an RMSNorm; anything else is refused in one line."""
-    torch = _import_torch()
     if isinstance(norm, torch.nn.LayerNorm):
         return True
     if isinstance(norm, getattr(torch.nn, "RMSNorm", ())) or "RMSNorm" in type(norm).__name__:
         return False
-    raise AuditError(f"direct logit attribution knows LayerNorm and RMSNorm, not {type(norm).__name__}")
+    raise ValueError(f"direct logit attribution knows LayerNorm and RMSNorm, not {type(norm).__name__}")
 
 
 def frozen_scale(norm, state):
     """The final normaliser's scale s for ``state`` (d,): what it divides by, held fixed for every term."""
-    torch = _import_torch()
     centred = state - state.mean() if _centres(norm) else state
     return torch.sqrt((centred * centred).mean() + _epsilon(norm))
 
@@ -70,9 +69,8 @@ def frozen_scale(norm, state):
 def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) -> LogitAttribution:
     """DLA of ``writes`` (name -> (d,) float tensor at the readout position; they must sum to the final state)
     through ``norm`` and ``head`` (a Linear whose weight rows are the output embedding) for target vs rival."""
-    torch = _import_torch()
     if not writes:
-        raise AuditError("direct logit attribution needs at least one write")
+        raise ValueError("direct logit attribution needs at least one write")
     with torch.no_grad():
         vectors = list(writes.values())
         state = vectors[0].clone()

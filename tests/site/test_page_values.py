@@ -38,7 +38,7 @@ def test_the_lesson_page_shows_the_documents_figures(built_site):
         "which the clean sequence occurs 2 times and the corrupt one occurs 3 times." in text
     assert "held-out" not in text
     # The gradient figure's prose covers the control as well as the document's two stacks.
-    assert "The control's gradient is larger than the post-LN one at none of the 18 depths" in text
+    assert "The control’s gradient is larger than the post-LN one at none of the 18 depths" in text
     # Direct logit attribution beside the removal effects: the terms add up to the clean logit difference.
     assert "| attention write | 0.438 | -1.734 | -9.553 |" in text
     assert "The terms sum to 10.252 against a logit difference of 10.252" in text

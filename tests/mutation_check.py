@@ -8,7 +8,7 @@ pytest reports a failing test. A patch whose target text is not found stops the 
 refactor must update the mutation list, never silently shrink it.
 
 Run it from the repository root with the project's environment, after changing any code a page's numbers come
-from and before each release (README, "Mutation check"):
+from and before each release (tests/README.md, "Mutation check"):
 
     .venv/bin/python tests/mutation_check.py            # every mutation
     .venv/bin/python tests/mutation_check.py --list     # names only

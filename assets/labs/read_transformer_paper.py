@@ -32,19 +32,19 @@ float64 so their tolerances can be tight.
 """
 
 # Read this first: the traced block.
-#   line  495  residlab/course/lab04_paper/traced_block.py
-#   line  600    capture_block
-#   line  679    check_post_ln
-#   line  691    check_pre_ln
+#   line  496  residlab/course/lab04_paper/traced_block.py
+#   line  601    capture_block
+#   line  680    check_post_ln
+#   line  692    check_pre_ln
 #
 # Contents (the line where each section's marker starts):
 #   line   53  residlab/course/needs_torch.py
-#   line   85  residlab/course/threads.py
-#   line  107  residlab/course/lesson/gradient_profile.py
-#   line  220  residlab/course/lab04_paper/positional_encoding.py
-#   line  342  residlab/capture/recording.py
-#   line  495  residlab/course/lab04_paper/traced_block.py
-#   line  824  residlab/course/lab04_paper/paper_lab.py (the entry)
+#   line   86  residlab/course/threads.py
+#   line  108  residlab/course/lesson/gradient_profile.py
+#   line  221  residlab/course/lab04_paper/positional_encoding.py
+#   line  343  residlab/capture/recording.py
+#   line  496  residlab/course/lab04_paper/traced_block.py
+#   line  825  residlab/course/lab04_paper/paper_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ from __future__ import annotations
 """Stop a runner that needs torch with one line, before its first ``import torch``, when this Python lacks torch.
 
 The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transformer_paper.py``) import torch at the
-top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
-``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
-the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
-its check runs on import, before any module that imports torch (``tests/runners/test_first_contact.py`` checks both).
+top of several modules, so a learner who runs one with a Python that has no torch would get a
+``ModuleNotFoundError`` traceback. Their lists in ``residlab/build/runners.py`` start with this module, so its
+check runs on import before any module that imports torch; the builder refuses a runner whose modules import torch
+at top level without it (``tests/runners/test_first_contact.py`` checks the runners). Nothing in the package
+imports it: there, torch is a dependency.
 """
 
 import importlib.util
@@ -829,7 +830,6 @@ from dataclasses import dataclass
 
 from torch import nn
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
 
 
 # --------------------------------------------------------------------------------------------------------------

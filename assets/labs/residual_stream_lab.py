@@ -19,20 +19,20 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  347  residlab/course/lesson/copy_model.py
-#   line  404    PreNormBlock
-#   line  674  residlab/course/lesson/lesson_lab.py
+#   line  348  residlab/course/lesson/copy_model.py
+#   line  405    PreNormBlock
+#   line  675  residlab/course/lesson/lesson_lab.py
 #   line  803    run_traced
 #   line  856    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   41  residlab/course/needs_torch.py
-#   line   73  residlab/capture/recording.py
-#   line  226  residlab/audit/attribution.py
-#   line  325  residlab/course/threads.py
-#   line  347  residlab/course/lesson/copy_model.py
-#   line  561  residlab/course/lesson/gradient_profile.py
-#   line  674  residlab/course/lesson/lesson_lab.py (the entry)
+#   line   74  residlab/capture/recording.py
+#   line  227  residlab/audit/attribution.py
+#   line  326  residlab/course/threads.py
+#   line  348  residlab/course/lesson/copy_model.py
+#   line  562  residlab/course/lesson/gradient_profile.py
+#   line  675  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -43,10 +43,11 @@ from __future__ import annotations
 """Stop a runner that needs torch with one line, before its first ``import torch``, when this Python lacks torch.
 
 The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transformer_paper.py``) import torch at the
-top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
-``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
-the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
-its check runs on import, before any module that imports torch (``tests/runners/test_first_contact.py`` checks both).
+top of several modules, so a learner who runs one with a Python that has no torch would get a
+``ModuleNotFoundError`` traceback. Their lists in ``residlab/build/runners.py`` start with this module, so its
+check runs on import before any module that imports torch; the builder refuses a runner whose modules import torch
+at top level without it (``tests/runners/test_first_contact.py`` checks the runners). Nothing in the package
+imports it: there, torch is a dependency.
 """
 
 import importlib.util
@@ -682,7 +683,6 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
 
 CLEAN_TOKENS = (7, 3, 9, 5, 0)
 CORRUPT_TOKENS = (2, 3, 9, 5, 0)

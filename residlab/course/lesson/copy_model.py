@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from residlab.course.threads import single_thread  # bundled
+from residlab.course.threads import single_thread
 
 VOCAB_SIZE = 12
 SEQUENCE_LENGTH = 5

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from residlab.course.threads import single_thread  # bundled
+from residlab.course.threads import single_thread
 
 
 PROFILE_DEPTH = 18

@@ -23,13 +23,15 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
-from residlab.course.needs_torch import require_torch  # bundled
-from residlab.capture.recording import record_sites  # bundled
-from residlab.audit.attribution import LogitAttribution, direct_logit_attribution  # bundled
-from residlab.course.lesson.copy_model import BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE, CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, training_sequence_counts, weights_sha256  # bundled
-from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile  # bundled
-from residlab.course.threads import single_thread  # bundled
+from residlab.capture.recording import record_sites
+from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
+from residlab.course.lesson.copy_model import (
+    BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
+    CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log,
+    training_sequence_counts, weights_sha256,
+)
+from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile
+from residlab.course.threads import single_thread
 
 CLEAN_TOKENS = (7, 3, 9, 5, 0)
 CORRUPT_TOKENS = (2, 3, 9, 5, 0)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from residlab.build import site
+from residlab.build import site_check
 from residlab.course import math_label
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -92,10 +92,10 @@ def test_publish_builds_the_readme_environment_and_renders_as_make_render():
 
 
 def test_site_url_is_set_once_and_checked_against_the_published_address(tmp_path):
-    configured = site.load_config(ROOT)["website"]["site-url"]
+    configured = site_check.load_config(ROOT)["website"]["site-url"]
     assert configured.startswith("https://") and not configured.endswith("/")  # Quarto adds the slash itself
-    assert site.site_url_problem(ROOT, configured + "/") is None  # as actions/configure-pages may give it
-    problem = site.site_url_problem(ROOT, "https://someone.github.io/fork/")
+    assert site_check.site_url_problem(ROOT, configured + "/") is None  # as actions/configure-pages may give it
+    problem = site_check.site_url_problem(ROOT, "https://someone.github.io/fork/")
     assert "https://someone.github.io/fork/" in problem and "set site-url" in problem
     completed = subprocess.run([sys.executable, "-m", "residlab", "site", "url", "--expect", "https://someone.github.io/fork/"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)

@@ -17,28 +17,28 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1591  residlab/audit/measures.py
-#   line 1653    measure_write
-#   line 1681  residlab/audit/packet.py
-#   line 1779    model_record
-#   line 1814    input_record
-#   line 1843    intervention_record
-#   line 1928    measurement_record
+#   line 1592  residlab/audit/measures.py
+#   line 1654    measure_write
+#   line 1682  residlab/audit/packet.py
+#   line 1780    model_record
+#   line 1815    input_record
+#   line 1844    intervention_record
+#   line 1929    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   47  residlab/capture/blocks.py
-#   line  250  residlab/capture/outdir.py
-#   line  362  residlab/audit/subject.py
-#   line  601  residlab/capture/recording.py
-#   line  754  residlab/capture/sites.py
-#   line  857  residlab/audit/runs.py
-#   line 1193  residlab/capture/versions.py
-#   line 1214  residlab/audit/schema.py
-#   line 1591  residlab/audit/measures.py
-#   line 1681  residlab/audit/packet.py
-#   line 2042  residlab/capture/files.py
-#   line 2134  residlab/audit/verify.py
-#   line 2502  residlab/audit/cli.py (the entry)
+#   line  251  residlab/capture/outdir.py
+#   line  363  residlab/audit/subject.py
+#   line  602  residlab/capture/recording.py
+#   line  755  residlab/capture/sites.py
+#   line  858  residlab/audit/runs.py
+#   line 1194  residlab/capture/versions.py
+#   line 1215  residlab/audit/schema.py
+#   line 1592  residlab/audit/measures.py
+#   line 1682  residlab/audit/packet.py
+#   line 2043  residlab/capture/files.py
+#   line 2135  residlab/audit/verify.py
+#   line 2503  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.

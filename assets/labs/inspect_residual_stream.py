@@ -18,30 +18,30 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 
 # Read this first: the capture: the site table, record_sites and the checks.
 #   line   50  residlab/capture/blocks.py
-#   line  142    BLOCK_TYPES
-#   line  253  residlab/capture/sites.py
-#   line  281    site_name
-#   line  343    resolve_sites
-#   line  356  residlab/capture/recording.py
-#   line  471    record_sites
-#   line  530  residlab/pythia/observe.py
-#   line  620    capture_residuals
-#   line  687    run_checks
+#   line  143    BLOCK_TYPES
+#   line  254  residlab/capture/sites.py
+#   line  282    site_name
+#   line  344    resolve_sites
+#   line  357  residlab/capture/recording.py
+#   line  472    record_sites
+#   line  531  residlab/pythia/observe.py
+#   line  621    capture_residuals
+#   line  688    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
-#   line  253  residlab/capture/sites.py
-#   line  356  residlab/capture/recording.py
-#   line  509  residlab/capture/versions.py
-#   line  530  residlab/pythia/observe.py
-#   line 1038  residlab/capture/outdir.py
-#   line 1150  residlab/capture/files.py
-#   line 1242  residlab/pythia/lock.py
-#   line 1445  residlab/pythia/hub.py
-#   line 1778  residlab/pythia/artifacts.py
-#   line 2037  residlab/pythia/load.py
-#   line 2169  residlab/pythia/runner.py (the entry)
-#   line 2274  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  254  residlab/capture/sites.py
+#   line  357  residlab/capture/recording.py
+#   line  510  residlab/capture/versions.py
+#   line  531  residlab/pythia/observe.py
+#   line 1039  residlab/capture/outdir.py
+#   line 1151  residlab/capture/files.py
+#   line 1243  residlab/pythia/lock.py
+#   line 1446  residlab/pythia/hub.py
+#   line 1779  residlab/pythia/artifacts.py
+#   line 2038  residlab/pythia/load.py
+#   line 2170  residlab/pythia/runner.py (the entry)
+#   line 2275  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.

@@ -87,8 +87,8 @@ RUNNERS = (
     Runner(
         "residual_stream_lab.py",
         (
-            TORCH_CHECK, "capture/recording.py", "course/threads.py", "course/lesson/copy_model.py",
-            "course/lesson/gradient_profile.py", "audit/measures.py", "course/lesson/lesson_lab.py",
+            TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/threads.py",
+            "course/lesson/copy_model.py", "course/lesson/gradient_profile.py", "course/lesson/lesson_lab.py",
         ),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",

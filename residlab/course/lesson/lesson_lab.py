@@ -24,9 +24,10 @@ import torch
 
 from residlab.capture.recording import record_sites
 from residlab.audit.measures import logit_difference, measure_write, metric_direction
+from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
 from residlab.course.lesson.copy_model import (
     BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
-    CopyModel, TrainingRecord, default_training, train_copy_model, weights_sha256,
+    CopyModel, TrainingRecord, default_training, train_copy_model, training_sequence_counts, weights_sha256,
 )
 from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile
 from residlab.course.threads import single_thread
@@ -37,11 +38,11 @@ TARGET_TOKEN = 7
 
 # run_traced's record of one run: ResidualTrace field -> the block's hook point that carries it.
 TRACE_HOOK_POINTS = {
-    "r0": "hook_resid_pre",
+    "resid_pre": "hook_resid_pre",
     "attn_write": "hook_attn_out",
-    "r1": "hook_resid_mid",
+    "resid_mid": "hook_resid_mid",
     "mlp_write": "hook_mlp_out",
-    "r2": "hook_resid_post",
+    "resid_post": "hook_resid_post",
 }
 
 
@@ -107,17 +108,19 @@ class AuditResult:
     interventions: tuple[Intervention, ...]
     write_norms: WriteNorms
     components: tuple[ComponentAudit, ...]
+    # direct logit attribution of the clean run's query state (embedding and both writes), final scale frozen
+    attribution: LogitAttribution
 
 
 @dataclass(frozen=True)
 class ResidualTrace:
     """The five hook points of one run; every tensor (batch, 5, d), detached."""
 
-    r0: torch.Tensor
+    resid_pre: torch.Tensor
     attn_write: torch.Tensor
-    r1: torch.Tensor
+    resid_mid: torch.Tensor
     mlp_write: torch.Tensor
-    r2: torch.Tensor
+    resid_post: torch.Tensor
 
     def clone(self) -> "ResidualTrace":
         return ResidualTrace(**{name: getattr(self, name).clone() for name in self.__dataclass_fields__})
@@ -230,9 +233,9 @@ def audit_model(
         }
         with torch.no_grad():
             stage_logits = {
-                "embedding": model.readout(clean.trace.r0),
-                "after attention": model.readout(clean.trace.r1),
-                "after MLP": model.readout(clean.trace.r2),
+                "embedding": model.readout(clean.trace.resid_pre),
+                "after attention": model.readout(clean.trace.resid_mid),
+                "after MLP": model.readout(clean.trace.resid_post),
             }
             readouts = tuple(
                 Readout(stage=stage, p_target=_p(logits, target), top_token=_top(logits))
@@ -258,6 +261,11 @@ def audit_model(
                     ablated="MLP ablated", patched="corrupt + clean MLP patch",
                 ),
             )
+    writes = {"embedding": clean.trace.resid_pre, "attention write": clean.trace.attn_write,
+              "MLP write": clean.trace.mlp_write}  # fmt: skip
+    attribution = direct_logit_attribution(
+        model.final_norm, model.unembed, {name: _query_vector(w) for name, w in writes.items()}, target, rival
+    )
     norms = WriteNorms(
         attention=_query_vector(clean.trace.attn_write).norm().item(),
         mlp=_query_vector(clean.trace.mlp_write).norm().item(),
@@ -271,6 +279,7 @@ def audit_model(
         interventions=interventions,
         write_norms=norms,
         components=components,
+        attribution=attribution,
     )
 
 
@@ -295,7 +304,7 @@ def _component_audit(
         return _logit_difference(model.readout(state.reshape(1, 1, -1)), target, rival)
 
     measures = measure_write(
-        w, _query_vector(clean.trace.r2), [_query_vector(getattr(clean.trace, name)) for name in later_write_names],
+        w, _query_vector(clean.trace.resid_post), [_query_vector(getattr(clean.trace, name)) for name in later_write_names],
         direction, readout_metric=readout_metric,
         **{case: _logit_difference(runs[run].logits, target, rival)
            for case, run in (("clean", "clean"), ("corrupt", "corrupt"), ("ablated", ablated), ("patched", patched))},
@@ -322,6 +331,8 @@ def _component_audit(
 @dataclass(frozen=True)
 class LessonResult:
     training_log: tuple[TrainingRecord, ...]
+    # how often the clean and the corrupt sequence occur among the training batches (replayed from the seed)
+    training_counts: tuple[int, int]
     audit: AuditResult
     profile: GradientProfile | None
 
@@ -331,6 +342,7 @@ def run_lesson(include_profile: bool = True) -> LessonResult:
     model, log = default_training()
     return LessonResult(
         training_log=log,
+        training_counts=training_sequence_counts((CLEAN_TOKENS, CORRUPT_TOKENS)),
         audit=audit_model(model),
         profile=gradient_profile() if include_profile else None,
     )
@@ -341,6 +353,12 @@ def format_report(result: LessonResult) -> str:
     audit = result.audit
     lines = ["Training (batch of 128, before each update)"]
     lines += [f"step={r.step:3d} loss={r.loss:.4f} batch_accuracy={r.batch_accuracy:.3f}" for r in result.training_log]
+    clean_count, corrupt_count = result.training_counts
+    lines += [
+        "",
+        f"In the {TRAINING_STEPS * BATCH_SIZE} training sequences: clean {list(audit.clean_tokens)} {clean_count} "
+        f"times, corrupt {list(audit.corrupt_tokens)} {corrupt_count} times",
+    ]
     lines += ["", f"Layer-wise readouts for target token {audit.target} on {list(audit.clean_tokens)}"]
     lines += [f"{r.stage:16s} p(target)={r.p_target:.3f} top={r.top_token}" for r in audit.readouts]
     lines += ["", f"Interventions (corrupt input {list(audit.corrupt_tokens)}; rival token {audit.rival})"]
@@ -352,13 +370,17 @@ def format_report(result: LessonResult) -> str:
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
     header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
-              "cos(w,r2)", "retained", "centred")  # fmt: skip
+              "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
         values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
                   c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
         lines.append(f"{c.component:16s}" + "".join(f"{'undefined':>11s}" if v is None else f"{v:11.3f}" for v in values))
+    attribution = audit.attribution
+    lines += ["", f"Direct logit attribution, final LayerNorm scale frozen at {attribution.scale:.4f} (query position)"]
+    lines += [f"{name:22s} {value:+.3f}" for name, value in {**attribution.terms, **attribution.bias_terms}.items()]
+    lines.append(f"{'sum':22s} {attribution.total:+.3f}  logit difference {attribution.logit_difference:+.3f}")
     if result.profile is not None:
         profile = result.profile
         lines += [
@@ -366,7 +388,8 @@ def format_report(result: LessonResult) -> str:
             f"Median gradient profiles ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds; "
             "first block first)",
         ]
-        lines += [f"{name:8s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
+        width = max(len(name) for name in profile.medians)
+        lines += [f"{name:{width}s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
     return "\n".join(lines)
 
 

@@ -66,8 +66,8 @@ def test_every_position_agrees_with_captures_json(data):
 
 
 def test_the_explorer_builds_no_model():
-    code = ("import sys\nfrom residlab.course.lab05_observation import capture_page, explorer_data\n"
-            "explorer_data.page_explorer(capture_page.page_capture(), 'x.js')\n"
+    code = ("import sys\nfrom residlab.course.lab05_observation import capture_source, explorer_data\n"
+            "explorer_data.page_explorer(capture_source.page_capture(), 'x.js')\n"
             "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr

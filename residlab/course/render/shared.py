@@ -150,6 +150,27 @@ def audited_decoder():
     return render_cached("decoder_audit", (), lab06.run_decoder_audit)
 
 
+def induction_training():
+    """The induction model trained and measured (``induction_lab.train_and_measure``), with Lab 06 Part 2's audit
+    of it (``induction_audit.audit_induction_model``): (run, audit)."""
+    from residlab.course.induction import induction_audit, induction_lab, recipe
+
+    def compute():
+        run = induction_lab.train_and_measure()
+        return run, induction_audit.audit_induction_model(run.model)
+
+    def rebuild(stored):  # the trained weights into a fresh model of the recipe: equal bit for bit
+        state, seed, report, seconds, lab06 = stored
+        model = recipe.build_model()
+        model.load_state_dict(state, strict=True)
+        return induction_lab.InductionRun(model.eval(), seed, report, seconds), lab06
+
+    arguments = (recipe.TRAINING_SEED, recipe.TRAINING_STEPS)
+    return render_cached("induction_training", arguments, compute, decode=rebuild,
+                         encode=lambda value: (value[0].model.state_dict(), value[0].seed, value[0].report,
+                                               value[0].training_seconds, value[1]))  # fmt: skip
+
+
 # ---- the prefetch --------------------------------------------------------------------------------------------
 
 
@@ -165,6 +186,7 @@ def _cached_capture_explorer() -> None:
 # Not the specimen model: the first page to render (the activation cache) needs it as soon as the prefetch could
 # have it, so it builds it itself, and the pages after it (and specimen_cache_layouts here) read it.
 PREFETCH = (
+    ("induction_training", induction_training),
     ("copy_model_training", copy_model_training),
     ("specimen_cache_layouts", specimen_cache_layouts),
     ("gradient_profile", gradient_profile),

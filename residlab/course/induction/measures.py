@@ -196,7 +196,7 @@ class PatchingExperiment:
     clean: tuple[int, ...]  # the example's first 2P - 1 tokens: the readout predicts the last token of the repeat
     corrupt: tuple[int, ...]  # its first half replaced by P tokens that occur nowhere in the clean sequence
     target: int  # the right next token in the clean run (what induction predicts)
-    rival: int  # what induction predicts in the corrupted run: the token after the corrupt first occurrence
+    rival: int  # the corrupted input's token where the clean one has the target's earlier occurrence (P - 1)
     first_occurrence_next: int  # P - 1: the position after the earlier occurrence of the readout's token
 
 

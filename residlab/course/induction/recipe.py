@@ -33,19 +33,22 @@ from residlab.pythia.load import import_transformers_quietly
 VOCAB_SIZE = 32
 PERIODS = tuple(range(4, 13))  # P, the tokens of each half: the distance from a token to its repeat
 TRAINING_SEED = 0
-TRAINING_STEPS = 900
-BATCH_SIZE = 32
-LEARNING_RATE = 1e-2
+TRAINING_STEPS = 400
+BATCH_SIZE = 64
+LEARNING_RATE = 3e-3
 WARMUP_STEPS = 50
 WEIGHT_DECAY = 0.01
 LOGGED_EVERY = 100
 
 # transformers' GPTNeoXConfig values: Pythia's block with sequential residuals (attention, then the MLP reading
-# what attention wrote) so a depth trajectory has a state between the two writes of each block.
+# what attention wrote) so a depth trajectory has a state between the two writes of each block. Rotary on every
+# coordinate of a head, with base 100 rather than Pythia's 10000: over 24 positions its 8 frequencies then span
+# fast to slow turns, so one head can single out the previous position and another match tokens at any distance
+# (with base 10000 the same training stalled near 0.25 accuracy on the repeat for 600 steps).
 MODEL_CONFIG = {
-    "model_type": "gpt_neox", "vocab_size": VOCAB_SIZE, "hidden_size": 32, "intermediate_size": 64,
+    "model_type": "gpt_neox", "vocab_size": VOCAB_SIZE, "hidden_size": 64, "intermediate_size": 128,
     "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 2 * max(PERIODS),
-    "rotary_pct": 1.0, "rotary_emb_base": 10000, "use_parallel_residual": False, "layer_norm_eps": 1e-5,
+    "rotary_pct": 1.0, "rotary_emb_base": 100, "use_parallel_residual": False, "layer_norm_eps": 1e-5,
     "hidden_act": "gelu", "attention_bias": True, "attention_dropout": 0.0, "hidden_dropout": 0.0,
     "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 0, "initializer_range": 0.02,
 }  # fmt: skip

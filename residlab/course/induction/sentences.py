@@ -13,7 +13,7 @@ def accuracy_sentence(report: dict) -> str:
     best = halves["first_best_possible"]
     learned = (f"it has learned to predict the repeat" if repeated >= GOAL_ACCURACY
                else f"it has not reached the goal of {GOAL_ACCURACY:.2f} on the repeat")  # fmt: skip
-    first_reading = ("about chance" if first <= 2 * best
+    first_reading = ("no better than chance" if first <= 2 * best
                      else "above what any predictor can reach without memory: it has found a shortcut the data leaves")  # fmt: skip
     return (f"On held-out sequences its top-1 accuracy is {repeated:.3f} on the repeated half: {learned}. On the "
             f"first half it is {first:.3f}, {first_reading} (uniform guessing among the tokens not yet seen "

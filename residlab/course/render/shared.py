@@ -160,15 +160,16 @@ def induction_training():
         return run, induction_audit.audit_induction_model(run.model)
 
     def rebuild(stored):  # the trained weights into a fresh model of the recipe: equal bit for bit
-        state, seed, report, seconds, lab06 = stored
+        state, seed, report, seconds, cpu_seconds, lab06 = stored
         model = recipe.build_model()
         model.load_state_dict(state, strict=True)
-        return induction_lab.InductionRun(model.eval(), seed, report, seconds), lab06
+        return induction_lab.InductionRun(model.eval(), seed, report, seconds, cpu_seconds), lab06
 
     arguments = (recipe.TRAINING_SEED, recipe.TRAINING_STEPS)
     return render_cached("induction_training", arguments, compute, decode=rebuild,
                          encode=lambda value: (value[0].model.state_dict(), value[0].seed, value[0].report,
-                                               value[0].training_seconds, value[1]))  # fmt: skip
+                                               value[0].training_seconds, value[0].training_cpu_seconds,
+                                               value[1]))  # fmt: skip
 
 
 # ---- the prefetch --------------------------------------------------------------------------------------------

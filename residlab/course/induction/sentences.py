@@ -1,6 +1,7 @@
 """The sentences the pages say about the induction model, each chosen from the numbers it reads (a report of
 ``induction_lab.measure``, a verdict of ``induction_audit.readout_write_verdict``), so a page reads truthfully
-whatever this render's training produced."""
+whatever this render's training produced. No sentence holds a quote mark: an inline expression's text is
+shown as it is, and Quarto would print a string holding both kinds escaped."""
 
 from __future__ import annotations
 
@@ -42,9 +43,9 @@ def lens_sentence(report: dict) -> str:
     readable = [state for state, values in trajectory.items() if values["top1"] > 0.5]
     numbers = ", ".join(f"{state} {values['top1']:.2f}" for state, values in trajectory.items())
     if not readable:
-        return f"At no state is the right next token the lens's top token on most repeated positions ({numbers})."
-    return (f"The right next token first becomes the lens's top token on most repeated positions at the state "
-            f"\"{readable[0]}\" (top-1 per state: {numbers}).")  # fmt: skip
+        return f"At no state is the right next token the top token of the lens on most repeated positions ({numbers})."
+    return (f"The right next token first becomes the top token of the lens on most repeated positions at the state "
+            f"named {readable[0]} (top-1 per state: {numbers}).")  # fmt: skip
 
 
 def patching_sentence(report: dict) -> str:
@@ -63,7 +64,7 @@ def audit_sentence(verdict: dict) -> str:
     predicted = verdict["predicted"]
     recovery = predicted["patch_recovery"]
     recovery_text = "undefined" if recovery is None else f"{recovery:.2f}"
-    described = (f"block 1's attention write at position {predicted['position']} (ablation effect "
+    described = (f"the attention write of block 1 at position {predicted['position']} (ablation effect "
                  f"{predicted['ablation_effect']:.2f}, patch recovery {recovery_text})")  # fmt: skip
     if verdict["found_by_recovery"] and verdict["found_by_ablation"]:
         return (f"The audit finds the write the mechanism predicts: of the declared writes, {described} has both "
@@ -71,6 +72,6 @@ def audit_sentence(verdict: dict) -> str:
     parts = []
     for key, measure in (("largest_recovery", "patch recovery"), ("largest_ablation", "ablation effect (in size)")):
         row = verdict[key]
-        parts.append(f"the largest {measure} belongs to `{row['site']}` at position {row['position']}")
+        parts.append(f"the largest {measure} belongs to {row['site']} at position {row['position']}")
     return (f"The audit does not single out the write the mechanism predicts, {described}: "
             f"{'; '.join(parts)}.")  # fmt: skip

@@ -33,9 +33,15 @@ def test_head_sentence_follows_the_rule_and_the_block():
 
 
 def test_lens_and_patching_sentences_name_what_the_numbers_show():
-    assert '"block 1, after attention"' in sentences.lens_sentence(report())
+    assert "at the state named block 1, after attention (" in sentences.lens_sentence(report())
     assert sentences.lens_sentence(report(top1=(0.0,) * 5)).startswith("At no state")
     assert "a at position 1 (R = 0.90)" in sentences.patching_sentence(report())
+
+
+def test_no_sentence_holds_a_quote_mark():
+    texts = [sentences.accuracy_sentence(report()), sentences.head_sentence(report(), "induction"),
+             sentences.lens_sentence(report()), sentences.patching_sentence(report())]
+    assert not any(mark in text for text in texts for mark in "'\"`")
 
 
 def test_audit_sentence_says_what_was_found_either_way():
@@ -46,4 +52,4 @@ def test_audit_sentence_says_what_was_found_either_way():
     assert sentences.audit_sentence(found).startswith("The audit finds the write the mechanism predicts")
     missed = dict(found, largest_recovery=other, found_by_recovery=False)
     text = sentences.audit_sentence(missed)
-    assert text.startswith("The audit does not single out") and "`blocks.0.attn_write` at position 7" in text
+    assert text.startswith("The audit does not single out") and "blocks.0.attn_write at position 7" in text

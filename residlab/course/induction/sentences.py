@@ -60,7 +60,8 @@ def patching_sentence(report: dict) -> str:
 
 
 def audit_sentence(verdict: dict) -> str:
-    """Whether the audit found the write the mechanism predicts (block 1's attention at the readout position)."""
+    """Whether the audit found the write the mechanism predicts (block 1's attention at the readout position), by
+    patch recovery and by ablation effect, each said as it came out."""
     predicted = verdict["predicted"]
     recovery = predicted["patch_recovery"]
     recovery_text = "undefined" if recovery is None else f"{recovery:.2f}"
@@ -69,9 +70,14 @@ def audit_sentence(verdict: dict) -> str:
     if verdict["found_by_recovery"] and verdict["found_by_ablation"]:
         return (f"The audit finds the write the mechanism predicts: of the declared writes, {described} has both "
                 f"the largest patch recovery and the largest ablation effect.")  # fmt: skip
-    parts = []
-    for key, measure in (("largest_recovery", "patch recovery"), ("largest_ablation", "ablation effect (in size)")):
+    sentences = [f"The write the mechanism predicts is {described}."]
+    for key, found, measure in (("largest_recovery", "found_by_recovery", "patch recovery"),
+                                ("largest_ablation", "found_by_ablation", "ablation effect (in size)")):  # fmt: skip
         row = verdict[key]
-        parts.append(f"the largest {measure} belongs to {row['site']} at position {row['position']}")
-    return (f"The audit does not single out the write the mechanism predicts, {described}: "
-            f"{'; '.join(parts)}.")  # fmt: skip
+        if verdict[found]:
+            sentences.append(f"By {measure} the audit finds it: no declared write has a larger one.")
+        else:
+            value = row["patch_recovery"] if key == "largest_recovery" else row["ablation_effect"]
+            sentences.append(f"By {measure} it does not: {row['site']} at position {row['position']} has a larger "
+                             f"one ({value:.2f}).")  # fmt: skip
+    return " ".join(sentences)

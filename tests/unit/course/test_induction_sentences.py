@@ -52,4 +52,5 @@ def test_audit_sentence_says_what_was_found_either_way():
     assert sentences.audit_sentence(found).startswith("The audit finds the write the mechanism predicts")
     missed = dict(found, largest_recovery=other, found_by_recovery=False)
     text = sentences.audit_sentence(missed)
-    assert text.startswith("The audit does not single out") and "blocks.0.attn_write at position 7" in text
+    assert "By patch recovery it does not: blocks.0.attn_write at position 7 has a larger one (0.80)." in text
+    assert "By ablation effect (in size) the audit finds it" in text

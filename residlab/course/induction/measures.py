@@ -18,12 +18,12 @@ attention (``output_attentions``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from residlab.audit.measures import logit_difference, patch_recovery
 from residlab.capture.blocks import block_type_for
 from residlab.capture.recording import at_position, record_sites
 from residlab.capture.sites import resolve_paths, resolve_sites, site_name
@@ -222,13 +222,13 @@ def _patch_sites(model):
 
 
 def _metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
-    last = logits[0, -1]
-    return float(last[experiment.target] - last[experiment.rival])
+    return logit_difference(logits[0, -1], experiment.target, experiment.rival)
 
 
 def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dict:
     """Metric M = logit(target) - logit(rival) at the last position. For every PATCH_SITES row and position p:
-    R = (M(corrupt run with the clean activation at p) - M(corrupt)) / (M(clean) - M(corrupt))."""
+    R = (M(corrupt run with the clean activation at p) - M(corrupt)) / (M(clean) - M(corrupt)), None when the
+    clean and corrupt metrics are equal (``residlab.audit.measures``)."""
     experiment = patching_experiment() if experiment is None else experiment
     sites = _patch_sites(model)
     clean_ids = torch.tensor([experiment.clean])
@@ -238,7 +238,6 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
             clean_metric = _metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
         clean_values = {name: recorder.records[name][0] for name, _, _ in sites}
         corrupt_metric = _metric(_logits(model, corrupt_ids), experiment)
-        gap = clean_metric - corrupt_metric
         recovery = []
         for name, _, _ in sites:
             row = []
@@ -246,7 +245,7 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
                 edit = {name: at_position(position, clean_values[name][position])}
                 with record_sites(sites, edits=edit), torch.inference_mode():
                     patched = _metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
-                row.append((patched - corrupt_metric) / gap if gap else math.nan)
+                row.append(patch_recovery(clean_metric, corrupt_metric, patched))
             recovery.append(row)
     return {"rows": [label for label, _ in PATCH_SITES], "recovery": recovery, "clean_metric": clean_metric,
             "corrupt_metric": corrupt_metric}  # fmt: skip

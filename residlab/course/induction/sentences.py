@@ -52,7 +52,7 @@ def patching_sentence(report: dict) -> str:
     """Which cells of the heatmap recover at least half of the clean metric."""
     patching = report["patching"]
     cells = [(row, position, value) for row, values in zip(patching["rows"], patching["recovery"])
-             for position, value in enumerate(values) if value >= 0.5]  # fmt: skip
+             for position, value in enumerate(values) if value is not None and value >= 0.5]  # fmt: skip
     if not cells:
         return "No single patched activation recovers half of the clean metric."
     listed = "; ".join(f"{row} at position {position} (R = {value:.2f})" for row, position, value in cells)

@@ -17,6 +17,7 @@ COMMANDS = {
     "audit": ("residlab.course.copy_audit", "the Residual Contribution Audit: write a verifiable packet, or verify one"),
     "site": ("residlab.build.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.build.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
+    "pins": ("residlab.build.pins_command", "how far the pins are behind (outdated); whether the newest releases work (try-latest)"),
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, canonical_path  # bundled
 from residlab.capture.outdir import check_output_directory, write_directory  # bundled
-from residlab.capture.recording import library_versions  # bundled
+from residlab.capture.versions import library_versions  # bundled
 from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table  # bundled
 from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
 from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured  # bundled

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from residlab.capture.blocks import IDENTITY_ABSOLUTE  # bundled
 from residlab.capture.files import UnsafeFileError, read_file_bytes  # bundled
-from residlab.capture.recording import library_versions  # bundled
+from residlab.capture.versions import library_versions  # bundled
 from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen  # bundled
 from residlab.audit.runs import AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json  # bundled
 from residlab.audit.runs import tensor_sha256  # bundled

@@ -86,21 +86,21 @@ PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "t
 
 RUNNERS = (
     Runner(
-        "trace_residual_toy.py", "course/toy.py",
+        "trace_residual_toy.py", "course/lab05_toy/toy.py",
         "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
         "the exact arithmetic and the update rules",
         (
-            ReadFirst("course/exact_vectors.py", ("Vector",)),
-            ReadFirst("course/toy.py", ("first_update", "second_update", "readout")),
+            ReadFirst("course/lab05_toy/exact_vectors.py", ("Vector",)),
+            ReadFirst("course/lab05_toy/toy.py", ("first_update", "second_update", "readout")),
         ),
     ),
     Runner(
-        "residual_stream_lab.py", "course/lesson_lab.py",
+        "residual_stream_lab.py", "course/lesson/lesson_lab.py",
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",
         (
-            ReadFirst("course/copy_model.py", ("PreNormBlock",)),
-            ReadFirst("course/lesson_lab.py", ("run_traced", "audit_model")),
+            ReadFirst("course/lesson/copy_model.py", ("PreNormBlock",)),
+            ReadFirst("course/lesson/lesson_lab.py", ("run_traced", "audit_model")),
         ),
     ),
     Runner(
@@ -116,11 +116,11 @@ RUNNERS = (
         data=(PINNED_LOCK,),
     ),
     Runner(
-        "read_transformer_paper.py", "course/paper_lab.py",
+        "read_transformer_paper.py", "course/lab04_paper/paper_lab.py",
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
         "the traced block",
-        (ReadFirst("course/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
+        (ReadFirst("course/lab04_paper/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
     ),
     Runner(
         "audit_residual_writes.py", "audit/cli.py",

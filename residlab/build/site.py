@@ -10,7 +10,7 @@ Quarto is the one thing that executes pages. This module never re-implements it;
 - ``residlab site render [--output-dir DIR] [PAGE ...]``: runs ``quarto render`` with this environment's
   Python as the Jupyter kernel, echoes its output, and fails on a non-zero exit *or* any warning line
   (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed). A whole-site render
-  in which every page executes runs the prefetch of the shared values beside Quarto (``residlab/course/shared.py``).
+  in which every page executes runs the prefetch of the shared values beside Quarto (``residlab/course/render/shared.py``).
 - ``residlab site url [--expect URL]``: the address the site is published at (``website: site-url``, the
   publisher's to set); with ``--expect``, fails unless it is that address (the deploy workflow passes Pages').
 - ``residlab site verify DIR``: checks what a render built: a page for every source page, every internal
@@ -36,7 +36,7 @@ import yaml
 
 from residlab.build.freeze_guard import RENDER_CACHE_DIR, guard, nothing_frozen
 from residlab.build.sync import default_site_root
-from residlab.course.render_cache import RENDER_CACHE_ENVIRONMENT
+from residlab.course.render.render_cache import RENDER_CACHE_ENVIRONMENT
 
 FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
 INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")
@@ -283,7 +283,7 @@ def quarto_command() -> str:
 
 def render_environment(root: Path) -> dict[str, str]:
     """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here; what
-    several pages compute is shared through the project's render cache (``residlab/course/render_cache.py``)."""
+    several pages compute is shared through the project's render cache (``residlab/course/render/render_cache.py``)."""
     environment = dict(os.environ)
     environment["QUARTO_PYTHON"] = sys.executable
     environment[RENDER_CACHE_ENVIRONMENT] = str(Path(root).resolve() / RENDER_CACHE_DIR)
@@ -295,14 +295,14 @@ def warning_lines(output: str) -> list[str]:
     return [line.strip() for line in ANSI_ESCAPE.sub("", output).splitlines() if WARNING_LINE.search(line)]
 
 
-PREFETCH_COMMAND = (sys.executable, "-m", "residlab.course.shared")
+PREFETCH_COMMAND = (sys.executable, "-m", "residlab.course.render.shared")
 PREFETCH_LOG = "prefetch.log"
 PREFETCH_STOP_SECONDS = 10
 PREFETCH_LOG_TAIL = 4000  # bytes of its output a failure shows
 
 
 def start_prefetch(root: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """``python -m residlab.course.shared`` in the project root, its output in the render cache's prefetch.log."""
+    """``python -m residlab.course.render.shared`` in the project root, its output in the render cache's prefetch.log."""
     folder = Path(environment[RENDER_CACHE_ENVIRONMENT])
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / PREFETCH_LOG, "wb") as log:  # the child holds its own descriptor
@@ -325,7 +325,7 @@ def stop_prefetch(process: subprocess.Popen, folder: Path) -> str | None:
     with open(folder / PREFETCH_LOG, "rb") as log_file:  # its last 4000 bytes: the error is at the end
         log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - PREFETCH_LOG_TAIL))
         log = log_file.read().decode("utf-8", errors="replace")
-    return f"the render's prefetch (python -m residlab.course.shared) exited with code {process.returncode}:\n{log}"
+    return f"the render's prefetch (python -m residlab.course.render.shared) exited with code {process.returncode}:\n{log}"
 
 
 def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
@@ -334,7 +334,7 @@ def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), p
     Raises RenderError on a failed render or on any warning line, naming the lines.
 
     A whole-site render in which every page executes (no frozen results once the freeze guard has run) starts
-    the prefetch beside Quarto (``residlab/course/shared.py``) and ends it when Quarto is done; a prefetch that
+    the prefetch beside Quarto (``residlab/course/render/shared.py``) and ends it when Quarto is done; a prefetch that
     failed fails the render too, after Quarto's own errors."""
     command = [quarto_command(), "render", *[str(page) for page in pages], *([] if execute else ["--no-execute"])]
     if output_dir is not None:

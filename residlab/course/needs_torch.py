@@ -4,7 +4,7 @@ The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transforme
 top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
 ``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
 the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
-its check runs on import, before any module that imports torch (``tests/test_first_contact.py`` checks both).
+its check runs on import, before any module that imports torch (``tests/runners/test_first_contact.py`` checks both).
 """
 
 from __future__ import annotations

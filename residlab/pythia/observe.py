@@ -27,7 +27,8 @@ from pathlib import Path
 
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for  # bundled
 from residlab.capture.outdir import check_output_directory, write_directory  # bundled
-from residlab.capture.recording import SiteFiredTwice, hook_snapshot, library_versions, record_sites  # bundled
+from residlab.capture.recording import SiteFiredTwice, hook_snapshot, record_sites  # bundled
+from residlab.capture.versions import library_versions  # bundled
 from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, SiteError, block_site_names, module_path  # bundled
 from residlab.capture.sites import resolve_sites, site_name, site_table  # bundled
 from residlab.pythia.artifacts import OBSERVE_READS, VerifiedArtifacts  # bundled

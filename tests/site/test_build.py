@@ -29,7 +29,7 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
 def test_the_prefetch_computed_what_the_pages_then_read(built_site):
     """The fresh render ran the prefetch: it finished every planned value, each was read by a page's kernel, and no
     page computed one of them itself (so every planned name matches what a page asks for)."""
-    from residlab.course import render_cache, shared
+    from residlab.course.render import render_cache, shared
 
     folder = built_site.project / ".residlab-render-cache"
     status = json.loads((folder / render_cache.PREFETCH_STATUS).read_text(encoding="utf-8"))

@@ -10,15 +10,18 @@ runs on it, as a separate process under a pip that reads no configuration and re
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
 import textwrap
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 import fakeindex
+from residlab.build import pins as pins_module
 from residlab.build import try_latest
 from residlab.pythia.lock import default_lock_path
 
@@ -93,7 +96,7 @@ def make_project(folder: Path, libraries: list[str] = ("tinyanswer", "tinyshape"
     files = {
         "residlab/locks/pythia-14m.lock.json": json.dumps(lock, indent=2) + "\n",
         "requirements.txt": f"# the project's pins\ntinyanswer==1.0\ntinyshape==1.0  # the shape the tests expect\n"
-                            f"pytest=={fakeindex.metadata.version('pytest')}\n",
+                            f"pytest=={metadata.version('pytest')}\n",
         "pyproject.toml": PLAN.format(libraries=json.dumps(list(libraries))),
         "derive.py": DERIVE, ".gitignore": ".venv/\n",
         **{path: textwrap.dedent(source) for path, source in tests.items()},
@@ -132,7 +135,7 @@ def test_outdated_shows_each_pin_beside_the_newest_release_the_index_offers(inde
         ["tinyanswer", "1.0", "1.1", "behind", "requirements.txt, lock libraries"],
         ["tinyanswer", "0.9", "1.1", "behind", "lock also_tested"],
         ["tinyshape", "1.0", "2.0", "behind", "requirements.txt, lock libraries"],
-        ["pytest", fakeindex.metadata.version("pytest"), fakeindex.metadata.version("pytest"), "newest", "requirements.txt"],
+        ["pytest", metadata.version("pytest"), metadata.version("pytest"), "newest", "requirements.txt"],
     ]
     assert completed.stdout.splitlines()[-1].startswith(f"3 of 4 pins differ from the newest release for Python {PYTHON}")
     assert {"/simple/tinyanswer/", "/simple/tinyshape/", "/simple/pytest/"} <= set(index.requests)
@@ -262,3 +265,20 @@ def test_a_plan_is_refused_with_the_reason(table, expected):
     with pytest.raises(try_latest.TrialError) as refused:
         try_latest.parse_plan(table, "pyproject.toml")
     assert expected in str(refused.value)
+
+
+def test_the_projects_own_plan_tries_the_runtime_pins_with_paths_and_targets_that_exist():
+    root = Path(__file__).resolve().parents[3]
+    plan = try_latest.load_plan(root)
+    assert sorted(plan.libraries) == sorted(pins_module.RUNTIME_LIBRARIES)
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    (prepare,) = plan.prepare
+    assert prepare[0] == "make" and "venv" in prepare and re.search(r"^venv:", makefile, re.M)
+    assert ".venv-runner/.installed" in prepare and "RUNNER_VENV := .venv-runner" in makefile
+    tests = [part for check in plan.checks for part in check.command if part.startswith("tests/")]
+    assert {"tests/unit/capture", "tests/unit/audit", "tests/runners"} <= set(tests)
+    assert all((root / path).is_dir() for path in tests), tests
+    runner_tests = next(check for check in plan.checks if "tests/runners" in check.command)
+    assert runner_tests.env == {"RESIDLAB_RUNNER_PYTHON": "{root}/.venv-runner/bin/python"}
+    assert [".venv/bin/residlab", "site", "render"] in [list(check.command) for check in plan.checks]
+    assert plan.after_write == (("{python}", "-m", "residlab", "sync"),)

@@ -147,18 +147,41 @@ def load_plan(root: Path) -> Plan:
 
 def write_pins(root: Path, versions: dict[str, str], plan: Plan, env: dict[str, str]) -> list[str]:
     """Pin ``versions`` in ``root``'s requirements.txt and lock together, then run the plan's ``after-write``
-    there. Returns what those commands printed; raises ``ValueError`` (a bad pin) or ``TrialError``."""
+    there. Returns what those commands printed; raises ``ValueError`` (a bad pin) or ``TrialError``. If an
+    ``after-write`` command fails, both files are put back as they were and ``after-write`` runs again on them, so
+    no half re-pin is left behind."""
     lock_path, requirements_path = root / LOCK_NAME, root / REQUIREMENTS_NAME
-    lock_text, requirements_text = pins.repinned_texts(
-        lock_path.read_text(encoding="utf-8"), requirements_path.read_text(encoding="utf-8"), versions, str(lock_path))
-    for path, text in ((lock_path, lock_text), (requirements_path, requirements_text)):
+    before = {path: path.read_text(encoding="utf-8") for path in (lock_path, requirements_path)}
+    lock_text, requirements_text = pins.repinned_texts(before[lock_path], before[requirements_path], versions,
+                                                       str(lock_path))  # fmt: skip
+    _replace_texts({lock_path: lock_text, requirements_path: requirements_text})
+    try:
+        return _after_write(root, plan, env)
+    except TrialError as error:
+        _replace_texts(before)
+        try:
+            _after_write(root, plan, env)
+        except TrialError:
+            raise TrialError(f"{error}; requirements.txt and the lock are put back, but the derived files may not "
+                             "be: run it again once it works") from None  # fmt: skip
+        raise TrialError(f"{error}; requirements.txt, the lock and the derived files are as they were") from None
+
+
+def _replace_texts(texts: dict[Path, str]) -> None:
+    for path, text in texts.items():
         staged = path.with_name(path.name + ".repin")
         staged.write_text(text, encoding="utf-8")
         os.replace(staged, path)
+
+
+def _after_write(root: Path, plan: Plan, env: dict[str, str]) -> list[str]:
     printed = []
     for command in plan.after_write:
         argv = expand(command, root)
-        completed = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        try:
+            completed = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise TrialError(f"`{' '.join(argv)}` did not run after the re-pin: {error}") from None
         printed += (completed.stdout + completed.stderr).splitlines()
         if completed.returncode != 0:
             raise TrialError(f"`{' '.join(argv)}` failed after the re-pin: {last_line(completed.stdout + completed.stderr)}")

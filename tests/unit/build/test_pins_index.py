@@ -35,7 +35,7 @@ PLAN = """
 libraries = {libraries}
 prepare = [["{{python}}", "-m", "venv", "--without-pip", ".venv"],
            ["{{python}}", "-m", "pip", "--python", "{{root}}/.venv/bin/python", "install", "-q", "--no-compile", "-r", "requirements.txt"]]
-after-write = [["{{python}}", "derive.py"]]
+after-write = [["{{python}}", "{after_write}"]]
 
 [[tool.residlab.try-latest.checks]]
 name = "project's tests"
@@ -88,7 +88,8 @@ def index(tmp_path_factory):
     served.stop()
 
 
-def make_project(folder: Path, libraries: list[str] = ("tinyanswer", "tinyshape"), tests: dict = PROJECT_TESTS) -> Path:
+def make_project(folder: Path, libraries: list[str] = ("tinyanswer", "tinyshape"), tests: dict = PROJECT_TESTS,
+                 after_write: str = "derive.py") -> Path:
     """The small project, pinned at tinyanswer 1.0 and tinyshape 1.0, as a git work tree (nothing committed)."""
     lock = json.loads(default_lock_path().read_text(encoding="utf-8"))
     lock["libraries"] = {"python": PYTHON, "tinyanswer": "1.0", "tinyshape": "1.0"}
@@ -97,8 +98,10 @@ def make_project(folder: Path, libraries: list[str] = ("tinyanswer", "tinyshape"
         "residlab/locks/pythia-14m.lock.json": json.dumps(lock, indent=2) + "\n",
         "requirements.txt": f"# the project's pins\ntinyanswer==1.0\ntinyshape==1.0  # the shape the tests expect\n"
                             f"pytest=={metadata.version('pytest')}\n",
-        "pyproject.toml": PLAN.format(libraries=json.dumps(list(libraries))),
+        "pyproject.toml": PLAN.format(libraries=json.dumps(list(libraries)), after_write=after_write),
         "derive.py": DERIVE, ".gitignore": ".venv/\n",
+        "derive_only_the_old.py": "import pathlib, sys\nif 'tinyanswer==1.0' not in pathlib.Path('requirements.txt')"
+                                  ".read_text():\n    sys.exit('derive: no rule for this tinyanswer')\n" + DERIVE,
         **{path: textwrap.dedent(source) for path, source in tests.items()},
     }  # fmt: skip
     for path, text in files.items():
@@ -235,6 +238,16 @@ def test_nothing_is_blamed_when_the_pins_fail_as_they_are(index, tmp_path):
     assert message.startswith("residlab pins try-latest: error: the pins as they are fail too, so no newer release")
     assert "tests/test_own.py::test_own_bug" in message
     assert snapshot(root) == before  # two attempts, each writing pins and building an environment, all in the copy
+
+
+def test_a_re_pin_whose_derived_files_cannot_be_written_is_put_back(index, tmp_path):
+    root = make_project(tmp_path, after_write="derive_only_the_old.py")
+    before = snapshot(root)
+    completed = pins(index, "write", "--root", str(root), "tinyanswer==1.1")
+    assert completed.returncode == 3 and completed.stdout == ""
+    message = one_line_error(completed)
+    assert "derive: no rule for this tinyanswer" in message and "the derived files are as they were" in message
+    assert snapshot(root) == before
 
 
 @pytest.mark.parametrize("arguments, expected", [

@@ -174,12 +174,22 @@ def test_try_latest_steps_are_the_commands_the_tests_run():
     assert trial.command == "try-latest" and trial.report and not trial.write and not trial.library
     assert written.command == "write" and written.from_report == trial.report and not written.pins
     assert trial.root == written.root == pins_command.default_site_root()  # the checkout itself
-    # The pinned environment the trial job runs residlab from is the README's, built by the Makefile.
-    assert any(line == "make venv" for step in jobs["try"]["steps"] for line in run_lines(step))
+    # Both run residlab from the checkout with the Python set up for the job: `residlab pins` needs only the
+    # standard library and pip (the trial builds its environments in its copy, with the Makefile's recipes).
+    assert trial_lines[0].startswith("python -m residlab pins ") and write_lines[0].startswith("python -m residlab pins ")
+    assert not any("make" in line.split() for step in jobs["try"]["steps"] for line in run_lines(step))
     versions = yaml.safe_load((ROOT / "_variables.yml").read_text())["versions"]
     for job in ("try", "repin"):
         python_step = next(step for step in jobs[job]["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
         assert python_step["with"]["python-version"] == versions["python"]
+
+
+def test_residlab_pins_runs_with_the_standard_library_alone_as_the_workflow_runs_it():
+    # -S: no site-packages, so nothing installed is importable; residlab comes from the checkout (the working folder)
+    for command in ("try-latest", "write"):
+        completed = subprocess.run([sys.executable, "-S", "-m", "residlab", "pins", command, "--help"], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert completed.returncode == 0 and f"usage: residlab pins {command}" in completed.stdout, completed.stderr
 
 
 def test_try_latest_reads_the_report_fields_the_trial_writes():

@@ -17,25 +17,25 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1588  residlab/audit/packet.py
-#   line 1690    model_record
-#   line 1725    input_record
-#   line 1754    intervention_record
-#   line 1844    measurement_record
+#   line 1589  residlab/audit/packet.py
+#   line 1691    model_record
+#   line 1726    input_record
+#   line 1755    intervention_record
+#   line 1845    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   44  residlab/capture/blocks.py
-#   line  247  residlab/capture/outdir.py
-#   line  359  residlab/audit/subject.py
-#   line  598  residlab/capture/recording.py
-#   line  751  residlab/capture/sites.py
-#   line  854  residlab/audit/runs.py
-#   line 1190  residlab/capture/versions.py
-#   line 1211  residlab/audit/schema.py
-#   line 1588  residlab/audit/packet.py
-#   line 1958  residlab/capture/files.py
-#   line 2050  residlab/audit/verify.py
-#   line 2418  residlab/audit/cli.py (the entry)
+#   line  248  residlab/capture/outdir.py
+#   line  360  residlab/audit/subject.py
+#   line  599  residlab/capture/recording.py
+#   line  752  residlab/capture/sites.py
+#   line  855  residlab/audit/runs.py
+#   line 1191  residlab/capture/versions.py
+#   line 1212  residlab/audit/schema.py
+#   line 1589  residlab/audit/packet.py
+#   line 1959  residlab/capture/files.py
+#   line 2051  residlab/audit/verify.py
+#   line 2419  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.

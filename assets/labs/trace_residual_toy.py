@@ -424,8 +424,145 @@ def parallel_json(trace: ParallelTrace) -> dict:
     }
 
 
-def _sum_of_roots_text(first: Norm, second: Norm) -> str:
-    return f"{first.exact} + {second.exact}"
+def norm_comparison(baseline: SequentialTrace) -> dict:
+    """Why |z - x| is not |F(x)| + |G(y)|: the two norms, their sum, the total change's norm, the angle."""
+    first, second = baseline.first_update, baseline.second_update
+    first_norm, second_norm = first.norm(), second.norm()
+    update_dot = first.dot(second)
+    cosine = None  # undefined when either update is zero
+    if first_norm.squared and second_norm.squared:
+        cosine = float(update_dot) / (first_norm.value * second_norm.value)
+    return {
+        "first_update_norm": first_norm.to_json(),
+        "second_update_norm": second_norm.to_json(),
+        "sum_of_update_norms": {
+            "exact": f"{first_norm.exact} + {second_norm.exact}",
+            "float": first_norm.value + second_norm.value,
+        },
+        "total_change_norm": (baseline.final - baseline.input).norm().to_json(),
+        "update_dot_product": number_json(update_dot),
+        "update_cosine": cosine,
+        "why_they_differ": (
+            "z - x = F(x) + G(y): the norm of a sum equals the sum of the norms only when the updates "
+            "point the same way; a negative dot product means they partly cancel"
+        ),
+    }
+
+
+def case_readouts(baseline: SequentialTrace, cases: Interventions) -> dict[str, Fraction]:
+    return {
+        "baseline": readout(baseline.final),
+        "first_suppressed": readout(cases.first_suppressed.final),
+        "second_suppressed": readout(cases.second_suppressed.final),
+        "parallel": readout(cases.parallel.final),
+        "shortcut": readout(cases.shortcut),
+    }
+
+
+def interventions_json(cases: Interventions) -> dict:
+    return {
+        "first_suppressed": {
+            "description": "F writes zeros, so y = x and G is recomputed from that changed input",
+            **sequential_json(cases.first_suppressed),
+        },
+        "second_suppressed": {
+            "description": "F writes as in the baseline; only G's write is replaced by zeros",
+            **sequential_json(cases.second_suppressed),
+        },
+        "parallel": {
+            "description": "both branches read the original x: a different architecture, not a renaming",
+            **parallel_json(cases.parallel),
+        },
+    }
+
+
+def shortcut_json(cases: Interventions, readouts: dict) -> dict:
+    return {
+        "formula": "baseline z - baseline F(x)",
+        **vector_json(cases.shortcut),
+        "readout": number_json(readouts["shortcut"]),
+        "equals_first_suppressed": cases.shortcut == cases.first_suppressed.final,
+    }
+
+
+def y1_probes(x: Vector, second_position: Vector) -> list[dict]:
+    """y1 for the input, the second position and ``Y1_PROBE_INPUTS``, each distinct probe once, in order."""
+    probes = dict.fromkeys([x, second_position, *(Vector(values) for values in Y1_PROBE_INPUTS)])
+    return [{"input": vector_json(probe), "y1": number_json(sequential_trace(probe).intermediate[0])}
+            for probe in probes]
+
+
+def _addition(before: Norm, after: Norm) -> dict:
+    return {"before": before.to_json(), "after": after.to_json(), "increased": after.squared > before.squared}
+
+
+def predictions(baseline: SequentialTrace, cases: Interventions, readouts: dict, probes: list[dict]) -> dict:
+    """The lab's four predictions, each answered from the computed values with the evidence beside it."""
+    first_effect = abs(readouts["first_suppressed"] - readouts["baseline"])
+    second_effect = abs(readouts["second_suppressed"] - readouts["baseline"])
+    first_norm, second_norm = baseline.first_update.norm(), baseline.second_update.norm()
+    if first_norm.squared == second_norm.squared:
+        larger_has_larger_effect = None  # equal norms: neither update is "the larger"
+    elif second_norm.squared > first_norm.squared:
+        larger_has_larger_effect = second_effect > first_effect
+    else:
+        larger_has_larger_effect = first_effect > second_effect
+    norms = [baseline.input.norm(), baseline.intermediate.norm(), baseline.final.norm()]
+    first_addition, second_addition = _addition(norms[0], norms[1]), _addition(norms[1], norms[2])
+    return {
+        "y1_depends_on_x1": {
+            # y1 depends on x1 only if probes with different x1 give different y1.
+            "answer": len({json.dumps(probe["y1"]["exact"]) for probe in probes}) > 1,
+            "reason": "y1 = x1 + (-x1) = 0 whatever x1 is",
+            "probes": probes,
+        },
+        "each_addition_increases_norm": {
+            "answer": first_addition["increased"] and second_addition["increased"],
+            "first_addition": first_addition,
+            "second_addition": second_addition,
+        },
+        "shortcut_recovers_first_suppressed": {
+            "answer": cases.shortcut == cases.first_suppressed.final,
+            "shortcut": vector_json(cases.shortcut),
+            "first_suppressed_final": vector_json(cases.first_suppressed.final),
+        },
+        "larger_update_has_larger_readout_effect": {
+            "answer": larger_has_larger_effect,
+            "first_update_norm": first_norm.to_json(),
+            "second_update_norm": second_norm.to_json(),
+            "readout_change_when_first_suppressed": number_json(first_effect),
+            "readout_change_when_second_suppressed": number_json(second_effect),
+        },
+    }
+
+
+def positions_json(rows: tuple[Vector, ...], row_traces: tuple[SequentialTrace, ...]) -> dict:
+    """The n x 3 array traced row by row, and the evidence that no row reads another."""
+    # Changing the other rows to zeros must leave a row's results exactly as they were.
+    zero_row = zero_vector()
+    unchanged_by_others = [
+        trace_positions(tuple(row if j == i else zero_row for j, row in enumerate(rows)))[i] == row_traces[i]
+        for i in range(len(rows))
+    ]
+    return {
+        "array": array_json(rows),
+        **{name: array_json([getattr(trace, name) for trace in row_traces])
+           for name in ("first_update", "intermediate", "second_update", "final")},
+        "rows_match_single_vector_traces": [t == sequential_trace(row) for t, row in zip(row_traces, rows)],
+        "rows_unchanged_when_other_row_zeroed": unchanged_by_others,
+    }
+
+
+def every_vector(baseline: SequentialTrace, cases: Interventions, row_traces: tuple[SequentialTrace, ...]) -> list:
+    return [
+        *baseline.vectors().values(),
+        *cases.first_suppressed.vectors().values(),
+        *cases.second_suppressed.vectors().values(),
+        cases.parallel.input, cases.parallel.first_update, cases.parallel.second_update, cases.parallel.final,
+        cases.shortcut,
+        baseline.final - baseline.input,
+        *(vector for trace in row_traces for vector in trace.vectors().values()),
+    ]
 
 
 def build_report(x: Vector, second_position: Vector, command: Sequence[str] | None = None) -> dict:
@@ -435,48 +572,9 @@ def build_report(x: Vector, second_position: Vector, command: Sequence[str] | No
     baseline_input = x.copy()  # kept aside so the report can show the input came through unchanged
     baseline = sequential_trace(x)
     cases = run_interventions(x, baseline)
-
-    total_change = baseline.final - baseline.input
-    first_norm, second_norm = baseline.first_update.norm(), baseline.second_update.norm()
-    update_dot = baseline.first_update.dot(baseline.second_update)
-    cosine = None  # undefined when either update is zero
-    if first_norm.squared and second_norm.squared:
-        cosine = float(update_dot) / (first_norm.value * second_norm.value)
-
-    readouts = {
-        "baseline": readout(baseline.final),
-        "first_suppressed": readout(cases.first_suppressed.final),
-        "second_suppressed": readout(cases.second_suppressed.final),
-        "parallel": readout(cases.parallel.final),
-        "shortcut": readout(cases.shortcut),
-    }
-    first_effect = abs(readouts["first_suppressed"] - readouts["baseline"])
-    second_effect = abs(readouts["second_suppressed"] - readouts["baseline"])
-
-    y1_probes = [
-        {"input": vector_json(probe), "y1": number_json(sequential_trace(probe).intermediate[0])}
-        for probe in dict.fromkeys([x, second_position, *(Vector(values) for values in Y1_PROBE_INPUTS)])
-    ]  # dict.fromkeys: each distinct probe once, in order
-
+    readouts = case_readouts(baseline, cases)
     rows = (x, second_position)
     row_traces = trace_positions(rows)
-    zero_row = zero_vector()
-    # Changing the other row to zeros must leave this row's results exactly as they were.
-    rows_unchanged_by_other = [
-        trace_positions(tuple(row if j == i else zero_row for j, row in enumerate(rows)))[i] == row_traces[i]
-        for i in range(len(rows))
-    ]
-    norms = [baseline.input.norm(), baseline.intermediate.norm(), baseline.final.norm()]
-    every_vector = [
-        *baseline.vectors().values(),
-        *cases.first_suppressed.vectors().values(),
-        *cases.second_suppressed.vectors().values(),
-        cases.parallel.input, cases.parallel.first_update, cases.parallel.second_update, cases.parallel.final,
-        cases.shortcut,
-        total_change,
-        *(vector for trace in row_traces for vector in trace.vectors().values()),
-    ]
-
     return {
         "report": "Lab 05 toy residual trace (Parts 1-3)",
         "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
@@ -487,82 +585,16 @@ def build_report(x: Vector, second_position: Vector, command: Sequence[str] | No
         ),
         "update_rules": {"F": "F(x) = [-x1, 2, 0]", "G": "G(y) = [y2, -y2, 2*y1]", "readout": "s = [0, 0, 1] z"},
         "baseline": sequential_json(baseline),
-        "total_change": {"formula": "z - x", **_traced_vector_json(total_change)},
-        "norm_comparison": {
-            "first_update_norm": first_norm.to_json(),
-            "second_update_norm": second_norm.to_json(),
-            "sum_of_update_norms": {
-                "exact": _sum_of_roots_text(first_norm, second_norm),
-                "float": first_norm.value + second_norm.value,
-            },
-            "total_change_norm": total_change.norm().to_json(),
-            "update_dot_product": number_json(update_dot),
-            "update_cosine": cosine,
-            "why_they_differ": (
-                "z - x = F(x) + G(y): the norm of a sum equals the sum of the norms only when the updates "
-                "point the same way; a negative dot product means they partly cancel"
-            ),
-        },
-        "interventions": {
-            "first_suppressed": {
-                "description": "F writes zeros, so y = x and G is recomputed from that changed input",
-                **sequential_json(cases.first_suppressed),
-            },
-            "second_suppressed": {
-                "description": "F writes as in the baseline; only G's write is replaced by zeros",
-                **sequential_json(cases.second_suppressed),
-            },
-            "parallel": {
-                "description": "both branches read the original x: a different architecture, not a renaming",
-                **parallel_json(cases.parallel),
-            },
-        },
-        "shortcut": {
-            "formula": "baseline z - baseline F(x)",
-            **vector_json(cases.shortcut),
-            "readout": number_json(readouts["shortcut"]),
-            "equals_first_suppressed": cases.shortcut == cases.first_suppressed.final,
-        },
+        "total_change": {"formula": "z - x", **_traced_vector_json(baseline.final - baseline.input)},
+        "norm_comparison": norm_comparison(baseline),
+        "interventions": interventions_json(cases),
+        "shortcut": shortcut_json(cases, readouts),
         "readouts": {name: number_json(value) for name, value in readouts.items()},
-        "predictions": {
-            "y1_depends_on_x1": {
-                # y1 depends on x1 only if probes with different x1 give different y1.
-                "answer": len({json.dumps(probe["y1"]["exact"]) for probe in y1_probes}) > 1,
-                "reason": "y1 = x1 + (-x1) = 0 whatever x1 is",
-                "probes": y1_probes,
-            },
-            "each_addition_increases_norm": {
-                "answer": norms[1].squared > norms[0].squared and norms[2].squared > norms[1].squared,
-                "first_addition": {"before": norms[0].to_json(), "after": norms[1].to_json(), "increased": norms[1].squared > norms[0].squared},
-                "second_addition": {"before": norms[1].to_json(), "after": norms[2].to_json(), "increased": norms[2].squared > norms[1].squared},
-            },
-            "shortcut_recovers_first_suppressed": {
-                "answer": cases.shortcut == cases.first_suppressed.final,
-                "shortcut": vector_json(cases.shortcut),
-                "first_suppressed_final": vector_json(cases.first_suppressed.final),
-            },
-            "larger_update_has_larger_readout_effect": {
-                # None when the two updates have equal norms: then neither is "the larger".
-                "answer": None if first_norm.squared == second_norm.squared else (
-                    second_effect > first_effect if second_norm.squared > first_norm.squared else first_effect > second_effect
-                ),
-                "first_update_norm": first_norm.to_json(),
-                "second_update_norm": second_norm.to_json(),
-                "readout_change_when_first_suppressed": number_json(first_effect),
-                "readout_change_when_second_suppressed": number_json(second_effect),
-            },
-        },
-        "positions": {
-            "array": array_json(rows),
-            "first_update": array_json([t.first_update for t in row_traces]),
-            "intermediate": array_json([t.intermediate for t in row_traces]),
-            "second_update": array_json([t.second_update for t in row_traces]),
-            "final": array_json([t.final for t in row_traces]),
-            "rows_match_single_vector_traces": [t == sequential_trace(row) for t, row in zip(row_traces, rows)],
-            "rows_unchanged_when_other_row_zeroed": rows_unchanged_by_other,
-        },
+        "predictions": predictions(baseline, cases, readouts, y1_probes(x, second_position)),
+        "positions": positions_json(rows, row_traces),
         "checks": {
-            "every_vector_is_3x1": all(vector.shape == (STREAM_WIDTH, 1) for vector in every_vector),
+            "every_vector_is_3x1": all(vector.shape == (STREAM_WIDTH, 1)
+                                       for vector in every_vector(baseline, cases, row_traces)),
             "input_unchanged_after_interventions": x == baseline_input and baseline.input == baseline_input,
         },
     }

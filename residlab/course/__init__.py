@@ -35,8 +35,11 @@ _INTERFACE = {
     "paper_lab": ("residlab.course.lab04_paper.paper_lab", None),
     "explorer_data": ("residlab.course.lab05_observation.explorer_data", None),
     "capture_page": ("residlab.course.lab05_observation.capture_page", None),
+    "capture_source": ("residlab.course.lab05_observation.capture_source", None),
+    "capture_reading": ("residlab.course.lab05_observation.capture_reading", None),
     "open_run": ("residlab.course.lab05_observation.open_run", None),
     "decoder_audit": ("residlab.course.lab06_audit.decoder_audit", None),
+    "pythia_audit": ("residlab.course.lab06_audit.pythia_audit", None),
     # what several pages show, once per render (residlab.course.render.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.render.shared", "trained_copy_model"),
     "training_log": ("residlab.course.render.shared", "training_log"),
@@ -52,6 +55,10 @@ _INTERFACE = {
     "plot_gradient_profile": ("residlab.course.lesson.lesson_figures", "plot_gradient_profile"),
     "summarise_profile": ("residlab.course.lesson.lesson_figures", "summarise_profile"),
     "depths_where_first_exceeds": ("residlab.course.lesson.lesson_figures", "depths_where_first_exceeds"),
+    "training_exposure": ("residlab.course.lesson.lesson_figures", "training_exposure"),
+    "profile_sentences": ("residlab.course.lesson.lesson_figures", "profile_sentences"),
+    "retained_verdict": ("residlab.course.lesson.lesson_figures", "retained_verdict"),
+    "attribution_contrast": ("residlab.course.lesson.lesson_figures", "attribution_contrast"),
     "plot_positional_encoding": ("residlab.course.lab04_paper.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary.glossary_figures", "draw_four_positions"),
@@ -72,6 +79,7 @@ _INTERFACE = {
     "OBSERVED_LIBRARIES": ("residlab.pythia.observe", "LIBRARIES"),
     "FetchLimits": ("residlab.pythia.artifacts", "FetchLimits"),
     "load_lock": ("residlab.pythia.lock", "load_lock"),
+    "lock_label": ("residlab.pythia.cache", "lock_label"),
     "GIT_FILE_MAX_BYTES": ("residlab.pythia.pin", "GIT_FILE_MAX_BYTES"),
 }
 

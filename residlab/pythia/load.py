@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import warnings
 
-from residlab.capture.blocks import canonical_path  # bundled
-from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts  # bundled
+from residlab.capture.blocks import canonical_path
+from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts
 
 
 def import_transformers_quietly():

@@ -222,7 +222,7 @@ def test_sync_after_a_requirements_only_change_says_to_edit_the_lock_and_writes_
 def test_sync_with_a_runner_the_builder_refuses_is_one_line(tmp_path, monkeypatch, capsys):
     from residlab.build import runners, sync
 
-    broken = runners.Runner("broken.py", "course/no_such_module.py", "a runner", "nothing", ())
+    broken = runners.Runner("broken.py", ("course/no_such_module.py",), "a runner", "nothing", ())
     monkeypatch.setattr(runners, "RUNNERS", (*runners.RUNNERS, broken))
     assert sync.main(["--check", "--root", str(ROOT)]) == 1
     captured = capsys.readouterr()

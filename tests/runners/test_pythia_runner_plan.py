@@ -41,41 +41,31 @@ def without_lock_line(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.strip().startswith("lock:")]
 
 
-def test_committed_runner_is_what_the_builder_writes():
-    assert RUNNER.read_text(encoding="utf-8") == runners.build_runner(RUNNER_SPEC)
-    # The bundle follows the entry's imports: the capture floor and the pythia modules, the entry last.
-    assert set(RUNNER_SPEC.modules) == {
-        "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/versions.py", "capture/outdir.py",
-        "capture/files.py",
-        "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "pythia/observe.py",
-        "pythia/runner.py",
+def test_the_runner_reads_the_capture_first_then_the_download_and_verification():
+    # What a learner is told to read (the block table, the site names, the recording, the observation) opens the
+    # file; the download and verification of the pinned files it does not depend on follow; the command line last.
+    sections = [line.split()[2] for line in RUNNER.read_text(encoding="utf-8").splitlines()
+                if line.startswith("# ---- residlab/")]
+    assert sections[:5] == [
+        "residlab/capture/blocks.py", "residlab/capture/sites.py", "residlab/capture/recording.py",
+        "residlab/capture/versions.py", "residlab/pythia/observe.py",
+    ]
+    assert set(sections[5:-1]) == {
+        "residlab/capture/outdir.py", "residlab/capture/files.py", "residlab/pythia/lock.py", "residlab/pythia/hub.py",
+        "residlab/pythia/artifacts.py", "residlab/pythia/load.py",
     }
-    assert RUNNER_SPEC.modules[-1] == "pythia/runner.py"
-
-
-def test_runner_defines_each_top_level_name_once():
-    import ast
-    import collections
-
-    counts = collections.Counter()
-    for node in ast.parse(RUNNER.read_text(encoding="utf-8")).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            counts[node.name] += 1
-        elif isinstance(node, ast.Assign):
-            counts.update(target.id for target in node.targets if isinstance(target, ast.Name))
-    assert [name for name, count in counts.items() if count > 1] == []  # bundled modules must not shadow each other
+    assert sections[-1] == "residlab/pythia/runner.py"
+    assert {pointer.section for pointer in RUNNER_SPEC.read_first} <= set(RUNNER_SPEC.modules[:5])
 
 
 def test_runner_embeds_the_pinned_lock():
     import ast
 
     text = RUNNER.read_text(encoding="utf-8")
-    assert "EMBEDDED_LOCK_JSON = None" not in text and "# bundled" not in text
     body = ast.parse(text).body
-    # The lock is a data section after all code, just before the __main__ block: one assignment, the pinned lock.
+    # The lock is the data section just before the __main__ block: one assignment, the pinned lock.
     section = body[-2]
     assert isinstance(section, ast.Assign) and [target.id for target in section.targets] == ["EMBEDDED_LOCK_JSON"]
-    assert runners._is_main_block(body[-1])
     namespace: dict = {}
     exec(ast.get_source_segment(text, section), namespace)
     pinned = json.loads((ROOT / "residlab" / "locks" / "pythia-14m.lock.json").read_text(encoding="utf-8"))

@@ -32,12 +32,16 @@ from dataclasses import dataclass
 
 from torch import nn
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
-from residlab.course.needs_torch import require_torch  # bundled
-from residlab.course.lesson.gradient_profile import GradientProfile, gradient_profile  # bundled
-from residlab.course.threads import single_thread  # bundled
-from residlab.course.lab04_paper.positional_encoding import PAPER_BASE, PAPER_HEAD_WIDTH, PE_POSITIONS, PositionalCheck, check_positional_encoding  # bundled
-from residlab.course.lab04_paper.traced_block import TRACE_FF_WIDTH, TRACE_HEADS, TRACE_POSITIONS, TRACE_SEED, TRACE_TOLERANCE, TRACE_WIDTH, ArrangementTrace, BlockComparison, BoundaryReading, PostLnDecomposition, build_encoder_layers, capture_block, compare_arrangements, decompose_post_ln, read_boundaries, trace_arrangements, trace_input  # bundled
+from residlab.course.lesson.gradient_profile import GradientProfile, gradient_profile
+from residlab.course.threads import single_thread
+from residlab.course.lab04_paper.positional_encoding import (
+    PAPER_BASE, PAPER_HEAD_WIDTH, PE_POSITIONS, PositionalCheck, check_positional_encoding,
+)
+from residlab.course.lab04_paper.traced_block import (
+    TRACE_FF_WIDTH, TRACE_HEADS, TRACE_POSITIONS, TRACE_SEED, TRACE_TOLERANCE, TRACE_WIDTH, ArrangementTrace,
+    BlockComparison, BoundaryReading, PostLnDecomposition, build_encoder_layers, capture_block,
+    compare_arrangements, decompose_post_ln, read_boundaries, trace_arrangements, trace_input,
+)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -192,11 +196,13 @@ def section_profile(result: PaperLabResult) -> str:
         "median of each block's mean parameter-gradient norm, first block first:",
     ]
     per_line = 9  # keeps a line short enough to read on the page
-    for name, values in profile.medians.items():
-        for start in range(0, len(values), per_line):
-            chunk = values[start : start + per_line]
-            label = f"{name} {start + 1}-{start + len(chunk)}"
-            lines.append(f"{label:14s} " + " ".join(f"{v:.5f}" for v in chunk))
+    rows = [
+        (f"{name} {start + 1}-{start + len(values[start : start + per_line])}", values[start : start + per_line])
+        for name, values in profile.medians.items()
+        for start in range(0, len(values), per_line)
+    ]
+    width = max(len(label) for label, _ in rows)
+    lines += [f"{label:{width}s} " + " ".join(f"{v:.5f}" for v in chunk) for label, chunk in rows]
     return "\n".join(lines)
 
 

@@ -20,8 +20,8 @@ from typing import Iterator
 import torch
 from torch import nn
 
-from residlab.capture.recording import SiteFiredTwice, record_sites  # bundled
-from residlab.course.lab04_paper.positional_encoding import PAPER_BASE, sinusoidal_encoding  # bundled
+from residlab.capture.recording import SiteFiredTwice, record_sites
+from residlab.course.lab04_paper.positional_encoding import PAPER_BASE, sinusoidal_encoding
 
 # The small block that is traced: the paper's shape ratios (d_ff = 4 d_model, d_k = d_model / h) at width 16.
 TRACE_WIDTH = 16

@@ -5,9 +5,8 @@ render time by the same ``observe_position`` that wrote the capture's ``observat
 of every position. The explorer needs every position, so this module rebuilds the capture's tensors from
 ``captures.json`` and runs ``residlab.pythia.observe.observe_position`` on each position. The logit lens
 needs the model's final LayerNorm and output embedding: for the synthetic specimen they are rebuilt from its
-seed, for a fresh capture they are loaded again from the verified files named by
-``RESIDLAB_PYTHIA_ARTIFACTS``. The selected position is computed too and must agree with
-``observations.json``; a capture whose files disagree stops the render with a message naming them.
+seed, for a fresh capture they are loaded again from the verified files it was made from. The selected position
+is computed too and must agree with ``observations.json``; a capture whose files disagree stops the render with a message naming them.
 
 The browser only formats what this module writes (``assets/explorers/capture-explorer.js``).
 """
@@ -79,7 +78,13 @@ def captured_tensors(capture: PageCapture, captures: dict):
 
 
 def lens_model(capture: PageCapture, environ: dict | None = None):
-    """The (model, tokenizer) whose final LayerNorm and output embedding the capture's logit lens used."""
+    """The (model, tokenizer) whose final LayerNorm and output embedding the capture's logit lens used: the
+    verified files of a fresh capture, the specimen rebuilt from its seed, or for a committed capture of real
+    files, those files found again (``RESIDLAB_PYTHIA_ARTIFACTS`` or the lock's cache folder)."""
+    from residlab.pythia.load import load_offline
+
+    if capture.artifacts is not None:
+        return load_offline(capture.artifacts)
     if capture.synthetic:
         match = SPECIMEN_LOCK_LABEL.fullmatch(str(capture.manifest.get("lock", "")))
         if not match:
@@ -96,20 +101,19 @@ def lens_model(capture: PageCapture, environ: dict | None = None):
             clean_up_tokenization_spaces=TOKENIZER_CONFIG["clean_up_tokenization_spaces"],
         )
         return build_specimen_model(int(match.group("seed"))), tokenizer
-    environ = os.environ if environ is None else environ
-    if not environ.get(ARTIFACTS_ENV):
-        raise ExplorerDataError(
-            f"{capture.directory}: a capture of real files; name them with {ARTIFACTS_ENV} to read its logit lens"
-        )
-    from residlab.pythia.artifacts import verify_artifacts
-    from residlab.pythia.lock import load_lock
-    from residlab.pythia.load import load_offline
+    from residlab.pythia.cache import active_lock, verified_files
 
-    verified = verify_artifacts(Path(environ[ARTIFACTS_ENV]), load_lock())
+    environ = os.environ if environ is None else environ
+    verified = verified_files(active_lock(environ), environ)
+    if verified is None:
+        raise ExplorerDataError(
+            f"{capture.directory}: a capture of real files; the logit lens of its other positions needs those files: "
+            f"run `make pythia`, or name them with {ARTIFACTS_ENV}"
+        )
     if verified.lock.revision != capture.manifest["revision"]:
         raise ExplorerDataError(
-            f"{capture.directory / 'manifest.json'}: revision {capture.manifest['revision']}, but the files named by "
-            f"{ARTIFACTS_ENV} are of revision {verified.lock.revision}"
+            f"{capture.directory / 'manifest.json'}: revision {capture.manifest['revision']}, but the verified files "
+            f"are of revision {verified.lock.revision}"
         )
     return load_offline(verified)
 

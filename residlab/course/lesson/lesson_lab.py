@@ -23,12 +23,15 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-# First of the bundled imports: in the runner its check comes before every module that imports torch.
-from residlab.course.needs_torch import require_torch  # bundled
-from residlab.capture.recording import record_sites  # bundled
-from residlab.course.lesson.copy_model import BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE, CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, weights_sha256  # bundled
-from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile  # bundled
-from residlab.course.threads import single_thread  # bundled
+from residlab.capture.recording import record_sites
+from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
+from residlab.course.lesson.copy_model import (
+    BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
+    CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log,
+    training_sequence_counts, weights_sha256,
+)
+from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile
+from residlab.course.threads import single_thread
 
 CLEAN_TOKENS = (7, 3, 9, 5, 0)
 CORRUPT_TOKENS = (2, 3, 9, 5, 0)
@@ -36,11 +39,11 @@ TARGET_TOKEN = 7
 
 # run_traced's record of one run: ResidualTrace field -> the block's hook point that carries it.
 TRACE_HOOK_POINTS = {
-    "r0": "hook_resid_pre",
+    "resid_pre": "hook_resid_pre",
     "attn_write": "hook_attn_out",
-    "r1": "hook_resid_mid",
+    "resid_mid": "hook_resid_mid",
     "mlp_write": "hook_mlp_out",
-    "r2": "hook_resid_post",
+    "resid_post": "hook_resid_post",
 }
 
 
@@ -104,17 +107,19 @@ class AuditResult:
     interventions: tuple[Intervention, ...]
     write_norms: WriteNorms
     components: tuple[ComponentAudit, ...]
+    # direct logit attribution of the clean run's query state (embedding and both writes), final scale frozen
+    attribution: LogitAttribution
 
 
 @dataclass(frozen=True)
 class ResidualTrace:
     """The five hook points of one run; every tensor (batch, 5, d), detached."""
 
-    r0: torch.Tensor
+    resid_pre: torch.Tensor
     attn_write: torch.Tensor
-    r1: torch.Tensor
+    resid_mid: torch.Tensor
     mlp_write: torch.Tensor
-    r2: torch.Tensor
+    resid_post: torch.Tensor
 
     def clone(self) -> "ResidualTrace":
         return ResidualTrace(**{name: getattr(self, name).clone() for name in self.__dataclass_fields__})
@@ -226,9 +231,9 @@ def audit_model(
         }
         with torch.no_grad():
             stage_logits = {
-                "embedding": model.readout(clean.trace.r0),
-                "after attention": model.readout(clean.trace.r1),
-                "after MLP": model.readout(clean.trace.r2),
+                "embedding": model.readout(clean.trace.resid_pre),
+                "after attention": model.readout(clean.trace.resid_mid),
+                "after MLP": model.readout(clean.trace.resid_post),
             }
             readouts = tuple(
                 Readout(stage=stage, p_target=_p(logits, target), top_token=_top(logits))
@@ -254,6 +259,11 @@ def audit_model(
                     ablated="MLP ablated", patched="corrupt + clean MLP patch",
                 ),
             )
+    writes = {"embedding": clean.trace.resid_pre, "attention write": clean.trace.attn_write,
+              "MLP write": clean.trace.mlp_write}  # fmt: skip
+    attribution = direct_logit_attribution(
+        model.final_norm, model.unembed, {name: _query_vector(w) for name, w in writes.items()}, target, rival
+    )
     norms = WriteNorms(
         attention=_query_vector(clean.trace.attn_write).norm().item(),
         mlp=_query_vector(clean.trace.mlp_write).norm().item(),
@@ -267,6 +277,7 @@ def audit_model(
         interventions=interventions,
         write_norms=norms,
         components=components,
+        attribution=attribution,
     )
 
 
@@ -287,7 +298,7 @@ def _component_audit(
     write = getattr(clean.trace, write_name)  # (1, seq, d)
     w = _query_vector(write)  # (d,)
     w_norm = w.norm()
-    final_state = clean.trace.r2  # (1, seq, d)
+    final_state = clean.trace.resid_post  # (1, seq, d)
     # Exact direct effect: remove this write from the final state only, keep everything else as it was.
     without_write = final_state.clone()
     without_write[0, -1, :] -= w
@@ -321,6 +332,8 @@ def _component_audit(
 @dataclass(frozen=True)
 class LessonResult:
     training_log: tuple[TrainingRecord, ...]
+    # how often the clean and the corrupt sequence occur among the training batches (replayed from the seed)
+    training_counts: tuple[int, int]
     audit: AuditResult
     profile: GradientProfile | None
 
@@ -329,6 +342,7 @@ def run_lesson(include_profile: bool = True) -> LessonResult:
     """Train (once per process), audit, and optionally profile: everything the lesson page shows."""
     return LessonResult(
         training_log=training_log(),
+        training_counts=training_sequence_counts((CLEAN_TOKENS, CORRUPT_TOKENS)),
         audit=audit_model(trained_copy_model()),
         profile=gradient_profile() if include_profile else None,
     )
@@ -339,6 +353,12 @@ def format_report(result: LessonResult) -> str:
     audit = result.audit
     lines = ["Training (batch of 128, before each update)"]
     lines += [f"step={r.step:3d} loss={r.loss:.4f} batch_accuracy={r.batch_accuracy:.3f}" for r in result.training_log]
+    clean_count, corrupt_count = result.training_counts
+    lines += [
+        "",
+        f"In the {TRAINING_STEPS * BATCH_SIZE} training sequences: clean {list(audit.clean_tokens)} {clean_count} "
+        f"times, corrupt {list(audit.corrupt_tokens)} {corrupt_count} times",
+    ]
     lines += ["", f"Layer-wise readouts for target token {audit.target} on {list(audit.clean_tokens)}"]
     lines += [f"{r.stage:16s} p(target)={r.p_target:.3f} top={r.top_token}" for r in audit.readouts]
     lines += ["", f"Interventions (corrupt input {list(audit.corrupt_tokens)}; rival token {audit.rival})"]
@@ -350,13 +370,17 @@ def format_report(result: LessonResult) -> str:
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
     header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
-              "cos(w,r2)", "retained", "centred")  # fmt: skip
+              "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
         values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
                   c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
         lines.append(f"{c.component:16s}" + "".join(f"{v:11.3f}" for v in values))
+    attribution = audit.attribution
+    lines += ["", f"Direct logit attribution, final LayerNorm scale frozen at {attribution.scale:.4f} (query position)"]
+    lines += [f"{name:22s} {value:+.3f}" for name, value in {**attribution.terms, **attribution.bias_terms}.items()]
+    lines.append(f"{'sum':22s} {attribution.total:+.3f}  logit difference {attribution.logit_difference:+.3f}")
     if result.profile is not None:
         profile = result.profile
         lines += [
@@ -364,7 +388,8 @@ def format_report(result: LessonResult) -> str:
             f"Median gradient profiles ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds; "
             "first block first)",
         ]
-        lines += [f"{name:8s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
+        width = max(len(name) for name in profile.medians)
+        lines += [f"{name:{width}s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
     return "\n".join(lines)
 
 

@@ -154,10 +154,12 @@ def audited_decoder():
 
 
 def _cached_capture_explorer() -> None:
-    from residlab.course.lab05_observation.capture_page import ARTIFACTS_ENV, page_capture
+    from residlab.course.lab05_observation.capture_source import CHOICE_ENV, page_capture
+    from residlab.pythia.cache import active_lock, verified_files
 
-    if not os.environ.get(ARTIFACTS_ENV):  # a fresh capture of real files is the page's own work
-        capture_explorer_data(page_capture())
+    if os.environ.get(CHOICE_ENV) != "committed" and verified_files(active_lock(), os.environ) is not None:
+        return  # a fresh capture of verified files is the page's own work
+    capture_explorer_data(page_capture())
 
 
 # (cache name, what computes it): the order of the pages that first read each (Quarto renders glossary/, then

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from residlab.build import bundle
 from residlab.build import pins
 from residlab.build import runners
 from residlab.build import sync
@@ -76,9 +77,9 @@ def fake_tree(root: Path, modules: dict[str, str]) -> Path:
     return root
 
 
-def fake_runner(entry: str, read_first: str | None = None, **kwargs) -> runners.Runner:
-    section = runners.ReadFirst(read_first or entry)
-    return runners.Runner("x.py", entry, "a demo", "the demo", (section,), **kwargs)
+def fake_runner(modules: tuple[str, ...], read_first: str | None = None, **kwargs) -> runners.Runner:
+    section = runners.ReadFirst(read_first or modules[-1])
+    return runners.Runner("x.py", modules, "a demo", "the demo", (section,), **kwargs)
 
 
 def run_text(tmp_path: Path, text: str) -> str:
@@ -87,17 +88,21 @@ def run_text(tmp_path: Path, text: str) -> str:
     return subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, check=True).stdout
 
 
-def test_runner_builder_drops_bundled_imports_and_embeds_the_lock(tmp_path):
+def markers(text: str) -> list[str]:
+    return [line.split()[2] for line in text.splitlines() if line.startswith("# ---- residlab/")]
+
+
+def test_runner_builder_drops_residlab_imports_of_any_length_and_embeds_the_lock(tmp_path):
     package = fake_tree(tmp_path / "pkg", {
         "first.py": 'import json\n\n\ndef embedded():\n    return globals().get("EMBEDDED_LOCK_JSON")\n',
-        "second.py": 'from residlab.first import embedded, json  # bundled\n\n\n'
+        "second.py": 'from residlab.first import (\n    embedded,\n    json,\n)  # both\n\n\n'
                      'def main():\n    return json.loads(embedded())["revision"]\n' + MAIN,
     })
     (package / "locks").mkdir()
     (package / "locks" / "pin.json").write_text(default_lock_path().read_text())
     lock = runners.DataSection("EMBEDDED_LOCK_JSON", "locks/pin.json", "the pinned lock")
-    text = runners.build_runner(fake_runner("second.py", "first.py", data=(lock,)), package)
-    assert "# bundled" not in text
+    text = runners.build_runner(fake_runner(("first.py", "second.py"), "first.py", data=(lock,)), package)
+    assert "residlab.first" not in text and "    embedded,\n" not in text and "# both" not in text
     assert text.count("from __future__ import annotations") == 1
     assert run_text(tmp_path, text).strip() == json.loads(default_lock_path().read_text())["revision"]
 
@@ -105,9 +110,9 @@ def test_runner_builder_drops_bundled_imports_and_embeds_the_lock(tmp_path):
 def test_runner_opens_with_the_note_then_the_entry_docstring(tmp_path):
     package = fake_tree(tmp_path, {
         "lib.py": "def shared():\n    return 41\n",
-        "app.py": "from residlab.lib import shared  # bundled\n\n\ndef main():\n    return shared() + 1\n" + MAIN,
+        "app.py": "from residlab.lib import shared\n\n\ndef main():\n    return shared() + 1\n" + MAIN,
     })
-    text = runners.build_runner(fake_runner("app.py"), package)
+    text = runners.build_runner(fake_runner(("lib.py", "app.py")), package)
     lines = text.splitlines()
     assert lines[0] == "#!/usr/bin/env python3"
     note = list(itertools.takewhile(lambda line: line.startswith("# "), lines[1:]))
@@ -118,33 +123,58 @@ def test_runner_opens_with_the_note_then_the_entry_docstring(tmp_path):
     assert run_text(tmp_path, text) == "42\n"
 
 
-def test_bundle_order_follows_the_imports_depth_first(tmp_path):
-    # entry imports c then b; c imports a; b imports a and d: a, c, d, b, entry (each once, dependencies first).
-    package = fake_tree(tmp_path, {
-        "a.py": "A = 1\n",
-        "d/d.py": "D = 4\n",
-        "c.py": "from residlab.a import A  # bundled\n\nC = A + 2\n",
-        "b.py": "from residlab.a import A  # bundled\nfrom residlab.d.d import D  # bundled\n\nB = A + D\n",
-        "entry.py": "from residlab.c import C  # bundled\nfrom residlab.b import B  # bundled\n\n\n"
-                    "def main():\n    return B * 10 + C\n" + MAIN,
-    })
-    assert runners.bundle_order("entry.py", package) == ("a.py", "c.py", "d/d.py", "b.py", "entry.py")
-    text = runners.build_runner(fake_runner("entry.py"), package)
-    markers = [line for line in text.splitlines() if line.startswith("# ---- residlab/")]
-    assert [marker.split()[2] for marker in markers] == [
-        "residlab/a.py", "residlab/c.py", "residlab/d/d.py", "residlab/b.py", "residlab/entry.py"]
-    assert run_text(tmp_path, text) == "53\n"
+READ_BEFORE_DOWNLOAD = {
+    # "capture" uses what "download" defines only inside a function, so it may come first in the runner.
+    "download.py": "SIZE = 3\n\n\ndef fetch():\n    return [1] * SIZE\n",
+    "capture.py": "from residlab.download import fetch\n\n\ndef capture():\n    return sum(fetch())\n",
+    "entry.py": "from residlab.capture import capture\nfrom residlab.download import SIZE\n\n\n"
+                "def main():\n    return capture() * 10 + SIZE\n" + MAIN,
+}
+
+
+def test_runner_sections_follow_the_declared_order_not_the_imports(tmp_path):
+    package = fake_tree(tmp_path, READ_BEFORE_DOWNLOAD)
+    for order in (("capture.py", "download.py", "entry.py"), ("download.py", "capture.py", "entry.py")):
+        text = runners.build_runner(fake_runner(order), package)
+        assert markers(text) == [f"residlab/{path}" for path in order]
+        assert run_text(tmp_path, text) == "33\n"
+
+
+@pytest.mark.parametrize("use", [
+    "LIMIT = fetch\n",  # a module-level value
+    "class Capture(fetch):\n    pass\n",  # a base class
+    "@fetch\ndef capture_all():\n    pass\n",  # a decorator
+    "def capture_all(source=fetch):\n    pass\n",  # a default value
+    "class Capture:\n    source = fetch\n",  # a class body
+])
+def test_runner_builder_refuses_a_module_before_what_it_uses_while_the_file_runs(tmp_path, use):
+    package = fake_tree(tmp_path, {**READ_BEFORE_DOWNLOAD,
+                                   "capture.py": READ_BEFORE_DOWNLOAD["capture.py"] + "\n\n" + use})
+    with pytest.raises(ValueError, match=r"x.py: capture.py uses fetch \(line \d+\) while the file runs, outside any "
+                                         r"function, so download.py, which defines it, must come before it"):
+        runners.build_runner(fake_runner(("capture.py", "download.py", "entry.py")), package)
+    assert markers(runners.build_runner(fake_runner(("download.py", "capture.py", "entry.py")), package))
+
+
+def test_an_annotation_or_a_function_body_does_not_fix_the_order(tmp_path):
+    use = "def capture_all(source: Fetcher = None) -> Fetcher:\n    return fetch\n\n\nWIDTH: Fetcher = 2\n"
+    package = fake_tree(tmp_path, {**READ_BEFORE_DOWNLOAD, "download.py": READ_BEFORE_DOWNLOAD["download.py"]
+                                   + "\n\nclass Fetcher:\n    pass\n",
+                                   "capture.py": "from residlab.download import Fetcher, fetch\n\n\n" + use
+                                   + "\n\ndef capture():\n    return sum(fetch())\n"})
+    text = runners.build_runner(fake_runner(("capture.py", "download.py", "entry.py")), package)
+    assert run_text(tmp_path, text) == "33\n"
 
 
 def test_table_of_contents_lists_the_line_of_every_section_and_the_read_first_names(tmp_path):
     package = fake_tree(tmp_path, {
         "lib.py": "def shared():\n    return 41\n\n\nclass Check:\n    pass\n",
-        "app.py": "from residlab.lib import Check, shared  # bundled\n\n\ndef main():\n"
+        "app.py": "from residlab.lib import Check, shared\n\n\ndef main():\n"
                   "    return shared() + 1 + bool(Check() and VALUES)\n"
                   "\n\ndef values():\n    return globals().get('VALUES')\n" + MAIN,
     })
     (package / "v.json").write_text('{"b": 2, "a": 1}')
-    spec = runners.Runner("x.py", "app.py", "a demo", "the check", (runners.ReadFirst("lib.py", ("Check",)),),
+    spec = runners.Runner("x.py", ("lib.py", "app.py"), "a demo", "the check", (runners.ReadFirst("lib.py", ("Check",)),),
                           data=(runners.DataSection("VALUES", "v.json", "some values"),))
     text = runners.build_runner(spec, package)
     lines = text.splitlines()
@@ -167,83 +197,105 @@ def test_table_of_contents_lists_the_line_of_every_section_and_the_read_first_na
 def test_data_sections_come_after_all_code_and_just_before_the_main_block(tmp_path):
     package = fake_tree(tmp_path, {
         "lib.py": "def read():\n    return globals().get('VALUES')\n",
-        "app.py": "from residlab.lib import read  # bundled\n\n\ndef main():\n    return read()\n\n\nLATE = 1\n" + MAIN,
+        "app.py": "from residlab.lib import read\n\n\ndef main():\n    return read()\n\n\nLATE = 1\n" + MAIN,
     })
     (package / "v.json").write_text('{"b": 2, "a": 1}')
-    spec = fake_runner("app.py", data=(runners.DataSection("VALUES", "v.json", "some values"),))
+    spec = fake_runner(("lib.py", "app.py"), data=(runners.DataSection("VALUES", "v.json", "some values"),))
     text = runners.build_runner(spec, package)
     tree = ast.parse(text)
     values = next(i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign) and node.targets[0].id == "VALUES")
     assert values == len(tree.body) - 2  # every definition before it, only the __main__ block after
-    assert runners._is_main_block(tree.body[-1])
+    assert bundle.is_main_block(tree.body[-1])
     assert json.loads(run_text(tmp_path, text)) == {"a": 1, "b": 2}
 
 
-@pytest.mark.parametrize("modules, message", [
-    ({"a.py": "from residlab.b import B  # bundled\nA = 1\n", "b.py": "from residlab.a import A  # bundled\nB = 2\n"},
-     r"import cycle among bundled modules \(a.py -> b.py -> a.py\)"),
-    ({"a.py": "from residlab.pkg import B  # bundled\n", "pkg/__init__.py": "B = 1\n"},
-     r"a.py: `from residlab.pkg import ...  # bundled` imports a package"),
-    ({"a.py": "from residlab import B  # bundled\n"}, r"a.py: `from residlab import ...  # bundled` imports a package"),
-    ({"a.py": "from residlab.gone import B  # bundled\n"}, r"a.py: .* names a module that does not exist"),
-    ({"a.py": "import residlab.b  # bundled\n", "b.py": "B = 1\n"}, r"a.py, line 5: a residlab import must be one line"),
-    ({"a.py": "from os import path  # bundled\n"}, r"a.py, line 5: only a one-line `from residlab... import` may be"),
-    ({"a.py": "WIDTH = 3  # bundled\n"}, r"a.py, line 5: only a one-line `from residlab... import` may be"),
-    ({"a.py": "from residlab.b import (\n    B,\n)  # bundled\n", "b.py": "B = 1\n"},
-     r"a.py, line 5: a residlab import must be one line"),
-    ({"a.py": "def f():\n    from residlab.b import B\n    return B\n", "b.py": "B = 1\n"},
-     r"a.py, line 6: a residlab import must be one line"),
-    ({"a.py": "from residlab.b import B as C  # bundled\n", "b.py": "B = 1\n"}, r"a.py, line 5: .* without `\*` or `as`"),
-    ({"a.py": "from residlab.b import C  # bundled\n", "b.py": "B = 1\n"}, r"a.py imports C from b.py, which does not"),
-    ({"a.py": "from residlab.b import B  # bundled\n",
-      "b.py": 'B = 1\n\nif __name__ == "__main__":\n    print(B)\n'}, r"b.py has an `if __name__ == \"__main__\":` block"),
-    ({"a.py": "from residlab.b import B  # bundled\nWIDTH = 16\n", "b.py": "B = 1\nWIDTH = 32\n"},
+@pytest.mark.parametrize("modules, listed, message", [
+    ({"a.py": "from residlab.b import B\n", "b.py": "B = 1\n"}, ("a.py",),
+     r"a.py, line 5: imports from b.py, which x.py does not list: add it to the runner's modules in RUNNERS"),
+    ({"a.py": "from residlab.pkg import B\n", "pkg/__init__.py": "B = 1\n"}, ("a.py",),
+     r"a.py: `from residlab.pkg import ...` imports a package"),
+    ({"a.py": "from residlab import B\n"}, ("a.py",), r"a.py: `from residlab import ...` imports a package"),
+    ({"a.py": "from residlab.gone import B\n"}, ("a.py",), r"a.py: .* names a module that does not exist"),
+    ({"a.py": "import residlab.b\n", "b.py": "B = 1\n"}, ("b.py", "a.py"),
+     r"a.py, line 5: import residlab code as `from residlab.a.b import X, Y`"),
+    ({"a.py": "def f():\n    import residlab.b\n    return residlab.b.B\n", "b.py": "B = 1\n"}, ("b.py", "a.py"),
+     r"a.py, line 6: import residlab code as `from residlab.a.b import X, Y`"),
+    ({"a.py": "from residlab.b import B as C\n", "b.py": "B = 1\n"}, ("b.py", "a.py"), r"a.py, line 5: .* without `\*` or `as`"),
+    ({"a.py": "from residlab.b import B; WIDTH = 3\n", "b.py": "B = 1\n"}, ("b.py", "a.py"),
+     r"a.py, line 5: a residlab import must have its lines to itself"),
+    ({"a.py": "from residlab.b import C\n", "b.py": "B = 1\n"}, ("b.py", "a.py"), r"a.py imports C from b.py, which does not"),
+    ({"a.py": "from residlab.b import B\n", "b.py": 'B = 1\n\nif __name__ == "__main__":\n    print(B)\n'}, ("b.py", "a.py"),
+     r"b.py has an `if __name__ == \"__main__\":` block"),
+    ({"a.py": "from residlab.b import B\nWIDTH = 16\n", "b.py": "B = 1\nWIDTH = 32\n"}, ("b.py", "a.py"),
      r"a.py redefines WIDTH, which b.py defines"),
-    ({"a.py": "from residlab.b import B  # bundled\n", "b.py": "try:\n    B = 1\nexcept ImportError:\n    B = 2\n",
-      "c.py": ""}, None),
+    ({"a.py": "from residlab.b import B\n", "b.py": "B = 1\n", "c.py": "C = 1\n"}, ("c.py", "b.py", "a.py"),
+     r"x.py: lists c.py, which none of its other modules imports"),
+    ({"a.py": "from residlab.b import B\n", "b.py": "B = 1\n"}, ("b.py", "b.py", "a.py"), r"x.py: lists b.py twice"),
+    ({"a.py": "from residlab.b import B\n", "b.py": "try:\n    B = 1\nexcept ImportError:\n    B = 2\n",
+      "c.py": ""}, ("b.py", "a.py"), None),
 ])
-def test_runner_builder_refuses_what_a_runner_could_not_hold(tmp_path, modules, message):
+def test_runner_builder_refuses_what_a_runner_could_not_hold(tmp_path, modules, listed, message):
     package = fake_tree(tmp_path, {path: body + ("\n\ndef main():\n    pass\n" + MAIN if path == "a.py" else "")
                                    for path, body in modules.items()})
     if message is None:  # the control: a well-formed tree builds
-        assert runners.bundle_order("a.py", package) == ("b.py", "a.py")
+        assert markers(runners.build_runner(fake_runner(listed), package)) == ["residlab/b.py", "residlab/a.py"]
         return
     with pytest.raises(ValueError, match=message):
-        runners.build_runner(fake_runner("a.py"), package)
+        runners.build_runner(fake_runner(listed), package)
+
+
+TORCH_CHECK_MODULE = "import importlib.util\n\nif importlib.util.find_spec('torch') is None:\n    raise SystemExit(1)\n"
+
+
+def test_a_runner_whose_modules_import_torch_opens_with_the_torch_check_and_only_such_a_runner(tmp_path):
+    package = fake_tree(tmp_path, {
+        runners.TORCH_CHECK: TORCH_CHECK_MODULE,
+        "model.py": "import torch\n\n\ndef width():\n    return torch.zeros(2).numel()\n",
+        "plain.py": "def width():\n    return 2\n",
+        "app.py": "from residlab.model import width\n\n\ndef main():\n    return width()\n" + MAIN,
+        "plain_app.py": "from residlab.plain import width\n\n\ndef main():\n    return width()\n" + MAIN,
+    })
+    text = runners.build_runner(fake_runner((runners.TORCH_CHECK, "model.py", "app.py")), package)
+    assert markers(text)[0] == f"residlab/{runners.TORCH_CHECK}"
+    with pytest.raises(ValueError, match=rf"x.py: model.py imports torch at top level, so the runner's modules must "
+                                         rf"start with {runners.TORCH_CHECK}"):
+        runners.build_runner(fake_runner(("model.py", runners.TORCH_CHECK, "app.py")), package)
+    with pytest.raises(ValueError, match=rf"x.py: lists {runners.TORCH_CHECK}, but none of its modules imports torch"):
+        runners.build_runner(fake_runner((runners.TORCH_CHECK, "plain.py", "plain_app.py")), package)
 
 
 @pytest.mark.parametrize("opening, message", [
-    ("from __future__ import annotations\n\nB = 1\n", "b.py: a bundled module must open with a docstring"),
-    ('"""B."""\n\nimport os\nfrom __future__ import annotations\nB = 1\n', "b.py: a bundled module must follow its"),
-    ('"""B."""\n\nB = 1\n', "b.py: a bundled module must follow its docstring"),
+    ("from __future__ import annotations\n\nB = 1\n", "b.py: a runner's module must open with a docstring"),
+    ('"""B."""\n\nimport os\nfrom __future__ import annotations\nB = 1\n', "b.py: a runner's module must follow its"),
+    ('"""B."""\n\nB = 1\n', "b.py: a runner's module must follow its docstring"),
 ])
 def test_runner_builder_refuses_a_module_without_the_opening(tmp_path, opening, message):
-    package = fake_tree(tmp_path, {"a.py": "from residlab.b import B  # bundled\n\n\ndef main():\n    pass\n" + MAIN})
+    package = fake_tree(tmp_path, {"a.py": "from residlab.b import B\n\n\ndef main():\n    pass\n" + MAIN})
     (package / "b.py").write_text(opening)
     with pytest.raises(ValueError, match=message):
-        runners.build_runner(fake_runner("a.py"), package)
+        runners.build_runner(fake_runner(("b.py", "a.py")), package)
 
 
 def test_runner_builder_refuses_an_entry_without_a_main_block_and_an_unread_data_section(tmp_path):
     package = fake_tree(tmp_path, {"a.py": "def main():\n    pass\n", "b.py": "def main():\n    pass\n" + MAIN})
     with pytest.raises(ValueError, match="a.py: an entry module must end with an `if __name__"):
-        runners.build_runner(fake_runner("a.py"), package)
+        runners.build_runner(fake_runner(("a.py",)), package)
     (package / "v.json").write_text("{}")
-    with pytest.raises(ValueError, match="data section VALUES: no bundled module reads it"):
-        runners.build_runner(fake_runner("b.py", data=(runners.DataSection("VALUES", "v.json", "v"),)), package)
+    with pytest.raises(ValueError, match="data section VALUES: no module of the runner reads it"):
+        runners.build_runner(fake_runner(("b.py",), data=(runners.DataSection("VALUES", "v.json", "v"),)), package)
     with pytest.raises(ValueError, match="b.py defines no top-level helper to read first"):
-        runners.build_runner(runners.Runner("x.py", "b.py", "p", "c", (runners.ReadFirst("b.py", ("helper",)),)), package)
-    with pytest.raises(ValueError, match="its read-first section a.py is not bundled"):
-        runners.build_runner(runners.Runner("x.py", "b.py", "p", "c", (runners.ReadFirst("a.py"),)), package)
+        runners.build_runner(runners.Runner("x.py", ("b.py",), "p", "c", (runners.ReadFirst("b.py", ("helper",)),)), package)
+    with pytest.raises(ValueError, match="its read-first section a.py is not one of its modules"):
+        runners.build_runner(runners.Runner("x.py", ("b.py",), "p", "c", (runners.ReadFirst("a.py"),)), package)
 
 
-def test_runner_builder_keeps_a_marked_lazy_import_out_of_the_runner(tmp_path):
+def test_runner_builder_keeps_a_lazy_import_out_of_the_runner(tmp_path):
     package = fake_tree(tmp_path, {
         "lib.py": "def shared():\n    return 41\n",
-        "app.py": "def main():\n    from residlab.lib import shared  # bundled\n\n    return shared() + 1\n" + MAIN,
+        "app.py": "def main():\n    from residlab.lib import (\n        shared,\n    )\n\n    return shared() + 1\n" + MAIN,
     })
-    text = runners.build_runner(fake_runner("app.py"), package)
-    assert "residlab.lib" not in text and run_text(tmp_path, text) == "42\n"
+    text = runners.build_runner(fake_runner(("lib.py", "app.py")), package)
+    assert "residlab.lib" not in text and "        shared,\n" not in text and run_text(tmp_path, text) == "42\n"
 
 
 def buildable_runners() -> list[runners.Runner]:
@@ -285,12 +337,12 @@ def test_each_real_runner_lists_its_sections_defines_no_name_twice_and_ends_with
             assert marker.startswith(f"# ---- {match.group(2)} ")
     assert f"# Read this first: {runner.check}." in lines
     tree = ast.parse(text)
-    counts = collections.Counter(name for node in tree.body for name in runners._bound_names([node]))
+    counts = collections.Counter(name for node in tree.body for name in bundle.bound_names([node]))
     assert [name for name, count in counts.items() if count > 1] == []
     data = [i for i, node in enumerate(tree.body) if isinstance(node, ast.Assign)
             and node.targets[0].id in {section.name for section in runner.data}]
     assert data == list(range(len(tree.body) - 1 - len(runner.data), len(tree.body) - 1))
-    assert runners._is_main_block(tree.body[-1])
+    assert bundle.is_main_block(tree.body[-1])
 
 
 def test_cli_lists_every_subcommand_without_importing_torch():

@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from residlab.build import pins_command, site, try_latest
+from residlab.build import pins_command, site_check, try_latest
 from residlab.course import math_label
 
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 PUBLISH = ROOT / ".github" / "workflows" / "publish.yml"
 TRY_LATEST = ROOT / ".github" / "workflows" / "try-latest.yml"
+DEPENDABOT = ROOT / ".github" / "dependabot.yml"
 BIN = Path(sys.executable).parent
 
 
@@ -50,7 +51,8 @@ def test_actionlint_finds_nothing():
 
 
 def test_zizmor_finds_nothing_even_pedantic():
-    completed = subprocess.run([tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", *map(str, WORKFLOWS)],
+    # The whole .github folder: the workflow and Dependabot's configuration (its cooldown audit among others).
+    completed = subprocess.run([tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(ROOT / ".github")],
                                cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "No findings to report" in completed.stdout, completed.stdout
@@ -58,7 +60,10 @@ def test_zizmor_finds_nothing_even_pedantic():
 
 def test_publish_runs_on_main_and_by_hand_with_least_privilege():
     flow = workflow()
-    assert flow["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}
+    assert flow["on"]["push"] == {"branches": ["main"]}
+    capture = flow["on"]["workflow_dispatch"]["inputs"]["capture"]  # by hand, a choice of capture and nothing else
+    assert list(flow["on"]["workflow_dispatch"]["inputs"]) == ["capture"]
+    assert capture["type"] == "choice" and capture["options"] == ["fresh", "committed"] and capture["default"] == "fresh"
     assert flow["permissions"] == {}  # nothing by default
     assert flow["concurrency"]["group"] and flow["concurrency"]["cancel-in-progress"] is False
     jobs = flow["jobs"]
@@ -71,10 +76,7 @@ def test_every_action_is_pinned_to_a_full_commit_and_the_official_ones_are_used(
     for path in WORKFLOWS:
         used = [step["uses"] for job in workflow(path)["jobs"].values() for step in job["steps"] if "uses" in step]
         assert all(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref) for ref in used), used
-        # each with the tag it was taken from beside it, for whoever moves it to a newer release
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if re.match(r"\s*(- )?uses:", line)]
-        assert len(lines) == len(used) and all(re.search(r"@[0-9a-f]{40} # v\d", line) for line in lines), lines
-    names = {ref.split("@")[0] for job in workflow()["jobs"].values() for step in job["steps"] if (ref := step.get("uses"))}
+    names = {step["uses"].split("@")[0] for job in workflow()["jobs"].values() for step in job["steps"] if "uses" in step}
     assert {"quarto-dev/quarto-actions/setup", "actions/configure-pages", "actions/upload-pages-artifact",
             "actions/deploy-pages"} <= names
 
@@ -99,10 +101,10 @@ def test_publish_builds_the_readme_environment_and_renders_as_make_render():
 
 
 def test_site_url_is_set_once_and_checked_against_the_published_address(tmp_path):
-    configured = site.load_config(ROOT)["website"]["site-url"]
+    configured = site_check.load_config(ROOT)["website"]["site-url"]
     assert configured.startswith("https://") and not configured.endswith("/")  # Quarto adds the slash itself
-    assert site.site_url_problem(ROOT, configured + "/") is None  # as actions/configure-pages may give it
-    problem = site.site_url_problem(ROOT, "https://someone.github.io/fork/")
+    assert site_check.site_url_problem(ROOT, configured + "/") is None  # as actions/configure-pages may give it
+    problem = site_check.site_url_problem(ROOT, "https://someone.github.io/fork/")
     assert "https://someone.github.io/fork/" in problem and "set site-url" in problem
     completed = subprocess.run([sys.executable, "-m", "residlab", "site", "url", "--expect", "https://someone.github.io/fork/"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -119,6 +121,40 @@ def test_the_served_math_font_is_the_pinned_release():
 def test_math_label_typesets_subscripts_for_pages_and_figures():
     assert math_label("H_6") == "$H_{6}$" and math_label("U_0") == "$U_{0}$" and math_label("H_12") == "$H_{12}$"
     assert math_label("H_6")._repr_markdown_() == "$H_{6}$"  # an inline expression puts it in as Markdown
+
+
+def test_every_pin_is_a_released_tag_named_in_its_comment_and_dependabot_keeps_them_current():
+    pinned = {}
+    for path in WORKFLOWS:
+        text = path.read_text(encoding="utf-8")
+        pinned[path] = re.findall(r"uses: ([\w./-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$", text, re.M)
+        assert len(pinned[path]) == text.count("uses: ") and pinned[path], f"{path.name}: a full SHA, then the exact tag"
+    # The commit quarto-dev/quarto-actions tagged v2.2.0 (resolved with git: 4aad30c8..., pinned before, is no tag).
+    quarto = ("quarto-dev/quarto-actions/setup", "8a96df13519ee81fd526f2dfca5962811136661b", "v2.2.0")
+    assert quarto in pinned[PUBLISH] and quarto in pinned[TRY_LATEST]
+    dependabot = yaml.safe_load(DEPENDABOT.read_text(encoding="utf-8"))
+    assert dependabot["version"] == 2
+    assert [(update["package-ecosystem"], update["directory"]) for update in dependabot["updates"]] == [("github-actions", "/")]
+
+
+def test_publish_restores_fetches_and_verifies_the_pinned_files_before_rendering_with_them():
+    steps = workflow()["jobs"]["build"]["steps"]
+    names = [step.get("run") or step["uses"].split("@")[0] for step in steps]
+    restore, fetch, render = names.index("actions/cache"), names.index("make pythia"), names.index("make render")
+    assert restore < fetch < render < names.index("actions/upload-pages-artifact")
+    cache = steps[restore]
+    # The folder `make pythia` fills (residlab.pythia.cache), keyed on the lock file's hash: a changed pin starts afresh.
+    from residlab.pythia.cache import DEFAULT_CACHE_ROOT
+
+    assert cache["with"] == {"path": DEFAULT_CACHE_ROOT.name, "key": "pythia-files-${{ hashFiles('residlab/locks/pythia-14m.lock.json') }}"}
+    assert (ROOT / "residlab/locks/pythia-14m.lock.json").is_file()
+    # Both Pythia steps are skipped only when the committed capture is chosen on purpose; no step may carry on after
+    # a failure, so a refused fetch leaves the site unbuilt and undeployed.
+    assert cache["if"] == steps[fetch]["if"] == "inputs.capture != 'committed'"
+    assert all("continue-on-error" not in step and "always()" not in str(step.get("if", "")) for step in steps)
+    assert steps[render]["env"] == {"RESIDLAB_PYTHIA_CAPTURE": "${{ inputs.capture || 'fresh' }}"}
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^pythia: \$\(VENV\)/\.installed\n\t\$\(BIN\)/residlab pythia fetch --cache$", makefile, re.M)
 
 
 # ------------------------------------------------------------------------- try-latest.yml: the weekly trial

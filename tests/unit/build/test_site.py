@@ -1,5 +1,5 @@
-"""Build tooling around Quarto: the static checks, warning detection, the render wrapper and the freeze guard.
-What a real render builds is tested in tests/site/."""
+"""Build tooling around Quarto: the static checks (``site_check``), warning detection and the render wrapper
+(``site``), and the freeze guard. What a real render builds (``site_verify``) is tested in tests/site/."""
 
 from __future__ import annotations
 
@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from residlab.build import freeze_guard, site
+from residlab.build import freeze_guard, site, site_check
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_site_has_no_static_problems():
-    assert site.check_site(ROOT) == []
+    assert site_check.check_site(ROOT) == []
 
 
 def test_every_page_is_in_the_navigation():
-    listed = {(ROOT / entry).resolve() for entry in site.navigation_entries(site.load_config(ROOT))}
-    pages = site.site_pages(ROOT)
+    listed = {(ROOT / entry).resolve() for entry in site_check.navigation_entries(site_check.load_config(ROOT))}
+    pages = site_check.site_pages(ROOT)
     assert len(pages) >= 12
     assert {page.resolve() for page in pages} <= listed
 
@@ -57,7 +57,7 @@ def test_static_check_names_each_kind_of_problem(tmp_path):
         """,
     )
     (root / "refs.bib").write_text("@article{somebody2020,\n  title={T},\n}\n")
-    problems = "\n".join(site.check_site(root))
+    problems = "\n".join(site_check.check_site(root))
     assert "@fig-missing has 0 labels" in problems
     assert "@sec-twice has 2 labels" in problems
     assert "link target gone.qmd does not exist" in problems
@@ -65,15 +65,16 @@ def test_static_check_names_each_kind_of_problem(tmp_path):
     assert "{{< var a.zzz >}} is not in _variables.yml" in problems
     assert "citation @nobody is not in the page's bibliography" in problems
     assert "figure cell fig-noalt has no fig-alt text" in problems
+    assert "p.qmd: has Python cells but does not name their kernel (jupyter: python3)" in problems
 
 
 def test_pages_are_the_render_targets_less_partials(tmp_path):
     root = _write_site(tmp_path, "---\ntitle: t\n---\n")
     (root / "_part.qmd").write_text("partial\n")
     (root / "README.md").write_text("not a page\n")
-    assert site.site_pages(root) == [root / "p.qmd"]
+    assert site_check.site_pages(root) == [root / "p.qmd"]
     (root / "stray.qmd").write_text("---\ntitle: s\n---\n")
-    assert "stray.qmd is not in the navbar or sidebar" in site.check_site(root)
+    assert "stray.qmd is not in the navbar or sidebar" in site_check.check_site(root)
 
 
 def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
@@ -82,6 +83,7 @@ def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
         """\
         ---
         title: t
+        jupyter: python3
         ---
         {{< var a.b >}} and [self](p.qmd#top) and [out](https://example.org/x) `[not a link](nowhere.qmd)`
 
@@ -89,8 +91,8 @@ def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
         """,
     )
     (root / "_part.qmd").write_text("See @fig-z.\n\n```{python}\n#| label: fig-z\n#| fig-alt: a plot\npass\n```\n")
-    assert site.check_site(root) == []
-    assert [cell.label for cell in site.read_page(root / "p.qmd").cells] == ["fig-z"]
+    assert site_check.check_site(root) == []
+    assert [cell.label for cell in site_check.read_page(root / "p.qmd").cells] == ["fig-z"]
 
 
 def _fake_quarto(tmp_path: Path, output: str, exit_code: int = 0, seconds: float = 0) -> Path:
@@ -188,9 +190,59 @@ def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, cap
     assert "Install Quarto 1.10 or newer from https://quarto.org" in capsys.readouterr().err
 
 
-def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp_path):
-    from residlab.build import freeze_guard
+@pytest.mark.parametrize("raised, status", [
+    (site.QuartoMissing(site.QUARTO_MISSING), 3),
+    (site.RenderError(site.QUARTO_MISSING), 1),  # the same words from another failure: the type decides
+    (site.RenderError("quarto render exited with code 1"), 1),
+])
+def test_render_exit_status_comes_from_the_error_type(monkeypatch, capsys, raised, status):
+    def fail(*arguments, **options):
+        raise raised
 
+    monkeypatch.setattr(site, "render", fail)
+    assert site.main(["render", "--root", str(ROOT)]) == status
+    assert capsys.readouterr().err == f"residlab site render: {raised}\n"
+
+
+def _project(root: Path) -> Path:
+    """A project holding one file of each kind of execution input, and a partial page."""
+    for name, text in {"residlab/course/toy.py": "VALUE = 1\n", "assets/captures/run/observations.json": "{}\n",
+                       "requirements.txt": "torch==2.13.0\n", "_quarto.yml": "project:\n  type: website\n",
+                       "labs/_part.qmd": "included\n", "labs/page.qmd": "a page\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("change", [
+    "residlab/course/toy.py", "assets/captures/run/observations.json", "requirements.txt", "_quarto.yml",
+    "labs/_part.qmd", "residlab/course/new_module.py", "rename residlab/course/toy.py",
+])
+def test_the_execution_inputs_digest_changes_with_every_input(tmp_path, change):
+    root = _project(tmp_path)
+    before = freeze_guard.execution_inputs_digest(root)
+    assert freeze_guard.execution_inputs_digest(root) == before  # the same files give the same digest
+    if change.startswith("rename "):
+        path = root / change.split()[1]
+        path.rename(path.with_name("renamed.py"))  # the same bytes under another name
+    else:
+        with open(root / change, "a", encoding="utf-8") as file:
+            file.write(" ")
+    assert freeze_guard.execution_inputs_digest(root) != before
+
+
+@pytest.mark.parametrize("change", ["labs/page.qmd", "residlab/course/__pycache__/toy.cpython-311.pyc", "notes.txt"])
+def test_the_execution_inputs_digest_ignores_what_no_cell_reads(tmp_path, change):
+    # A page's own source is Quarto's to watch (freeze: auto); bytecode and files outside the inputs are not read.
+    root = _project(tmp_path)
+    before = freeze_guard.execution_inputs_digest(root)
+    (root / change).parent.mkdir(parents=True, exist_ok=True)
+    with open(root / change, "a", encoding="utf-8") as file:
+        file.write(" ")
+    assert freeze_guard.execution_inputs_digest(root) == before
+
+
+def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp_path):
     (tmp_path / "residlab").mkdir()
     (tmp_path / "residlab" / "toy.py").write_text("VALUE = 1\n")
     (tmp_path / "labs").mkdir()
@@ -212,6 +264,6 @@ def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp
 
 
 def test_project_freezes_and_guards_as_the_readme_says():
-    config = site.load_config(ROOT)
+    config = site_check.load_config(ROOT)
     assert config["execute"] == {"freeze": "auto", "cache": False}
     assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "build" / "freeze_guard.py").resolve()

@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +18,7 @@ from residlab.course.lesson import lesson_lab
 from residlab.course.lab04_paper import paper_lab
 from residlab.course.lab04_paper import positional_encoding
 from residlab.course.lab04_paper import traced_block
-from residlab.build.runners import RUNNERS, build_runner
+from residlab.build.runners import RUNNERS
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNER = next(runner for runner in RUNNERS if runner.filename == "read_transformer_paper.py")
@@ -296,7 +292,7 @@ def test_capture_refuses_bad_input_and_training_mode():
     assert hook_count(layer) == 0
 
 
-# ---------------------------------------------------------------- the gradient route and the runner
+# ---------------------------------------------------------------- the gradient route
 
 
 def test_gradient_route_is_the_lesson_code_itself():
@@ -304,25 +300,3 @@ def test_gradient_route_is_the_lesson_code_itself():
     text = RUNNER_PATH.read_text(encoding="utf-8")
     assert inspect.getsource(lesson_lab.gradient_profile) in text
     assert text.count("def gradient_profile(") == 1
-    assert not re.search(r"^\s*(import|from) residlab", text, re.MULTILINE)
-    assert RUNNER_PATH.read_text(encoding="utf-8") == build_runner(RUNNER), "run `residlab sync`"
-
-
-def run_runner(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess:
-    copy = shutil.copy(RUNNER_PATH, tmp_path / RUNNER.filename)
-    return subprocess.run(
-        [sys.executable, "-I", str(copy), *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=600
-    )
-
-
-def test_runner_without_profile_prints_what_the_package_computes(tmp_path):
-    completed = run_runner(tmp_path, "--skip-profile")
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout == paper_lab.paper_report(paper_lab.run_paper_lab(include_profile=False)) + "\n"
-    assert "largest error" in completed.stdout and "(tolerance 1e-10: pass)" in completed.stdout
-    assert "FAIL" not in completed.stdout
-
-
-def test_runner_rejects_an_unknown_option(tmp_path):
-    completed = run_runner(tmp_path, "--no-such-option")
-    assert completed.returncode == 2 and "--no-such-option" in completed.stderr

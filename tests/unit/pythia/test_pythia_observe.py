@@ -259,52 +259,6 @@ def test_the_committed_capture_is_complete_small_and_marked_synthetic():
     assert "/work/" not in text and "/tmp/" not in text and "/home/" not in text
 
 
-def test_the_page_shows_the_cached_capture_when_no_verified_files_are_named():
-    from residlab.course.lab05_observation import capture_page
-
-    shown = capture_page.page_capture(CACHED_CAPTURE, environ={})
-    assert shown.fresh is False and shown.synthetic is True
-    assert shown.observations == read(CACHED_CAPTURE, "observations.json")
-
-
-def test_the_page_captures_afresh_from_files_that_verify(specimen_dir, specimen_lock_path, specimen_lock_data, monkeypatch):
-    from residlab.pythia import lock as lock_module
-    from residlab.course.lab05_observation import capture_page
-
-    # Stand the specimen's lock in for the pinned one: the page verifies against whatever load_lock() returns.
-    monkeypatch.setattr(lock_module, "load_lock", lambda path=None: load_lock(specimen_lock_path))
-    shown = capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
-    assert shown.fresh is True
-    assert shown.manifest["revision"] == specimen_lock_data["revision"]
-    assert shown.directory != CACHED_CAPTURE and (shown.directory / "captures.json").exists()
-
-
-def test_the_page_refuses_named_files_that_do_not_verify(specimen_dir):
-    from residlab.course.lab05_observation import capture_page
-    from residlab.pythia.artifacts import ArtifactError
-
-    # The specimen's bytes are not Pythia's: against the pinned lock they must fail, not fall back to the cache.
-    with pytest.raises(ArtifactError, match="does not match the lock"):
-        capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
-
-
-def test_the_worked_example_is_computed_from_the_capture():
-    from residlab.course.lab05_observation import capture_page
-
-    shown = capture_page.read_capture(CACHED_CAPTURE)
-    seen = capture_page.interpretation(shown)
-    norms = [row["norm"] for row in shown.observation["boundaries"]]
-    updates = shown.observation["block_updates"]
-    assert seen["first_norm"] == norms[0] and seen["last_norm"] == norms[-1]
-    assert all(after > before for before, after in zip(norms, norms[1:]))
-    assert seen["growth_phrase"] == "rises at every one of the 6 blocks"
-    assert seen["max_abs_alignment"] == max(abs(row["cosine_update_with_incoming"]) for row in updates)
-    squared = norms[0] ** 2 + sum(row["difference_norm"] ** 2 for row in updates)
-    assert seen["orthogonal_prediction_last"] == pytest.approx(squared**0.5)
-    # A random-weight specimen writes in directions unrelated to the state: the first explanation must win.
-    assert seen["orthogonal"] and "first explanation" in seen["verdict"]
-
-
 def test_page_figures_have_labelled_axes():
     import matplotlib
 

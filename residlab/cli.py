@@ -18,6 +18,7 @@ COMMANDS = {
     "induction": ("residlab.course.induction.cli", "train the two-block induction model and save it with its manifest"),
     "site": ("residlab.build.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.build.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
+    "pins": ("residlab.build.pins_command", "how far the pins are behind (outdated); whether the newest releases work (try-latest)"),
 }
 
 

@@ -71,10 +71,17 @@ MUTATIONS = (
         LESSON_TESTS,
     ),
     Mutation(
-        "lesson-survival-cosine-wrong-state",
-        "residlab/course/lesson/lesson_lab.py",
-        "survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item()",
-        "survival_cosine=F.cosine_similarity(w, _query_vector(clean.trace.resid_mid), dim=0).item()",
+        "measure-survival-cosine-wrong-state",
+        "residlab/audit/measures.py",
+        "survival_cosine=cosine(w, final_state),",
+        "survival_cosine=cosine(w, final_state - w),",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "measure-recovery-from-the-clean-side",
+        "residlab/audit/measures.py",
+        "return None if gap == 0 else (patched - corrupt) / gap",
+        "return None if gap == 0 else (patched - clean) / gap",
         LESSON_TESTS,
     ),
     Mutation(

@@ -15,7 +15,8 @@ M = logit(target) - logit(rival) splits exactly into one term per write and two 
 with P the centring (LayerNorm) or the identity (RMSNorm). The terms sum to M whatever the writes are; a term
 is not what removing its write would do: removal changes s, and changes every later write (the ablation
 effect). Both are read at one position, the readout's. Bad input raises ValueError with a one-line message.
-Imports only torch, so a runner that bundles it (the lesson's) carries nothing else of the audit floor.
+Imports only torch and ``measures`` (the metric and its direction, written once), so a runner that bundles it
+(the lesson's) carries nothing else of the audit floor.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from residlab.audit.measures import logit_difference, metric_direction
 
 FINAL_NORM_BIAS = "final normaliser bias"
 OUTPUT_BIAS = "output bias"
@@ -79,19 +82,19 @@ def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) 
         centres = _centres(norm)
         scale = frozen_scale(norm, state)
         gain = norm.weight if norm.weight is not None else torch.ones_like(state)
-        direction = head.weight[target] - head.weight[rival]
+        direction = metric_direction(head.weight, target, rival)
         readout = direction * gain / scale  # the linear map every write goes through, with s frozen
         terms = {name: float(readout @ (w - w.mean() if centres else w)) for name, w in writes.items()}
         norm_bias = getattr(norm, "bias", None)
         head_bias = getattr(head, "bias", None)
         bias_terms = {
             FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias),
-            OUTPUT_BIAS: 0.0 if head_bias is None else float(head_bias[target] - head_bias[rival]),
+            OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias, target, rival),
         }
         logits = head(norm(state))
         return LogitAttribution(
             terms=terms,
             bias_terms=bias_terms,
             scale=float(scale),
-            logit_difference=float(logits[target] - logits[rival]),
+            logit_difference=logit_difference(logits, target, rival),
         )

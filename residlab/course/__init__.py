@@ -38,16 +38,15 @@ _INTERFACE = {
     "capture_source": ("residlab.course.lab05_observation.capture_source", None),
     "capture_reading": ("residlab.course.lab05_observation.capture_reading", None),
     "open_run": ("residlab.course.lab05_observation.open_run", None),
+    "page_explorer": ("residlab.course.lab05_observation.explorer_data", "page_explorer"),
     "decoder_audit": ("residlab.course.lab06_audit.decoder_audit", None),
     "pythia_audit": ("residlab.course.lab06_audit.pythia_audit", None),
     # what several pages show, once per render (residlab.course.render.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.render.shared", "trained_copy_model"),
     "training_log": ("residlab.course.render.shared", "training_log"),
     "lesson_gradient_profile": ("residlab.course.render.shared", "gradient_profile"),
-    "build_specimen_model": ("residlab.course.render.shared", "specimen_model"),
+    "specimen_model": ("residlab.course.render.shared", "specimen_model"),
     "specimen_cache_layouts": ("residlab.course.render.shared", "specimen_cache_layouts"),
-    "page_explorer": ("residlab.course.render.shared", "page_explorer"),
-    "runner_output": ("residlab.course.render.shared", "runner_output"),
     "audited_decoder": ("residlab.course.render.shared", "audited_decoder"),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.tables", "markdown_table"),

@@ -18,11 +18,12 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
 - ``load``      the model and tokenizer built from those verified bytes, offline. ``load_offline``,
                 ``ObservationError`` (every failure of the observation itself).
 - ``observe``   the capture of every residual boundary and branch write through ``capture.recording``, at the
-                sites of the GPT-NeoX block table; the numerical checks, one position's observation, and the
+                sites of the GPT-NeoX block table; the numerical checks, every position's observation, and the
                 three result files (manifest.json, observations.json, captures.json) written all or nothing
                 through ``capture.outdir``. ``capture_residuals``, ``ResidualCapture``, ``observe_position``,
-                ``observe``, ``observe_to_directory``, ``FIXED_TEXT``, ``RESULT_FILES``, ``LIBRARIES`` (the
-                libraries whose versions the manifest records).
+                ``observe``, ``observe_to_directory``, ``observations_schema_problem``,
+                ``FIXED_TEXT``, ``RESULT_FILES``, ``OBSERVATIONS_SCHEMA`` (observations.json's layout),
+                ``LIBRARIES`` (the libraries whose versions the manifest records).
 - ``runner``    the argparse entry point of ``assets/labs/inspect_residual_stream.py`` (bundled with the
                 modules above and capture's ``blocks``, ``sites``, ``recording`` and ``outdir``); a refused
                 run is one line on stderr and exit status 1 (``REFUSALS``).

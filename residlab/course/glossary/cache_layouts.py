@@ -203,7 +203,7 @@ def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) ->
 
     from residlab.course.lesson import copy_model, lesson_lab
 
-    model = model if model is not None else copy_model.trained_copy_model()
+    model = model if model is not None else copy_model.default_training()[0]
     tokens = tuple(lesson_lab.CLEAN_TOKENS if tokens is None else tokens)
     batch = torch.tensor([tokens], dtype=torch.long)
     _check_input_ids(batch)

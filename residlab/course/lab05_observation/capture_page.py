@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.capture.sites import EMBEDDING_SITE, site_name
+from residlab.pythia.observe import observations_schema_problem
 from residlab.course.tables import markdown_table, math_label
 from residlab.pythia.cache import ARTIFACTS_ENV  # noqa: F401  (verified files named for a build; tests read it here)
 
@@ -53,8 +54,12 @@ class PageCapture:
         return bool(self.manifest["synthetic"])
 
     @property
-    def observation(self) -> dict:
-        return self.observations["observation"]
+    def positions(self) -> list[dict]:  # every position's observation, in order
+        return self.observations["positions"]
+
+    @property
+    def observation(self) -> dict:  # the selected position's: the one the page's tables and prose describe
+        return self.positions[self.observations["selected_position"]]
 
     @property
     def checks(self) -> dict:
@@ -148,8 +153,8 @@ def _disagreements(shown, recomputed, where: str) -> list[str]:
 
 
 def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
-    """Read a capture directory and refuse it unless its three files are one run: each parses, the manifest
-    records the size and sha256 of observations.json and captures.json, and every number of the selected
+    """Read a capture directory and refuse it unless its three files are one run: each parses, the manifest records
+    the size and sha256 of the other two, observations.json is of the current layout, and every number of every
     position that the page shows agrees with the one recomputed from the captured tensors."""
     directory = Path(directory)
     manifest = _parse_json(directory / "manifest.json", _read_bytes(directory, "manifest.json"))
@@ -168,12 +173,17 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
             )
         parsed[name] = _parse_json(directory / name, data)
     observations, captures = parsed["observations.json"], parsed["captures.json"]
+    if other_layout := observations_schema_problem(observations, manifest):
+        raise CaptureError(f"{directory / 'observations.json'}: {other_layout}")
     try:
         ids = [token["id"] for token in observations["tokens"]]
-        position = observations["selected_position"]
         if captures["token_ids"] != ids:
             raise CaptureError(f"{directory / 'captures.json'}: token ids {captures['token_ids']} differ from observations.json's {ids}")
-        problems = _disagreements(observations["observation"], recomputed_observation(captures, position), "observation")
+        positions = observations["positions"]
+        if [row["position"] for row in positions] != list(range(len(ids))) or observations["selected_position"] not in range(len(ids)):
+            raise CaptureError(f"{directory / 'observations.json'}: not one observation per position, in order")
+        problems = [problem for position in range(len(ids)) for problem in _disagreements(
+            positions[position], recomputed_observation(captures, position), f"positions[{position}]")]  # fmt: skip
     except CaptureError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as error:

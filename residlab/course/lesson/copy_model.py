@@ -193,11 +193,6 @@ def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
     return model, tuple(log)
 
 
-def trained_copy_model() -> CopyModel:
-    """The default training (700 steps, seed 7), trained once per process."""
-    return default_training()[0]
-
-
 def weights_sha256(model: nn.Module) -> str:
     """SHA-256 over every state-dict entry (name, dtype, shape, raw bytes) in name order: the weights' identity."""
     digest = hashlib.sha256()
@@ -206,8 +201,3 @@ def weights_sha256(model: nn.Module) -> str:
         digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
         digest.update(bytes(flat.view(torch.uint8).tolist()))
     return digest.hexdigest()
-
-
-def training_log() -> tuple[TrainingRecord, ...]:
-    """The logged steps of the default training (trains it if this process has not yet)."""
-    return default_training()[1]

@@ -21,14 +21,13 @@ import sys
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 
 from residlab.capture.recording import record_sites
+from residlab.audit.measures import logit_difference, measure_write, metric_direction
 from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
 from residlab.course.lesson.copy_model import (
     BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
-    CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log,
-    training_sequence_counts, weights_sha256,
+    CopyModel, TrainingRecord, default_training, train_copy_model, training_sequence_counts, weights_sha256,
 )
 from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile
 from residlab.course.threads import single_thread
@@ -90,10 +89,12 @@ class ComponentAudit:
     ablation_delta_logit_difference: float
     # recovery: put the clean write into the corrupt run at the query position.
     patched_p_target: float
-    patch_recovery: float  # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery
-    # survival: is the write's direction still present in the final residual state?
-    survival_cosine: float  # cos(w, r_final) at the query position
-    retained_fraction: float  # (w + every later write) . w_hat / |w|; 1 = no later write removed any of it
+    # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery; None (undefined) when the clean and
+    # corrupt logit differences are equal
+    patch_recovery: float | None
+    # survival: is the write's direction still present in the final residual state? None for a zero write.
+    survival_cosine: float | None  # cos(w, r_final) at the query position
+    retained_fraction: float | None  # (w + every later write) . w / |w|^2; 1 = no later write removed any of it
     centred_fraction: float  # |w - mean(w)| / |w|: the share of the write the final LayerNorm can see
 
 
@@ -185,7 +186,8 @@ def _top(logits: torch.Tensor) -> int:
 
 
 def _logit_difference(logits: torch.Tensor, target: int, rival: int) -> float:
-    return (logits[0, target] - logits[0, rival]).item()
+    """The audit's metric of a batch of one's logits (1, vocab)."""
+    return logit_difference(logits[0], target, rival)
 
 
 def choose_rival(clean_logits: torch.Tensor, corrupt_logits: torch.Tensor, target: int) -> int:
@@ -248,7 +250,7 @@ def audit_model(
                 )
                 for case, run in runs.items()
             )
-            direction = model.unembed.weight[target] - model.unembed.weight[rival]  # (d,)
+            direction = metric_direction(model.unembed.weight, target, rival)  # (d,)
             components = (
                 _component_audit(
                     model, "attention write", "attn_write", ("mlp_write",), direction, target, rival, runs,
@@ -294,34 +296,31 @@ def _component_audit(
     ablated: str,
     patched: str,
 ) -> ComponentAudit:
-    clean, corrupt = runs["clean"], runs["corrupt"]
-    write = getattr(clean.trace, write_name)  # (1, seq, d)
-    w = _query_vector(write)  # (d,)
-    w_norm = w.norm()
-    final_state = clean.trace.resid_post  # (1, seq, d)
-    # Exact direct effect: remove this write from the final state only, keep everything else as it was.
-    without_write = final_state.clone()
-    without_write[0, -1, :] -= w
-    direct_effect = _logit_difference(model.readout(final_state), target, rival) - _logit_difference(
-        model.readout(without_write), target, rival
-    )
-    ld_clean = _logit_difference(clean.logits, target, rival)
-    ld_corrupt = _logit_difference(corrupt.logits, target, rival)
-    ld_patched = _logit_difference(runs[patched].logits, target, rival)
-    unit = w / w_norm
-    carried = w + sum((_query_vector(getattr(clean.trace, name)) for name in later_write_names), torch.zeros_like(w))
+    """The write's measures (``residlab.audit.measures``, the audit tool's own), and the lesson's probabilities."""
+    clean = runs["clean"]
+    w = _query_vector(getattr(clean.trace, write_name))  # (d,)
+
+    def readout_metric(state: torch.Tensor) -> float:  # one state (d,) read out at the query position
+        return _logit_difference(model.readout(state.reshape(1, 1, -1)), target, rival)
+
+    measures = measure_write(
+        w, _query_vector(clean.trace.resid_post), [_query_vector(getattr(clean.trace, name)) for name in later_write_names],
+        direction, readout_metric=readout_metric,
+        **{case: _logit_difference(runs[run].logits, target, rival)
+           for case, run in (("clean", "clean"), ("corrupt", "corrupt"), ("ablated", ablated), ("patched", patched))},
+    )  # fmt: skip
     return ComponentAudit(
         component=label,
-        write_norm=w_norm.item(),
-        direct_projection=torch.dot(direction, w).item(),
-        direct_effect_exact=direct_effect,
+        write_norm=measures.norm,
+        direct_projection=measures.direct_projection,
+        direct_effect_exact=measures.direct_effect_exact,
         ablation_delta_p_target=_p(runs[ablated].logits, target) - _p(clean.logits, target),
-        ablation_delta_logit_difference=_logit_difference(runs[ablated].logits, target, rival) - ld_clean,
+        ablation_delta_logit_difference=measures.ablation_effect,
         patched_p_target=_p(runs[patched].logits, target),
-        patch_recovery=(ld_patched - ld_corrupt) / (ld_clean - ld_corrupt),
-        survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item(),
-        retained_fraction=(torch.dot(carried, unit) / w_norm).item(),
-        centred_fraction=((w - w.mean()).norm() / w_norm).item(),
+        patch_recovery=measures.patch_recovery,
+        survival_cosine=measures.survival_cosine,
+        retained_fraction=measures.retained_fraction,
+        centred_fraction=((w - w.mean()).norm() / w.norm()).item(),
     )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -340,10 +339,11 @@ class LessonResult:
 
 def run_lesson(include_profile: bool = True) -> LessonResult:
     """Train (once per process), audit, and optionally profile: everything the lesson page shows."""
+    model, log = default_training()
     return LessonResult(
-        training_log=training_log(),
+        training_log=log,
         training_counts=training_sequence_counts((CLEAN_TOKENS, CORRUPT_TOKENS)),
-        audit=audit_model(trained_copy_model()),
+        audit=audit_model(model),
         profile=gradient_profile() if include_profile else None,
     )
 
@@ -376,7 +376,7 @@ def format_report(result: LessonResult) -> str:
         values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
                   c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
-        lines.append(f"{c.component:16s}" + "".join(f"{v:11.3f}" for v in values))
+        lines.append(f"{c.component:16s}" + "".join(f"{'undefined':>11s}" if v is None else f"{v:11.3f}" for v in values))
     attribution = audit.attribution
     lines += ["", f"Direct logit attribution, final LayerNorm scale frozen at {attribution.scale:.4f} (query position)"]
     lines += [f"{name:22s} {value:+.3f}" for name, value in {**attribution.terms, **attribution.bias_terms}.items()]

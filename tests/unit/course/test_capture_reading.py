@@ -25,7 +25,7 @@ def edited(capture, norms=None, cosines=None, update_norms=None, position_zero_s
     """The capture with its selected position's norms, update cosines or update norms replaced, or position 0's
     captured states scaled."""
     observations = copy.deepcopy(capture.observations)
-    observation = observations["observation"]
+    observation = observations["positions"][observations["selected_position"]]
     for row, value in zip(observation["boundaries"], norms or []):
         row["norm"] = value
     for row, value in zip(observation["block_updates"], cosines or []):

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def model() -> lesson_lab.CopyModel:
-    return lesson_lab.trained_copy_model()
+    return lesson_lab.default_training()[0]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_interventions_reproduce_the_published_figures(audit):
 
 
 def test_training_reaches_perfect_batch_accuracy():
-    log = lesson_lab.training_log()
+    log = lesson_lab.default_training()[1]
     assert [record.step for record in log] == [1, 100, 300, 700]
     assert log[-1].batch_accuracy == 1.0
     assert log[-1].loss < log[0].loss

@@ -204,11 +204,12 @@ def test_committed_captures_are_the_float64_forward_of_the_specimen_weights(refe
 def test_committed_observations_are_recomputed_from_the_committed_captures(reference):
     _, tensors = committed_tensors()
     observations = read(COMMITTED, "observations.json")
-    position = observations["selected_position"]
-    assert position == len(observations["tokens"]) - 1  # the page's rule: the last token
-    expected = expected_observation(tensors, position)
-    assert_observation_matches(observations["observation"], expected)
-    assert_logit_lens_matches(observations["observation"], expected, reference)
+    assert observations["selected_position"] == len(observations["tokens"]) - 1  # the page's rule: the last token
+    assert len(observations["positions"]) == len(observations["tokens"])
+    for position, observation in enumerate(observations["positions"]):  # every position, as the explorer shows it
+        expected = expected_observation(tensors, position)
+        assert_observation_matches(observation, expected)
+        assert_logit_lens_matches(observation, expected, reference)
 
 
 def test_committed_checks_table_is_recomputed_from_the_committed_captures():
@@ -287,9 +288,11 @@ def test_a_fresh_observation_matches_the_float64_reference(loaded, reference, po
             want = forward[name]
         error = (tensor[0].to(torch.float64) - want).abs().max().item()
         assert error <= FORWARD_ABS, f"{name}: max |captured - float64 forward| = {error:.3g}"
-    expected = expected_observation(forward, chosen)
-    assert_observation_matches(observations["observation"], expected)
-    assert_logit_lens_matches(observations["observation"], expected, reference)
+    assert observations["selected_position"] == chosen and len(observations["positions"]) == len(ids)
+    for position, observation in enumerate(observations["positions"]):
+        expected = expected_observation(forward, position)
+        assert_observation_matches(observation, expected)
+        assert_logit_lens_matches(observation, expected, reference)
     # captures.json as written: what the page reads back, recomputed the same way.
     written = observe.capture_tensors_json(capture, observations["tokens"])
     assert written["token_ids"] == ids

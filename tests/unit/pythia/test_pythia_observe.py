@@ -118,11 +118,12 @@ def test_manifest_records_versions_provenance_and_the_block_return_kind(observed
     assert "/" not in manifest["lock"]  # no directory of this machine in the record
 
 
-def test_observations_show_tokens_first_then_checks_and_the_last_position(observed):
+def test_observations_show_tokens_first_then_checks_and_every_position(observed):
     _, output, _ = observed
     observations = read(output, "observations.json")
     keys = list(observations)
-    assert keys.index("tokens") < keys.index("selected_position") < keys.index("observation")
+    assert observations["schema"] == observe.OBSERVATIONS_SCHEMA == 2 and "observation" not in keys
+    assert keys.index("tokens") < keys.index("selected_position") < keys.index("checks") < keys.index("positions")
     tokens = observations["tokens"]
     assert "".join(token["piece"] for token in tokens) == observe.FIXED_TEXT
     assert observations["selected_position"] == len(tokens) - 1
@@ -130,12 +131,14 @@ def test_observations_show_tokens_first_then_checks_and_the_last_position(observ
     assert checks["identity"]["all_within_tolerance"] and checks["shapes_ok"]
     assert checks["hook_removal"]["handles_left_after_exit"] == 0
     assert checks["hook_removal"]["sites_recorded_by_a_later_forward"] == 0
-    boundaries = observations["observation"]["boundaries"]
-    assert [row["label"] for row in boundaries] == [f"H_{i}" for i in range(7)]
-    for row in boundaries:
-        probabilities = [entry["probability"] for entry in row["logit_lens_top"]]
-        assert len(probabilities) == observe.TOP_K
-        assert probabilities == sorted(probabilities, reverse=True)
+    assert [observation["position"] for observation in observations["positions"]] == list(range(len(tokens)))
+    for observation in observations["positions"]:
+        boundaries = observation["boundaries"]
+        assert [row["label"] for row in boundaries] == [f"H_{i}" for i in range(7)]
+        for row in boundaries:
+            probabilities = [entry["probability"] for entry in row["logit_lens_top"]]
+            assert len(probabilities) == observe.TOP_K
+            assert probabilities == sorted(probabilities, reverse=True)
 
 
 def test_captures_json_holds_the_full_states_and_writes(observed):
@@ -154,9 +157,9 @@ def test_captures_json_holds_the_full_states_and_writes(observed):
         worst = max(worst, float((out - (state + tensors[f"blocks.{block}.attn_write"] + tensors[f"blocks.{block}.mlp_write"])).abs().max()))
         state = out
     assert worst <= IDENTITY_ABSOLUTE
-    norms = [row["norm"] for row in result["observations"]["observation"]["boundaries"]]
-    last = tensors["blocks.5.resid_out"][0, -1]
-    assert float(last.norm()) == pytest.approx(norms[-1], rel=1e-6)
+    for position, observation in enumerate(result["observations"]["positions"]):
+        last = tensors["blocks.5.resid_out"][0, position]
+        assert float(last.norm()) == pytest.approx(observation["boundaries"][-1]["norm"], rel=1e-6)
     assert (output / "captures.json").stat().st_size < 400_000
 
 
@@ -203,7 +206,7 @@ def test_position_is_chosen_among_the_recorded_tokens(verified):
     model, tokenizer = load_offline(verified)
     chosen = observe.observe(model, tokenizer, position=2)["observations"]
     assert chosen["selected_token"]["piece"] == " red"
-    assert chosen["observation"]["position"] == 2
+    assert chosen["selected_position"] == 2 and len(chosen["positions"]) == len(chosen["tokens"])
     assert observe.observe(model, tokenizer, position=-1)["observations"]["selected_position"] == len(chosen["tokens"]) - 1
     with pytest.raises(observe.ObservationError, match=r"outside the 8 tokens \(0\.\.7\)"):
         observe.observe(model, tokenizer, position=8)
@@ -297,6 +300,7 @@ def test_cli_observe_specimen_is_how_the_cached_capture_is_made(tmp_path, capsys
     made, cached = read(output, "observations.json"), read(CACHED_CAPTURE, "observations.json")
     # Same seed, same code: the committed capture is reproducible (bit for bit on the same library versions).
     assert made["tokens"] == cached["tokens"]
-    assert [row["norm"] for row in made["observation"]["boundaries"]] == pytest.approx(
-        [row["norm"] for row in cached["observation"]["boundaries"]], rel=1e-5
-    )
+    for position in range(len(made["tokens"])):
+        assert [row["norm"] for row in made["positions"][position]["boundaries"]] == pytest.approx(
+            [row["norm"] for row in cached["positions"][position]["boundaries"]], rel=1e-5
+        )

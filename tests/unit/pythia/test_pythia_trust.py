@@ -356,7 +356,7 @@ def _linked(directory: Path) -> None:
 
 def _observations_edited(directory: Path) -> None:
     observations = json.loads((directory / "observations.json").read_text())
-    observations["observation"]["boundaries"][3]["norm"] *= 1.01
+    observations["positions"][observations["selected_position"]]["boundaries"][3]["norm"] *= 1.01
     _rewrite_with_matching_manifest(directory, "observations.json", observations)
 
 
@@ -389,7 +389,7 @@ CAPTURE_FAULTS = {
     "captures.json of another run": (_other_run, r"captures\.json: .*not the file of this run"),
     "captures.json missing": (_missing, r"captures\.json: missing"),
     "captures.json a symbolic link": (_linked, r"captures\.json: .*is a symbolic link"),
-    "observations disagree with the tensors": (_observations_edited, r"observations\.json: disagrees with the tensors in captures\.json:\n  observation\.boundaries\[3\]\.norm"),
+    "observations disagree with the tensors": (_observations_edited, r"observations\.json: disagrees with the tensors in captures\.json:\n  positions\[7\]\.boundaries\[3\]\.norm"),
     "tensors disagree with the observations": (_tensors_edited, r"(?s)observations\.json: disagrees .*final_normalisation\.normalised_norm"),
     "manifest not JSON": (_manifest_unparseable, r"manifest\.json: not valid JSON"),
     "manifest records no results": (_manifest_without_results, r"manifest\.json: records no results"),
@@ -425,7 +425,7 @@ def _degenerate_capture() -> capture_page.PageCapture:
     (so undefined cosines and relative changes), zero updates and zero check results."""
     shown = capture_page.read_capture(CACHED_CAPTURE)
     observations = copy.deepcopy(shown.observations)
-    observation = observations["observation"]
+    observation = observations["positions"][observations["selected_position"]]
     for row in observation["boundaries"]:
         row["norm"] = 0.0
     for row in observation["block_updates"]:

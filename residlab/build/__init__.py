@@ -13,5 +13,7 @@
 - ``runners``: the downloadable runners, each built from the modules its entry in ``RUNNERS`` lists, in that order.
 - ``bundle``: reads a runner's modules and checks the list against their imports (its docstring: the conventions
   a runner's module follows).
+- ``checkout``: the project as a fresh clone has it, copied elsewhere (the render tests' clean copy, the trial's
+  throwaway copy).
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
 """

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.build import pins
+from residlab.build.checkout import CheckoutError, clean_copy
 from residlab.build.sync import LOCK_NAME
 
 REQUIREMENTS_NAME = "requirements.txt"
@@ -229,22 +230,6 @@ def run_logged(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float
                 process.wait()
 
 
-def copy_checkout(root: Path, destination: Path) -> None:
-    """Copy the files git knows in ``root`` (tracked, and untracked but not ignored) into ``destination``."""
-    try:
-        listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                                capture_output=True, timeout=60)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise TrialError(f"cannot list the files of {root} with git: {error}") from None
-    if listed.returncode != 0:
-        raise TrialError(f"{root} is not a git checkout: try-latest copies the files git knows")
-    for name in filter(None, listed.stdout.decode("utf-8", "surrogateescape").split("\0")):
-        source, target = root / name, destination / name
-        if source.is_symlink() or source.is_file():  # a tracked file deleted in the work tree is not copied
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target, follow_symlinks=False)
-
-
 # --------------------------------------------------------------------------------------------------- the trial
 
 
@@ -301,7 +286,10 @@ def run_trial(root: Path, plan: Plan, pinned: dict[str, str], newest: dict[str, 
         try:
             copy, logs = folder / "checkout", folder / "logs"
             logs.mkdir()
-            copy_checkout(root, copy)
+            try:
+                clean_copy(root, copy)
+            except CheckoutError as error:
+                raise TrialError(str(error)) from None
             results = _trace(Trial(plan, copy, logs, env), pinned, moved)
         finally:
             if keep:

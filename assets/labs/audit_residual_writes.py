@@ -18,12 +18,12 @@ verified), 1 refused or not verified, 2 bad arguments.
 
 # Read this first: the measures: the records and the measurement.
 #   line 1592  residlab/audit/measures.py
-#   line 1654    measure_write
-#   line 1682  residlab/audit/packet.py
-#   line 1780    model_record
-#   line 1815    input_record
-#   line 1844    intervention_record
-#   line 1929    measurement_record
+#   line 1664    measure_write
+#   line 1692  residlab/audit/packet.py
+#   line 1789    model_record
+#   line 1824    input_record
+#   line 1853    intervention_record
+#   line 1938    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   47  residlab/capture/blocks.py
@@ -35,10 +35,10 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line 1194  residlab/capture/versions.py
 #   line 1215  residlab/audit/schema.py
 #   line 1592  residlab/audit/measures.py
-#   line 1682  residlab/audit/packet.py
-#   line 2043  residlab/capture/files.py
-#   line 2135  residlab/audit/verify.py
-#   line 2503  residlab/audit/cli.py (the entry)
+#   line 1692  residlab/audit/packet.py
+#   line 2052  residlab/capture/files.py
+#   line 2144  residlab/audit/verify.py
+#   line 2512  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1633,6 +1633,16 @@ def logit_difference(logits, target: int, rival: int) -> float:
     return float((logits[target] - logits[rival]).item())
 
 
+def normaliser_epsilon(norm) -> float:
+    """The epsilon a final normaliser adds under its square root (``eps`` in LayerNorm and torch's RMSNorm,
+    ``variance_epsilon`` in Transformers' RMSNorm classes); ValueError naming the class when it has neither."""
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(norm, attribute, None)
+        if value is not None:
+            return float(value)
+    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
+
+
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
@@ -1764,12 +1774,11 @@ def _vector_values(vector) -> list[float]:
     return [float(f"{v:.9g}") for v in vector.tolist()]  # 9 significant digits round-trip float32
 
 
-def _normaliser_epsilon(module) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(module, attribute, None)
-        if value is not None:
-            return float(value)
-    raise AuditError(f"the final normaliser {type(module).__name__} exposes no epsilon")
+def _final_norm_epsilon(subject: Subject) -> float:
+    try:
+        return normaliser_epsilon(subject.final_norm)
+    except ValueError as error:  # one line, as every refusal
+        raise AuditError(str(error)) from None
 
 
 def _module_path(model, target) -> str:
@@ -1801,7 +1810,7 @@ def model_record(subject: Subject, threads: int, parameters: dict | None = None)
             "type": kind.normaliser,
             "final_module": kind.final_norm,
             "final_class": type(subject.final_norm).__name__,
-            "epsilon": _normaliser_epsilon(subject.final_norm),
+            "epsilon": _final_norm_epsilon(subject),
             "placement": kind.placement,
         },
         "output_embedding": _module_path(subject.model, subject.head),

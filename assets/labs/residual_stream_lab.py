@@ -19,21 +19,21 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  441  residlab/course/lesson/copy_model.py
-#   line  498    PreNormBlock
-#   line  758  residlab/course/lesson/lesson_lab.py
-#   line  887    run_traced
-#   line  941    audit_model
+#   line  443  residlab/course/lesson/copy_model.py
+#   line  500    PreNormBlock
+#   line  760  residlab/course/lesson/lesson_lab.py
+#   line  889    run_traced
+#   line  943    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/course/needs_torch.py
 #   line   75  residlab/capture/recording.py
 #   line  228  residlab/audit/measures.py
-#   line  318  residlab/audit/attribution.py
-#   line  419  residlab/course/threads.py
-#   line  441  residlab/course/lesson/copy_model.py
-#   line  645  residlab/course/lesson/gradient_profile.py
-#   line  758  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  328  residlab/audit/attribution.py
+#   line  421  residlab/course/threads.py
+#   line  443  residlab/course/lesson/copy_model.py
+#   line  647  residlab/course/lesson/gradient_profile.py
+#   line  760  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -269,6 +269,16 @@ def logit_difference(logits, target: int, rival: int) -> float:
     return float((logits[target] - logits[rival]).item())
 
 
+def normaliser_epsilon(norm) -> float:
+    """The epsilon a final normaliser adds under its square root (``eps`` in LayerNorm and torch's RMSNorm,
+    ``variance_epsilon`` in Transformers' RMSNorm classes); ValueError naming the class when it has neither."""
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(norm, attribute, None)
+        if value is not None:
+            return float(value)
+    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
+
+
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
@@ -334,8 +344,8 @@ M = logit(target) - logit(rival) splits exactly into one term per write and two 
 with P the centring (LayerNorm) or the identity (RMSNorm). The terms sum to M whatever the writes are; a term
 is not what removing its write would do: removal changes s, and changes every later write (the ablation
 effect). Both are read at one position, the readout's. Bad input raises ValueError with a one-line message.
-Imports only torch and ``measures`` (the metric and its direction, written once), so a runner that bundles it
-(the lesson's) carries nothing else of the audit floor.
+Imports only torch and ``measures`` (the metric, its direction and the normaliser's epsilon, written once), so a
+runner that bundles it (the lesson's) carries nothing else of the audit floor.
 """
 
 from dataclasses import dataclass
@@ -362,14 +372,6 @@ class LogitAttribution:
         return sum(self.terms.values()) + sum(self.bias_terms.values())
 
 
-def _epsilon(norm) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(norm, attribute, None)
-        if value is not None:
-            return float(value)
-    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
-
-
 def _centres(norm) -> bool:
     """True for a LayerNorm (subtracts the mean), False for an RMSNorm; anything else is refused in one line."""
     if isinstance(norm, torch.nn.LayerNorm):
@@ -382,7 +384,7 @@ def _centres(norm) -> bool:
 def frozen_scale(norm, state):
     """The final normaliser's scale s for ``state`` (d,): what it divides by, held fixed for every term."""
     centred = state - state.mean() if _centres(norm) else state
-    return torch.sqrt((centred * centred).mean() + _epsilon(norm))
+    return torch.sqrt((centred * centred).mean() + normaliser_epsilon(norm))
 
 
 def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) -> LogitAttribution:

@@ -15,8 +15,8 @@ M = logit(target) - logit(rival) splits exactly into one term per write and two 
 with P the centring (LayerNorm) or the identity (RMSNorm). The terms sum to M whatever the writes are; a term
 is not what removing its write would do: removal changes s, and changes every later write (the ablation
 effect). Both are read at one position, the readout's. Bad input raises ValueError with a one-line message.
-Imports only torch and ``measures`` (the metric and its direction, written once), so a runner that bundles it
-(the lesson's) carries nothing else of the audit floor.
+Imports only torch and ``measures`` (the metric, its direction and the normaliser's epsilon, written once), so a
+runner that bundles it (the lesson's) carries nothing else of the audit floor.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from residlab.audit.measures import logit_difference, metric_direction
+from residlab.audit.measures import logit_difference, metric_direction, normaliser_epsilon
 
 FINAL_NORM_BIAS = "final normaliser bias"
 OUTPUT_BIAS = "output bias"
@@ -46,14 +46,6 @@ class LogitAttribution:
         return sum(self.terms.values()) + sum(self.bias_terms.values())
 
 
-def _epsilon(norm) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(norm, attribute, None)
-        if value is not None:
-            return float(value)
-    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
-
-
 def _centres(norm) -> bool:
     """True for a LayerNorm (subtracts the mean), False for an RMSNorm; anything else is refused in one line."""
     if isinstance(norm, torch.nn.LayerNorm):
@@ -66,7 +58,7 @@ def _centres(norm) -> bool:
 def frozen_scale(norm, state):
     """The final normaliser's scale s for ``state`` (d,): what it divides by, held fixed for every term."""
     centred = state - state.mean() if _centres(norm) else state
-    return torch.sqrt((centred * centred).mean() + _epsilon(norm))
+    return torch.sqrt((centred * centred).mean() + normaliser_epsilon(norm))
 
 
 def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) -> LogitAttribution:

@@ -18,7 +18,7 @@ from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )
 from residlab.audit.schema import RECORDS, SCHEMA
-from residlab.audit.measures import logit_difference, measure_write, metric_direction
+from residlab.audit.measures import logit_difference, measure_write, metric_direction, normaliser_epsilon
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
@@ -93,12 +93,11 @@ def _vector_values(vector) -> list[float]:
     return [float(f"{v:.9g}") for v in vector.tolist()]  # 9 significant digits round-trip float32
 
 
-def _normaliser_epsilon(module) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(module, attribute, None)
-        if value is not None:
-            return float(value)
-    raise AuditError(f"the final normaliser {type(module).__name__} exposes no epsilon")
+def _final_norm_epsilon(subject: Subject) -> float:
+    try:
+        return normaliser_epsilon(subject.final_norm)
+    except ValueError as error:  # one line, as every refusal
+        raise AuditError(str(error)) from None
 
 
 def _module_path(model, target) -> str:
@@ -130,7 +129,7 @@ def model_record(subject: Subject, threads: int, parameters: dict | None = None)
             "type": kind.normaliser,
             "final_module": kind.final_norm,
             "final_class": type(subject.final_norm).__name__,
-            "epsilon": _normaliser_epsilon(subject.final_norm),
+            "epsilon": _final_norm_epsilon(subject),
             "placement": kind.placement,
         },
         "output_embedding": _module_path(subject.model, subject.head),

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     halves = run.report["halves"]
     found = run.report["heads_found"]
-    print(f"trained in {run.training_seconds:.1f} s ({run.training_cpu_seconds:.1f} s of CPU time; seed {run.seed}); wrote {', '.join(files)} to {args.output}")
+    print(f"trained {run.report['steps_trained']} steps in {run.training_seconds:.1f} s ({run.training_cpu_seconds:.1f} s "
+          f"of CPU time; seed {run.seed}); wrote {', '.join(files)} to {args.output}")  # fmt: skip
     print(f"held-out top-1 accuracy: first half {halves['first']['accuracy']:.3f}, "
           f"repeated half {halves['repeated']['accuracy']:.3f}")  # fmt: skip
     for kind in ("previous_token", "induction"):

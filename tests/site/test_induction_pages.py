@@ -33,7 +33,8 @@ def training(built_site):
     from residlab.course.render import render_cache
 
     folder = built_site.project / render_cache.RENDER_CACHE_DIR
-    computed = [use for use in render_cache.read_uses(folder) if use["name"] == "induction_training" and use["how"] == "computed"]
+    uses = render_cache.read_uses(folder)
+    computed = [use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]
     assert len(computed) == 1, computed
     (entry,) = folder.glob(f"*/{computed[0]['entry']}")
     state, _, report, _, _, lab06 = pickle.loads(entry.read_bytes())  # written by this render's own prefetch or page
@@ -152,7 +153,8 @@ def test_patching_entry_shows_this_renders_heatmap(built_site, training):
     patching = report["patching"]
     experiment = patching["experiment"]
     target, rival = experiment["target"], experiment["rival"]
-    clean, corrupt = metric(model, experiment["clean"], target, rival), metric(model, experiment["corrupt"], target, rival)
+    clean = metric(model, experiment["clean"], target, rival)
+    corrupt = metric(model, experiment["corrupt"], target, rival)
     assert (patching["clean_metric"], patching["corrupt_metric"]) == pytest.approx((clean, corrupt), abs=1e-4)
     text = shown(built_site.site, "glossary/activation-patching.html")
     assert f"{str(tuple(experiment['clean']))}: at the last position the right next token is {target}" in text

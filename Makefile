@@ -12,6 +12,7 @@ PIP_INSTALL = -m pip install --quiet --no-compile
 VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
+PEERS_VENV := .venv-peers
 BIN := $(VENV)/bin
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
@@ -27,9 +28,11 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pythia pythia-capture test test-main test-compat venv sync clean
+.PHONY: render page pythia pythia-capture test test-main test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
+
+venv-peers: $(PEERS_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(call build_venv,$(VENV),requirements.txt)
@@ -42,10 +45,15 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
-# The two suites run side by side (each builds its own environments first), their output kept apart by target:
-# the browser render leaves a core idle much of the time, which the compatibility suite uses.
+# TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
+# peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
+$(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
+	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
+
+# The suites run two at a time (each builds its own environments first), their output kept apart by target: the
+# browser render leaves a core idle much of the time, which the compatibility and peer suites use.
 test:
-	$(MAKE) -j2 --output-sync=target test-main test-compat
+	$(MAKE) -j2 --output-sync=target test-main test-compat test-peers
 
 test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
@@ -53,6 +61,10 @@ test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
 test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \
 		tests/unit/pythia/test_observation_reference.py tests/unit/capture/test_architectures.py tests/unit/audit/test_audit.py tests/unit/capture/test_recording.py
+
+# The pages' TransformerLens and nnsight snippets against residlab's numbers (the whole tree's run leaves them out).
+test-peers: $(PEERS_VENV)/.installed
+	$(PEERS_VENV)/bin/python -m pytest tests/peers
 
 # Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
 # can say what disagrees before pip could install the new version.
@@ -82,4 +94,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) _site _freeze .residlab-render-cache .quarto

@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
-                ".venv-runner": "assets/labs/residual-requirements.txt"}  # fmt: skip
+                ".venv-runner": "assets/labs/residual-requirements.txt",
+                ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
 
 
 def make_dry_run(folder: Path, *arguments: str) -> list[str]:

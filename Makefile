@@ -28,7 +28,7 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pythia pythia-capture test test-main test-compat test-peers venv venv-peers sync clean
+.PHONY: render page pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
 
@@ -50,13 +50,20 @@ $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
-# The suites run two at a time (each builds its own environments first), their output kept apart by target: the
-# browser render leaves a core idle much of the time, which the compatibility and peer suites use.
+# Three suites run side by side (each builds the environments it needs first), their output kept apart by target.
+# The site suite is one render of a clean copy and the browser, mostly one process at a time; everything else
+# (units, runners, the stand-in publish renders) fills the other core, the compatibility and peer suites whatever
+# is left (the peer suite starts when one of the three ends).
+SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
+REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
 test:
-	$(MAKE) -j2 --output-sync=target test-main test-compat test-peers
+	$(MAKE) -j3 --output-sync=target test-site test-rest test-compat test-peers
 
-test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
+test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
+
+test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \

@@ -18,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
-                ".venv-runner": "assets/labs/residual-requirements.txt"}  # fmt: skip
+                ".venv-runner": "assets/labs/residual-requirements.txt",
+                ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
 
 
 def make_dry_run(folder: Path, *arguments: str) -> list[str]:
@@ -80,9 +81,13 @@ def _modules(arguments: list[str]) -> set[Path]:
 
 def test_the_suites_side_by_side_run_every_test_module_exactly_once(tmp_path):
     # `make test` splits pytest in two to use both cores: a module missing from both would never run in CI.
-    commands = [shlex.split(line.split(" -m pytest", 1)[1]) for line in make_dry_run(tmp_path, "TORCH_INDEX=")
-                if " -m pytest" in line and not line.startswith(".venv-compat/")]
+    lines = make_dry_run(tmp_path, "TORCH_INDEX=")
+    commands = [shlex.split(line.split(" -m pytest", 1)[1]) for line in lines
+                if " -m pytest" in line and not line.startswith((".venv-compat/", ".venv-peers/"))]
     assert len(commands) == 2
     first, second = (_modules(arguments) for arguments in commands)
     assert first and second and not first & second
-    assert first | second == set((ROOT / "tests").rglob("test_*.py"))
+    peers = ROOT / "tests" / "peers"  # their own environment and suite, below
+    assert first | second == {module for module in (ROOT / "tests").rglob("test_*.py") if peers not in module.parents}
+    peer_commands = [line.split(" -m pytest", 1)[1].split() for line in lines if line.startswith(".venv-peers/bin/python -m pytest")]
+    assert peer_commands == [["tests/peers"]]

@@ -73,7 +73,11 @@ def warning_lines(output: str) -> list[str]:
 def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
            echo=sys.stdout.write, timeout: float = 3600, execute: bool = True) -> str:
     """Run ``quarto render`` in ``root`` (``--no-execute`` unless ``execute``); return its combined output.
-    Raises RenderError on a failed render or on any warning line, naming the lines."""
+    Raises RenderError on a failed render or on any warning line, naming the lines. Several ``pages`` render one
+    after another: ``quarto render`` takes one input and hands any further path to pandoc as another input file
+    (the second page's text would end up in the first page's output)."""
+    if len(pages) > 1:
+        return "".join(render(root, output_dir, [page], profile, echo, timeout, execute) for page in pages)
     command = [quarto_command(), "render", *[str(page) for page in pages], *([] if execute else ["--no-execute"])]
     if output_dir is not None:
         command += ["--output-dir", str(output_dir)]

@@ -133,6 +133,15 @@ def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(t
     assert environment["QUARTO_PYTHON"] == sys.executable
 
 
+def test_several_pages_render_one_quarto_render_each(tmp_path, monkeypatch):
+    # quarto render takes one input: a second path would reach pandoc as more input for the first page.
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
+    pages = [tmp_path / "a.qmd", tmp_path / "b.qmd"]
+    output = site.render(tmp_path, tmp_path / "out", pages, echo=lambda line: None)
+    assert [line for line in output.splitlines() if line.startswith("args:")] == [
+        f"args: render {page} --output-dir {tmp_path / 'out'}" for page in pages]
+
+
 @pytest.mark.parametrize(("case", "wanted"), [("whole fresh render", True), ("one page", False), ("frozen", False)])
 def test_the_freeze_guard_prefetches_only_for_a_whole_render_in_which_every_page_executes(tmp_path, case, wanted):
     freeze_guard.guard(tmp_path)

@@ -5,7 +5,7 @@
 The course floor holds what the pages compute and draw: the Lab 05 toy trace (``toy``), the Lesson 2.1 copy model
 and its audit (``lesson_lab``, ``copy_audit``), the pre-LN/post-LN gradient profile, the Lab 04 paper checks
 (``paper_lab``), the glossary's cache layouts and figures, Lab 05 Part 4's capture tables and figures
-(``capture_page``) and its explorer data, and the openers of a reader's own capture and packet (``open_run``).
+(``capture_page``) and its explorer data, the lesson's diagrams (``diagrams``: inline SVG drawn at build time), and the openers of a reader's own capture and packet (``open_run``).
 What several pages show, or one page waits long for (the trained copy model, the gradient profile, the specimen,
 a runner's output, Lab 05's explorer data, Lab 06's audit), comes from ``shared``: computed once per render and
 prefetched while earlier pages render. Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the
@@ -49,6 +49,12 @@ _INTERFACE = {
     "plot_positional_encoding": ("residlab.course.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary_figures", "draw_four_positions"),
+    # box-and-arrow diagrams drawn as inline SVG when the page is built (no diagram library in the site)
+    "Diagram": ("residlab.course.diagrams", "Diagram"),
+    "Node": ("residlab.course.diagrams", "Node"),
+    "Arrow": ("residlab.course.diagrams", "Arrow"),
+    "diagram_figure": ("residlab.course.diagrams", "diagram_figure"),
+    "diagram_svg": ("residlab.course.diagrams", "diagram_svg"),
     # the glossary's activation caches
     "encode_prompt": ("residlab.course.cache_layouts", "encode_prompt"),
     "load_shipped_tokenizer": ("residlab.course.cache_layouts", "load_shipped_tokenizer"),

@@ -13,6 +13,8 @@ VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
 BIN := $(VENV)/bin
+# Lighthouse for the site tests (tests/site/test_lighthouse.py), pinned by its package-lock.json, installed by npm ci.
+LIGHTHOUSE := tests/site/lighthouse
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
@@ -42,12 +44,16 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
+$(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/package-lock.json
+	npm ci --prefix $(LIGHTHOUSE) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # The two suites run side by side (each builds its own environments first), their output kept apart by target:
 # the browser render leaves a core idle much of the time, which the compatibility suite uses.
 test:
 	$(MAKE) -j2 --output-sync=target test-main test-compat
 
-test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed
+test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
 
 test-compat: $(COMPAT_VENV)/.installed
@@ -72,4 +78,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(LIGHTHOUSE)/node_modules _site _freeze .residlab-render-cache .quarto

@@ -40,7 +40,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 	$(call build_venv,$(COMPAT_VENV),tests/compat-requirements.txt)
 
-# What a learner installs for the downloadable runners, and nothing else (tests/test_runners_alone.py).
+# What a learner installs for the downloadable runners, and nothing else (tests/runners/test_runners_alone.py).
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
@@ -57,8 +57,8 @@ test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modul
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
 
 test-compat: $(COMPAT_VENV)/.installed
-	$(COMPAT_VENV)/bin/python -m pytest tests/test_pythia_capture.py tests/test_pythia_observe.py tests/test_pythia_trust.py \
-		tests/test_observation_reference.py tests/test_architectures.py tests/test_audit.py tests/test_recording.py
+	$(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \
+		tests/unit/pythia/test_observation_reference.py tests/unit/capture/test_architectures.py tests/unit/audit/test_audit.py tests/unit/capture/test_recording.py
 
 # Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
 # can say what disagrees before pip could install the new version.

@@ -1,6 +1,6 @@
 """residlab: computes everything the residual-stream course site shows.
 
-Five floors, each a folder; imports only run downward (``tests/test_layers.py`` checks it):
+Five floors, each a folder; imports only run downward (``tests/unit/test_layers.py`` checks it):
 
 - ``residlab.capture``  the bottom: per-architecture block tables, the one site-naming function and resolver,
                         ``record_sites`` (the one recording mechanism) and the one output-directory rule

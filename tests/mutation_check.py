@@ -8,7 +8,7 @@ pytest reports a failing test. A patch whose target text is not found stops the 
 refactor must update the mutation list, never silently shrink it.
 
 Run it from the repository root with the project's environment, after changing any code a page's numbers come
-from and before each release (README, "Mutation check"):
+from and before each release (tests/README.md, "Mutation check"):
 
     .venv/bin/python tests/mutation_check.py            # every mutation
     .venv/bin/python tests/mutation_check.py --list     # names only
@@ -37,11 +37,11 @@ IGNORED = shutil.ignore_patterns(
 )
 TEST_TIMEOUT_S = 900  # one mutation's tests; the slowest set takes about two minutes on a busy machine
 
-LESSON_TESTS = ("tests/test_published_values.py",)
-OBSERVATION_TESTS = ("tests/test_observation_reference.py",)
-SYNC_TESTS = ("tests/test_sync_coverage.py",)
-TOY_TESTS = ("tests/test_toy_exact.py",)
-RECORDING_TESTS = ("tests/test_recording.py",)
+LESSON_TESTS = ("tests/unit/course/test_published_values.py",)
+OBSERVATION_TESTS = ("tests/unit/pythia/test_observation_reference.py",)
+SYNC_TESTS = ("tests/unit/build/test_sync_coverage.py",)
+TOY_TESTS = ("tests/unit/course/test_toy_exact.py",)
+RECORDING_TESTS = ("tests/unit/capture/test_recording.py",)
 LESSON_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
 LAB_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
 
@@ -58,63 +58,63 @@ class Mutation:
 MUTATIONS = (
     Mutation(
         "lesson-clean-mlp-patch-no-op",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/lesson/lesson_lab.py",
         '"corrupt + clean MLP patch": run_traced(model, corrupt_tokens, patch_mlp=clean_mlp)',
         '"corrupt + clean MLP patch": run_traced(model, corrupt_tokens)',
         LESSON_TESTS,
     ),
     Mutation(
         "lesson-logit-difference-reversed",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/lesson/lesson_lab.py",
         "logit_difference=_logit_difference(run.logits, target, rival)",
         "logit_difference=_logit_difference(run.logits, rival, target)",
         LESSON_TESTS,
     ),
     Mutation(
         "lesson-survival-cosine-wrong-state",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/lesson/lesson_lab.py",
         "survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item()",
         "survival_cosine=F.cosine_similarity(w, _query_vector(clean.trace.r1), dim=0).item()",
         LESSON_TESTS,
     ),
     Mutation(
         "lesson-write-norms-swapped",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/lesson/lesson_lab.py",
         "attention=_query_vector(clean.trace.attn_write).norm().item(),\n        mlp=_query_vector(clean.trace.mlp_write).norm().item(),",
         "attention=_query_vector(clean.trace.mlp_write).norm().item(),\n        mlp=_query_vector(clean.trace.attn_write).norm().item(),",
         LESSON_TESTS,
     ),
     Mutation(
         "lesson-learning-rate-changed",
-        "residlab/course/copy_model.py",
+        "residlab/course/lesson/copy_model.py",
         "LEARNING_RATE = 2e-3",
         "LEARNING_RATE = 2.5e-3",
         LESSON_TESTS,
     ),
     Mutation(
         "lesson-readout-wrong-stage",
-        "residlab/course/lesson_lab.py",
+        "residlab/course/lesson/lesson_lab.py",
         '"after attention": model.readout(clean.trace.r1),',
         '"after attention": model.readout(clean.trace.r2),',
         LESSON_TESTS,
     ),
     Mutation(
         "median-to-mean",
-        "residlab/course/gradient_profile.py",
+        "residlab/course/lesson/gradient_profile.py",
         "medians[arrangement] = [statistics.median(run[layer] for run in runs) for layer in range(depth)]",
         "medians[arrangement] = [statistics.mean(run[layer] for run in runs) for layer in range(depth)]",
         LESSON_TESTS,
     ),
     Mutation(
         "profile-block-norm-max-not-mean",
-        "residlab/course/gradient_profile.py",
+        "residlab/course/lesson/gradient_profile.py",
         "statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         "max(p.grad.norm().item() for p in block.parameters() if p.grad is not None)",
         LESSON_TESTS,
     ),
     Mutation(
         "copy-model-hook-point-reads-the-wrong-value",
-        "residlab/course/copy_model.py",
+        "residlab/course/lesson/copy_model.py",
         "r1 = self.hook_resid_mid(r0 + attn_write)",
         "r1 = self.hook_resid_mid(r0) + attn_write",
         LESSON_TESTS,
@@ -170,21 +170,21 @@ MUTATIONS = (
     ),
     Mutation(
         "toy-float-rounded-6dp",
-        "residlab/course/exact_vectors.py",
+        "residlab/course/lab05_toy/exact_vectors.py",
         '"exact": self.exact, "simplified": self.simplified, "float": self.value}',
         '"exact": self.exact, "simplified": self.simplified, "float": round(self.value, 6)}',
         TOY_TESTS,
     ),
     Mutation(
         "toy-number-float-rounded-6dp",
-        "residlab/course/toy.py",
+        "residlab/course/lab05_toy/toy.py",
         'return {"exact": exact_json(value), "float": float(value)}',
         'return {"exact": exact_json(value), "float": round(float(value), 6)}',
         TOY_TESTS,
     ),
     Mutation(
         "toy-cosine-over-sum-of-norms",
-        "residlab/course/toy.py",
+        "residlab/course/lab05_toy/toy.py",
         "cosine = float(update_dot) / (first_norm.value * second_norm.value)",
         "cosine = float(update_dot) / (first_norm.value + second_norm.value)",
         TOY_TESTS,

@@ -9,7 +9,7 @@
 //   right when it equals the value exactly or, given to three or more places, lies within 0.0005 of it.
 // A vector is three such values, separated by commas (or spaces), in optional [ ] or ( ).
 // Each entry element names the toy quantity it asks for (data-key); the site's tests type into the form and
-// compare every verdict with residlab.course.toy.
+// compare every verdict with residlab.course.lab05_toy.toy.
 (function () {
   "use strict";
 

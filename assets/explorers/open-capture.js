@@ -3,9 +3,9 @@
 // records the size and SHA-256 of the other two (hashed here with Web Crypto), the token ids agree, and every number
 // of the selected position agrees with the captured tensors within the page's tolerance. A verified run is shown in
 // the page's capture explorer (capture-explorer.js), every position's norms, differences and cosines computed here
-// from captures.json exactly as residlab/course/capture_page.py recomputed_observation computes them (float64,
+// from captures.json exactly as residlab/course/lab05_observation/capture_page.py recomputed_observation computes them (float64,
 // math.fsum), the selected position as observations.json holds it. The limits and names come from the page
-// (residlab/course/open_run.py); nothing read from the files is ever inserted as HTML.
+// (residlab/course/lab05_observation/open_run.py); nothing read from the files is ever inserted as HTML.
 (function () {
   "use strict";
   const J = window.residlabPythonJson;

@@ -25,6 +25,25 @@ every field is re-derived and compared (exactly, or within a tolerance derived f
 re-derived), or declared informational (the library versions) and only reported. Labels are re-derived from the
 tokenizer, every digest is recomputed, and a model other than the packet's is refused in one line.
 
+In detail (``schema``, ``verify``): the packet directory must hold exactly ``model.json``, ``input.json``,
+``intervention.json`` and ``measurement.json``, each a regular file (a link, a FIFO, a directory or anything extra
+is refused, saying what it is), read once under the same read rule as the artifacts. Each record is parsed strictly
+(a key written twice, ``NaN``, ``Infinity``, a number that overflows such as ``1e999``, an integer of more than 20
+digits, nesting deeper than 10 levels are refused) and checked against its schema before any value is used: every
+field's type, finite numbers within range, bounded strings and lists, none missing, none unknown; a refusal is one
+line naming the record, the field and what was expected. Every field is then re-derived and compared: from the
+re-run (exactly, or within the tolerance the packet declares, itself re-derived), from the tokenizer (a prompt's or
+token's ``text`` must tokenize to the recorded ids; without a tokenizer a packet holds no text), or from the records
+(every link's SHA-256 and per-field digests, each replacement's SHA-256 from its values). The library versions are
+declared informational: reported, never trusted. The ablation effect's tolerance is the sum of its two metrics'
+tolerances, and the patch recovery's is a ratio's error: (t(M_patched) + |1 - R| t(M_corrupt) + |R| t(M_clean)) /
+(|gap| - t(M_clean) - t(M_corrupt)); ``measurement.json`` states every quantity's formula and tolerance (field
+``quantities``). A packet verified against another model is refused in one line naming the model it was made with
+and how to verify it; ``--seed`` is refused without ``--specimen``, and beyond 0 to 2**64 - 1.
+``tests/unit/audit/test_audit_forgery.py`` (Hypothesis, derandomized) changes every field of every record of each
+block type's packet, re-linked or not, and requires a refusal naming the record and field or an acceptance within
+the declared tolerance, never a traceback.
+
 The model runs in float32 on the CPU with eager attention, in ``torch.inference_mode``, loaded offline from a
 local directory (config.json and safetensors, a built-in transformers class, no remote code) or built as a
 random-weight specimen from a small configuration. Specimen numbers are NOT those of any trained model.

@@ -15,13 +15,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from residlab.capture.blocks import SPECIMEN_CONFIGS  # bundled
-from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
-from residlab.audit.subject import AuditError, build_specimen, load_model_directory  # bundled
-from residlab.audit.subject import MAX_SEED  # bundled
-from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt  # bundled
-from residlab.audit.packet import audit_to_directory, summary_lines  # bundled
-from residlab.audit.verify import subject_from_packet, verify_packet  # bundled
+from residlab.capture.blocks import SPECIMEN_CONFIGS
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory
+from residlab.audit.subject import MAX_SEED, AuditError, build_specimen, load_model_directory
+from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt
+from residlab.audit.packet import audit_to_directory, summary_lines
+from residlab.audit.verify import subject_from_packet, verify_packet
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -> None:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, canonical_path  # bundled
-from residlab.capture.outdir import check_output_directory, write_directory  # bundled
-from residlab.capture.recording import library_versions  # bundled
-from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table  # bundled
-from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
-from residlab.audit.runs import COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured  # bundled
-from residlab.audit.runs import sha256_json, tensor_sha256  # bundled
-from residlab.audit.schema import RECORDS, SCHEMA  # bundled
+from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, canonical_path
+from residlab.capture.outdir import check_output_directory, write_directory
+from residlab.capture.versions import library_versions
+from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table
+from residlab.audit.subject import AuditError, Subject, _import_torch
+from residlab.audit.runs import (
+    COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
+)
+from residlab.audit.schema import RECORDS, SCHEMA
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *

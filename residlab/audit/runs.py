@@ -26,10 +26,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from residlab.capture.blocks import canonical_path  # bundled
-from residlab.capture.recording import SiteFiredTwice, at_position, record_sites  # bundled
-from residlab.capture.sites import SiteError, resolve_sites, site_name  # bundled
-from residlab.audit.subject import AuditError, Subject, _import_torch  # bundled
+from residlab.capture.blocks import canonical_path
+from residlab.capture.recording import SiteFiredTwice, at_position, record_sites
+from residlab.capture.sites import SiteError, resolve_sites, site_name
+from residlab.audit.subject import AuditError, Subject, _import_torch
 
 COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
 MAX_THREADS = 1024

@@ -17,9 +17,9 @@ import json
 import math
 import re
 
-from residlab.capture.blocks import SPECIMEN_CONFIGS  # bundled
-from residlab.audit.subject import MAX_SEED, AuditError  # bundled
-from residlab.audit.runs import COMPONENTS, MAX_THREADS  # bundled
+from residlab.capture.blocks import SPECIMEN_CONFIGS
+from residlab.audit.subject import MAX_SEED, AuditError
+from residlab.audit.runs import COMPONENTS, MAX_THREADS
 
 SCHEMA = "residlab-audit-packet/2"
 RECORDS = ("model", "input", "intervention", "measurement")

@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list  # bundled
+from residlab.capture.blocks import SPECIMEN_CONFIGS, ArchitectureError, BlockType, block_type_for, supported_list
 
 MAX_CONFIG_BYTES = 2**20
 MAX_SEED = 2**64 - 1  # the largest seed torch's generator takes

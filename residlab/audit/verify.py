@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 
-from residlab.capture.blocks import IDENTITY_ABSOLUTE  # bundled
-from residlab.capture.files import UnsafeFileError, read_file_bytes  # bundled
-from residlab.capture.recording import library_versions  # bundled
-from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen  # bundled
-from residlab.audit.runs import AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json  # bundled
-from residlab.audit.runs import tensor_sha256  # bundled
-from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, child_path, parse_record  # bundled
-from residlab.audit.packet import LIBRARIES, ablation_tolerance, block_identity_excesses, input_record  # bundled
-from residlab.audit.packet import intervention_record, linked_records, measurement_record, model_record  # bundled
-from residlab.audit.packet import record_body, recovery_tolerance  # bundled
+from residlab.capture.blocks import IDENTITY_ABSOLUTE
+from residlab.capture.files import UnsafeFileError, read_file_bytes
+from residlab.capture.versions import library_versions
+from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen
+from residlab.audit.runs import (
+    AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json, tensor_sha256,
+)
+from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, child_path, parse_record
+from residlab.audit.packet import (
+    LIBRARIES, ablation_tolerance, block_identity_excesses, input_record, intervention_record, linked_records,
+    measurement_record, model_record, record_body, recovery_tolerance,
+)
 
 MAX_RECORD_BYTES = 64 * 2**20  # a record larger than this is refused unread
 _FILES = tuple(f"{name}.json" for name in RECORDS)

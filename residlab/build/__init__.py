@@ -1,9 +1,13 @@
 """The top floor: what checks, renders and derives the site; nothing in the package imports it.
 
-- ``site``: the site checks and the Quarto render (``residlab site``), failing on any warning line.
+- ``site``: the ``residlab site`` command and the Quarto render it wraps, failing on any warning line; exit
+  statuses chosen by the error's type.
+- ``site_check``: the static checks of the sources (``residlab site check``), the site's pages and configuration.
+- ``site_verify``: the checks of what a render built (``residlab site verify DIR``).
 - ``sync``: ``residlab sync`` writes, and ``--check`` verifies, every file derived from the package.
 - ``pins``: the lock's pins carried into ``_variables.yml`` and the requirements files; pin drift reported.
-- ``runners``: the downloadable runners, bundled from each entry module's ``# bundled`` imports (its docstring is
-  the manual of the bundling conventions).
+- ``runners``: the downloadable runners, each built from the modules its entry in ``RUNNERS`` lists, in that order.
+- ``bundle``: reads a runner's modules and checks the list against their imports (its docstring: the conventions
+  a runner's module follows).
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
 """

@@ -4,7 +4,7 @@
 source changed. A page's numbers also depend on the ``residlab`` package, the pins and the committed
 capture, which Quarto cannot see. This script hashes those inputs and, when the hash differs from the one
 recorded beside the frozen results, deletes ``_freeze/`` so that every page executes afresh, and with it the
-render cache (``.residlab-render-cache/``, what several pages share: ``residlab/course/render_cache.py``).
+render cache (``.residlab-render-cache/``, what several pages share: ``residlab/course/render/render_cache.py``).
 
 Standard library only: Quarto runs it with whatever Python it found before any page imports residlab.
 """

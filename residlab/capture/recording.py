@@ -20,7 +20,6 @@ each hook makes one copy and two dictionary writes, nothing more.
 from __future__ import annotations
 
 import contextlib
-import platform
 
 
 class SiteFiredTwice(RuntimeError):
@@ -151,15 +150,3 @@ def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
             snapshot[path] = (forward_ids, pre_ids)
     return snapshot
 
-
-def library_versions(names) -> dict:
-    """The Python version and the installed version of each named distribution (None where it is missing)."""
-    from importlib import metadata
-
-    versions = {"python": platform.python_version()}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions

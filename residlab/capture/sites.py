@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 
-from residlab.capture.blocks import BlockType  # bundled
+from residlab.capture.blocks import BlockType
 
 BLOCK_SITES = ("resid_in", "attn_write", "mlp_write", "resid_out")
 FINAL_NORM_SITE = "final_norm.out"

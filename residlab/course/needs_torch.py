@@ -1,10 +1,11 @@
 """Stop a runner that needs torch with one line, before its first ``import torch``, when this Python lacks torch.
 
 The Lesson 2.1 and Lab 04 runners (``residual_stream_lab.py``, ``read_transformer_paper.py``) import torch at the
-top of several bundled modules, so a learner who runs one with a Python that has no torch would get a
-``ModuleNotFoundError`` traceback. Their entry modules import this module before any other ``# bundled`` import;
-the builder places an entry's imports depth-first in import order, so this module comes first in the runner and
-its check runs on import, before any module that imports torch (``tests/test_first_contact.py`` checks both).
+top of several modules, so a learner who runs one with a Python that has no torch would get a
+``ModuleNotFoundError`` traceback. Their lists in ``residlab/build/runners.py`` start with this module, so its
+check runs on import before any module that imports torch; the builder refuses a runner whose modules import torch
+at top level without it (``tests/runners/test_first_contact.py`` checks the runners). Nothing in the package
+imports it: there, torch is a dependency.
 """
 
 from __future__ import annotations

@@ -29,6 +29,22 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
                 (``build_specimen_model``, ``write_specimen``, ``PINNED_CONFIG``, ``TOKENIZER_SOURCE``).
 - ``cli``       ``residlab pythia plan|fetch|verify|pin|observe``.
 
+How fetch and verify treat what they read: the download never reads more than a file's pinned size plus one byte,
+whatever the server's headers say; the whole fetch has a deadline (30 minutes, ``--timeout SECONDS``), a connection
+silent for 60 s counts as stalled, each file gets three attempts, and a resume the server ignores is refused.
+Downloads go through the proxy that ``HTTPS_PROXY``/``HTTP_PROXY`` name, unless ``NO_PROXY`` exempts the host, as
+with huggingface_hub. Every file read from an artifact directory (and the lock) is opened without following links,
+must be a regular file within its size, and must not change while read; the model and tokenizer are built from those
+very bytes, so a file swapped after verification is refused, never used. Trust comes from the lock, or at fetch time
+from the Hub's metadata: a file whose lock entry has no sha256 (``generation_config.json`` in the pinned lock) is
+checked offline for its size only and is never read by the observation. The page showing a capture refuses, naming
+the file, a ``manifest.json``, ``observations.json`` and ``captures.json`` that are not one run. A reader can open
+their own run in Lab 05 (and their own packet in Lab 06) the same way: the browser reads the files (nothing is
+uploaded), refuses one over the page's stated size before reading it, checks the SHA-256 digests with Web Crypto
+(where there is none, the run is not shown, never called verified) and shows a verified run in the page's explorer,
+labelled as the reader's (``residlab/course/lab05_observation/open_run.py``, ``assets/explorers/open-*.js``). A
+packet's links are checked; its values are re-run only by ``verify``.
+
 Importing this package imports nothing heavy: torch and transformers load only inside the functions that
 need them, so the runner's ``--plan`` works with the standard library alone.
 """

@@ -30,8 +30,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from residlab.pythia.hub import ArtifactError, FetchClock, FetchLimits, HubUnreachable, download_file, hub_endpoint, hub_metadata, hub_problem  # bundled
-from residlab.pythia.lock import ALLOWED_FILES, FileBytes, Lock, UnsafeFileError, path_identity, read_file_bytes  # bundled
+from residlab.pythia.hub import (
+    ArtifactError, FetchClock, FetchLimits, HubUnreachable, download_file, hub_endpoint, hub_metadata, hub_problem,
+)
+from residlab.pythia.lock import ALLOWED_FILES, FileBytes, Lock, UnsafeFileError, path_identity, read_file_bytes
 
 STAGING_PREFIX = ".residlab-download-"
 # Written by earlier releases to vouch for files the lock had no hash for; a directory cannot vouch for itself.

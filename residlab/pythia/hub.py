@@ -24,7 +24,7 @@ from typing import NamedTuple
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 from urllib.request import getproxies, proxy_bypass
 
-from residlab.pythia.lock import FileBytes, UnsafeFileError, read_file_bytes  # bundled
+from residlab.pythia.lock import FileBytes, UnsafeFileError, read_file_bytes
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 METADATA_MAX_BYTES = 1 << 20  # the Hub's answer about six paths is a few hundred bytes

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab.capture.files import FileBytes, UnsafeFileError, path_identity, read_file_bytes  # bundled
+from residlab.capture.files import FileBytes, UnsafeFileError, path_identity, read_file_bytes
 
 # The only files ever downloaded: no .bin weights, no custom code, no other checkpoints or optimizer states.
 ALLOWED_FILES = (

@@ -25,13 +25,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for  # bundled
-from residlab.capture.outdir import check_output_directory, write_directory  # bundled
-from residlab.capture.recording import SiteFiredTwice, hook_snapshot, library_versions, record_sites  # bundled
-from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, SiteError, block_site_names, module_path  # bundled
-from residlab.capture.sites import resolve_sites, site_name, site_table  # bundled
-from residlab.pythia.artifacts import OBSERVE_READS, VerifiedArtifacts  # bundled
-from residlab.pythia.load import ObservationError, load_offline  # bundled
+from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for
+from residlab.capture.outdir import check_output_directory, write_directory
+from residlab.capture.recording import SiteFiredTwice, hook_snapshot, record_sites
+from residlab.capture.versions import library_versions
+from residlab.capture.sites import (
+    EMBEDDING_SITE, FINAL_NORM_SITE, SiteError, block_site_names, module_path, resolve_sites, site_name, site_table,
+)
+from residlab.pythia.artifacts import OBSERVE_READS, VerifiedArtifacts
+from residlab.pythia.load import ObservationError, load_offline
 
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5

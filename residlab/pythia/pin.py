@@ -22,7 +22,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from residlab.pythia.hub import ArtifactError, FetchClock, FetchLimits, download_file, git_blob_id, hub_endpoint, hub_metadata
+from residlab.pythia.hub import (
+    ArtifactError, FetchClock, FetchLimits, download_file, git_blob_id, hub_endpoint, hub_metadata,
+)
 from residlab.pythia.lock import ALLOWED_FILES, LockError, default_lock_path, parse_lock
 from residlab.pythia.runner import positive_seconds
 

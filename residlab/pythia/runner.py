@@ -16,11 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-from residlab.capture.outdir import OutputDirectoryError, check_output_directory  # bundled
-from residlab.pythia.artifacts import ArtifactError, FetchLimits, fetch_artifacts, plan_text, unpinned_note, verify_artifacts  # bundled
-from residlab.pythia.load import ObservationError  # bundled
-from residlab.pythia.lock import LockError, load_lock  # bundled
-from residlab.pythia.observe import observe_to_directory, print_summary  # bundled
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory
+from residlab.pythia.artifacts import (
+    ArtifactError, FetchLimits, fetch_artifacts, plan_text, unpinned_note, verify_artifacts,
+)
+from residlab.pythia.load import ObservationError
+from residlab.pythia.lock import LockError, load_lock
+from residlab.pythia.observe import observe_to_directory, print_summary
 
 # What a run can refuse with: each is printed as one line, with exit status 1 (never a traceback).
 REFUSALS = (ArtifactError, LockError, ObservationError, OutputDirectoryError)

@@ -12,11 +12,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from residlab.build import site
+from residlab.build import site_check
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site.site_pages(ROOT)]
+PAGES = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site_check.site_pages(ROOT)]
 WAIT_SECONDS = 20
 
 

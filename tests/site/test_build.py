@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from built_text import shown
 
-from residlab.build import site
+from residlab.build import site_check, site_verify
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,17 +19,17 @@ CAPTURE = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
 
 
 def test_render_prints_no_warning_and_renders_every_page(built_site):
-    # site.render already refused any warning line; this checks the log is Quarto's and names every page.
+    # the render already refused any warning line; this checks the log is Quarto's and names every page.
     assert site.warning_lines(built_site.output) == []
     rendered = re.findall(r"\[\s*\d+/\d+\]\s+(\S+)", site.ANSI_ESCAPE.sub("", built_site.output))
-    sources = sorted(str(page.relative_to(built_site.project)) for page in site.site_pages(built_site.project))
+    sources = sorted(str(page.relative_to(built_site.project)) for page in site_check.site_pages(built_site.project))
     assert sorted(rendered) == sources
 
 
 def test_the_prefetch_computed_what_the_pages_then_read(built_site):
     """The fresh render ran the prefetch: it finished every planned value, each was read by a page's kernel, and no
     page computed one of them itself (so every planned name matches what a page asks for)."""
-    from residlab.course import render_cache, shared
+    from residlab.course.render import render_cache, shared
 
     folder = built_site.project / ".residlab-render-cache"
     status = json.loads((folder / render_cache.PREFETCH_STATUS).read_text(encoding="utf-8"))
@@ -44,7 +44,7 @@ def test_the_prefetch_computed_what_the_pages_then_read(built_site):
 
 
 def test_built_site_is_complete_and_self_contained(built_site):
-    assert site.verify_build(built_site.project, built_site.site) == []
+    assert site_verify.verify_build(built_site.project, built_site.site) == []
     downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
                  "read_transformer_paper.py", "audit_residual_writes.py")
     for name in downloads:
@@ -98,7 +98,7 @@ def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
         "</head>", '<script src="https://cdn.example.org/x.js"></script></head>').replace(
         "</main>", '<div class="cell-output cell-output-stderr">UserWarning</div></main>'), encoding="utf-8")
     (broken / "site_libs" / "extra.css").write_text("@import url('https://fonts.example.org/f.css');\n")
-    problems = "\n".join(site.verify_build(built_site.project, broken))
+    problems = "\n".join(site_verify.verify_build(built_site.project, broken))
     assert "glossary/mlp.html: not built (source glossary/mlp.qmd)" in problems
     assert "assets/labs/trace_residual_toy.py: differs from assets/labs/trace_residual_toy.py" in problems
     assert "lessons/04-residual-stream.html: <script> loads https://cdn.example.org/x.js from another host" in problems
@@ -140,9 +140,3 @@ def test_lab05_part4_shows_the_committed_captures_checks(built_site):
     hooks = checks["hook_removal"]
     assert f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}" in text
     assert "Synthetic specimen: these are NOT Pythia-14M" in text
-
-
-def test_every_page_says_which_figures_are_analytic_and_which_observed(built_site):
-    for page in ("lessons/04-residual-stream.html", "labs/05-trace-residual-stream.html", "glossary/residual-stream.html"):
-        text = shown(built_site.site, page).lower()
-        assert "analytic" in text and "observed" in text, page

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.build import site
+from residlab.build import site_check
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,13 +20,13 @@ SITEMAP_NS = {"sm": "http://www.sitemaps.org/schemas/sitemap/0.9"}
 
 
 def site_url() -> str:
-    return site.load_config(ROOT)["website"]["site-url"].rstrip("/") + "/"
+    return site_check.load_config(ROOT)["website"]["site-url"].rstrip("/") + "/"
 
 
 def test_sitemap_lists_every_page_at_the_configured_address(built_site):
     tree = ElementTree.parse(built_site.site / "sitemap.xml")
     listed = sorted(loc.text for loc in tree.getroot().findall("sm:url/sm:loc", SITEMAP_NS))
-    pages = sorted(site_url() + page.relative_to(ROOT).with_suffix(".html").as_posix() for page in site.site_pages(ROOT))
+    pages = sorted(site_url() + page.relative_to(ROOT).with_suffix(".html").as_posix() for page in site_check.site_pages(ROOT))
     assert listed == pages
 
 
@@ -35,7 +35,7 @@ def test_social_preview_image_is_built_and_every_page_points_at_it(built_site):
     assert image[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", image[16:24])  # the IHDR chunk
     assert (width, height) == (1200, 630) and len(image) > 20_000
-    for page in site.site_pages(ROOT):
+    for page in site_check.site_pages(ROOT):
         html = (built_site.site / page.relative_to(ROOT).with_suffix(".html")).read_text(encoding="utf-8")
         for prefix in ('property="og:image"', 'name="twitter:image"'):
             assert re.search(rf'<meta {prefix} content="{re.escape(site_url() + PREVIEW)}"', html), (page.name, prefix)
@@ -70,7 +70,7 @@ SUBSCRIPT_LABEL = re.compile(r"\b[A-Z]_\d+\b")
 
 def test_no_subscript_label_is_left_outside_math(built_site):
     found = {}
-    for page in site.site_pages(ROOT):
+    for page in site_check.site_pages(ROOT):
         parser = _TextOutsideMath()
         parser.feed((built_site.site / page.relative_to(ROOT).with_suffix(".html")).read_text(encoding="utf-8"))
         labels = sorted(set(SUBSCRIPT_LABEL.findall(" ".join(parser.text))))

@@ -1,0 +1,86 @@
+"""``residlab site verify DIR``: checks what a render built.
+
+A page for every source page, every resource copied byte for byte, every internal link, image, script and
+stylesheet resolves inside DIR, no cell output is an error or stderr, and nothing is loaded from another host.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from residlab.build.site_check import load_config, site_pages
+
+class _References(HTMLParser):
+    """Every URL an HTML page references, with the tag and attribute that holds it."""
+
+    ATTRIBUTES = {"a": "href", "img": "src", "script": "src", "link": "href", "source": "src", "iframe": "src"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.references: list[tuple[str, str]] = []
+        self.link_rels: list[tuple[str, str]] = []  # (rel, href) of <link> tags
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        name = self.ATTRIBUTES.get(tag)
+        if name and attributes.get(name):
+            self.references.append((tag, attributes[name]))
+        if tag == "link" and attributes.get("href"):
+            self.link_rels.append((attributes.get("rel") or "", attributes["href"]))
+
+
+def _is_remote(url: str) -> bool:
+    parts = urlsplit(url)
+    return bool(parts.netloc) or parts.scheme in ("http", "https")
+
+
+def _local_target(site_dir: Path, html: Path, url: str) -> Path | None:
+    """The file a relative or root-relative URL points at inside the site, or None for one to skip."""
+    parts = urlsplit(url)
+    if parts.scheme or parts.netloc or not parts.path:
+        return None  # remote, mailto:, data:, javascript:, or a fragment on the same page
+    path = unquote(parts.path)
+    target = (site_dir / path.lstrip("/")) if path.startswith("/") else (html.parent / path)
+    return target / "index.html" if path.endswith("/") else target
+
+
+REMOTE_CSS_IMPORT = re.compile(r"@import\s+(?:url\()?\s*[\"']?(?:https?:)?//|url\(\s*[\"']?(?:https?:)?//")
+
+
+def verify_build(root: Path, site_dir: Path) -> list[str]:
+    """Problems with what a render wrote to ``site_dir`` for the project in ``root``."""
+    problems = []
+    for page in site_pages(root):
+        built = site_dir / page.relative_to(root).with_suffix(".html")
+        if not built.is_file():
+            problems.append(f"{built.relative_to(site_dir)}: not built (source {page.relative_to(root)})")
+    for pattern in load_config(root).get("project", {}).get("resources", []):
+        for source in sorted(root.glob(pattern)):
+            built = site_dir / source.relative_to(root)
+            if not built.is_file():
+                problems.append(f"{built.relative_to(site_dir)}: resource not copied into the site")
+            elif built.read_bytes() != source.read_bytes():
+                problems.append(f"{built.relative_to(site_dir)}: differs from {source.relative_to(root)}")
+    for html in sorted(site_dir.rglob("*.html")):
+        where = html.relative_to(site_dir)
+        text = html.read_text(encoding="utf-8")
+        if "cell-output-stderr" in text or "cell-output-error" in text:
+            problems.append(f"{where}: a cell wrote to stderr or raised; the page shows it")
+        parser = _References()
+        parser.feed(text)
+        for tag, url in parser.references:
+            if _is_remote(url):
+                rels = {rel for rel, href in parser.link_rels if href == url}
+                if tag in ("script", "img", "iframe", "source") or (tag == "link" and rels - {"canonical", "alternate"}):
+                    problems.append(f"{where}: <{tag}> loads {url} from another host")
+                continue
+            target = _local_target(site_dir, html, url)
+            if target is not None and not target.exists():
+                problems.append(f"{where}: <{tag}> {url} does not resolve to a file in the site")
+    for css in sorted(site_dir.rglob("*.css")):
+        if REMOTE_CSS_IMPORT.search(css.read_text(encoding="utf-8", errors="replace")):
+            problems.append(f"{css.relative_to(site_dir)}: fetches a stylesheet or font from another host")
+    return problems

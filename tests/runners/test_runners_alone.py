@@ -1,0 +1,92 @@
+"""Each published runner works alone, with nothing but what a learner installs.
+
+`make test` builds `.venv-runner` from `assets/labs/residual-requirements.txt` only (no residlab, no test
+tools) and names its interpreter in RESIDLAB_RUNNER_PYTHON. Here each runner that needs more than the standard
+library is copied into an empty folder and run with that interpreter, and its results are compared with what the
+package computes in-process. The toy runner needs only the standard library: ``test_toy_runner.py`` runs it with
+no site-packages at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LABS = ROOT / "assets" / "labs"
+LEARNER_PYTHON = os.environ.get("RESIDLAB_RUNNER_PYTHON")
+
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+MISSING = "RESIDLAB_RUNNER_PYTHON is unset: `make test` builds the learners' environment and sets it"
+
+
+@pytest.fixture(autouse=True)
+def learner_python():
+    """Skip outside CI when the learners' environment was not built; in CI (CI=true) that is a failure."""
+    if not LEARNER_PYTHON:
+        if IN_CI:
+            pytest.fail(f"{MISSING}; in CI these tests must run, never skip")
+        pytest.skip(MISSING)
+
+
+def run_alone(runner: str, arguments: list[str], folder: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    script = shutil.copyfile(LABS / runner, folder / runner)
+    return subprocess.run(
+        [LEARNER_PYTHON, "-I", str(script), *arguments], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_learner_environment_has_only_the_pinned_libraries():
+    probe = subprocess.run(
+        [LEARNER_PYTHON, "-I", "-c", "import importlib.util as u; print([m for m in ('residlab', 'pytest', 'matplotlib') if u.find_spec(m)])"],
+        capture_output=True, text=True, check=True,
+    )
+    assert probe.stdout.strip() == "[]"
+
+
+@pytest.mark.slow  # the whole lesson, gradient profiles included, twice
+def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
+    from residlab.course.lesson import lesson_lab
+
+    completed = run_alone("residual_stream_lab.py", [], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert lesson_lab.main([]) == 0
+    assert completed.stdout == capsys.readouterr().out
+    assert "attention ablated                  p(target)=0.007 top=8" in completed.stdout
+    assert "Median gradient profiles" in completed.stdout
+
+
+def test_paper_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
+    from residlab.course.lab04_paper import paper_lab
+
+    completed = run_alone("read_transformer_paper.py", ["--skip-profile"], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    paper_lab.main(["--skip-profile"])
+    assert completed.stdout == capsys.readouterr().out
+    assert "largest error" in completed.stdout and "(tolerance 1e-10: pass)" in completed.stdout
+    assert "FAIL" not in completed.stdout
+
+
+def test_observation_runner_alone_fetches_verifies_and_observes(tmp_path, specimen_lock_path, hub_env):
+    artifacts, first, second = tmp_path / "pythia-artifacts", tmp_path / "run-01", tmp_path / "run-02"
+    fetched = run_alone(
+        "inspect_residual_stream.py",
+        ["--lock", str(specimen_lock_path), "--artifacts", str(artifacts), "--output", str(first)],
+        tmp_path, env=hub_env,
+    )
+    assert fetched.returncode == 0, fetched.stderr
+    offline = run_alone(
+        "inspect_residual_stream.py",
+        ["--offline", "--lock", str(specimen_lock_path), "--artifacts", str(artifacts), "--output", str(second)],
+        tmp_path, env=hub_env,
+    )
+    assert offline.returncode == 0, offline.stderr
+    for name in ("observations.json", "captures.json"):
+        assert json.loads((first / name).read_text()) == json.loads((second / name).read_text())
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert manifest["synthetic"] is True

@@ -1,0 +1,81 @@
+"""The Makefile's environments, read from what `make -n` would run on a fresh clone (no environment built yet).
+
+Every environment installs torch first, with its own file's pin, from PyTorch's CPU index unless TORCH_INDEX
+says otherwise (PyPI's Linux wheel is the CUDA build, several GB); then the rest of its requirements file.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
+                ".venv-runner": "assets/labs/residual-requirements.txt"}  # fmt: skip
+LIGHTHOUSE = "tests/site/lighthouse"
+
+
+def make_dry_run(folder: Path, *arguments: str) -> list[str]:
+    """`make -n test` in a copy of the files the Makefile reads, so no environment exists yet."""
+    if shutil.which("make") is None:
+        pytest.fail("make is not on PATH: the README's two commands need it")
+    for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), f"{LIGHTHOUSE}/package.json",
+                 f"{LIGHTHOUSE}/package-lock.json"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / name, folder / name)
+    # As on a fresh shell: when the suite itself runs under `make test TORCH_INDEX=` (as CI runs it), make passes
+    # that override down through MAKEFLAGS (and the variable itself), which would answer for the Makefile here.
+    environment = {key: value for key, value in os.environ.items()
+                   if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TORCH_INDEX")}
+    completed = subprocess.run(["make", "-n", "test", *arguments], cwd=folder, env=environment, capture_output=True,
+                               text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout.splitlines()
+
+
+def pip_lines(lines: list[str], environment: str) -> list[str]:
+    return [line for line in lines if line.startswith(f"{environment}/bin/python -m pip install")]
+
+
+def test_every_environment_installs_torch_first_from_the_cpu_index(tmp_path):
+    lines = make_dry_run(tmp_path)
+    for environment, requirements in ENVIRONMENTS.items():
+        torch_line, rest_line = pip_lines(lines, environment)
+        assert f"--index-url {CPU_INDEX} " in torch_line
+        assert f"grep -E '^torch==' {requirements}" in torch_line
+        assert rest_line.endswith(f"-r {requirements}") and "--index-url" not in rest_line
+        assert re.search(r"^torch==\S+$", (ROOT / requirements).read_text(encoding="utf-8"), re.MULTILINE)
+
+
+def test_torch_index_is_overridden_from_the_command_line(tmp_path):
+    gpu = "https://download.pytorch.org/whl/cu128"
+    for arguments, expected in ((("TORCH_INDEX=",), None), ((f"TORCH_INDEX={gpu}",), gpu)):
+        lines = make_dry_run(tmp_path, *arguments)
+        for environment in ENVIRONMENTS:
+            torch_line = pip_lines(lines, environment)[0]
+            assert ("--index-url" not in torch_line) if expected is None else (f"--index-url {expected} " in torch_line)
+
+
+def test_ci_takes_torch_from_pypi():
+    # CI's machine cannot reach PyTorch's index; its PyPI serves the CPU build.
+    assert "make test TORCH_INDEX=\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_lighthouse_is_installed_from_its_lock_before_the_main_suite(tmp_path):
+    import json
+
+    lines = make_dry_run(tmp_path)
+    install = [line for line in lines if line.startswith("npm ")]
+    assert install == [f"npm ci --prefix {LIGHTHOUSE} --no-audit --no-fund --loglevel=error"]
+    assert lines.index(install[0]) < next(i for i, line in enumerate(lines) if " -m pytest" in line)
+    package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / LIGHTHOUSE / "package-lock.json").read_text(encoding="utf-8"))
+    assert package["dependencies"] == {"lighthouse": "12.2.3"}  # exact: npm i -E
+    assert lock["packages"]["node_modules/lighthouse"]["version"] == "12.2.3"
+    assert "node_modules/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()

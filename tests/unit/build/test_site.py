@@ -1,0 +1,269 @@
+"""Build tooling around Quarto: the static checks (``site_check``), warning detection and the render wrapper
+(``site``), and the freeze guard. What a real render builds (``site_verify``) is tested in tests/site/."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from residlab.build import freeze_guard, site, site_check
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_site_has_no_static_problems():
+    assert site_check.check_site(ROOT) == []
+
+
+def test_every_page_is_in_the_navigation():
+    listed = {(ROOT / entry).resolve() for entry in site_check.navigation_entries(site_check.load_config(ROOT))}
+    pages = site_check.site_pages(ROOT)
+    assert len(pages) >= 12
+    assert {page.resolve() for page in pages} <= listed
+
+
+def _write_site(tmp_path: Path, page_text: str, variables: str = "a:\n  b: 1\n") -> Path:
+    (tmp_path / "_quarto.yml").write_text(
+        "project:\n  type: website\n  render: ['*.qmd']\nwebsite:\n  sidebar:\n    contents:\n      - p.qmd\n"
+    )
+    (tmp_path / "_variables.yml").write_text(variables)
+    (tmp_path / "p.qmd").write_text(textwrap.dedent(page_text))
+    return tmp_path
+
+
+def test_static_check_names_each_kind_of_problem(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        bibliography: refs.bib
+        ---
+        See @fig-missing, @sec-twice, [gone](gone.qmd), ![img](gone.png), {{< var a.zzz >}} and [@nobody].
+
+        ## One {#sec-twice}
+
+        ## Two {#sec-twice}
+
+        ```{python}
+        #| label: fig-noalt
+        pass
+        ```
+        """,
+    )
+    (root / "refs.bib").write_text("@article{somebody2020,\n  title={T},\n}\n")
+    problems = "\n".join(site_check.check_site(root))
+    assert "@fig-missing has 0 labels" in problems
+    assert "@sec-twice has 2 labels" in problems
+    assert "link target gone.qmd does not exist" in problems
+    assert "link target gone.png does not exist" in problems
+    assert "{{< var a.zzz >}} is not in _variables.yml" in problems
+    assert "citation @nobody is not in the page's bibliography" in problems
+    assert "figure cell fig-noalt has no fig-alt text" in problems
+    assert "p.qmd: has Python cells but does not name their kernel (jupyter: python3)" in problems
+
+
+def test_pages_are_the_render_targets_less_partials(tmp_path):
+    root = _write_site(tmp_path, "---\ntitle: t\n---\n")
+    (root / "_part.qmd").write_text("partial\n")
+    (root / "README.md").write_text("not a page\n")
+    assert site_check.site_pages(root) == [root / "p.qmd"]
+    (root / "stray.qmd").write_text("---\ntitle: s\n---\n")
+    assert "stray.qmd is not in the navbar or sidebar" in site_check.check_site(root)
+
+
+def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
+    root = _write_site(
+        tmp_path,
+        """\
+        ---
+        title: t
+        jupyter: python3
+        ---
+        {{< var a.b >}} and [self](p.qmd#top) and [out](https://example.org/x) `[not a link](nowhere.qmd)`
+
+        {{< include _part.qmd >}}
+        """,
+    )
+    (root / "_part.qmd").write_text("See @fig-z.\n\n```{python}\n#| label: fig-z\n#| fig-alt: a plot\npass\n```\n")
+    assert site_check.check_site(root) == []
+    assert [cell.label for cell in site_check.read_page(root / "p.qmd").cells] == ["fig-z"]
+
+
+def _fake_quarto(tmp_path: Path, output: str, exit_code: int = 0, seconds: float = 0) -> Path:
+    """A stand-in for the quarto executable: prints what it is given, takes ``seconds`` and exits; render() treats
+    it as Quarto."""
+    script = tmp_path / "quarto"
+    script.write_text(f"#!/bin/sh\necho \"args: $*\"\nprintf '%b' '{output}'\nsleep {seconds}\nexit {exit_code}\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("line", [
+    "\x1b[33mWARN: Unable to resolve link target: x.qmd\x1b[39m",
+    "WARNING (/src/resources/filters/crossref.lua) Unable to resolve crossref @fig-x",
+    "[WARNING] Could not convert TeX math \\notamacro",
+    "[IPKernelApp] WARNING | Kernel is running over TCP without encryption.",
+    "/x/site-packages/matplotlib/__init__.py:5: UserWarning: Glyph missing",
+    "Warning: something",
+])
+def test_warning_lines_catch_every_layer(line):
+    assert site.warning_lines(f"[ 1/13] glossary/mlp.qmd\n{line}\nOutput created: x.html\n") != []
+
+
+def test_progress_lines_are_not_warnings():
+    clean = "[ 1/13] glossary/activation-cache.qmd\n  Cell 1/3: 'fig-warnings-note'...Done\nOutput created: _site/index.html\n"
+    assert site.warning_lines(clean) == []
+
+
+def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(tmp_path, monkeypatch):
+    monkeypatch.setattr(site, "PREFETCH_COMMAND", (sys.executable, "-c", "pass"))
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "[ 1/1] p.qmd\\nWARN: Unable to resolve link\\n")))
+    with pytest.raises(site.RenderError, match="printed warnings:\n  WARN: Unable to resolve link"):
+        site.render(tmp_path, tmp_path / "out", echo=lambda line: None)
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "ERROR: boom\\n", exit_code=1)))
+    with pytest.raises(site.RenderError, match="exited with code 1"):
+        site.render(tmp_path, echo=lambda line: None)
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
+    output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], profile="axe", echo=lambda line: None)
+    assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'} --profile axe" in output
+    environment = site.render_environment(tmp_path)
+    assert environment["QUARTO_PYTHON"] == sys.executable
+    assert environment["RESIDLAB_RENDER_CACHE"] == str(tmp_path.resolve() / ".residlab-render-cache")
+
+
+def _fake_prefetch(monkeypatch, marker: Path, code: str = "") -> None:
+    """The prefetch replaced by a process that writes its pid to ``marker``, then runs ``code``."""
+    script = f"import os, pathlib; pathlib.Path({str(marker)!r}).write_text(str(os.getpid()))\n{code}"
+    monkeypatch.setattr(site, "PREFETCH_COMMAND", (sys.executable, "-c", script))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_a_fresh_whole_render_runs_the_prefetch_and_ends_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=2)))
+    marker = tmp_path / "prefetch.pid"
+    _fake_prefetch(monkeypatch, marker, "import time; time.sleep(60)")
+    start, echoed = time.monotonic(), []
+    site.render(tmp_path, echo=echoed.append)
+    assert time.monotonic() - start < 30 and "residlab freeze guard: no frozen results" in "".join(echoed)
+    assert marker.is_file() and not _alive(int(marker.read_text()))  # started, then ended with Quarto
+    assert (tmp_path / ".residlab-render-cache" / site.PREFETCH_LOG).is_file()
+
+
+def test_a_failed_prefetch_fails_the_render_with_its_output(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=2)))  # fails first
+    _fake_prefetch(monkeypatch, tmp_path / "prefetch.pid", "import sys; print('the specimen broke'); sys.exit(1)")
+    with pytest.raises(site.RenderError, match="(?s)prefetch .* exited with code 1.*the specimen broke"):
+        site.render(tmp_path, echo=lambda line: None)
+
+
+@pytest.mark.parametrize("case", ["pages", "no-execute", "frozen"])
+def test_no_prefetch_where_pages_will_not_all_execute(tmp_path, monkeypatch, case):
+    # Quarto takes a second: long enough for a prefetch started by mistake to leave its marker.
+    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=1)))
+    marker = tmp_path / "prefetch.pid"
+    _fake_prefetch(monkeypatch, marker)
+    if case == "frozen":
+        freeze_guard.guard(tmp_path)
+        (tmp_path / freeze_guard.FREEZE_DIR / "index").mkdir()  # one page's frozen result
+    site.render(tmp_path, pages=[tmp_path / "p.qmd"] if case == "pages" else (), execute=case != "no-execute",
+                echo=lambda line: None)  # fmt: skip
+    assert not marker.exists()
+
+
+def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("QUARTO", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert site.main(["render", "--root", str(ROOT)]) == 3
+    assert "Install Quarto 1.10 or newer from https://quarto.org" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("raised, status", [
+    (site.QuartoMissing(site.QUARTO_MISSING), 3),
+    (site.RenderError(site.QUARTO_MISSING), 1),  # the same words from another failure: the type decides
+    (site.RenderError("quarto render exited with code 1"), 1),
+])
+def test_render_exit_status_comes_from_the_error_type(monkeypatch, capsys, raised, status):
+    def fail(*arguments, **options):
+        raise raised
+
+    monkeypatch.setattr(site, "render", fail)
+    assert site.main(["render", "--root", str(ROOT)]) == status
+    assert capsys.readouterr().err == f"residlab site render: {raised}\n"
+
+
+def _project(root: Path) -> Path:
+    """A project holding one file of each kind of execution input, and a partial page."""
+    for name, text in {"residlab/course/toy.py": "VALUE = 1\n", "assets/captures/run/observations.json": "{}\n",
+                       "requirements.txt": "torch==2.13.0\n", "_quarto.yml": "project:\n  type: website\n",
+                       "labs/_part.qmd": "included\n", "labs/page.qmd": "a page\n"}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+@pytest.mark.parametrize("change", [
+    "residlab/course/toy.py", "assets/captures/run/observations.json", "requirements.txt", "_quarto.yml",
+    "labs/_part.qmd", "residlab/course/new_module.py", "rename residlab/course/toy.py",
+])
+def test_the_execution_inputs_digest_changes_with_every_input(tmp_path, change):
+    root = _project(tmp_path)
+    before = freeze_guard.execution_inputs_digest(root)
+    assert freeze_guard.execution_inputs_digest(root) == before  # the same files give the same digest
+    if change.startswith("rename "):
+        path = root / change.split()[1]
+        path.rename(path.with_name("renamed.py"))  # the same bytes under another name
+    else:
+        with open(root / change, "a", encoding="utf-8") as file:
+            file.write(" ")
+    assert freeze_guard.execution_inputs_digest(root) != before
+
+
+@pytest.mark.parametrize("change", ["labs/page.qmd", "residlab/course/__pycache__/toy.cpython-311.pyc", "notes.txt"])
+def test_the_execution_inputs_digest_ignores_what_no_cell_reads(tmp_path, change):
+    # A page's own source is Quarto's to watch (freeze: auto); bytecode and files outside the inputs are not read.
+    root = _project(tmp_path)
+    before = freeze_guard.execution_inputs_digest(root)
+    (root / change).parent.mkdir(parents=True, exist_ok=True)
+    with open(root / change, "a", encoding="utf-8") as file:
+        file.write(" ")
+    assert freeze_guard.execution_inputs_digest(root) == before
+
+
+def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp_path):
+    (tmp_path / "residlab").mkdir()
+    (tmp_path / "residlab" / "toy.py").write_text("VALUE = 1\n")
+    (tmp_path / "labs").mkdir()
+    (tmp_path / "labs" / "_part.qmd").write_text("included\n")
+    assert freeze_guard.guard(tmp_path) == "no frozen results: every page executes"
+    frozen = tmp_path / "_freeze" / "labs" / "page" / "execute-results"
+    frozen.mkdir(parents=True)
+    (frozen / "html.json").write_text("{}")
+    assert freeze_guard.guard(tmp_path) == "frozen results are current"
+    assert (frozen / "html.json").exists()
+    (tmp_path / "labs" / "_part.qmd").write_text("included, edited\n")
+    assert freeze_guard.guard(tmp_path) == "execution inputs changed: every page executes"
+    assert not frozen.exists()
+    (frozen / "html.json").parent.mkdir(parents=True)
+    (frozen / "html.json").write_text("{}")
+    (tmp_path / "residlab" / "toy.py").write_text("VALUE = 2\n")
+    assert freeze_guard.guard(tmp_path) == "execution inputs changed: every page executes"
+    assert not frozen.exists()
+
+
+def test_project_freezes_and_guards_as_the_readme_says():
+    config = site_check.load_config(ROOT)
+    assert config["execute"] == {"freeze": "auto", "cache": False}
+    assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "build" / "freeze_guard.py").resolve()

@@ -1,0 +1,72 @@
+"""`residlab sync` covers every derived file: a runner, pin file or generated page input left out of it fails
+here, not only one that drifts.
+
+The expected list is written out by hand on purpose: it is the reference the sync code is checked against.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from residlab.build import runners
+from residlab.build import sync
+
+ROOT = Path(__file__).resolve().parents[3]
+
+EXPECTED_RUNNERS = (
+    "trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
+    "audit_residual_writes.py",
+)
+EXPECTED_DERIVED = {
+    *(f"assets/labs/{name}" for name in EXPECTED_RUNNERS),  # the downloads
+    "assets/labs/residual-requirements.txt",  # what learners install
+    "_variables.yml",  # what the pages show through {{< var >}}
+    "tests/compat-requirements.txt",  # the second test environment
+}
+
+
+def relative(paths) -> set[str]:
+    return {path.relative_to(ROOT).as_posix() for path in paths}
+
+
+def test_sync_derives_exactly_the_expected_files():
+    assert relative(sync.derived_files(ROOT)) == EXPECTED_DERIVED
+
+
+def test_every_published_runner_is_built_by_sync():
+    assert tuple(runner.filename for runner in runners.RUNNERS) == EXPECTED_RUNNERS
+    # Nothing in the downloads folder is hand-made: every file there is one sync writes.
+    on_disk = {path.relative_to(ROOT).as_posix() for path in (ROOT / "assets" / "labs").iterdir()}
+    assert on_disk == {name for name in EXPECTED_DERIVED if name.startswith("assets/labs/")}
+
+
+def test_sync_into_an_empty_site_writes_every_derived_file(tmp_path):
+    # A bare site root: only what sync reads. Running the real command must create every expected file,
+    # each byte for byte what the repository holds.
+    shutil.copyfile(ROOT / "_quarto.yml", tmp_path / "_quarto.yml")
+    shutil.copyfile(ROOT / "requirements.txt", tmp_path / "requirements.txt")
+    completed = subprocess.run(
+        [sys.executable, "-m", "residlab", "sync", "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    written = {path.relative_to(tmp_path).as_posix() for path in tmp_path.rglob("*") if path.is_file()}
+    assert written - {"_quarto.yml", "requirements.txt"} == EXPECTED_DERIVED
+    for name in EXPECTED_DERIVED:
+        assert (tmp_path / name).read_bytes() == (ROOT / name).read_bytes(), name
+        assert f"wrote {name}" in completed.stdout
+
+
+def test_check_names_each_missing_derived_file(tmp_path):
+    shutil.copyfile(ROOT / "_quarto.yml", tmp_path / "_quarto.yml")
+    shutil.copyfile(ROOT / "requirements.txt", tmp_path / "requirements.txt")
+    completed = subprocess.run(
+        [sys.executable, "-m", "residlab", "sync", "--check", "--root", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert completed.returncode == 1
+    for name in EXPECTED_DERIVED:
+        assert f"{name} is missing" in completed.stderr

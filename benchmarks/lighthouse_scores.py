@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from residlab.build import lighthouse, site
+from residlab.build import lighthouse, site_check
 
 ROOT = Path(__file__).resolve().parent.parent
 GOALS = {"performance": 95, "accessibility": 100, "best-practices": 100, "seo": 100}
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     for folder in filter(None, (args.site, args.against)):
         if not (folder / "index.html").is_file():
             parser.error(f"{folder} holds no built site (no index.html): run `make render` first")
-    pages = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site.site_pages(ROOT)]
+    pages = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site_check.site_pages(ROOT)]
     try:
         audits, seconds = measure(args.site, pages, args.preset)
         other, other_seconds = measure(args.against, pages, args.preset) if args.against else ({}, 0.0)

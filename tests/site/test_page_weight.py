@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 from test_browser import PAGES, ROOT, open_page, wait_for
 
-from residlab.build import page_weight, site
+from residlab.build import page_weight, site_check
 
 pytestmark = pytest.mark.slow
 
@@ -167,8 +167,8 @@ def test_only_the_readers_scheme_blocks_the_first_paint_and_the_toggle_still_swi
 
 
 def test_every_page_has_its_description_in_the_built_page(built_site):
-    for source in site.site_pages(ROOT):
-        description = site.read_page(source).front_matter.get("description", "")
+    for source in site_check.site_pages(ROOT):
+        description = site_check.read_page(source).front_matter.get("description", "")
         assert len(description) > 40, f"{source.relative_to(ROOT)} has no description: in its front matter"
         built = (built_site.site / source.relative_to(ROOT).with_suffix(".html")).read_text(encoding="utf-8")
         meta = re.search(r'<meta name="description" content="([^"]*)"', built)

@@ -10,10 +10,12 @@
   ``bootstrap-icons.css`` is rewritten to declare only those. Quarto's full font stays in site_libs as the
   source (its glyphs are named after the icons), unreferenced, so no reader downloads it.
 - The stylesheets of the colour scheme the reader is not using no longer block the first paint: each of
-  Quarto's scheme stylesheets gets the media query of its scheme (``prefers-color-scheme``), and a script right
-  after them (``SCHEME_SCRIPT``) stops the other scheme's downloads, makes a scheme chosen with the navbar
-  toggle (which Quarto stores) block the paint instead, and hands every scheme stylesheet back to Quarto's
-  toggle when it is used or the system setting changes.
+  Quarto's scheme stylesheets gets the media query of its scheme (``prefers-color-scheme``), the dark ones lose
+  their address (kept in ``data-scheme-href``; a ``<noscript>`` copy serves readers without scripts), and a
+  script right after them (``SCHEME_SCRIPT``) loads the reader's scheme so that it blocks the paint, stops the
+  other's downloads, and hands every scheme stylesheet back to Quarto's toggle when it is used or the system
+  setting changes.
+- Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint.
 
 Runs offline (fontTools, pinned in requirements.txt). Every change is idempotent: a page already processed is
 left as it is, so a render of one page may run it over the whole site again. Quarto runs it in the project root

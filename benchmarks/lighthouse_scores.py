@@ -8,7 +8,9 @@ content within 2.5 s, and scores 100 in accessibility, best practices and SEO (t
 fails below 90 in performance, for noise). With ``--against`` (another build, say one of the main branch) both
 sites are measured in turn and each page's LCP and bytes are printed beside the other's, with their ratio.
 Lighthouse simulates the phone from what it observes here: on a busy machine, performance and LCP come out
-worse. Needs ``npm ci --prefix tests/site/lighthouse`` (make test runs it).
+worse. The BI column is Lighthouse's benchmark index of the machine during that page's run (Chrome DevTools'
+calibration puts the low-tier phone the mobile preset names near 264 and a Pixel 5 near 1000; the preset slows
+what it observes 4x whatever the machine). Needs ``npm ci --prefix tests/site/lighthouse`` (make test runs it).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except lighthouse.LighthouseError as error:
         print(f"lighthouse_scores: {error}", file=sys.stderr)
         return 1
-    header = f"{'page':42} {'perf':>5} {'a11y':>5} {'b-p':>5} {'seo':>5} {'LCP s':>6} {'FCP s':>6} {'TBT ms':>7} {'CLS':>6} {'KiB':>7}"
+    header = f"{'page':42} {'perf':>5} {'a11y':>5} {'b-p':>5} {'seo':>5} {'LCP s':>6} {'FCP s':>6} {'TBT ms':>7} {'CLS':>6} {'KiB':>7} {'BI':>5}"
     if other:
         header += f" | {'LCP s':>6} {'KiB':>7} {'LCP x':>6} {'KiB x':>6} (against {args.against})"
     print(f"Lighthouse 12.2.3, {args.preset} preset, {args.site}")
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         scores = [audit.scores[category] for category in GOALS]
         line = (f"{page:42} " + " ".join(f"{score:5.0f}" for score in scores) +
                 f" {audit.largest_paint_ms / 1000:6.2f} {audit.first_paint_ms / 1000:6.2f} {audit.blocking_ms:7.0f}"
-                f" {audit.layout_shift:6.3f} {audit.transferred_bytes / 1024:7.0f}")
+                f" {audit.layout_shift:6.3f} {audit.transferred_bytes / 1024:7.0f} {audit.benchmark_index:5.0f}")
         if page in other:
             before = other[page]
             line += (f" | {before.largest_paint_ms / 1000:6.2f} {before.transferred_bytes / 1024:7.0f}"

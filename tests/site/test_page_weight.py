@@ -57,8 +57,10 @@ def italic(letter: str) -> str | None:
         return None
 
 
+# Every element that names an icon (a bi-NAME class; a bare "bi", like the colour-scheme toggle's, draws a picture
+# of Quarto's instead): its classes, the font of its ::before and the character drawn.
 ICON_GLYPHS = """
-return [...document.querySelectorAll('.bi, [class^="bi-"], [class*=" bi-"]')].map(e => {
+return [...document.querySelectorAll('[class^="bi-"], [class*=" bi-"]')].map(e => {
   const before = getComputedStyle(e, '::before');
   return [e.className, before.fontFamily, before.content]; }).filter(([, family]) => family.includes('bootstrap-icons'));
 """
@@ -172,4 +174,5 @@ def test_every_page_has_its_description_in_the_built_page(built_site):
         assert len(description) > 40, f"{source.relative_to(ROOT)} has no description: in its front matter"
         built = (built_site.site / source.relative_to(ROOT).with_suffix(".html")).read_text(encoding="utf-8")
         meta = re.search(r'<meta name="description" content="([^"]*)"', built)
-        assert meta and html.unescape(meta.group(1)) == description, source.relative_to(ROOT)
+        typeset = str.maketrans("\u2018\u2019\u201c\u201d", "''\"\"")  # Quarto sets straight quotes curly
+        assert meta and html.unescape(meta.group(1)).translate(typeset) == description.translate(typeset), source.relative_to(ROOT)

@@ -43,6 +43,7 @@ for (const url of args) {
     requested: lhr.requestedUrl,
     runtimeError: lhr.runtimeError?.message ?? null,
     runWarnings: lhr.runWarnings,
+    benchmarkIndex: lhr.environment.benchmarkIndex,
     scores: Object.fromEntries(categories.map((c) => [c, lhr.categories[c].score])),
     metrics: {
       largestContentfulPaintMs: numeric("largest-contentful-paint"),

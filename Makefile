@@ -29,7 +29,7 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page test test-main test-compat venv sync clean
+.PHONY: render page pythia pythia-capture test test-main test-compat venv sync clean
 
 venv: $(VENV)/.installed
 
@@ -72,6 +72,16 @@ render: $(VENV)/.installed
 	rm -rf _freeze .residlab-render-cache
 	$(BIN)/residlab site render
 	$(BIN)/residlab site verify _site
+
+# The six pinned Pythia-14M files, fetched (only what is missing) and verified into the lock's cache folder,
+# .residlab-pythia/<the lock's digest>/, which `make render` then uses for Lab 05 Part 4 and Lab 06 Part 3. Any
+# refusal is one line naming the file and the reason. RESIDLAB_PYTHIA_LOCK names another lock (the tests' stand-ins).
+pythia: $(VENV)/.installed
+	$(BIN)/residlab pythia fetch --cache
+
+# Instructors: refresh the committed capture of those verified files, assets/captures/<repository>-<revision>/.
+pythia-capture: $(VENV)/.installed
+	$(BIN)/residlab pythia capture --captures assets/captures
 
 page: $(VENV)/.installed
 	@test -n "$(PAGE)" || { echo "usage: make page PAGE=path/to/page.qmd"; exit 2; }

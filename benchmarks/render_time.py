@@ -1,12 +1,15 @@
-"""Wall time of a fresh `quarto render` of the whole site against a render without execution, each page's
-share, each executed page's kernel-and-import floor, and a second render after a one-word prose edit of one page.
+"""Wall time of a fresh render of the whole site, through `residlab site render` and through a plain `quarto render`,
+against a render without execution; each page's share, each executed page's kernel-and-import floor, and a second
+render after a one-word prose edit of one page.
 
-    python benchmarks/render_time.py [--edit PAGE] [--seed 0]
+    python benchmarks/render_time.py [--edit PAGE] [--seed 0] [--rounds 1]
 
-The fresh render and the render without execution (`quarto render --no-execute`: the same pages, templates and
+The two fresh renders and the render without execution (`quarto render --no-execute`: the same pages, templates and
 search index, no kernel) each run in their own clean copy of the project (as a fresh clone has it), in a seeded
-random order (``measure.side_by_side``, one round, no warm-up: a render is its own warm-up of the file cache). It
-prints both and their ratio. Then, in the fresh render's copy, which keeps its frozen results, one word of
+random order (``measure.side_by_side``, no warm-up: a render is its own warm-up of the file cache). The plain
+`quarto render` is what a Quarto user runs with this environment active: this interpreter's folder first on PATH,
+no QUARTO_PYTHON, none of `residlab site render`'s checks. It prints each render and both ratios to the one without
+execution (the median over ``--rounds``). Then, in a fresh render's copy, which keeps its frozen results, one word of
 ``--edit``'s prose changes and the site renders again: only that page executes. The floor of an executed page is
 a Jupyter kernel of this interpreter started, made to run the page's import lines (what every execution of it
 pays before its own work), and shut down, timed apart from the render. Needs Quarto on PATH (or $QUARTO).
@@ -15,7 +18,11 @@ pays before its own work), and shut down, timed apart from the render. Needs Qua
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,8 +37,27 @@ CELL = re.compile(r"^```\{python\}\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL
 IMPORT_LINE = re.compile(r"^(?:import \S+|from \S+ import [^(\n]+)$", re.MULTILINE)
 
 
-def timed_render(project: Path, output_dir: Path, execute: bool = True) -> tuple[float, dict[str, float]]:
-    """Total wall seconds and seconds per page (from one page's progress line to the next's)."""
+RENDERS = ("residlab site render", "quarto render", "no-execute")
+
+
+def plain_quarto_render(project: Path, output_dir: Path, echo) -> None:
+    """`quarto render` as a Quarto user runs it with this environment active (its bin folder first on PATH)."""
+    environment = {key: value for key, value in os.environ.items() if key != "QUARTO_PYTHON"}
+    environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
+    quarto = os.environ.get("QUARTO") or shutil.which("quarto") or "quarto"
+    process = subprocess.Popen([quarto, "render", "--output-dir", str(output_dir)], cwd=project, env=environment,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
+    output = []
+    for line in process.stdout:
+        output.append(line)
+        echo(line)
+    if process.wait() != 0:
+        raise SystemExit(f"quarto render exited with code {process.returncode}:\n{''.join(output[-40:])}")
+
+
+def timed_render(project: Path, output_dir: Path, how: str = "residlab site render") -> tuple[float, dict[str, float]]:
+    """Total wall seconds and seconds per page (from one page's progress line to the next's); ``how``: one of
+    ``RENDERS``."""
     marks: list[tuple[str, float]] = []
 
     def note(line: str) -> None:
@@ -41,11 +67,14 @@ def timed_render(project: Path, output_dir: Path, execute: bool = True) -> tuple
 
     start = time.perf_counter()
     try:
-        site.render(project, output_dir, echo=note, execute=execute)
+        if how == "quarto render":
+            plain_quarto_render(project, output_dir, note)
+        else:
+            site.render(project, output_dir, echo=note, execute=how != "no-execute")
     except site.RenderError as error:
         # Without execution, cross-references to figures that cells make cannot resolve: Quarto warns, and the
         # render is complete otherwise. With execution, any warning fails the benchmark as it fails the build.
-        if execute or not str(error).startswith("quarto render printed warnings"):
+        if how != "no-execute" or not str(error).startswith("quarto render printed warnings"):
             raise
     end = time.perf_counter()
     per_page = {page: (marks[i + 1][1] if i + 1 < len(marks) else end) - at for i, (page, at) in enumerate(marks)}
@@ -99,26 +128,35 @@ def report(title: str, total: float, per_page: dict[str, float], floors: dict[st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edit", default="lessons/04-residual-stream.qmd", help="page to edit between renders")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the two renders' random order")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the renders' random order")
+    parser.add_argument("--rounds", type=int, default=1, help="renders of each kind (each in a fresh clean copy)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="residlab-render-bench-") as temporary:
         base = Path(temporary)
-        projects = {kind: site.clean_copy(ROOT, base / kind) for kind in ("fresh", "no-execute")}
-        results = {}
-        side_by_side({
-            "fresh": lambda: results.__setitem__("fresh", timed_render(projects["fresh"], base / "site-fresh")),
-            "no-execute": lambda: results.__setitem__("no-execute", timed_render(
-                projects["no-execute"], base / "site-no-execute", execute=False)),
-        }, rounds=1, warmup=0, seed=args.seed)  # fmt: skip
-        edit_one_word(projects["fresh"] / args.edit)
-        again, again_pages = timed_render(projects["fresh"], base / "site-again")
-    executed = sorted(page for page in results["fresh"][1] if CELL.search((ROOT / page).read_text(encoding="utf-8")))
+        results: dict[str, list] = {how: [] for how in RENDERS}
+        counter = iter(range(10**6))
+
+        def render(how: str) -> None:  # a fresh clean copy every time: no _freeze/, no render cache
+            copy = site.clean_copy(ROOT, base / f"copy-{next(counter)}")
+            results[how].append((copy, *timed_render(copy, copy / "_site-bench", how)))
+
+        side_by_side({how: (lambda how=how: render(how)) for how in RENDERS}, rounds=args.rounds, warmup=0,
+                     seed=args.seed)  # fmt: skip
+        edited = results["residlab site render"][-1][0]
+        edit_one_word(edited / args.edit)
+        again, again_pages = timed_render(edited, base / "site-again")
+    last = {how: results[how][-1] for how in RENDERS}
+    executed = sorted(page for page in last[RENDERS[0]][2] if CELL.search((ROOT / page).read_text(encoding="utf-8")))
     floors = {page: kernel_floor(page_imports(ROOT / page) or "pass") for page in executed}
     bare = kernel_floor("pass")
-    fresh, no_execute = results["fresh"][0], results["no-execute"][0]
-    report("fresh render (no _freeze/, no render cache)", fresh, results["fresh"][1], floors)
-    report("render without execution (--no-execute)", no_execute, results["no-execute"][1])
-    print(f"ratio fresh / no-execute: {fresh / no_execute:.2f}")
+    for how, title in zip(RENDERS, ("fresh render through residlab site render", "fresh render through a plain quarto render",
+                                    "render without execution (--no-execute)")):  # fmt: skip
+        report(f"{title} (last of {args.rounds})", last[how][1], last[how][2], floors if how != "no-execute" else None)
+    ratios = {how: statistics.median(run[1] / bare_run[1] for run, bare_run in zip(results[how], results["no-execute"]))
+              for how in RENDERS[:2]}  # fmt: skip
+    for how, ratio in ratios.items():
+        print(f"ratio {how} / no-execute: {ratio:.2f} (median of {args.rounds} round(s); goal at most 4)")
+    fresh = last[RENDERS[0]][1]
     print(f"kernel floors: a bare kernel {bare:.1f} s; the {len(floors)} executed pages' kernels with their imports "
           f"{sum(floors.values()):.1f} s in all, {sum(floors.values()) / fresh:.0%} of the fresh render")  # fmt: skip
     report(f"render after a one-word edit of {args.edit}", again, again_pages)

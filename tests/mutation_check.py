@@ -71,10 +71,17 @@ MUTATIONS = (
         LESSON_TESTS,
     ),
     Mutation(
-        "lesson-survival-cosine-wrong-state",
-        "residlab/course/lesson/lesson_lab.py",
-        "survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item()",
-        "survival_cosine=F.cosine_similarity(w, _query_vector(clean.trace.r1), dim=0).item()",
+        "measure-survival-cosine-wrong-state",
+        "residlab/audit/measures.py",
+        "survival_cosine=cosine(w, final_state),",
+        "survival_cosine=cosine(w, final_state - w),",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "measure-recovery-from-the-clean-side",
+        "residlab/audit/measures.py",
+        "return None if gap == 0 else (patched - corrupt) / gap",
+        "return None if gap == 0 else (patched - clean) / gap",
         LESSON_TESTS,
     ),
     Mutation(
@@ -94,8 +101,8 @@ MUTATIONS = (
     Mutation(
         "lesson-readout-wrong-stage",
         "residlab/course/lesson/lesson_lab.py",
-        '"after attention": model.readout(clean.trace.r1),',
-        '"after attention": model.readout(clean.trace.r2),',
+        '"after attention": model.readout(clean.trace.resid_mid),',
+        '"after attention": model.readout(clean.trace.resid_post),',
         LESSON_TESTS,
     ),
     Mutation(
@@ -113,10 +120,31 @@ MUTATIONS = (
         LESSON_TESTS,
     ),
     Mutation(
+        "profile-control-without-final-norm",
+        "residlab/course/lesson/gradient_profile.py",
+        "normaliser = nn.LayerNorm(width) if final_norm else nn.Identity()",
+        "normaliser = nn.Identity()",
+        LESSON_TESTS,
+    ),
+    Mutation(
+        "training-counts-skip-model-creation",
+        "residlab/course/lesson/copy_model.py",
+        "        _seeded_model(seed)\n        for _ in range(steps):",
+        "        torch.manual_seed(seed)\n        for _ in range(steps):",
+        ("tests/unit/course/test_lesson_wording.py",),
+    ),
+    Mutation(
+        "dla-term-without-the-frozen-scale",
+        "residlab/audit/attribution.py",
+        "readout = direction * gain / scale",
+        "readout = direction * gain",
+        ("tests/unit/audit/test_attribution.py",),
+    ),
+    Mutation(
         "copy-model-hook-point-reads-the-wrong-value",
         "residlab/course/lesson/copy_model.py",
-        "r1 = self.hook_resid_mid(r0 + attn_write)",
-        "r1 = self.hook_resid_mid(r0) + attn_write",
+        "resid_mid = self.hook_resid_mid(resid_pre + attn_write)",
+        "resid_mid = self.hook_resid_mid(resid_pre) + attn_write",
         LESSON_TESTS,
     ),
     Mutation(

@@ -7,7 +7,9 @@
 //   an integer, a fraction (-1/2), a root with an optional rational factor and divisor (sqrt(17), 2*sqrt(2),
 //   √8, sqrt(17)/2) -- all compared exactly, so sqrt(32) equals 4*sqrt(2) -- or a decimal (4.123), which is
 //   right when it equals the value exactly or, given to three or more places, lies within 0.0005 of it.
-// A vector is three such values, separated by commas (or spaces), in optional [ ] or ( ).
+// A vector is three such values, separated by commas (or spaces), in optional [ ] or ( ), optionally transposed
+// as the solutions print it ([3, −2, 0]ᵀ, or ]^T). The characters the site itself prints are read as the page
+// means them (PRINTED_AS_TYPED): a learner who copies a label, a hint or a solution is read correctly.
 // Each entry element names the toy quantity it asks for (data-key); the site's tests type into the form and
 // compare every verdict with residlab.course.lab05_toy.toy.
 (function () {
@@ -82,6 +84,17 @@
 
   // ---- reading what the learner typed ------------------------------------------------------------------
 
+  // What the page prints -> what the grammar below reads: the minus sign U+2212 (and the dashes a keyboard or a
+  // copy may put in its place), the multiplication signs, the fraction and division slashes, and the transpose
+  // mark after a vector. Unicode spaces (no-break, thin) are already whitespace to \s.
+  const PRINTED_AS_TYPED = [
+    [/[\u2212\u2012\u2013\uFE63\uFF0D]/g, "-"],
+    [/[\u00D7\u00B7\u22C5\u2219]/g, "*"],
+    [/[\u2044\u2215\u00F7]/g, "/"],
+    [/([\])])\s*(?:\^\s*)?(?:\u1D40|T|\{T\}|\\mathsf\{T\})\s*$/, "$1"],
+  ];
+  const asTyped = (text) => PRINTED_AS_TYPED.reduce((result, [pattern, ascii]) => result.replace(pattern, ascii), text);
+
   const NUMBER = "(\\d+(?:\\.\\d*)?(?:/\\d+)?|\\.\\d+)";
   const TYPED = new RegExp(`^([+-]?)(?:${NUMBER}(?:\\*(?=sqrt|√))?)?(?:(?:sqrt|√)\\(?${NUMBER}\\)?)?(?:/(\\d+))?$`, "i");
 
@@ -139,6 +152,7 @@
   function judge(T, expected, kind, how, text) {
     if (!text.trim()) return { verdict: "empty", hint: "" };
     if (text.length > INPUT_MAX_CHARACTERS) return { verdict: "malformed", hint: `that is ${text.length} characters; an answer here needs far fewer.` };
+    text = asTyped(text);
     if (kind === VECTOR) {
       const typed = readVector(T, text);
       if (typed.error) return { verdict: "malformed", hint: typed.error };

@@ -1,8 +1,8 @@
 // Lab 05 Part 4 capture explorer: every token position of the capture on the page, read from the JSON that
-// residlab/course/lab05_observation/explorer_data.py wrote into the page (observe_position's output for each position). Nothing is
-// computed here but the formatting and the drawing: norms and cosines with 4 decimals, probabilities with
-// 3 significant digits in exponent form, exactly as Python's "{:.4f}" and "{:.2e}" print them. A reader's own run,
-// verified and computed by open-capture.js, is shown by the same build().
+// residlab/course/lab05_observation/explorer_data.py wrote into the page (the capture's observations.json, which
+// observe_position wrote for each position). Nothing is computed here but the formatting and the drawing: norms and
+// cosines with 4 decimals, probabilities with 3 significant digits in exponent form, exactly as Python's "{:.4f}" and
+// "{:.2e}" print them. A reader's own run, verified by open-capture.js, is shown by the same build().
 (function () {
   "use strict";
 
@@ -105,11 +105,7 @@
         cells.forEach((cell, i) => tr.append(element(i === 0 ? "th" : "td", i === 0 ? { scope: "row" } : {}, cell)));
         return tr;
       }));
-      // A reader's own run (open-capture.js) has the logit lens at its selected position only: it needs the model.
-      if (!chosen.logit_lens_top) {
-        lensBody.replaceChildren(element("tr", {}, element("td", { colspan: "4", class: "rl-wrap" },
-          `Not in your files: the logit lens needs the model, and observations.json holds it for position ${data.selected_position} only.`)));
-      } else lensBody.replaceChildren(...chosen.logit_lens_top.map((entry, rank) => element("tr", {}, [
+      lensBody.replaceChildren(...chosen.logit_lens_top.map((entry, rank) => element("tr", {}, [
         element("td", {}, String(rank + 1)), element("td", {}, String(entry.id)),
         element("td", { title: quoted(entry.piece) }, quoted(entry.piece)), element("td", {}, probability(entry.probability)),
       ])));

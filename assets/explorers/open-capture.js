@@ -1,10 +1,11 @@
 // Lab 05 Part 4, "open your own run": the reader's manifest.json, observations.json and captures.json, read in the
 // browser (nothing is uploaded) and refused, naming the file and the check, unless they are one run: the manifest
-// records the size and SHA-256 of the other two (hashed here with Web Crypto), the token ids agree, and every number
-// of the selected position agrees with the captured tensors within the page's tolerance. A verified run is shown in
-// the page's capture explorer (capture-explorer.js), every position's norms, differences and cosines computed here
-// from captures.json exactly as residlab/course/lab05_observation/capture_page.py recomputed_observation computes them (float64,
-// math.fsum), the selected position as observations.json holds it. The limits and names come from the page
+// records the size and SHA-256 of the other two (hashed here with Web Crypto), observations.json is of the page's
+// schema (every position observed; an older one is refused with the command that writes it afresh), the token ids
+// agree, and every number of every position agrees with the captured tensors within the page's tolerance, each
+// recomputed here from captures.json exactly as residlab/course/lab05_observation/capture_page.py
+// recomputed_observation computes it (float64, math.fsum). A verified run is shown in the page's capture explorer
+// (capture-explorer.js) as observations.json holds it. The limits and names come from the page
 // (residlab/course/lab05_observation/open_run.py); nothing read from the files is ever inserted as HTML.
 (function () {
   "use strict";
@@ -71,29 +72,47 @@
     }
   }
 
+  // observations.json of another layout (written before every position was observed): one line, with the command
+  // the manifest records, which writes it afresh.
+  function checkSchema(observations, manifest, config) {
+    if (!isObject(observations) || observations.schema === config.observations_schema) return;
+    const command = Array.isArray(manifest.command) ? manifest.command.map(String).join(" ") : "the observation that wrote it";
+    const found = observations.schema === undefined ? 1 : JSON.stringify(observations.schema);
+    throw new Refusal(OBSERVATIONS, `schema ${found}, not ${config.observations_schema} (every position observed): refresh it by running \`${command}\` again into an empty folder`);
+  }
+
+  function checkObservation(observation, where, bad, blocks) {
+    if (!isObject(observation)) throw bad(where);
+    const { boundaries, block_updates: updates, final_normalisation: final } = observation;
+    if (!Array.isArray(boundaries) || !Array.isArray(updates) || !updates.length || boundaries.length !== updates.length + 1 ||
+        (blocks !== undefined && updates.length !== blocks)) throw bad(`${where}.boundaries and block_updates`);
+    boundaries.forEach((row, i) => {
+      if (!isObject(row) || row.index !== i || typeof row.label !== "string" || !isNumber(row.norm) || !Array.isArray(row.logit_lens_top)) throw bad(`${where}.boundaries[${i}]`);
+      row.logit_lens_top.forEach((entry, k) => {
+        if (!isObject(entry) || !isInt(entry.id) || typeof entry.piece !== "string" || !isNumber(entry.probability)) throw bad(`${where}.boundaries[${i}].logit_lens_top[${k}]`);
+      });
+    });
+    updates.forEach((row, i) => {
+      if (!isObject(row) || row.block !== i || UPDATE_FIELDS.some((key) => !(isNumber(row[key]) || row[key] === null))) throw bad(`${where}.block_updates[${i}]`);
+    });
+    if (!isObject(final) || FINAL_FIELDS.some((key) => !(isNumber(final[key]) || final[key] === null))) throw bad(`${where}.final_normalisation`);
+  }
+
   function checkObservations(observations) {
     const bad = (what) => new Refusal(OBSERVATIONS, `${what}: not the structure the observation runner writes`);
     if (!isObject(observations)) throw bad("not a JSON object");
-    const { tokens, observation } = observations;
+    const { tokens, positions } = observations;
     if (!Array.isArray(tokens) || !tokens.length) throw bad("no tokens");
     tokens.forEach((token, i) => {
       if (!isObject(token) || token.position !== i || !isInt(token.id) || typeof token.piece !== "string") throw bad(`tokens[${i}]`);
     });
     const selected = observations.selected_position;
     if (!isInt(selected) || selected < 0 || selected >= tokens.length) throw bad("selected_position is not one of the tokens");
-    if (!isObject(observation)) throw bad("no observation");
-    const { boundaries, block_updates: updates, final_normalisation: final } = observation;
-    if (!Array.isArray(boundaries) || !Array.isArray(updates) || !updates.length || boundaries.length !== updates.length + 1) throw bad("observation.boundaries and block_updates");
-    boundaries.forEach((row, i) => {
-      if (!isObject(row) || row.index !== i || typeof row.label !== "string" || !isNumber(row.norm) || !Array.isArray(row.logit_lens_top)) throw bad(`observation.boundaries[${i}]`);
-      row.logit_lens_top.forEach((entry, k) => {
-        if (!isObject(entry) || !isInt(entry.id) || typeof entry.piece !== "string" || !isNumber(entry.probability)) throw bad(`observation.boundaries[${i}].logit_lens_top[${k}]`);
-      });
+    if (!Array.isArray(positions) || positions.length !== tokens.length) throw bad("positions (one observation per token)");
+    positions.forEach((observation, i) => {
+      if (!isObject(observation) || observation.position !== i) throw bad(`positions[${i}]`);
+      checkObservation(observation, `positions[${i}]`, bad, i ? positions[0].block_updates.length : undefined);
     });
-    updates.forEach((row, i) => {
-      if (!isObject(row) || row.block !== i || UPDATE_FIELDS.some((key) => !(isNumber(row[key]) || row[key] === null))) throw bad(`observation.block_updates[${i}]`);
-    });
-    if (!isObject(final) || FINAL_FIELDS.some((key) => !(isNumber(final[key]) || final[key] === null))) throw bad("observation.final_normalisation");
   }
 
   // captures.json's tensors by name, each (positions, width) once the batch of one is removed, checked against
@@ -105,7 +124,7 @@
     if (captures.token_ids.length !== ids.length || captures.token_ids.some((id, i) => id !== ids[i])) {
       throw bad(`its token ids are not those of ${OBSERVATIONS}: another run's file`);
     }
-    const blocks = observations.observation.block_updates.length;
+    const blocks = observations.positions[0].block_updates.length;
     const site = (block, kind) => config.site_pattern.replace("{block}", String(block)).replace("{site}", kind);
     const names = {
       states: [config.embedding_site, ...Array.from({ length: blocks }, (_, b) => site(b, "resid_out"))],
@@ -136,7 +155,7 @@
     return { tensors, names };
   }
 
-  // Where observations.json's selected position differs from the recomputation beyond the page's tolerance.
+  // Where observations.json's observation of a position differs from its recomputation beyond the page's tolerance.
   function disagreement(shown, computed, where, tolerance) {
     if (computed === null || shown === null || shown === undefined) {
       return computed === null && shown === null ? null : `${where}: ${JSON.stringify(shown)}, the captured tensors give ${JSON.stringify(computed)}`;
@@ -147,13 +166,13 @@
     }
     return null;
   }
-  function disagreements(observation, computed, tolerance) {
+  function disagreements(observation, computed, where, tolerance) {
     const found = [];
     const add = (problem) => { if (problem) found.push(problem); };
-    computed.boundaries.forEach((row, i) => add(disagreement(observation.boundaries[i].norm, row.norm, `observation.boundaries[${i}].norm`, tolerance)));
+    computed.boundaries.forEach((row, i) => add(disagreement(observation.boundaries[i].norm, row.norm, `${where}.boundaries[${i}].norm`, tolerance)));
     computed.block_updates.forEach((row, i) => UPDATE_FIELDS.forEach((key) =>
-      add(disagreement(observation.block_updates[i][key], row[key], `observation.block_updates[${i}].${key}`, tolerance))));
-    FINAL_FIELDS.forEach((key) => add(disagreement(observation.final_normalisation[key], computed.final_normalisation[key], `observation.final_normalisation.${key}`, tolerance)));
+      add(disagreement(observation.block_updates[i][key], row[key], `${where}.block_updates[${i}].${key}`, tolerance))));
+    FINAL_FIELDS.forEach((key) => add(disagreement(observation.final_normalisation[key], computed.final_normalisation[key], `${where}.final_normalisation.${key}`, tolerance)));
     return found;
   }
 
@@ -193,15 +212,15 @@
       parsed[name] = json(name, text);
     }
     const observations = parsed[OBSERVATIONS];
+    checkSchema(observations, manifest, config);
     checkObservations(observations);
     const { tensors, names } = capturedTensors(parsed[CAPTURES], observations, config);
-    const selected = observations.selected_position;
-    const positions = observations.tokens.map((token) => recompute(tensors, names, token.position));
-    const problems = disagreements(observations.observation, positions[selected], config.agreement);
+    const computed = observations.tokens.map((token) => recompute(tensors, names, token.position));
+    const problems = computed.flatMap((row, position) =>
+      disagreements(observations.positions[position], row, `positions[${position}]`, config.agreement));
     if (problems.length) throw new Refusal(OBSERVATIONS, `disagrees with the tensors in ${CAPTURES}: ${problems.slice(0, 3).join("; ")}`);
-    const checked = positions[selected];
-    positions[selected] = observations.observation; // the selected position as the run recorded it, as the page does
-    return { manifest, observations, positions, computedSelected: checked };
+    // Shown as the run recorded it, as the page shows its own capture; ``computed`` is what the check compared.
+    return { manifest, observations, positions: observations.positions, computed };
   }
 
   // ---- showing a verified run -------------------------------------------------------------------------------
@@ -303,10 +322,10 @@
       const label = `Your run, not the site's: ${manifest.repository} at revision ${manifest.revision}` +
         (manifest.synthetic ? " (synthetic specimen: random weights, NOT Pythia-14M's numbers)." : ".");
       status.textContent = `Verified in your browser: ${OBSERVATIONS} and ${CAPTURES} have the sizes and SHA-256 digests ${MANIFEST} records, ` +
-        `their token ids agree, and the ${OBSERVATIONS} numbers of position ${observations.selected_position} agree with the captured tensors. ${label}`;
+        `their token ids agree, and the ${OBSERVATIONS} numbers of every position agree with the captured tensors. ${label}`;
       if (explorer) {
         if (!whose) whose = element("p", { class: "rl-whose", id: "capture-whose" });
-        whose.textContent = `${label} Every position but ${observations.selected_position} is computed in your browser from ${CAPTURES}; position ${observations.selected_position} is ${OBSERVATIONS}'s own.`;
+        whose.textContent = `${label} Every position is ${OBSERVATIONS}'s own, checked in your browser against ${CAPTURES}.`;
         explorer.before(whose);
         window.residlabCaptureExplorer.build(explorer, { tokens: observations.tokens, selected_position: observations.selected_position, positions: run.positions });
       }
@@ -316,7 +335,7 @@
         provenance(manifest),
         table("Your run's tokens", ["position", "token id", "decoded piece", "selected"],
           observations.tokens.map((token) => [String(token.position), String(token.id), quoted(token.piece), token.position === observations.selected_position ? "yes" : ""])),
-        observationTable(observations.observation),
+        observationTable(observations.positions[observations.selected_position]),
         checksTable(observations.checks),
       );
       J.keyboardScroll(root);

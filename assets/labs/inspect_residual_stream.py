@@ -18,30 +18,30 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 
 # Read this first: the capture: the site table, record_sites and the checks.
 #   line   50  residlab/capture/blocks.py
-#   line  142    BLOCK_TYPES
-#   line  253  residlab/capture/sites.py
-#   line  281    site_name
-#   line  343    resolve_sites
-#   line  356  residlab/capture/recording.py
-#   line  471    record_sites
-#   line  530  residlab/pythia/observe.py
-#   line  617    capture_residuals
-#   line  684    run_checks
+#   line  143    BLOCK_TYPES
+#   line  254  residlab/capture/sites.py
+#   line  282    site_name
+#   line  344    resolve_sites
+#   line  357  residlab/capture/recording.py
+#   line  472    record_sites
+#   line  531  residlab/pythia/observe.py
+#   line  621    capture_residuals
+#   line  688    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
-#   line  253  residlab/capture/sites.py
-#   line  356  residlab/capture/recording.py
-#   line  509  residlab/capture/versions.py
-#   line  530  residlab/pythia/observe.py
-#   line 1023  residlab/capture/outdir.py
-#   line 1135  residlab/capture/files.py
-#   line 1227  residlab/pythia/lock.py
-#   line 1430  residlab/pythia/hub.py
-#   line 1763  residlab/pythia/artifacts.py
-#   line 2022  residlab/pythia/load.py
-#   line 2154  residlab/pythia/runner.py (the entry)
-#   line 2258  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  254  residlab/capture/sites.py
+#   line  357  residlab/capture/recording.py
+#   line  510  residlab/capture/versions.py
+#   line  531  residlab/pythia/observe.py
+#   line 1039  residlab/capture/outdir.py
+#   line 1151  residlab/capture/files.py
+#   line 1243  residlab/pythia/lock.py
+#   line 1446  residlab/pythia/hub.py
+#   line 1779  residlab/pythia/artifacts.py
+#   line 2038  residlab/pythia/load.py
+#   line 2170  residlab/pythia/runner.py (the entry)
+#   line 2275  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.
@@ -530,7 +531,7 @@ def library_versions(names) -> dict:
 # ---- residlab/pythia/observe.py ------------------------------------------------------------------
 
 """Observe the specimen's residual stream: capture every residual boundary and branch write, check them,
-observe one position, and write the three result files.
+observe every position, and write the three result files.
 
 The sites are the GPT-NeoX block table's (``residlab.capture.blocks``, read from ``GPTNeoXLayer.forward`` in
 both supported releases, 4.57.1 and 5.24.0): the block input is the layer's first positional argument, the
@@ -558,6 +559,9 @@ from pathlib import Path
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
 RESULT_FILES = ("manifest.json", "observations.json", "captures.json")
+# observations.json's layout. 2: every position observed ("positions"), not the selected one alone; a reader of
+# the files refuses any other, naming the command that refreshes them.
+OBSERVATIONS_SCHEMA = 2
 # The libraries whose versions the manifest records: what the observation ran on.
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
 
@@ -932,7 +936,8 @@ def _lock_label(origin: str) -> str:
 
 
 def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = None) -> dict:
-    """Tokens first, then the capture, the checks and the observations at ``position`` (default: last)."""
+    """Tokens first, then the capture, the checks and the observation of every position; ``position`` (default:
+    the last) is the one selected for the summary and the page's tables."""
     import torch
 
     tokens = tokenize(tokenizer, text)
@@ -949,15 +954,26 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
     checks = run_checks(model, input_ids, capture)
     checks["hook_removal"] = prove_hooks_removed(model, input_ids)
     observations = {
+        "schema": OBSERVATIONS_SCHEMA,
         "text": text,
         "tokens": tokens,
         "selected_position": chosen,
         "selected_token": tokens[chosen],
-        "position_rule": "the last token unless --position chose another",
+        "position_rule": "the last token unless --position chose another; every position is observed",
         "checks": checks,
-        "observation": observe_position(model, tokenizer, capture, chosen),
+        "positions": [observe_position(model, tokenizer, capture, position) for position in range(len(tokens))],
     }
     return {"observations": observations, "capture": capture, "tokens": tokens}
+
+
+def observations_schema_problem(observations: dict, manifest: dict) -> str | None:
+    """Why ``observations`` is not of this layout (written before every position was observed), saying how to write
+    it afresh: the command its manifest records, into an empty folder; None when it is."""
+    found, command = observations.get("schema", 1), manifest.get("command")
+    command = " ".join(map(str, command)) if isinstance(command, list) else "the observation"
+    return None if found == OBSERVATIONS_SCHEMA else (
+        f"schema {found}, not {OBSERVATIONS_SCHEMA} (every position observed): refresh it by running `{command}` "
+        "again into an empty folder")
 
 
 def _json_text(value: dict, compact: bool = False) -> bytes:
@@ -1008,7 +1024,7 @@ def summary_lines(result: dict, output_dir: Path) -> list[str]:
         f"repeat max diff {checks['repeat']['max_abs_difference']:.3g}; "
         f"block return kind {manifest['block_return_kind']}"
     )
-    for row in observations["observation"]["boundaries"]:
+    for row in observations["positions"][observations["selected_position"]]["boundaries"]:
         top = row["logit_lens_top"][0]
         lines.append(f"  {row['label']:<4} norm {row['norm']:9.4f}  top {top['piece']!r} p={top['probability']:.3g}")
     lines.append(f"wrote {', '.join(RESULT_FILES)} into {output_dir}")
@@ -2174,7 +2190,8 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_lock_option(parser)
     parser.add_argument("--output", type=Path, metavar="DIR", help="write manifest.json, observations.json, captures.json here")
     parser.add_argument(
-        "--position", type=int, help="token position to observe, chosen after seeing the tokens (default: the last)"
+        "--position", type=int,
+        help="token position the summary selects, chosen after seeing the tokens (default: the last; all are observed)",
     )
     add_fetch_options(parser)
     return parser

@@ -32,19 +32,19 @@ float64 so their tolerances can be tight.
 """
 
 # Read this first: the traced block.
-#   line  481  residlab/course/lab04_paper/traced_block.py
-#   line  586    capture_block
-#   line  665    check_post_ln
-#   line  677    check_pre_ln
+#   line  496  residlab/course/lab04_paper/traced_block.py
+#   line  601    capture_block
+#   line  680    check_post_ln
+#   line  692    check_pre_ln
 #
 # Contents (the line where each section's marker starts):
 #   line   53  residlab/course/needs_torch.py
 #   line   86  residlab/course/threads.py
 #   line  108  residlab/course/lesson/gradient_profile.py
-#   line  206  residlab/course/lab04_paper/positional_encoding.py
-#   line  328  residlab/capture/recording.py
-#   line  481  residlab/course/lab04_paper/traced_block.py
-#   line  810  residlab/course/lab04_paper/paper_lab.py (the entry)
+#   line  221  residlab/course/lab04_paper/positional_encoding.py
+#   line  343  residlab/capture/recording.py
+#   line  496  residlab/course/lab04_paper/traced_block.py
+#   line  825  residlab/course/lab04_paper/paper_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -111,8 +111,12 @@ def single_thread() -> Iterator[None]:
 
 Matched stacks of small blocks, each two feed-forward operators with a LayerNorm either before each operator
 (pre-LN: ``x + F(N(x))``, an identity route around every normaliser) or after each residual add (post-LN:
-``N(x + F(x))``). For each seed, one MSE backward pass through a freshly seeded stack gives each block's mean
-parameter-gradient norm; the profile is the median over seeds, first block first. Lab 04 shows the same profile
+``N(x + F(x))``). The lesson's source document compares those two stacks, and its pre-LN stack has no final
+normaliser: its output is the raw running sum, which grows with depth and raises every pre-LN gradient. The
+third stack is the matched control: the same pre-LN stack, with the same weights for every seed, and a final
+LayerNorm before the head, as pre-LN language models have. For each seed, one MSE backward pass through a
+freshly seeded stack gives each block's mean parameter-gradient norm; the profile is the median over seeds,
+first block first. Lab 04 shows the same profile
 from this module. Everything runs on the CPU in one thread (``single_thread``) and is deterministic for a given
 torch build.
 """
@@ -130,7 +134,14 @@ PROFILE_DEPTH = 18
 PROFILE_WIDTH = 48
 PROFILE_SEEDS = 30
 PROFILE_BATCH = (8, 6)  # (batch, positions) of the random inputs and targets
-ARRANGEMENTS = ("pre-LN", "post-LN")
+BLOCK_ARRANGEMENTS = ("pre-LN", "post-LN")
+# stack -> (its blocks' arrangement, whether a LayerNorm sits between the last block and the head)
+STACKS = {
+    "pre-LN": ("pre-LN", False),
+    "post-LN": ("post-LN", False),
+    "pre-LN + final LN": ("pre-LN", True),
+}
+ARRANGEMENTS = tuple(STACKS)
 
 
 class FeedForward(nn.Module):
@@ -149,8 +160,8 @@ class ProfileBlock(nn.Module):
 
     def __init__(self, width: int, arrangement: str) -> None:
         super().__init__()
-        if arrangement not in ARRANGEMENTS:
-            raise ValueError(f"arrangement must be one of {ARRANGEMENTS}, got {arrangement!r}")
+        if arrangement not in BLOCK_ARRANGEMENTS:
+            raise ValueError(f"arrangement must be one of {BLOCK_ARRANGEMENTS}, got {arrangement!r}")
         self.arrangement = arrangement
         self.norm_a, self.norm_b = nn.LayerNorm(width), nn.LayerNorm(width)
         self.op_a, self.op_b = FeedForward(width), FeedForward(width)
@@ -168,21 +179,25 @@ class GradientProfile:
     depth: int
     width: int
     seeds: int
-    # arrangement -> per-depth (first block first) median over seeds of the block's mean parameter-gradient norm
+    # stack (ARRANGEMENTS) -> per-depth (first block first) median over seeds of the block's mean
+    # parameter-gradient norm
     medians: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _depth_gradient_norms(arrangement: str, seed: int, depth: int, width: int) -> list[float]:
     """One seeded stack, one MSE backward pass: mean gradient norm over each block's parameter tensors."""
+    block_arrangement, final_norm = STACKS[arrangement]
     torch.manual_seed(seed)
-    blocks = nn.ModuleList([ProfileBlock(width, arrangement) for _ in range(depth)])
+    blocks = nn.ModuleList([ProfileBlock(width, block_arrangement) for _ in range(depth)])
     head = nn.Linear(width, width)
     inputs = torch.randn(*PROFILE_BATCH, width)  # (batch, positions, width)
     targets = torch.randn_like(inputs)
+    # A LayerNorm draws no random numbers, so the control's blocks, head and data are the pre-LN stack's.
+    normaliser = nn.LayerNorm(width) if final_norm else nn.Identity()
     hidden = inputs
     for block in blocks:
         hidden = block(hidden)
-    F.mse_loss(head(hidden), targets).backward()
+    F.mse_loss(head(normaliser(hidden)), targets).backward()
     return [
         statistics.mean(p.grad.norm().item() for p in block.parameters() if p.grad is not None) for block in blocks
     ]
@@ -191,7 +206,7 @@ def _depth_gradient_norms(arrangement: str, seed: int, depth: int, width: int) -
 def gradient_profile(
     seeds: int = PROFILE_SEEDS, depth: int = PROFILE_DEPTH, width: int = PROFILE_WIDTH
 ) -> GradientProfile:
-    """Median over seeds 0..seeds-1 of the per-depth gradient norm, for matched pre-LN and post-LN stacks.
+    """Median over seeds 0..seeds-1 of the per-depth gradient norm, for the matched stacks of ``STACKS``.
     The lesson and Lab 04 show the same profile (pages read it once per render: ``residlab.course.render.shared``)."""
     if seeds < 1 or depth < 1 or width < 1:
         raise ValueError(f"seeds, depth and width must be positive, got {seeds}, {depth}, {width}")
@@ -969,11 +984,13 @@ def section_profile(result: PaperLabResult) -> str:
         "median of each block's mean parameter-gradient norm, first block first:",
     ]
     per_line = 9  # keeps a line short enough to read on the page
-    for name, values in profile.medians.items():
-        for start in range(0, len(values), per_line):
-            chunk = values[start : start + per_line]
-            label = f"{name} {start + 1}-{start + len(chunk)}"
-            lines.append(f"{label:14s} " + " ".join(f"{v:.5f}" for v in chunk))
+    rows = [
+        (f"{name} {start + 1}-{start + len(values[start : start + per_line])}", values[start : start + per_line])
+        for name, values in profile.medians.items()
+        for start in range(0, len(values), per_line)
+    ]
+    width = max(len(label) for label, _ in rows)
+    lines += [f"{label:{width}s} " + " ".join(f"{v:.5f}" for v in chunk) for label, chunk in rows]
     return "\n".join(lines)
 
 

@@ -64,6 +64,9 @@ Its modules, each importing only those above it and the capture floor:
 - ``verify``:  ``read_packet`` (exactly four regular files, each read once under ``capture.files``' read rule and
                checked against its schema), ``check_links``, ``check_labels``, ``check_replacements``,
                ``compare_values``, ``verify_packet``, ``subject_from_packet``.
+- ``attribution``: direct logit attribution with the final normaliser's scale frozen (``direct_logit_attribution``):
+               per-write terms and the two named bias terms, summing to the metric; the lesson shows it beside the
+               removal effects. Not yet a packet measure.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """

@@ -18,6 +18,7 @@ from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )
 from residlab.audit.schema import RECORDS, SCHEMA
+from residlab.audit.measures import logit_difference, measure_write, metric_direction
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
@@ -86,10 +87,6 @@ def recovery_tolerance(clean: float, corrupt: float, recovery: float | None) -> 
 def _measured(value, quantity: str | dict) -> dict:
     """A value and its tolerance: a quantity's constants, or a tolerance derived for this value."""
     return {"value": value, "tolerance": dict(TOLERANCES[quantity] if isinstance(quantity, str) else quantity)}
-
-
-def _float(tensor) -> float:
-    return float(tensor.item())
 
 
 def _vector_values(vector) -> list[float]:
@@ -191,12 +188,7 @@ def intervention_record(runs: list[Run], sites: list[DeclaredSite]) -> dict:
 
 
 def _metric(logits, audit_input: AuditInput) -> float:
-    return _float(logits[audit_input.target] - logits[audit_input.rival])
-
-
-def _cosine(a, b):
-    denominator = float(a.norm()) * float(b.norm())
-    return None if denominator == 0.0 else _float(a @ b) / denominator
+    return logit_difference(logits, audit_input.target, audit_input.rival)
 
 
 def _write_result(subject, audit_input, site, runs_by_id, direction, final_metric: dict) -> dict:
@@ -207,33 +199,33 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
     last_block = len(subject.blocks) - 1
     w = clean.sites[site.name][site.position]
     final_state = clean.sites[site_name(last_block, "resid_out")][site.position]
-    readout_position = len(audit_input.clean_ids) - 1
-    direct_effect = None
-    if site.position == readout_position:  # elsewhere the write has no direct path to the readout
-        with torch.inference_mode():
-            if site.position not in final_metric:
-                final_metric[site.position] = _metric(subject.readout(final_state), audit_input)
-            direct_effect = final_metric[site.position] - _metric(subject.readout(final_state - w), audit_input)
     later = [site_name(site.block, "mlp_write")] if site.component == "attn" else []
     later += [site_name(b, write) for b in range(site.block + 1, last_block + 1) for write in COMPONENTS.values()]
-    carried = w + sum((clean.sites[name][site.position] for name in later), torch.zeros_like(w))
-    norm = float(w.norm())
-    ld_clean = _metric(clean.logits, audit_input)
-    ld_corrupt = _metric(runs_by_id["corrupt"].logits, audit_input)
-    ablated = _metric(runs_by_id[f"ablate {site.label}"].logits, audit_input)
-    patched = _metric(runs_by_id[f"patch {site.label}"].logits, audit_input)
-    gap = ld_clean - ld_corrupt
-    recovery = None if gap == 0 else (patched - ld_corrupt) / gap
+    metrics = {"clean": _metric(clean.logits, audit_input), "corrupt": _metric(runs_by_id["corrupt"].logits, audit_input),
+               "ablated": _metric(runs_by_id[f"ablate {site.label}"].logits, audit_input),
+               "patched": _metric(runs_by_id[f"patch {site.label}"].logits, audit_input)}  # fmt: skip
+    readout_metric = None
+    if site.position == len(audit_input.clean_ids) - 1:  # elsewhere the write has no direct path to the readout
+        def readout_metric(state) -> float:
+            return _metric(subject.readout(state), audit_input)
+
+    with torch.inference_mode():
+        if readout_metric is not None and site.position not in final_metric:
+            final_metric[site.position] = readout_metric(final_state)
+        measures = measure_write(w, final_state, [clean.sites[name][site.position] for name in later], direction,
+                                 readout_metric=readout_metric, final_metric=final_metric.get(site.position),
+                                 **metrics)  # fmt: skip
     return {
         "site": site.name,
         "position": site.position,
-        "norm": _measured(norm, "norm"),
-        "direct_projection": _measured(_float(direction @ w), "direct_projection"),
-        "direct_effect_exact": _measured(direct_effect, "direct_effect_exact"),
-        "survival_cosine": _measured(_cosine(w, final_state), "survival_cosine"),
-        "retained_fraction": _measured(None if norm == 0 else _float(carried @ w) / norm**2, "retained_fraction"),
-        "ablation_effect": _measured(ablated - ld_clean, ablation_tolerance(ld_clean, ablated - ld_clean)),
-        "patch_recovery": _measured(recovery, recovery_tolerance(ld_clean, ld_corrupt, recovery)),
+        "norm": _measured(measures.norm, "norm"),
+        "direct_projection": _measured(measures.direct_projection, "direct_projection"),
+        "direct_effect_exact": _measured(measures.direct_effect_exact, "direct_effect_exact"),
+        "survival_cosine": _measured(measures.survival_cosine, "survival_cosine"),
+        "retained_fraction": _measured(measures.retained_fraction, "retained_fraction"),
+        "ablation_effect": _measured(measures.ablation_effect, ablation_tolerance(metrics["clean"], measures.ablation_effect)),
+        "patch_recovery": _measured(measures.patch_recovery,
+                                    recovery_tolerance(metrics["clean"], metrics["corrupt"], measures.patch_recovery)),
     }
 
 
@@ -265,7 +257,7 @@ def invariant_problems(subject: Subject, runs: list[Run], comparisons: list[dict
 
 def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
     runs_by_id = {run.run_id: run for run in runs}
-    direction = (subject.head.weight[audit_input.target] - subject.head.weight[audit_input.rival]).detach()
+    direction = metric_direction(subject.head.weight, audit_input.target, audit_input.rival)
     final_metric: dict[int, float] = {}
     clean, corrupt = runs_by_id["clean"], runs_by_id["corrupt"]
     return {

@@ -1,43 +1,31 @@
-"""Quarto pre-render step: forget frozen page results when anything a page's cells read has changed.
+"""Quarto pre-render step: forget frozen page results when anything a page's cells read has changed, and on a
+whole-site render in which every page executes, start the prefetch of the values several pages share.
 
 ``_quarto.yml`` sets ``execute: freeze: auto``, so Quarto re-executes a page only when that page's own
 source changed. A page's numbers also depend on the ``residlab`` package, the pins and the committed
-capture, which Quarto cannot see. This script hashes those inputs and, when the hash differs from the one
-recorded beside the frozen results, deletes ``_freeze/`` so that every page executes afresh, and with it the
-render cache (``.residlab-render-cache/``, what several pages share: ``residlab/course/render/render_cache.py``).
+capture, which Quarto cannot see. This script hashes those inputs (``execution_inputs_digest``, the render cache's
+key too) and, when the hash differs from the one recorded beside the frozen results, deletes ``_freeze/`` so that
+every page executes afresh, and with it the render cache (``.residlab-render-cache/``, what several pages share:
+``residlab/course/render/render_cache.py``).
 
-Standard library only: Quarto runs it with whatever Python it found before any page imports residlab.
+Quarto runs it with whatever Python it found, before any page imports residlab, for ``quarto render`` and
+``residlab site render`` alike; it reads the project's own ``residlab`` (standard library modules only).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
 from pathlib import Path
 
-# What page cells read besides the page itself, relative to the project root.
-EXECUTION_INPUTS = ("residlab", "assets/captures", "requirements.txt", "_quarto.yml")
-PARTIALS = "_*.qmd"  # included pages: a change to one must re-execute the page that includes it
+if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from residlab.course.render.render_cache import RENDER_CACHE_DIR, execution_inputs_digest  # noqa: E402
+
 FREEZE_DIR = "_freeze"
-RENDER_CACHE_DIR = ".residlab-render-cache"
 STAMP = "residlab-execution-inputs.sha256"
-SKIPPED_PARTS = {"__pycache__"}
-
-
-def execution_inputs_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    files = []
-    for name in EXECUTION_INPUTS:
-        path = root / name
-        files += sorted(path.rglob("*")) if path.is_dir() else [path]
-    files += sorted(root.rglob(PARTIALS))
-    for path in files:
-        if path.is_file() and not SKIPPED_PARTS.intersection(path.relative_to(root).parts) and path.suffix != ".pyc":
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def guard(root: Path) -> str:
@@ -62,6 +50,16 @@ def nothing_frozen(root: Path) -> bool:
     return not freeze.is_dir() or all(path.name == STAMP for path in freeze.iterdir())
 
 
+def prefetch_wanted(root: Path, environ) -> bool:
+    """Whether to prefetch: a whole-site render (Quarto sets ``QUARTO_PROJECT_RENDER_ALL`` for its pre-render
+    step) in which every page executes."""
+    return bool(environ.get("QUARTO_PROJECT_RENDER_ALL")) and nothing_frozen(root)
+
+
 if __name__ == "__main__":
     root = Path(os.environ.get("QUARTO_PROJECT_DIR") or Path(__file__).resolve().parents[2])
     print(f"residlab freeze guard: {guard(root)}", file=sys.stderr)
+    if prefetch_wanted(root, os.environ):
+        from residlab.course.render.shared import start_prefetch
+
+        start_prefetch(root, render=os.getppid())  # Quarto, which runs this script

@@ -87,8 +87,8 @@ RUNNERS = (
     Runner(
         "residual_stream_lab.py",
         (
-            TORCH_CHECK, "capture/recording.py", "course/threads.py", "course/lesson/copy_model.py",
-            "course/lesson/gradient_profile.py", "course/lesson/lesson_lab.py",
+            TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/threads.py",
+            "course/lesson/copy_model.py", "course/lesson/gradient_profile.py", "course/lesson/lesson_lab.py",
         ),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",
@@ -132,12 +132,15 @@ RUNNERS = (
         "audit_residual_writes.py",
         (
             "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/sites.py",
-            "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/packet.py", "capture/files.py",
-            "audit/verify.py", "audit/cli.py",
+            "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/packet.py",
+            "capture/files.py", "audit/verify.py", "audit/cli.py",
         ),
         "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
         "the measures: the records and the measurement",
-        (ReadFirst("audit/packet.py", ("model_record", "input_record", "intervention_record", "measurement_record")),),
+        (
+            ReadFirst("audit/measures.py", ("measure_write",)),
+            ReadFirst("audit/packet.py", ("model_record", "input_record", "intervention_record", "measurement_record")),
+        ),
     ),
 )
 

@@ -5,8 +5,8 @@ Quarto is the one thing that executes pages. This package never re-implements it
 - ``residlab site check``: static checks of the sources Quarto does not make (``site_check``). Seconds, no kernel.
 - ``residlab site render [--output-dir DIR] [PAGE ...]``: runs ``quarto render`` with this environment's
   Python as the Jupyter kernel, echoes its output, and fails on a non-zero exit *or* any warning line
-  (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed). A whole-site render
-  in which every page executes runs the prefetch of the shared values beside Quarto (``residlab/course/render/shared.py``).
+  (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed). What several pages
+  share is computed once per render, by whichever Quarto render runs (``residlab/course/render/``).
 - ``residlab site url [--expect URL]``: the address the site is published at (``website: site-url``, the
   publisher's to set); with ``--expect``, fails unless it is that address (the deploy workflow passes Pages').
 - ``residlab site verify DIR``: checks what a render built (``site_verify``).
@@ -26,11 +26,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from residlab.build.freeze_guard import RENDER_CACHE_DIR, guard, nothing_frozen
 from residlab.build.site_check import check_site, load_config, site_pages, site_url_problem
 from residlab.build.site_verify import verify_build
 from residlab.build.sync import default_site_root
-from residlab.course.render.render_cache import RENDER_CACHE_ENVIRONMENT
 
 # ---------------------------------------------------------------- Quarto's render
 
@@ -59,12 +57,10 @@ def quarto_command() -> str:
     return command
 
 
-def render_environment(root: Path) -> dict[str, str]:
-    """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here; what
-    several pages compute is shared through the project's render cache (``residlab/course/render/render_cache.py``)."""
+def render_environment() -> dict[str, str]:
+    """Quarto's Jupyter engine runs this interpreter's kernel, so pages import the residlab installed here."""
     environment = dict(os.environ)
     environment["QUARTO_PYTHON"] = sys.executable
-    environment[RENDER_CACHE_ENVIRONMENT] = str(Path(root).resolve() / RENDER_CACHE_DIR)
     environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
     return environment
 
@@ -73,82 +69,33 @@ def warning_lines(output: str) -> list[str]:
     return [line.strip() for line in ANSI_ESCAPE.sub("", output).splitlines() if WARNING_LINE.search(line)]
 
 
-PREFETCH_COMMAND = (sys.executable, "-m", "residlab.course.render.shared")
-PREFETCH_LOG = "prefetch.log"
-PREFETCH_STOP_SECONDS = 10
-PREFETCH_LOG_TAIL = 4000  # bytes of its output a failure shows
-
-
-def start_prefetch(root: Path, environment: dict[str, str]) -> subprocess.Popen:
-    """``python -m residlab.course.render.shared`` in the project root, its output in the render cache's prefetch.log."""
-    folder = Path(environment[RENDER_CACHE_ENVIRONMENT])
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / PREFETCH_LOG, "wb") as log:  # the child holds its own descriptor
-        return subprocess.Popen(list(PREFETCH_COMMAND), cwd=root, env=environment,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-
-
-def stop_prefetch(process: subprocess.Popen, folder: Path) -> str | None:
-    """End the prefetch (what it has not computed yet, no page asked for); its failure, or None."""
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=PREFETCH_STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        return None
-    if process.returncode == 0:
-        return None
-    with open(folder / PREFETCH_LOG, "rb") as log_file:  # its last 4000 bytes: the error is at the end
-        log_file.seek(max(0, log_file.seek(0, os.SEEK_END) - PREFETCH_LOG_TAIL))
-        log = log_file.read().decode("utf-8", errors="replace")
-    return f"the render's prefetch (python -m residlab.course.render.shared) exited with code {process.returncode}:\n{log}"
-
-
 def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
            echo=sys.stdout.write, timeout: float = 3600, execute: bool = True) -> str:
     """Run ``quarto render`` in ``root`` (``--no-execute`` unless ``execute``); return its combined output.
-    Raises RenderError on a failed render or on any warning line, naming the lines.
-
-    A whole-site render in which every page executes (no frozen results once the freeze guard has run) starts
-    the prefetch beside Quarto (``residlab/course/render/shared.py``) and ends it when Quarto is done; a prefetch that
-    failed fails the render too, after Quarto's own errors."""
+    Raises RenderError on a failed render or on any warning line, naming the lines."""
     command = [quarto_command(), "render", *[str(page) for page in pages], *([] if execute else ["--no-execute"])]
     if output_dir is not None:
         command += ["--output-dir", str(output_dir)]
     if profile:
         command += ["--profile", profile]
-    environment = render_environment(root)
-    prefetch = None
-    if execute and not pages:
-        # Quarto's pre-render step, run first so that it never empties the cache under the prefetch.
-        echo(f"residlab freeze guard: {guard(Path(root))}\n")
-        if nothing_frozen(Path(root)):
-            prefetch = start_prefetch(root, environment)
     lines = []
+    process = subprocess.Popen(command, cwd=root, env=render_environment(), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
     try:
-        process = subprocess.Popen(command, cwd=root, env=environment, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
-        try:
-            for line in process.stdout:
-                lines.append(line)
-                echo(line)
-            process.wait(timeout=timeout)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        for line in process.stdout:
+            lines.append(line)
+            echo(line)
+        process.wait(timeout=timeout)
     finally:
-        prefetch_failure = prefetch and stop_prefetch(prefetch, Path(environment[RENDER_CACHE_ENVIRONMENT]))
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     output = "".join(lines)
     if process.returncode != 0:
         raise RenderError(f"quarto render exited with code {process.returncode}")
     warnings = warning_lines(output)
     if warnings:
         raise RenderError("quarto render printed warnings:\n" + "\n".join(f"  {line}" for line in warnings))
-    if prefetch_failure:
-        raise RenderError(prefetch_failure)
     return output
 
 

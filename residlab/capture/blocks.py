@@ -12,8 +12,9 @@ whose first entry is the tensor, or the tensor itself). Each block adds exactly 
   ``out = h + mlp(ln_2(h))`` (``mlp`` ends in its own dropout).
 - Llama (``LlamaDecoderLayer``): ``h = x + self_attn(input_layernorm(x))[0]``, then
   ``out = h + mlp(post_attention_layernorm(h))``, with RMSNorm and the gated MLP ``down(silu(gate(.)) * up(.))``.
-- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``): ``r1 = r0 + attention(LN1(r0))[0]``,
-  ``r2 = r1 + mlp(LN2(r1))``, each value passed through a named hook point where it is made (``hook_resid_pre``,
+- The Lesson 2.1 copy model (``PreNormBlock`` in ``residlab.course``):
+  ``resid_mid = resid_pre + attention(LN1(resid_pre))[0]``, ``resid_post = resid_mid + mlp(LN2(resid_mid))``,
+  each value passed through a named hook point where it is made (``hook_resid_pre``,
   ``hook_attn_out``, ``hook_resid_mid``, ``hook_mlp_out``, ``hook_resid_post``).
 
 Standard library only: the runners bundle this module and import torch and transformers where they need them.

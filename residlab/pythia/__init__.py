@@ -12,22 +12,27 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
 - ``artifacts`` the download plan, the pinned fetch and the offline verification, returning the bytes it hashed.
                 ``plan_text``, ``fetch_artifacts``, ``verify_artifacts``, ``VerifiedArtifacts``, ``FetchLimits``,
                 ``OBSERVE_READS`` (the files the observation reads), ``ArtifactError``.
+- ``cache``     which lock a build uses (``RESIDLAB_PYTHIA_LOCK``, else the pinned one), the folder its fetched
+                files are kept in (``.residlab-pythia/<the lock's digest>``, ``make pythia``), those files verified
+                offline (``verified_files``), and the name of a committed capture of them.
 - ``load``      the model and tokenizer built from those verified bytes, offline. ``load_offline``,
                 ``ObservationError`` (every failure of the observation itself).
 - ``observe``   the capture of every residual boundary and branch write through ``capture.recording``, at the
-                sites of the GPT-NeoX block table; the numerical checks, one position's observation, and the
+                sites of the GPT-NeoX block table; the numerical checks, every position's observation, and the
                 three result files (manifest.json, observations.json, captures.json) written all or nothing
                 through ``capture.outdir``. ``capture_residuals``, ``ResidualCapture``, ``observe_position``,
-                ``observe``, ``observe_to_directory``, ``FIXED_TEXT``, ``RESULT_FILES``, ``LIBRARIES`` (the
-                libraries whose versions the manifest records).
+                ``observe``, ``observe_to_directory``, ``observations_schema_problem``,
+                ``FIXED_TEXT``, ``RESULT_FILES``, ``OBSERVATIONS_SCHEMA`` (observations.json's layout),
+                ``LIBRARIES`` (the libraries whose versions the manifest records).
 - ``runner``    the argparse entry point of ``assets/labs/inspect_residual_stream.py`` (bundled with the
                 modules above and capture's ``blocks``, ``sites``, ``recording`` and ``outdir``); a refused
                 run is one line on stderr and exit status 1 (``REFUSALS``).
+- ``refresh``   the committed capture of verified files, refreshed in one command (``residlab pythia capture``).
 - ``pin``       the instructors' command that re-reads a revision from the Hub API and rewrites the lock
                 (``GIT_FILE_MAX_BYTES``: the largest file the Hub serves outside LFS).
 - ``specimen``  an architecture-identical GPT-NeoX with seeded random weights, for tests and the cached capture
                 (``build_specimen_model``, ``write_specimen``, ``PINNED_CONFIG``, ``TOKENIZER_SOURCE``).
-- ``cli``       ``residlab pythia plan|fetch|verify|pin|observe``.
+- ``cli``       ``residlab pythia plan|fetch|verify|pin|observe|capture`` (``fetch --cache``: the lock's cache folder).
 
 How fetch and verify treat what they read: the download never reads more than a file's pinned size plus one byte,
 whatever the server's headers say; the whole fetch has a deadline (30 minutes, ``--timeout SECONDS``), a connection

@@ -6,9 +6,12 @@ Each subcommand is one small function taking its own argument list; ``SUBCOMMAND
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
-from residlab.pythia import runner
+from residlab.pythia import cache, runner
+from residlab.pythia.lock import load_lock
 
 
 def _subcommand_parser(name: str, function, **defaults) -> argparse.ArgumentParser:
@@ -27,12 +30,46 @@ def plan_command(argv: list[str]) -> int:
 
 
 def fetch_command(argv: list[str]) -> int:
-    """Download what is missing of the six pinned files into --artifacts DIR, verifying each."""
+    """Download what is missing of the six pinned files into --artifacts DIR (or --cache), verifying each."""
     parser = _subcommand_parser("fetch", fetch_command)
-    runner.add_artifacts_option(parser, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--artifacts", type=Path, metavar="DIR", help="the directory holding (or to receive) the six files")
+    where.add_argument("--cache", action="store_true",
+                       help=f"the lock's cache folder, which `make render` uses ({cache.CACHE_ENV}, else .residlab-pythia/, "
+                            f"then the lock's digest); the lock is --lock, else {cache.LOCK_ENV}, else the pinned one")
     runner.add_lock_option(parser)
     runner.add_fetch_options(parser)
-    return _run(parser.parse_args(argv), ["fetch", *argv])
+    args = parser.parse_args(argv)
+    if not args.cache:
+        return _run(args, ["fetch", *argv])
+    # The publish workflow's step: any refusal is one line naming the file and the reason.
+    try:
+        args.lock = args.lock or os.environ.get(cache.LOCK_ENV) or None
+        args.artifacts = cache.cache_folder(load_lock(args.lock))
+        return runner.run_runner(args, command=["residlab", "pythia", "fetch", *argv])
+    except runner.REFUSALS as error:
+        print("error: " + "; ".join(line.strip() for line in str(error).splitlines() if line.strip()), file=sys.stderr)
+        return 1
+
+
+def capture_command(argv: list[str]) -> int:
+    """Instructors: refresh the committed capture of verified files (default: the lock's cache folder)."""
+    parser = argparse.ArgumentParser(prog="residlab pythia capture", description=capture_command.__doc__)
+    parser.add_argument("--captures", type=Path, metavar="DIR", required=True,
+                        help="the folder of committed captures; the capture goes into DIR/<repository name>-<revision>")
+    parser.add_argument("--artifacts", type=Path, metavar="DIR", help="verified files (default: the lock's cache folder)")
+    parser.add_argument("--lock", type=Path, metavar="FILE", help=f"the lock (default: {cache.LOCK_ENV}, else the pinned one)")
+    args = parser.parse_args(argv)
+    from residlab.pythia.refresh import refresh_capture
+
+    try:
+        lock = load_lock(args.lock or os.environ.get(cache.LOCK_ENV) or None)
+        folder = refresh_capture(lock, args.captures, args.artifacts)
+    except runner.REFUSALS as error:
+        print("error: " + "; ".join(line.strip() for line in str(error).splitlines() if line.strip()), file=sys.stderr)
+        return 1
+    print(f"{folder}: the committed capture of {lock.repository} at revision {lock.revision}, from verified files")
+    return 0
 
 
 def verify_command(argv: list[str]) -> int:
@@ -54,7 +91,6 @@ def pin_command(argv: list[str]) -> int:
 def observe_command(argv: list[str]) -> int:
     """Capture the residual stream of verified files (offline) or of the synthetic specimen into --output DIR."""
     import tempfile
-    from pathlib import Path
 
     parser = argparse.ArgumentParser(prog="residlab pythia observe", description=observe_command.__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
@@ -109,6 +145,7 @@ SUBCOMMANDS = {
     "verify": verify_command,
     "pin": pin_command,
     "observe": observe_command,
+    "capture": capture_command,
 }
 
 

@@ -1,5 +1,5 @@
 """Observe the specimen's residual stream: capture every residual boundary and branch write, check them,
-observe one position, and write the three result files.
+observe every position, and write the three result files.
 
 The sites are the GPT-NeoX block table's (``residlab.capture.blocks``, read from ``GPTNeoXLayer.forward`` in
 both supported releases, 4.57.1 and 5.24.0): the block input is the layer's first positional argument, the
@@ -38,6 +38,9 @@ from residlab.pythia.load import ObservationError, load_offline
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
 RESULT_FILES = ("manifest.json", "observations.json", "captures.json")
+# observations.json's layout. 2: every position observed ("positions"), not the selected one alone; a reader of
+# the files refuses any other, naming the command that refreshes them.
+OBSERVATIONS_SCHEMA = 2
 # The libraries whose versions the manifest records: what the observation ran on.
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
 
@@ -412,7 +415,8 @@ def _lock_label(origin: str) -> str:
 
 
 def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = None) -> dict:
-    """Tokens first, then the capture, the checks and the observations at ``position`` (default: last)."""
+    """Tokens first, then the capture, the checks and the observation of every position; ``position`` (default:
+    the last) is the one selected for the summary and the page's tables."""
     import torch
 
     tokens = tokenize(tokenizer, text)
@@ -429,15 +433,26 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
     checks = run_checks(model, input_ids, capture)
     checks["hook_removal"] = prove_hooks_removed(model, input_ids)
     observations = {
+        "schema": OBSERVATIONS_SCHEMA,
         "text": text,
         "tokens": tokens,
         "selected_position": chosen,
         "selected_token": tokens[chosen],
-        "position_rule": "the last token unless --position chose another",
+        "position_rule": "the last token unless --position chose another; every position is observed",
         "checks": checks,
-        "observation": observe_position(model, tokenizer, capture, chosen),
+        "positions": [observe_position(model, tokenizer, capture, position) for position in range(len(tokens))],
     }
     return {"observations": observations, "capture": capture, "tokens": tokens}
+
+
+def observations_schema_problem(observations: dict, manifest: dict) -> str | None:
+    """Why ``observations`` is not of this layout (written before every position was observed), saying how to write
+    it afresh: the command its manifest records, into an empty folder; None when it is."""
+    found, command = observations.get("schema", 1), manifest.get("command")
+    command = " ".join(map(str, command)) if isinstance(command, list) else "the observation"
+    return None if found == OBSERVATIONS_SCHEMA else (
+        f"schema {found}, not {OBSERVATIONS_SCHEMA} (every position observed): refresh it by running `{command}` "
+        "again into an empty folder")
 
 
 def _json_text(value: dict, compact: bool = False) -> bytes:
@@ -488,7 +503,7 @@ def summary_lines(result: dict, output_dir: Path) -> list[str]:
         f"repeat max diff {checks['repeat']['max_abs_difference']:.3g}; "
         f"block return kind {manifest['block_return_kind']}"
     )
-    for row in observations["observation"]["boundaries"]:
+    for row in observations["positions"][observations["selected_position"]]["boundaries"]:
         top = row["logit_lens_top"][0]
         lines.append(f"  {row['label']:<4} norm {row['norm']:9.4f}  top {top['piece']!r} p={top['probability']:.3g}")
     lines.append(f"wrote {', '.join(RESULT_FILES)} into {output_dir}")

@@ -39,7 +39,8 @@ def build_runner_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add_lock_option(parser)
     parser.add_argument("--output", type=Path, metavar="DIR", help="write manifest.json, observations.json, captures.json here")
     parser.add_argument(
-        "--position", type=int, help="token position to observe, chosen after seeing the tokens (default: the last)"
+        "--position", type=int,
+        help="token position the summary selects, chosen after seeing the tokens (default: the last; all are observed)",
     )
     add_fetch_options(parser)
     return parser

@@ -100,6 +100,16 @@ def right_answers() -> list:
     return [case for case in cases if case[0] != "input"]  # x is given, not asked
 
 
+def printed_answers() -> list:
+    """Every entry answered as the page prints it, for a learner who copies it: the minus sign U+2212 of the
+    solutions' formulas, a vector's transpose mark, a root as √ after its factor."""
+    cases = []
+    for key, text, meaning in right_answers():
+        printed = text.replace("-", "\u2212").replace("sqrt(", "√(").replace("*", "")
+        cases.append((key, printed + ("\u1d40" if text.startswith("[") else ""), meaning))
+    return cases
+
+
 # Typed by hand: wrong values, equivalent forms, decimals, and input that is not a number.
 TYPED = [
     ("first_update", "[1, 2, 0]", [exact(1), exact(2), exact(0)]),  # the sign of the first coordinate
@@ -137,6 +147,19 @@ TYPED = [
     ("effect.second_suppressed", "0", exact(0)),
     ("effect.second_suppressed", "0.0", decimal("0.0")),
     ("first_suppressed.final", "[2, -2, 1]", [exact(2), exact(-2), exact(1)]),
+    # the characters the page prints: minus sign, dashes, multiplication signs, fraction slash, transpose marks
+    ("total_change", "[3, \u22122, 0]", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "[3, -2, 0]^T", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "[3,\u22122,0]T", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "[3, 2, 0]\u1d40", [exact(3), exact(2), exact(0)]),
+    ("first_update", "\u22121 2 0", [exact(-1), exact(2), exact(0)]),
+    ("readout.baseline", "\u22121", exact(-1)),
+    ("readout.baseline", "\u20131", exact(-1)),
+    ("readout.baseline", "\u22121.000", decimal("-1.000")),
+    ("readout.parallel", "\u22121\u20442", exact(Fraction(-1, 2))),
+    ("second_update.norm", "4\u00d7\u221a2", root(4, 2)),
+    ("second_update.norm", "4\u00b7sqrt(2)", root(4, 2)),
+    ("second_update.norm", "4\u00a0*\u2009sqrt(2)", root(4, 2)),
     ("parallel.final", "[2, 2, 1]", [exact(2), exact(2), exact(1)]),
     # not numbers
     ("second_update.norm", "abc", None),
@@ -147,7 +170,7 @@ TYPED = [
     ("first_update", "[1, 2, x]", None),
     ("readout.baseline", "", None),
 ]
-CASES = right_answers() + TYPED
+CASES = right_answers() + printed_answers() + TYPED
 
 
 def key_is_norm(answer_element) -> bool:

@@ -260,7 +260,7 @@ def choose(browser, select_id: str, value: int) -> None:
 def test_capture_explorer_shows_observations_json_at_the_selected_position(browser, lab):
     observations = json.loads((CAPTURE / "observations.json").read_text(encoding="utf-8"))
     selected = observations["selected_position"]
-    observation = observations["observation"]
+    observation = observations["positions"][selected]
     assert browser.find_element("id", "capture-position").get_attribute("value") == str(selected)
     for boundary in (len(observation["boundaries"]) - 1, 0, 3):
         choose(browser, "capture-boundary", boundary)
@@ -278,8 +278,7 @@ def test_capture_explorer_switches_position_and_boundary(browser, lab):
     from residlab.course.lab05_observation.capture_page import read_capture
 
     capture = read_capture(CAPTURE)
-    model, tokenizer = explorer_data.lens_model(capture)
-    data = explorer_data.explorer_data(capture, model, tokenizer)
+    data = explorer_data.explorer_data(capture)
     assert len(data["positions"]) == len(capture.observations["tokens"]) > 2
     for position, boundary in ((0, 2), (3, 6), (5, 0), (capture.observations["selected_position"], 4)):
         choose(browser, "capture-position", position)
@@ -298,7 +297,7 @@ def test_capture_explorer_sits_next_to_the_synthetic_warning(browser, lab):
         "let e = document.getElementById('capture-explorer'); const seen = [];"
         "for (let i = 0; i < 4 && e; i++) { e = e.previousElementSibling; if (e) seen.push(e.textContent); }"
         "return seen.join(' ')")
-    assert "NOT Pythia-14M" in nearby
+    assert "Null baseline: random weights, not Pythia-14M" in nearby
 
 
 def test_explorers_request_nothing_beyond_the_site(lab, lab_url):

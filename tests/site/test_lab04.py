@@ -29,5 +29,14 @@ def test_runner_prints_exactly_what_the_built_page_shows(built_site, tmp_path):
     assert len(sections) == len(paper_lab.REPORT_SECTIONS)
     for section in sections:
         assert section in shown, section.splitlines()[0]
-    assert "runner output equals this page's sections: True" in shown
+    assert "every line should match" in page  # the page tells the reader how to check; it never runs the runner
     assert "Lesson 2.1's gradient profile" in completed.stdout
+
+
+def test_the_profile_section_and_solution_cover_the_control(built_site):
+    from built_text import shown
+
+    text = shown(built_site.site, "labs/04-read-transformer-paper.html")
+    assert "pre-LN + final LN 1-9" in text and "pre-LN + final LN 10-18" in text
+    assert "Compare levels only with the control." in text
+    assert "The control’s gradient is larger than the post-LN one at none of the 18 depths" in text

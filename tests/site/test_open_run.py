@@ -2,11 +2,11 @@
 downloadable observation runner wrote on the synthetic specimen) and Lab 06's "open your packet" (packets the audit
 runner wrote, one per block type).
 
-Every number the page shows for them is compared with residlab's: the capture's every position with
-``capture_page.recomputed_observation`` (exactly, float for float), the selected position with ``observations.json``,
-the packet's measurement with its records; the canonical JSON and SHA-256 the page computes with Python's
+Every number the page shows for them is compared with residlab's: the capture's every position with its
+``observations.json``, and what the page checked each against with ``capture_page.recomputed_observation`` (exactly,
+float for float); the packet's measurement with its records; the canonical JSON and SHA-256 the page computes with Python's
 ``canonical_json``/``sha256_json``, for every record and field and for awkward floats. Changed, truncated, mismatched,
-oversized and malformed files are each refused with a message naming the file and the check, and nothing of them
+oversized, malformed and old-layout files are each refused with a message naming the file and the check, and nothing of them
 stays on the page."""
 
 from __future__ import annotations
@@ -197,36 +197,28 @@ def test_a_runner_capture_opens_with_residlabs_numbers(browser, urls, run_dir):
     whose = browser.find_element("id", "capture-whose").text
     assert "Your run, not the site's" in whose and manifest["revision"] in whose and "NOT Pythia-14M" in whose
     assert manifest["revision"] in said
-    # Every position's numbers, as the page computed them, equal residlab's recomputation float for float.
-    positions = browser.execute_script("return window.residlabOpenCapture.lastRun.positions")
+    # Every position is shown as observations.json holds it, and what the page checked it against equals residlab's
+    # recomputation from captures.json float for float.
+    run = browser.execute_script("return window.residlabOpenCapture.lastRun")
+    assert run["positions"] == observations["positions"]
     for position in range(len(observations["tokens"])):
-        if position == selected:
-            assert positions[position] == observations["observation"]
-            continue
-        expected = capture_page.recomputed_observation(captures, position)
-        assert [row["norm"] for row in positions[position]["boundaries"]] == [row["norm"] for row in expected["boundaries"]]
-        assert [{key: row[key] for key in expected["block_updates"][0]} for row in positions[position]["block_updates"]] == expected["block_updates"]
-        assert positions[position]["final_normalisation"] == expected["final_normalisation"]
-    # ... and the explorer shows them: the selected position as observations.json has it, logit lens included; the
-    # others computed, with the lens named as not in the files.
-    layers = len(observations["observation"]["block_updates"])
+        expected, computed = capture_page.recomputed_observation(captures, position), run["computed"][position]
+        assert [row["norm"] for row in computed["boundaries"]] == [row["norm"] for row in expected["boundaries"]]
+        assert [{key: row[key] for key in expected["block_updates"][0]} for row in computed["block_updates"]] == expected["block_updates"]
+        assert computed["final_normalisation"] == expected["final_normalisation"]
+    # ... and the explorer shows them, logit lens included, at every position.
+    layers = len(observations["positions"][selected]["block_updates"])
     for position, boundary in ((selected, layers), (selected, 0), (0, 2), (len(observations["tokens"]) - 1, layers)):
         choose(browser, "capture-position", position)
         choose(browser, "capture-boundary", boundary)
-        if position == selected:
-            rows, lens = expected_capture_rows(observations["observation"], boundary)
-        else:
-            computed = capture_page.recomputed_observation(captures, position)
-            computed["boundaries"] = [dict(row, index=i, label=f"H_{i}", logit_lens_top=[]) for i, row in enumerate(computed["boundaries"])]
-            rows, _ = expected_capture_rows(computed, boundary)
-            lens = [[f"Not in your files: the logit lens needs the model, and observations.json holds it for position {selected} only."]]
+        rows, lens = expected_capture_rows(observations["positions"][position], boundary)
         wait_for(browser, lambda b: capture_shown(b)["boundaries"] == rows and capture_shown(b)["lens"] == lens,
                  f"position {position}, H_{boundary}: the explorer does not show residlab's numbers for the opened run")
     # The run's own tables: what the manifest says was observed, and the selected position's numbers.
     details = browser.find_element("id", "open-capture-details").text
     for shown in (manifest["repository"], manifest["revision"], *[str(v) for v in manifest["versions"].values() if v]):
         assert shown in details
-    for row in observations["observation"]["boundaries"]:
+    for row in observations["positions"][selected]["boundaries"]:
         assert f"{row['norm']:.3f}" in details
     assert severe(browser) == []
     # Back to the site's capture: its own label and numbers again.
@@ -256,6 +248,12 @@ def refusal_cases(run: Path, base: Path):
     limit = capture_page.RESULT_MAX_BYTES["manifest.json"]
     obs_size = (run / "observations.json").stat().st_size
     truncated = copy_run(run, base / "truncated", lambda n, d: d[: len(d) // 2] if n == "captures.json" else d)
+    command = " ".join(json.loads((run / "manifest.json").read_text(encoding="utf-8"))["command"])
+
+    def old_layout(observations):  # what the observation wrote before: the selected position alone, no schema
+        positions = observations.pop("positions")
+        del observations["schema"]
+        observations["observation"] = positions[observations["selected_position"]]
     return {
         "tampered observations": (files(copy_run(run, base / "t-obs", flip_digit("observations.json"))), "observations.json: its SHA-256 is "),
         "tampered captures": (files(copy_run(run, base / "t-cap", flip_digit("captures.json"))), "captures.json: its SHA-256 is "),
@@ -266,8 +264,10 @@ def refusal_cases(run: Path, base: Path):
         "manifest without results": (files(copy_run(run, base / "n-man", edit_json("manifest.json", lambda m: m.pop("results")))), "manifest.json: records no results"),
         "another run's captures": (files(copy_run(run, base / "ids", edit_json("captures.json", lambda c: c["token_ids"].reverse()), reseal=True)),
                                    "captures.json: its token ids are not those of observations.json"),
-        "observations not from these tensors": (files(copy_run(run, base / "norm", edit_json("observations.json", lambda o: o["observation"]["boundaries"][2].update(norm=o["observation"]["boundaries"][2]["norm"] * 1.01)), reseal=True)),
-                                                "observations.json: disagrees with the tensors in captures.json: observation.boundaries[2].norm"),
+        "observations not from these tensors": (files(copy_run(run, base / "norm", edit_json("observations.json", lambda o: o["positions"][1]["boundaries"][2].update(norm=o["positions"][1]["boundaries"][2]["norm"] * 1.01)), reseal=True)),
+                                                "observations.json: disagrees with the tensors in captures.json: positions[1].boundaries[2].norm"),
+        "the layout before every position was observed": (files(copy_run(run, base / "old", edit_json("observations.json", old_layout), reseal=True)),
+                                                          f"observations.json: schema 1, not 2 (every position observed): refresh it by running `{command}` again into an empty folder"),
         "a missing tensor": (files(copy_run(run, base / "tensor", edit_json("captures.json", lambda c: c["tensors"].pop(3)), reseal=True)), "captures.json: "),
         "a non-finite number": (files(copy_run(run, base / "nan", lambda n, d: d.replace(b'"norm": ', b'"norm": NaN, "was": ', 1) if n == "observations.json" else d, reseal=True)),
                                 "observations.json: not valid JSON (a non-finite number (NaN)"),

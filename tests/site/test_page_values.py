@@ -32,7 +32,17 @@ def test_the_lesson_page_shows_the_documents_figures(built_site):
         assert row in text, row
     # The prose that quotes them.
     assert "drops it to 0.007 with token 8 on top" in text
-    assert "leaves the correct top token with probability 0.860" in text
+    assert "Zeroing the MLP write gives p(target) = 0.860, which is the after-attention readout again" in text
+    # Whether the audited sequences were trained on, counted in the replayed batches (issue 29).
+    assert "Neither sequence is held out: the training batches, replayed from the seed, hold 89,600 sequences, in " \
+        "which the clean sequence occurs 2 times and the corrupt one occurs 3 times." in text
+    assert "held-out" not in text
+    # The gradient figure's prose covers the control as well as the document's two stacks.
+    assert "The control’s gradient is larger than the post-LN one at none of the 18 depths" in text
+    # Direct logit attribution beside the removal effects: the terms add up to the clean logit difference.
+    assert "| attention write | 0.438 | -1.734 | -9.553 |" in text
+    assert "The terms sum to 10.252 against a logit difference of 10.252" in text
+    assert "For the attention write the DLA term (0.44) and the removal effect (-1.73) are of opposite signs" in text
     assert "Patching the clean MLP write instead does not: p(target) is 0.014 and token 2 stays on top" in text
     assert "By the last step the batch accuracy is 1.000" in text
 

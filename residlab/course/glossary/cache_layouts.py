@@ -197,19 +197,22 @@ def library_hidden_states(model, input_ids: torch.Tensor) -> torch.Tensor:
 
 def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) -> CacheLayouts:
     """Both layouts for the lesson's one-block copy model: a hook on its block gives ``residual_after``
-    (1, 5, 32); its hook points ``hook_resid_pre`` and ``hook_resid_post`` give the boundaries r0 = H_0 and
-    r2 = H_1 (r1 is inside the block)."""
+    (1, 5, 32); its hook points ``hook_resid_pre`` and ``hook_resid_post`` give the boundaries resid_pre = H_0 and
+    resid_post = H_1 (resid_mid is inside the block)."""
     import torch
 
     from residlab.course.lesson import copy_model, lesson_lab
 
-    model = model if model is not None else copy_model.trained_copy_model()
+    model = model if model is not None else copy_model.default_training()[0]
     tokens = tuple(lesson_lab.CLEAN_TOKENS if tokens is None else tokens)
     batch = torch.tensor([tokens], dtype=torch.long)
     _check_input_ids(batch)
-    boundaries = [("r0", model.block.hook_resid_pre, "output"), ("r2", model.block.hook_resid_post, "output")]
+    boundaries = [
+        ("resid_pre", model.block.hook_resid_pre, "output"),
+        ("resid_post", model.block.hook_resid_post, "output"),
+    ]
     with record_sites(boundaries) as recorder:
         residual_after = record_block_outputs([model.block], lambda: model(batch))
-    residual_boundaries = torch.stack([recorder.records["r0"][0], recorder.records["r2"][0]])
+    residual_boundaries = torch.stack([recorder.records["resid_pre"][0], recorder.records["resid_post"][0]])
     return CacheLayouts("lesson copy model (trained, 1 block)", tuple(str(t) for t in tokens),
                         residual_after, residual_boundaries)

@@ -196,11 +196,13 @@ def section_profile(result: PaperLabResult) -> str:
         "median of each block's mean parameter-gradient norm, first block first:",
     ]
     per_line = 9  # keeps a line short enough to read on the page
-    for name, values in profile.medians.items():
-        for start in range(0, len(values), per_line):
-            chunk = values[start : start + per_line]
-            label = f"{name} {start + 1}-{start + len(chunk)}"
-            lines.append(f"{label:14s} " + " ".join(f"{v:.5f}" for v in chunk))
+    rows = [
+        (f"{name} {start + 1}-{start + len(values[start : start + per_line])}", values[start : start + per_line])
+        for name, values in profile.medians.items()
+        for start in range(0, len(values), per_line)
+    ]
+    width = max(len(label) for label, _ in rows)
+    lines += [f"{label:{width}s} " + " ".join(f"{v:.5f}" for v in chunk) for label, chunk in rows]
     return "\n".join(lines)
 
 

@@ -1,6 +1,6 @@
-"""What Lab 05 Part 4 shows of a capture: which capture (fresh or cached), its figures, its provenance table,
-and the sentences of "observe and interpret", all computed from the result files so the prose stays true
-of the capture on the page.
+"""What Lab 05 Part 4 shows of a capture: the capture read and checked as one run, its figures and tables, and
+its provenance, all computed from the result files. Which capture a page shows is ``capture_source``'s choice;
+the sentences that interpret it are ``capture_reading``'s.
 
 Package only (matplotlib); the runner never imports it. It reads ``manifest.json`` and ``observations.json``
 as ``observe_to_directory`` wrote them, so a learner's own run directory can be shown the same way.
@@ -11,16 +11,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.capture.sites import EMBEDDING_SITE, site_name
+from residlab.pythia.observe import observations_schema_problem
 from residlab.course.tables import markdown_table, math_label
+from residlab.pythia.cache import ARTIFACTS_ENV  # noqa: F401  (verified files named for a build; tests read it here)
 
-ARTIFACTS_ENV = "RESIDLAB_PYTHIA_ARTIFACTS"
-CACHED_CAPTURE = Path(__file__).resolve().parents[3] / "assets" / "captures" / "synthetic-specimen-seed0"
+CAPTURES = Path(__file__).resolve().parents[3] / "assets" / "captures"  # the committed captures
+CACHED_CAPTURE = CAPTURES / "synthetic-specimen-seed0"
 
 
 # Bounds for reading a capture: the manifest and observations are kilobytes, captures.json a few hundred.
@@ -39,16 +39,27 @@ class PageCapture:
     manifest: dict
     observations: dict
     directory: Path
-    fresh: bool  # True: captured during this render from verified files; False: the committed cached capture
+    fresh: bool  # True: captured during this render from verified files; False: a committed capture
     captures: dict  # captures.json as read, hashed against the manifest and checked above: the tensors shown
+    # Set by capture_source.page_capture: "fresh", "committed" (of the lock's files) or "specimen" (the synthetic
+    # one); the lock the build used, as a page names it; whether the publisher chose a committed capture on
+    # purpose; and, for a fresh capture, the verified files it was made from.
+    kind: str = ""
+    lock_label: str = ""
+    on_purpose: bool = False
+    artifacts: object = None
 
     @property
     def synthetic(self) -> bool:
         return bool(self.manifest["synthetic"])
 
     @property
-    def observation(self) -> dict:
-        return self.observations["observation"]
+    def positions(self) -> list[dict]:  # every position's observation, in order
+        return self.observations["positions"]
+
+    @property
+    def observation(self) -> dict:  # the selected position's: the one the page's tables and prose describe
+        return self.positions[self.observations["selected_position"]]
 
     @property
     def checks(self) -> dict:
@@ -142,8 +153,8 @@ def _disagreements(shown, recomputed, where: str) -> list[str]:
 
 
 def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
-    """Read a capture directory and refuse it unless its three files are one run: each parses, the manifest
-    records the size and sha256 of observations.json and captures.json, and every number of the selected
+    """Read a capture directory and refuse it unless its three files are one run: each parses, the manifest records
+    the size and sha256 of the other two, observations.json is of the current layout, and every number of every
     position that the page shows agrees with the one recomputed from the captured tensors."""
     directory = Path(directory)
     manifest = _parse_json(directory / "manifest.json", _read_bytes(directory, "manifest.json"))
@@ -162,12 +173,17 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
             )
         parsed[name] = _parse_json(directory / name, data)
     observations, captures = parsed["observations.json"], parsed["captures.json"]
+    if other_layout := observations_schema_problem(observations, manifest):
+        raise CaptureError(f"{directory / 'observations.json'}: {other_layout}")
     try:
         ids = [token["id"] for token in observations["tokens"]]
-        position = observations["selected_position"]
         if captures["token_ids"] != ids:
             raise CaptureError(f"{directory / 'captures.json'}: token ids {captures['token_ids']} differ from observations.json's {ids}")
-        problems = _disagreements(observations["observation"], recomputed_observation(captures, position), "observation")
+        positions = observations["positions"]
+        if [row["position"] for row in positions] != list(range(len(ids))) or observations["selected_position"] not in range(len(ids)):
+            raise CaptureError(f"{directory / 'observations.json'}: not one observation per position, in order")
+        problems = [problem for position in range(len(ids)) for problem in _disagreements(
+            positions[position], recomputed_observation(captures, position), f"positions[{position}]")]  # fmt: skip
     except CaptureError:
         raise
     except (KeyError, IndexError, TypeError, ValueError) as error:
@@ -182,24 +198,6 @@ def read_capture(directory: Path, fresh: bool = False) -> PageCapture:
     return PageCapture(manifest=manifest, observations=observations, directory=directory, fresh=fresh, captures=captures)
 
 
-def page_capture(cached: Path = CACHED_CAPTURE, environ: dict | None = None) -> PageCapture:
-    """With ``RESIDLAB_PYTHIA_ARTIFACTS`` naming a directory that verifies against the pinned lock, capture
-    afresh into a temporary directory; without it, the cached capture. A directory that is named but does
-    not verify is an error (a render must not silently fall back)."""
-    environ = os.environ if environ is None else environ
-    artifacts_dir = environ.get(ARTIFACTS_ENV)
-    if not artifacts_dir:
-        return read_capture(cached)
-    from residlab.pythia.artifacts import verify_artifacts
-    from residlab.pythia.lock import load_lock
-    from residlab.pythia.observe import observe_to_directory
-
-    verified = verify_artifacts(Path(artifacts_dir), load_lock())
-    output = Path(tempfile.mkdtemp(prefix="residlab-page-capture-")) / "capture"
-    observe_to_directory(verified, output, command=["quarto render (Lab 05 Part 4, fresh capture)"])
-    return read_capture(output, fresh=True)
-
-
 # ---- numbers the page states ------------------------------------------------------------------------------
 
 
@@ -209,34 +207,6 @@ def boundary_norms(capture: PageCapture) -> list[float]:
 
 def consecutive_cosines(capture: PageCapture) -> list[float | None]:
     return [row["cosine_consecutive"] for row in capture.observation["block_updates"]]
-
-
-def norm_pattern(capture: PageCapture) -> dict:
-    """The observed pattern the page interprets: how the selected position's raw norm moves with depth,
-    how large each block's update is relative to the state it lands on, and how aligned updates are with it."""
-    norms = boundary_norms(capture)
-    updates = capture.observation["block_updates"]
-    steps = [after - before for before, after in zip(norms, norms[1:])]  # zero-length norms give zero steps
-    relative = [row["relative_difference"] for row in updates]
-    alignment = [row["cosine_update_with_incoming"] for row in updates]
-    # Would the norms follow if each update were orthogonal to the incoming state (Pythagoras per block)?
-    orthogonal_prediction = [norms[0]]
-    for row in updates:
-        orthogonal_prediction.append((orthogonal_prediction[-1] ** 2 + row["difference_norm"] ** 2) ** 0.5)
-    defined_alignment = [value for value in alignment if value is not None]
-    return {
-        "first_norm": norms[0],
-        "last_norm": norms[-1],
-        "growth_factor": norms[-1] / norms[0] if norms[0] > 0 else None,
-        "increases_every_block": all(step > 0 for step in steps),
-        "blocks_that_increase": sum(step > 0 for step in steps),
-        "relative_first": relative[0] if relative else None,
-        "relative_last": relative[-1] if relative else None,
-        "largest_relative_block": max(range(len(relative)), key=lambda i: relative[i] or 0.0) if relative else None,
-        "alignment": alignment,
-        "max_abs_alignment": max((abs(value) for value in defined_alignment), default=None),
-        "orthogonal_prediction_last": orthogonal_prediction[-1],
-    }
 
 
 # ---- figures ----------------------------------------------------------------------------------------------
@@ -323,7 +293,8 @@ def provenance_table(capture: PageCapture) -> str:
     rows = [
         ["specimen", f"`{manifest['repository']}`" + (" (SYNTHETIC: random weights)" if manifest["synthetic"] else "")],
         ["revision", f"`{manifest['revision']}`"],
-        ["capture", "fresh, during this render" if capture.fresh else f"cached, created {manifest['created']}"],
+        ["capture", "fresh, during this render" if capture.fresh else f"committed, created {manifest['created']}"],
+        ["lock", capture.lock_label or manifest["lock"]],
         ["command", f"`{' '.join(manifest['command'])}`"],
         ["Python", versions["python"]],
     ]
@@ -413,79 +384,6 @@ def checks_table(capture: PageCapture) -> str:
         ["sites recorded by a later forward", f"{hooks['sites_recorded_by_a_later_forward']}", ""],
     ]
     return _table(["check", "measured", "within"], rows)
-
-
-# ---- observe and interpret --------------------------------------------------------------------------------
-
-ALIGNMENT_THRESHOLD = 0.2  # |cos(update, incoming state)| below this counts as "roughly orthogonal"
-QUADRATURE_THRESHOLD = 0.05  # relative gap between the observed and the orthogonal-accumulation norm
-
-
-def interpretation(capture: PageCapture) -> dict:
-    """The facts and phrases of the page's "observe and interpret" worked example, computed from this capture.
-
-    Pattern: the raw norm grows with depth while each update becomes a smaller fraction of the state.
-    Explanation 1: the blocks add writes roughly unrelated (orthogonal) to the state, which accumulate.
-    Explanation 2: the blocks write along the state's own direction, reinforcing it.
-    Separating evidence: cos(update, incoming state), and whether the norms follow the orthogonal
-    (Pythagorean) accumulation sqrt(|H_0|^2 + sum |update|^2)."""
-    pattern = norm_pattern(capture)
-    updates = capture.observation["block_updates"]
-    blocks = len(updates)
-    cosines = [value for value in consecutive_cosines(capture) if value is not None]
-    gap = abs(pattern["orthogonal_prediction_last"] - pattern["last_norm"])
-    # a zero last norm: the gap is relative to nothing, so undefined unless the prediction is zero too
-    quadrature_gap = gap / pattern["last_norm"] if pattern["last_norm"] > 0 else (0.0 if gap == 0 else None)
-    alignment = [value for value in pattern["alignment"] if value is not None]
-    mean_alignment = sum(alignment) / len(alignment) if alignment else None
-    orthogonal = (
-        pattern["max_abs_alignment"] is not None
-        and pattern["max_abs_alignment"] < ALIGNMENT_THRESHOLD
-        and quadrature_gap is not None
-        and quadrature_gap < QUADRATURE_THRESHOLD
-    )
-    aligned = mean_alignment is not None and mean_alignment >= ALIGNMENT_THRESHOLD
-    if orthogonal:
-        verdict = (
-            "fits the first explanation at this position: the updates are close to orthogonal to the state they "
-            "land on, and the norms follow the orthogonal accumulation"
-        )
-    elif aligned:
-        verdict = (
-            "points to the second explanation at this position: on average the updates lean along the state "
-            "they land on"
-        )
-    else:
-        verdict = "fits neither explanation cleanly at this position: the updates are neither orthogonal nor aligned"
-    if pattern["increases_every_block"]:
-        growth = f"rises at every one of the {blocks} blocks"
-    else:
-        growth = f"rises in {pattern['blocks_that_increase']} of the {blocks} blocks"
-    return {
-        "grows": pattern["last_norm"] > pattern["first_norm"],
-        "growth_phrase": growth,
-        "first_norm": pattern["first_norm"],
-        "last_norm": pattern["last_norm"],
-        "growth_factor": pattern["growth_factor"],
-        "relative_first": pattern["relative_first"],
-        "relative_last": pattern["relative_last"],
-        "relative_shrinks": None not in (pattern["relative_first"], pattern["relative_last"])
-        and pattern["relative_last"] < pattern["relative_first"],
-        "cosine_first": cosines[0] if cosines else None,
-        "cosine_last": cosines[-1] if cosines else None,
-        "max_abs_alignment": pattern["max_abs_alignment"],
-        "mean_alignment": mean_alignment,
-        "orthogonal_prediction_last": pattern["orthogonal_prediction_last"],
-        "quadrature_gap": quadrature_gap,
-        "orthogonal": orthogonal,
-        "aligned": aligned,
-        "verdict": verdict,
-        "blocks": blocks,
-        "last_label": math_label(capture.observation["boundaries"][-1]["label"]),
-        "update_first": updates[0]["difference_norm"] if updates else None,
-        "update_last": updates[-1]["difference_norm"] if updates else None,
-        "updates_do_not_shrink": bool(updates) and updates[-1]["difference_norm"] >= updates[0]["difference_norm"],
-    }
 
 
 def alignment_table(capture: PageCapture) -> str:

@@ -18,6 +18,7 @@ import json
 from residlab.audit.packet import RECORDS, SCHEMA
 from residlab.audit.verify import MAX_RECORD_BYTES
 from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, site_name
+from residlab.pythia.observe import OBSERVATIONS_SCHEMA
 from residlab.course.lab05_observation import capture_page
 from residlab.course.tables import markdown_table
 
@@ -51,10 +52,11 @@ def _block(element_id: str, config: dict, script_dir: str, scripts: tuple[str, .
 
 
 def capture_opener_config() -> dict:
-    """What the capture opener checks: each file's size bound, the agreement tolerance between
-    ``observations.json`` and the tensors, and the names of the captured sites."""
+    """What the capture opener checks: each file's size bound, the layout of ``observations.json``, the agreement
+    tolerance between it and the tensors, and the names of the captured sites."""
     return {
         "files": dict(capture_page.RESULT_MAX_BYTES),
+        "observations_schema": OBSERVATIONS_SCHEMA,
         "agreement": {"absolute": capture_page.AGREEMENT_ABSOLUTE, "relative": capture_page.AGREEMENT_RELATIVE},
         "embedding_site": EMBEDDING_SITE,
         "final_norm_site": FINAL_NORM_SITE,

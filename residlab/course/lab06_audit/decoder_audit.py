@@ -4,7 +4,7 @@ its verification, and two tampered copies that verification must refuse.
 Everything is ``residlab.audit``; this module only fixes the lab's inputs and makes the tampered copies, in a
 scratch folder removed before it returns. The result is plain data (the four records, the verification reports),
 so the page that shows it needs neither torch nor transformers once a render has computed it
-(``residlab.course.render.shared.decoder_audit``).
+(``residlab.course.render.shared.audited_decoder``).
 """
 
 from __future__ import annotations

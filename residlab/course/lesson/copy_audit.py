@@ -23,7 +23,7 @@ def copy_model_subject(model=None) -> Subject:
                      "batch": copy_model.BATCH_SIZE, "learning_rate": copy_model.LEARNING_RATE},  # fmt: skip
         "code": "residlab.course.lesson.copy_model.train_copy_model",
     }
-    model = copy_model.trained_copy_model() if model is None else model
+    model = copy_model.default_training()[0] if model is None else model
     return Subject(model, COPY_MODEL, source, fixed_length=copy_model.SEQUENCE_LENGTH)
 
 

@@ -6,8 +6,9 @@ a GELU MLP, each adding its write to the residual stream), a final LayerNorm and
 embedding. Everything runs on the CPU in one thread and is deterministic for a given torch build.
 
 The block passes each residual value through a named identity module where it makes it, as TransformerLens'
-blocks do: ``hook_resid_pre`` (r0), ``hook_attn_out`` (the attention write), ``hook_resid_mid`` (r1),
-``hook_mlp_out`` (the MLP write), ``hook_resid_post`` (r2). Whoever reads or changes a value does so with a hook
+blocks do, under TransformerLens' names: ``hook_resid_pre`` (the block input), ``hook_attn_out`` (the attention
+write), ``hook_resid_mid`` (the state between the two writes), ``hook_mlp_out`` (the MLP write),
+``hook_resid_post`` (the block output). Whoever reads or changes a value does so with a hook
 on its hook point (``residlab.capture.recording.record_sites``); the forward itself takes no such arguments.
 
 The random-number stream is part of the experiment: the modules are created in a fixed order right after
@@ -56,7 +57,9 @@ class HookPoint(nn.Identity):
 
 
 class PreNormBlock(nn.Module):
-    """r1 = r0 + Attn(LN1(r0)); r2 = r1 + MLP(LN2(r1)). Submodules are created in this order on purpose."""
+    """resid_mid = resid_pre + Attn(LN1(resid_pre)); resid_post = resid_mid + MLP(LN2(resid_mid)).
+
+    Submodules are created in this order on purpose."""
 
     def __init__(self, d_model: int = D_MODEL, n_heads: int = N_HEADS) -> None:
         super().__init__()
@@ -65,23 +68,23 @@ class PreNormBlock(nn.Module):
         self.mlp_norm = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
         # Created after every parametered submodule; they own no parameters and draw no random numbers.
-        self.hook_resid_pre = HookPoint()  # r0
+        self.hook_resid_pre = HookPoint()  # the block input
         self.hook_attn_out = HookPoint()  # the attention write
-        self.hook_resid_mid = HookPoint()  # r1
+        self.hook_resid_mid = HookPoint()  # between the two writes
         self.hook_mlp_out = HookPoint()  # the MLP write
-        self.hook_resid_post = HookPoint()  # r2
+        self.hook_resid_post = HookPoint()  # the block output
 
-    def forward(self, r0: torch.Tensor) -> torch.Tensor:
-        """r0: (batch, seq, d) -> r2: (batch, seq, d), each value passed through its hook point."""
-        r0 = self.hook_resid_pre(r0)
-        read = self.attention_norm(r0)
+    def forward(self, resid_pre: torch.Tensor) -> torch.Tensor:
+        """resid_pre: (batch, seq, d) -> resid_post: (batch, seq, d), each value passed through its hook point."""
+        resid_pre = self.hook_resid_pre(resid_pre)
+        read = self.attention_norm(resid_pre)
         attn_write, _ = self.attention(
-            read, read, read, attn_mask=_causal_mask(r0.shape[1]), need_weights=False
+            read, read, read, attn_mask=_causal_mask(resid_pre.shape[1]), need_weights=False
         )
         attn_write = self.hook_attn_out(attn_write)
-        r1 = self.hook_resid_mid(r0 + attn_write)
-        mlp_write = self.hook_mlp_out(self.mlp(self.mlp_norm(r1)))
-        return self.hook_resid_post(r1 + mlp_write)
+        resid_mid = self.hook_resid_mid(resid_pre + attn_write)
+        mlp_write = self.hook_mlp_out(self.mlp(self.mlp_norm(resid_mid)))
+        return self.hook_resid_post(resid_mid + mlp_write)
 
 
 class CopyModel(nn.Module):
@@ -98,7 +101,7 @@ class CopyModel(nn.Module):
         self.unembed.weight = self.token_embedding.weight  # tied: W_U is the (vocab, d) embedding table
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens: (batch, seq) long -> r0: (batch, seq, d)."""
+        """tokens: (batch, seq) long -> resid_pre: (batch, seq, d)."""
         if tokens.ndim != 2 or tokens.shape[1] != SEQUENCE_LENGTH:
             raise ValueError(f"tokens must have shape (batch, {SEQUENCE_LENGTH}), got {tuple(tokens.shape)}")
         return self.token_embedding(tokens) + self.position_embedding
@@ -140,8 +143,7 @@ def train_copy_model(
         raise ValueError(f"steps must be at least 1, got {steps}")
     logged = {step for step in LOGGED_STEPS if step <= steps} | {steps}
     with single_thread():
-        torch.manual_seed(seed)
-        model = CopyModel()
+        model = _seeded_model(seed)
         optimiser = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
         for step in range(1, steps + 1):
             tokens, targets = synthetic_batch()
@@ -156,17 +158,39 @@ def train_copy_model(
     return model.eval()
 
 
+def _seeded_model(seed: int) -> CopyModel:
+    """Seed the global generator and create the untrained model: the start of training's random-number stream."""
+    torch.manual_seed(seed)
+    return CopyModel()
+
+
+def training_sequence_counts(
+    sequences: tuple[tuple[int, ...], ...], steps: int = TRAINING_STEPS, seed: int = TRAINING_SEED
+) -> tuple[int, ...]:
+    """How often each of ``sequences`` (5 token ids each) occurs among the ``steps`` training batches.
+
+    Replays the training's random-number stream (seed, model creation, one ``synthetic_batch`` per step; the
+    forward, backward and AdamW step draw none), so these are the very batches ``train_copy_model`` trained on.
+    The caller's generator state is restored afterwards.
+    """
+    wanted = torch.tensor(sequences, dtype=torch.long)  # (n, 5)
+    if wanted.ndim != 2 or wanted.shape[1] != SEQUENCE_LENGTH:
+        raise ValueError(f"each sequence must hold {SEQUENCE_LENGTH} token ids, got {sequences}")
+    counts = torch.zeros(len(sequences), dtype=torch.long)
+    with single_thread(), torch.random.fork_rng(devices=[]):
+        _seeded_model(seed)
+        for _ in range(steps):
+            tokens, _ = synthetic_batch()
+            counts += (tokens.unsqueeze(0) == wanted.unsqueeze(1)).all(-1).sum(-1)
+    return tuple(int(count) for count in counts)
+
+
 @functools.lru_cache(maxsize=1)
 def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
     """(model, logged steps) of the default training (700 steps, seed 7), trained once per process."""
     log: list[TrainingRecord] = []
     model = train_copy_model(log=log)
     return model, tuple(log)
-
-
-def trained_copy_model() -> CopyModel:
-    """The default training (700 steps, seed 7), trained once per process."""
-    return default_training()[0]
 
 
 def weights_sha256(model: nn.Module) -> str:
@@ -177,8 +201,3 @@ def weights_sha256(model: nn.Module) -> str:
         digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
         digest.update(bytes(flat.view(torch.uint8).tolist()))
     return digest.hexdigest()
-
-
-def training_log() -> tuple[TrainingRecord, ...]:
-    """The logged steps of the default training (trains it if this process has not yet)."""
-    return default_training()[1]

@@ -21,12 +21,13 @@ import sys
 from dataclasses import asdict, dataclass
 
 import torch
-import torch.nn.functional as F
 
 from residlab.capture.recording import record_sites
+from residlab.audit.measures import logit_difference, measure_write, metric_direction
+from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
 from residlab.course.lesson.copy_model import (
     BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
-    CopyModel, TrainingRecord, train_copy_model, trained_copy_model, training_log, weights_sha256,
+    CopyModel, TrainingRecord, default_training, train_copy_model, training_sequence_counts, weights_sha256,
 )
 from residlab.course.lesson.gradient_profile import PROFILE_SEEDS, GradientProfile, gradient_profile
 from residlab.course.threads import single_thread
@@ -37,11 +38,11 @@ TARGET_TOKEN = 7
 
 # run_traced's record of one run: ResidualTrace field -> the block's hook point that carries it.
 TRACE_HOOK_POINTS = {
-    "r0": "hook_resid_pre",
+    "resid_pre": "hook_resid_pre",
     "attn_write": "hook_attn_out",
-    "r1": "hook_resid_mid",
+    "resid_mid": "hook_resid_mid",
     "mlp_write": "hook_mlp_out",
-    "r2": "hook_resid_post",
+    "resid_post": "hook_resid_post",
 }
 
 
@@ -88,10 +89,12 @@ class ComponentAudit:
     ablation_delta_logit_difference: float
     # recovery: put the clean write into the corrupt run at the query position.
     patched_p_target: float
-    patch_recovery: float  # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery
-    # survival: is the write's direction still present in the final residual state?
-    survival_cosine: float  # cos(w, r_final) at the query position
-    retained_fraction: float  # (w + every later write) . w_hat / |w|; 1 = no later write removed any of it
+    # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery; None (undefined) when the clean and
+    # corrupt logit differences are equal
+    patch_recovery: float | None
+    # survival: is the write's direction still present in the final residual state? None for a zero write.
+    survival_cosine: float | None  # cos(w, r_final) at the query position
+    retained_fraction: float | None  # (w + every later write) . w / |w|^2; 1 = no later write removed any of it
     centred_fraction: float  # |w - mean(w)| / |w|: the share of the write the final LayerNorm can see
 
 
@@ -105,17 +108,19 @@ class AuditResult:
     interventions: tuple[Intervention, ...]
     write_norms: WriteNorms
     components: tuple[ComponentAudit, ...]
+    # direct logit attribution of the clean run's query state (embedding and both writes), final scale frozen
+    attribution: LogitAttribution
 
 
 @dataclass(frozen=True)
 class ResidualTrace:
     """The five hook points of one run; every tensor (batch, 5, d), detached."""
 
-    r0: torch.Tensor
+    resid_pre: torch.Tensor
     attn_write: torch.Tensor
-    r1: torch.Tensor
+    resid_mid: torch.Tensor
     mlp_write: torch.Tensor
-    r2: torch.Tensor
+    resid_post: torch.Tensor
 
     def clone(self) -> "ResidualTrace":
         return ResidualTrace(**{name: getattr(self, name).clone() for name in self.__dataclass_fields__})
@@ -181,7 +186,8 @@ def _top(logits: torch.Tensor) -> int:
 
 
 def _logit_difference(logits: torch.Tensor, target: int, rival: int) -> float:
-    return (logits[0, target] - logits[0, rival]).item()
+    """The audit's metric of a batch of one's logits (1, vocab)."""
+    return logit_difference(logits[0], target, rival)
 
 
 def choose_rival(clean_logits: torch.Tensor, corrupt_logits: torch.Tensor, target: int) -> int:
@@ -227,9 +233,9 @@ def audit_model(
         }
         with torch.no_grad():
             stage_logits = {
-                "embedding": model.readout(clean.trace.r0),
-                "after attention": model.readout(clean.trace.r1),
-                "after MLP": model.readout(clean.trace.r2),
+                "embedding": model.readout(clean.trace.resid_pre),
+                "after attention": model.readout(clean.trace.resid_mid),
+                "after MLP": model.readout(clean.trace.resid_post),
             }
             readouts = tuple(
                 Readout(stage=stage, p_target=_p(logits, target), top_token=_top(logits))
@@ -244,7 +250,7 @@ def audit_model(
                 )
                 for case, run in runs.items()
             )
-            direction = model.unembed.weight[target] - model.unembed.weight[rival]  # (d,)
+            direction = metric_direction(model.unembed.weight, target, rival)  # (d,)
             components = (
                 _component_audit(
                     model, "attention write", "attn_write", ("mlp_write",), direction, target, rival, runs,
@@ -255,6 +261,11 @@ def audit_model(
                     ablated="MLP ablated", patched="corrupt + clean MLP patch",
                 ),
             )
+    writes = {"embedding": clean.trace.resid_pre, "attention write": clean.trace.attn_write,
+              "MLP write": clean.trace.mlp_write}  # fmt: skip
+    attribution = direct_logit_attribution(
+        model.final_norm, model.unembed, {name: _query_vector(w) for name, w in writes.items()}, target, rival
+    )
     norms = WriteNorms(
         attention=_query_vector(clean.trace.attn_write).norm().item(),
         mlp=_query_vector(clean.trace.mlp_write).norm().item(),
@@ -268,6 +279,7 @@ def audit_model(
         interventions=interventions,
         write_norms=norms,
         components=components,
+        attribution=attribution,
     )
 
 
@@ -284,34 +296,31 @@ def _component_audit(
     ablated: str,
     patched: str,
 ) -> ComponentAudit:
-    clean, corrupt = runs["clean"], runs["corrupt"]
-    write = getattr(clean.trace, write_name)  # (1, seq, d)
-    w = _query_vector(write)  # (d,)
-    w_norm = w.norm()
-    final_state = clean.trace.r2  # (1, seq, d)
-    # Exact direct effect: remove this write from the final state only, keep everything else as it was.
-    without_write = final_state.clone()
-    without_write[0, -1, :] -= w
-    direct_effect = _logit_difference(model.readout(final_state), target, rival) - _logit_difference(
-        model.readout(without_write), target, rival
-    )
-    ld_clean = _logit_difference(clean.logits, target, rival)
-    ld_corrupt = _logit_difference(corrupt.logits, target, rival)
-    ld_patched = _logit_difference(runs[patched].logits, target, rival)
-    unit = w / w_norm
-    carried = w + sum((_query_vector(getattr(clean.trace, name)) for name in later_write_names), torch.zeros_like(w))
+    """The write's measures (``residlab.audit.measures``, the audit tool's own), and the lesson's probabilities."""
+    clean = runs["clean"]
+    w = _query_vector(getattr(clean.trace, write_name))  # (d,)
+
+    def readout_metric(state: torch.Tensor) -> float:  # one state (d,) read out at the query position
+        return _logit_difference(model.readout(state.reshape(1, 1, -1)), target, rival)
+
+    measures = measure_write(
+        w, _query_vector(clean.trace.resid_post), [_query_vector(getattr(clean.trace, name)) for name in later_write_names],
+        direction, readout_metric=readout_metric,
+        **{case: _logit_difference(runs[run].logits, target, rival)
+           for case, run in (("clean", "clean"), ("corrupt", "corrupt"), ("ablated", ablated), ("patched", patched))},
+    )  # fmt: skip
     return ComponentAudit(
         component=label,
-        write_norm=w_norm.item(),
-        direct_projection=torch.dot(direction, w).item(),
-        direct_effect_exact=direct_effect,
+        write_norm=measures.norm,
+        direct_projection=measures.direct_projection,
+        direct_effect_exact=measures.direct_effect_exact,
         ablation_delta_p_target=_p(runs[ablated].logits, target) - _p(clean.logits, target),
-        ablation_delta_logit_difference=_logit_difference(runs[ablated].logits, target, rival) - ld_clean,
+        ablation_delta_logit_difference=measures.ablation_effect,
         patched_p_target=_p(runs[patched].logits, target),
-        patch_recovery=(ld_patched - ld_corrupt) / (ld_clean - ld_corrupt),
-        survival_cosine=F.cosine_similarity(w, _query_vector(final_state), dim=0).item(),
-        retained_fraction=(torch.dot(carried, unit) / w_norm).item(),
-        centred_fraction=((w - w.mean()).norm() / w_norm).item(),
+        patch_recovery=measures.patch_recovery,
+        survival_cosine=measures.survival_cosine,
+        retained_fraction=measures.retained_fraction,
+        centred_fraction=((w - w.mean()).norm() / w.norm()).item(),
     )
 
 # --------------------------------------------------------------------------------------------------------------
@@ -322,15 +331,19 @@ def _component_audit(
 @dataclass(frozen=True)
 class LessonResult:
     training_log: tuple[TrainingRecord, ...]
+    # how often the clean and the corrupt sequence occur among the training batches (replayed from the seed)
+    training_counts: tuple[int, int]
     audit: AuditResult
     profile: GradientProfile | None
 
 
 def run_lesson(include_profile: bool = True) -> LessonResult:
     """Train (once per process), audit, and optionally profile: everything the lesson page shows."""
+    model, log = default_training()
     return LessonResult(
-        training_log=training_log(),
-        audit=audit_model(trained_copy_model()),
+        training_log=log,
+        training_counts=training_sequence_counts((CLEAN_TOKENS, CORRUPT_TOKENS)),
+        audit=audit_model(model),
         profile=gradient_profile() if include_profile else None,
     )
 
@@ -340,6 +353,12 @@ def format_report(result: LessonResult) -> str:
     audit = result.audit
     lines = ["Training (batch of 128, before each update)"]
     lines += [f"step={r.step:3d} loss={r.loss:.4f} batch_accuracy={r.batch_accuracy:.3f}" for r in result.training_log]
+    clean_count, corrupt_count = result.training_counts
+    lines += [
+        "",
+        f"In the {TRAINING_STEPS * BATCH_SIZE} training sequences: clean {list(audit.clean_tokens)} {clean_count} "
+        f"times, corrupt {list(audit.corrupt_tokens)} {corrupt_count} times",
+    ]
     lines += ["", f"Layer-wise readouts for target token {audit.target} on {list(audit.clean_tokens)}"]
     lines += [f"{r.stage:16s} p(target)={r.p_target:.3f} top={r.top_token}" for r in audit.readouts]
     lines += ["", f"Interventions (corrupt input {list(audit.corrupt_tokens)}; rival token {audit.rival})"]
@@ -351,13 +370,17 @@ def format_report(result: LessonResult) -> str:
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
     header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
-              "cos(w,r2)", "retained", "centred")  # fmt: skip
+              "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
         values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
                   c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
-        lines.append(f"{c.component:16s}" + "".join(f"{v:11.3f}" for v in values))
+        lines.append(f"{c.component:16s}" + "".join(f"{'undefined':>11s}" if v is None else f"{v:11.3f}" for v in values))
+    attribution = audit.attribution
+    lines += ["", f"Direct logit attribution, final LayerNorm scale frozen at {attribution.scale:.4f} (query position)"]
+    lines += [f"{name:22s} {value:+.3f}" for name, value in {**attribution.terms, **attribution.bias_terms}.items()]
+    lines.append(f"{'sum':22s} {attribution.total:+.3f}  logit difference {attribution.logit_difference:+.3f}")
     if result.profile is not None:
         profile = result.profile
         lines += [
@@ -365,7 +388,8 @@ def format_report(result: LessonResult) -> str:
             f"Median gradient profiles ({profile.depth} blocks of width {profile.width}, {profile.seeds} seeds; "
             "first block first)",
         ]
-        lines += [f"{name:8s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
+        width = max(len(name) for name in profile.medians)
+        lines += [f"{name:{width}s} " + " ".join(f"{v:.5f}" for v in values) for name, values in profile.medians.items()]
     return "\n".join(lines)
 
 

@@ -199,7 +199,7 @@ def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
 
 def test_copy_model_packet_equals_the_lesson(tmp_path):
     packet = copy_audit.write_copy_model_packet(tmp_path / "copy")
-    lesson = lesson_lab.audit_model(lesson_lab.trained_copy_model())
+    lesson = lesson_lab.audit_model(lesson_lab.default_training()[0])
     results = {row["site"]: row for row in packet["measurement"]["results"]}
     published = {"blocks.0.attn_write": ("1.359", "-1.734", "-9.553", "1.000"),
                  "blocks.0.mlp_write": ("6.775", "5.554", "-5.554", "0.351")}  # fmt: skip

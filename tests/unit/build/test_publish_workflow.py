@@ -22,6 +22,7 @@ from residlab.course import math_label
 ROOT = Path(__file__).resolve().parents[3]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 PUBLISH = ROOT / ".github" / "workflows" / "publish.yml"
+DEPENDABOT = ROOT / ".github" / "dependabot.yml"
 BIN = Path(sys.executable).parent
 
 
@@ -47,7 +48,8 @@ def test_actionlint_finds_nothing():
 
 
 def test_zizmor_finds_nothing_even_pedantic():
-    completed = subprocess.run([tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", *map(str, WORKFLOWS)],
+    # The whole .github folder: the workflow and Dependabot's configuration (its cooldown audit among others).
+    completed = subprocess.run([tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(ROOT / ".github")],
                                cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "No findings to report" in completed.stdout, completed.stdout
@@ -55,7 +57,10 @@ def test_zizmor_finds_nothing_even_pedantic():
 
 def test_publish_runs_on_main_and_by_hand_with_least_privilege():
     flow = workflow()
-    assert flow["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}
+    assert flow["on"]["push"] == {"branches": ["main"]}
+    capture = flow["on"]["workflow_dispatch"]["inputs"]["capture"]  # by hand, a choice of capture and nothing else
+    assert list(flow["on"]["workflow_dispatch"]["inputs"]) == ["capture"]
+    assert capture["type"] == "choice" and capture["options"] == ["fresh", "committed"] and capture["default"] == "fresh"
     assert flow["permissions"] == {}  # nothing by default
     assert flow["concurrency"]["group"] and flow["concurrency"]["cancel-in-progress"] is False
     jobs = flow["jobs"]
@@ -112,3 +117,34 @@ def test_the_served_math_font_is_the_pinned_release():
 def test_math_label_typesets_subscripts_for_pages_and_figures():
     assert math_label("H_6") == "$H_{6}$" and math_label("U_0") == "$U_{0}$" and math_label("H_12") == "$H_{12}$"
     assert math_label("H_6")._repr_markdown_() == "$H_{6}$"  # an inline expression puts it in as Markdown
+
+
+def test_every_pin_is_a_released_tag_named_in_its_comment_and_dependabot_keeps_them_current():
+    text = PUBLISH.read_text(encoding="utf-8")
+    pins = re.findall(r"uses: ([\w./-]+)@([0-9a-f]{40}) # (v\d+\.\d+\.\d+)$", text, re.M)
+    assert len(pins) == text.count("uses: ") and pins, "each action: a full SHA, then the exact release tag"
+    # The commit quarto-dev/quarto-actions tagged v2.2.0 (resolved with git: 4aad30c8..., pinned before, is no tag).
+    assert ("quarto-dev/quarto-actions/setup", "8a96df13519ee81fd526f2dfca5962811136661b", "v2.2.0") in pins
+    dependabot = yaml.safe_load(DEPENDABOT.read_text(encoding="utf-8"))
+    assert dependabot["version"] == 2
+    assert [(update["package-ecosystem"], update["directory"]) for update in dependabot["updates"]] == [("github-actions", "/")]
+
+
+def test_publish_restores_fetches_and_verifies_the_pinned_files_before_rendering_with_them():
+    steps = workflow()["jobs"]["build"]["steps"]
+    names = [step.get("run") or step["uses"].split("@")[0] for step in steps]
+    restore, fetch, render = names.index("actions/cache"), names.index("make pythia"), names.index("make render")
+    assert restore < fetch < render < names.index("actions/upload-pages-artifact")
+    cache = steps[restore]
+    # The folder `make pythia` fills (residlab.pythia.cache), keyed on the lock file's hash: a changed pin starts afresh.
+    from residlab.pythia.cache import DEFAULT_CACHE_ROOT
+
+    assert cache["with"] == {"path": DEFAULT_CACHE_ROOT.name, "key": "pythia-files-${{ hashFiles('residlab/locks/pythia-14m.lock.json') }}"}
+    assert (ROOT / "residlab/locks/pythia-14m.lock.json").is_file()
+    # Both Pythia steps are skipped only when the committed capture is chosen on purpose; no step may carry on after
+    # a failure, so a refused fetch leaves the site unbuilt and undeployed.
+    assert cache["if"] == steps[fetch]["if"] == "inputs.capture != 'committed'"
+    assert all("continue-on-error" not in step and "always()" not in str(step.get("if", "")) for step in steps)
+    assert steps[render]["env"] == {"RESIDLAB_PYTHIA_CAPTURE": "${{ inputs.capture || 'fresh' }}"}
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^pythia: \$\(VENV\)/\.installed\n\t\$\(BIN\)/residlab pythia fetch --cache$", makefile, re.M)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -95,11 +94,10 @@ def test_static_check_passes_a_clean_page_and_follows_includes(tmp_path):
     assert [cell.label for cell in site_check.read_page(root / "p.qmd").cells] == ["fig-z"]
 
 
-def _fake_quarto(tmp_path: Path, output: str, exit_code: int = 0, seconds: float = 0) -> Path:
-    """A stand-in for the quarto executable: prints what it is given, takes ``seconds`` and exits; render() treats
-    it as Quarto."""
+def _fake_quarto(tmp_path: Path, output: str, exit_code: int = 0) -> Path:
+    """A stand-in for the quarto executable: prints what it is given and exits; render() treats it as Quarto."""
     script = tmp_path / "quarto"
-    script.write_text(f"#!/bin/sh\necho \"args: $*\"\nprintf '%b' '{output}'\nsleep {seconds}\nexit {exit_code}\n")
+    script.write_text(f"#!/bin/sh\necho \"args: $*\"\nprintf '%b' '{output}'\nexit {exit_code}\n")
     script.chmod(0o755)
     return script
 
@@ -122,7 +120,6 @@ def test_progress_lines_are_not_warnings():
 
 
 def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(tmp_path, monkeypatch):
-    monkeypatch.setattr(site, "PREFETCH_COMMAND", (sys.executable, "-c", "pass"))
     monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "[ 1/1] p.qmd\\nWARN: Unable to resolve link\\n")))
     with pytest.raises(site.RenderError, match="printed warnings:\n  WARN: Unable to resolve link"):
         site.render(tmp_path, tmp_path / "out", echo=lambda line: None)
@@ -132,55 +129,32 @@ def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(t
     monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
     output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], profile="axe", echo=lambda line: None)
     assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'} --profile axe" in output
-    environment = site.render_environment(tmp_path)
+    environment = site.render_environment()
     assert environment["QUARTO_PYTHON"] == sys.executable
-    assert environment["RESIDLAB_RENDER_CACHE"] == str(tmp_path.resolve() / ".residlab-render-cache")
 
 
-def _fake_prefetch(monkeypatch, marker: Path, code: str = "") -> None:
-    """The prefetch replaced by a process that writes its pid to ``marker``, then runs ``code``."""
-    script = f"import os, pathlib; pathlib.Path({str(marker)!r}).write_text(str(os.getpid()))\n{code}"
-    monkeypatch.setattr(site, "PREFETCH_COMMAND", (sys.executable, "-c", script))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
-
-
-def test_a_fresh_whole_render_runs_the_prefetch_and_ends_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=2)))
-    marker = tmp_path / "prefetch.pid"
-    _fake_prefetch(monkeypatch, marker, "import time; time.sleep(60)")
-    start, echoed = time.monotonic(), []
-    site.render(tmp_path, echo=echoed.append)
-    assert time.monotonic() - start < 30 and "residlab freeze guard: no frozen results" in "".join(echoed)
-    assert marker.is_file() and not _alive(int(marker.read_text()))  # started, then ended with Quarto
-    assert (tmp_path / ".residlab-render-cache" / site.PREFETCH_LOG).is_file()
-
-
-def test_a_failed_prefetch_fails_the_render_with_its_output(tmp_path, monkeypatch):
-    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=2)))  # fails first
-    _fake_prefetch(monkeypatch, tmp_path / "prefetch.pid", "import sys; print('the specimen broke'); sys.exit(1)")
-    with pytest.raises(site.RenderError, match="(?s)prefetch .* exited with code 1.*the specimen broke"):
-        site.render(tmp_path, echo=lambda line: None)
-
-
-@pytest.mark.parametrize("case", ["pages", "no-execute", "frozen"])
-def test_no_prefetch_where_pages_will_not_all_execute(tmp_path, monkeypatch, case):
-    # Quarto takes a second: long enough for a prefetch started by mistake to leave its marker.
-    monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n", seconds=1)))
-    marker = tmp_path / "prefetch.pid"
-    _fake_prefetch(monkeypatch, marker)
+@pytest.mark.parametrize(("case", "wanted"), [("whole fresh render", True), ("one page", False), ("frozen", False)])
+def test_the_freeze_guard_prefetches_only_for_a_whole_render_in_which_every_page_executes(tmp_path, case, wanted):
+    freeze_guard.guard(tmp_path)
     if case == "frozen":
-        freeze_guard.guard(tmp_path)
         (tmp_path / freeze_guard.FREEZE_DIR / "index").mkdir()  # one page's frozen result
-    site.render(tmp_path, pages=[tmp_path / "p.qmd"] if case == "pages" else (), execute=case != "no-execute",
-                echo=lambda line: None)  # fmt: skip
-    assert not marker.exists()
+    environ = {} if case == "one page" else {"QUARTO_PROJECT_RENDER_ALL": "1"}
+    assert freeze_guard.prefetch_wanted(tmp_path, environ) is wanted
+
+
+def test_the_prefetch_runs_apart_from_the_guard_that_starts_it(tmp_path, monkeypatch):
+    from residlab.course.render import shared
+
+    marker = tmp_path / "prefetch.txt"
+    script = ("import os, pathlib, sys; pathlib.Path(sys.argv[-3]).write_text("
+              "f\"{os.getsid(0)} {os.environ['QUARTO_PROJECT_ROOT']} {' '.join(sys.argv[-2:])}\"); print('ran')")
+    monkeypatch.setattr(shared, "PREFETCH_COMMAND", ("-c", script, str(marker)))
+    process = shared.start_prefetch(tmp_path, render=os.getpid())
+    assert process.wait(timeout=60) == 0
+    session, root, arguments = marker.read_text().split(" ", 2)
+    assert int(session) == process.pid != os.getsid(0)  # its own session: the guard may exit before it
+    assert root == str(tmp_path.resolve()) and arguments == f"--render {os.getpid()}"
+    assert (tmp_path / ".residlab-render-cache" / shared.PREFETCH_LOG).read_text() == "ran\n"
 
 
 def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, capsys):
@@ -267,3 +241,10 @@ def test_project_freezes_and_guards_as_the_readme_says():
     config = site_check.load_config(ROOT)
     assert config["execute"] == {"freeze": "auto", "cache": False}
     assert (ROOT / config["project"]["pre-render"]).resolve() == (ROOT / "residlab" / "build" / "freeze_guard.py").resolve()
+
+
+def test_no_page_runs_a_runner_at_render_time():
+    """A page links its runner for the reader to run; it never runs one while rendering (its tests do)."""
+    for path in site_check.site_pages(ROOT):
+        for cell in site_check.read_page(path).cells:
+            assert "assets/labs/" not in cell.source and "subprocess" not in cell.source, f"{cell.file}:{cell.line}"

@@ -1,32 +1,27 @@
-"""residlab.course.lab05_observation.explorer_data: every position of a capture, observed by observe_position from captures.json, the
-selected one equal to observations.json; files that disagree or are not a capture stop it with a message
-naming the file."""
+"""residlab.course.lab05_observation.explorer_data: the explorer shows every position as the capture's
+observations.json holds it, each checked against captures.json when the capture is read; an observations.json of the
+old layout (the selected position only) is refused with the command that refreshes it; no model is built."""
 
 from __future__ import annotations
 
-import dataclasses
+import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from residlab.course.lab05_observation import explorer_data  # noqa: E402
-from residlab.course.lab05_observation.capture_page import CaptureError, read_capture  # noqa: E402
+from residlab.course.lab05_observation import explorer_data
+from residlab.course.lab05_observation.capture_page import CaptureError, read_capture, recomputed_observation
 
 CAPTURE = Path(__file__).resolve().parents[3] / "assets" / "captures" / "synthetic-specimen-seed0"
 
 
 @pytest.fixture(scope="module")
-def lens():
-    return explorer_data.lens_model(read_capture(CAPTURE))
-
-
-@pytest.fixture(scope="module")
-def data(lens):
-    return explorer_data.explorer_data(read_capture(CAPTURE), *lens)
+def data():
+    return explorer_data.explorer_data(read_capture(CAPTURE))
 
 
 @pytest.fixture
@@ -36,33 +31,77 @@ def copied(tmp_path) -> Path:
     return target
 
 
-def test_every_position_is_observed_and_the_selected_one_is_observations_json(data):
+def reseal(directory: Path, name: str, change) -> None:
+    """Change one result file and record its new size and digest in the manifest, as a run of its own would."""
+    value = json.loads((directory / name).read_text(encoding="utf-8"))
+    change(value)
+    data = (json.dumps(value, indent=2) + "\n").encode()
+    (directory / name).write_bytes(data)
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    manifest["results"][name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (directory / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+
+def test_every_position_is_observations_json_own(data):
     observations = json.loads((CAPTURE / "observations.json").read_text(encoding="utf-8"))
     assert [token["piece"] for token in data["tokens"]] == [token["piece"] for token in observations["tokens"]]
-    assert len(data["positions"]) == len(observations["tokens"])
+    assert data["positions"] == observations["positions"]
     assert [p["position"] for p in data["positions"]] == list(range(len(observations["tokens"])))
-    assert data["positions"][observations["selected_position"]] == observations["observation"]
+    assert data["selected_position"] == observations["selected_position"]
     assert data["synthetic"] is True and data["fresh"] is False
     for observation in data["positions"]:
         assert len(observation["boundaries"]) == 7 and len(observation["block_updates"]) == 6
         assert all(len(row["logit_lens_top"]) == 5 for row in observation["boundaries"])
 
 
-def test_other_positions_are_read_from_captures_json(data):
+def test_every_position_agrees_with_captures_json(data):
     captures = json.loads((CAPTURE / "captures.json").read_text(encoding="utf-8"))
-    tensors = {entry["name"]: torch.tensor(entry["values"]) for entry in captures["tensors"]}
-    for position in (0, 3):
-        observation = data["positions"][position]
-        expected_h0 = float(tensors["blocks.0.resid_in"][0, position].norm())
-        expected_attn = float(tensors["blocks.2.attn_write"][0, position].norm())
-        assert observation["boundaries"][0]["norm"] == pytest.approx(expected_h0, rel=1e-6)
-        assert observation["block_updates"][2]["attn_write_norm"] == pytest.approx(expected_attn, rel=1e-6)
+    for position, observation in enumerate(data["positions"]):
+        expected = recomputed_observation(captures, position)
+        assert [row["norm"] for row in observation["boundaries"]] == pytest.approx(
+            [row["norm"] for row in expected["boundaries"]], rel=1e-5)  # fmt: skip
+        assert [row["attn_write_norm"] for row in observation["block_updates"]] == pytest.approx(
+            [row["attn_write_norm"] for row in expected["block_updates"]], rel=1e-5)  # fmt: skip
     assert data["positions"][0]["boundaries"][0]["norm"] != data["positions"][3]["boundaries"][0]["norm"]
 
 
+def test_the_explorer_builds_no_model():
+    code = ("import sys\nfrom residlab.course.lab05_observation import capture_source, explorer_data\n"
+            "explorer_data.page_explorer(capture_source.page_capture(), 'x.js')\n"
+            "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "[]"
+
+
+def test_an_other_position_that_disagrees_with_captures_json_is_refused(copied):
+    reseal(copied, "observations.json", lambda o: o["positions"][2]["boundaries"][1].update(
+        norm=o["positions"][2]["boundaries"][1]["norm"] * 1.01))  # fmt: skip
+    with pytest.raises(CaptureError, match=r"disagrees with the tensors in captures\.json:\n  positions\[2\]\.boundaries\[1\]\.norm"):
+        read_capture(copied)
+
+
+def test_positions_missing_or_out_of_order_are_refused(copied):
+    reseal(copied, "observations.json", lambda o: o["positions"].reverse())
+    with pytest.raises(CaptureError, match=r"observations\.json: not one observation per position, in order"):
+        read_capture(copied)
+
+
+def test_a_capture_of_the_old_layout_is_refused_with_the_command_that_refreshes_it(copied):
+    def old_layout(observations):
+        observations["observation"] = observations["positions"][observations["selected_position"]]
+        del observations["positions"], observations["schema"]
+
+    reseal(copied, "observations.json", old_layout)
+    with pytest.raises(CaptureError) as refused:
+        read_capture(copied)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{copied / 'observations.json'}: schema 1, not 2")
+    assert message.endswith("refresh it by running `residlab pythia observe --specimen --output "
+                            "assets/captures/synthetic-specimen-seed0` again into an empty folder")  # fmt: skip
+
+
 def test_a_capture_directory_that_is_not_one_run_never_reaches_the_explorer(copied):
-    # The explorer reads the tensors read_capture verified (hashes recorded in the manifest); any other
-    # captures.json is refused there, naming the file, before a position is observed.
     path = copied / "captures.json"
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(CaptureError, match=r"captures\.json: 1,000 bytes with sha256 .* not the file of this run"):
@@ -70,46 +109,6 @@ def test_a_capture_directory_that_is_not_one_run_never_reaches_the_explorer(copi
     path.unlink()
     with pytest.raises(CaptureError, match=r"captures\.json"):
         read_capture(copied)
-
-
-def _with_captures(capture, change):
-    """The capture read from disk, with its (already verified) captures.json changed in memory."""
-    captures = json.loads(json.dumps(capture.captures))
-    change(captures)
-    return dataclasses.replace(capture, captures=captures)
-
-
-def test_tensors_of_another_run_are_refused_by_name(lens):
-    capture = _with_captures(read_capture(CAPTURE), lambda captures: captures["token_ids"].__setitem__(0, captures["token_ids"][0] + 1))
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"captures\.json: its token ids are not those"):
-        explorer_data.explorer_data(capture, *lens)
-
-
-def test_a_changed_state_that_disagrees_with_observations_json_stops_it(lens):
-    selected = read_capture(CAPTURE).observations["selected_position"]
-
-    def change(captures):
-        final = next(entry for entry in captures["tensors"] if entry["name"] == "blocks.5.resid_out")
-        final["values"][0][selected][0] += 1.0
-
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"does not reproduce observations\.json at position"):
-        explorer_data.explorer_data(_with_captures(read_capture(CAPTURE), change), *lens)
-
-
-def test_a_missing_tensor_is_named(lens):
-    def change(captures):
-        captures["tensors"] = [entry for entry in captures["tensors"] if entry["name"] != "blocks.3.mlp_write"]
-
-    with pytest.raises(explorer_data.ExplorerDataError, match=r"no tensor blocks\.3\.mlp_write"):
-        explorer_data.explorer_data(_with_captures(read_capture(CAPTURE), change), *lens)
-
-
-def test_a_real_capture_needs_its_verified_files(copied):
-    manifest = json.loads((copied / "manifest.json").read_text(encoding="utf-8"))
-    manifest["synthetic"] = False
-    (copied / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    with pytest.raises(explorer_data.ExplorerDataError, match="RESIDLAB_PYTHIA_ARTIFACTS"):
-        explorer_data.lens_model(read_capture(copied), environ={})
 
 
 def test_the_html_block_carries_the_data_and_no_piece_can_close_its_script(data):

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def model() -> lesson_lab.CopyModel:
-    return lesson_lab.trained_copy_model()
+    return lesson_lab.default_training()[0]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def test_interventions_reproduce_the_published_figures(audit):
 
 
 def test_training_reaches_perfect_batch_accuracy():
-    log = lesson_lab.training_log()
+    log = lesson_lab.default_training()[1]
     assert [record.step for record in log] == [1, 100, 300, 700]
     assert log[-1].batch_accuracy == 1.0
     assert log[-1].loss < log[0].loss
@@ -73,8 +73,8 @@ def test_training_reaches_perfect_batch_accuracy():
 
 def test_residual_additions_hold_in_the_trace(model):
     trace = lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS).trace
-    torch.testing.assert_close(trace.r1, trace.r0 + trace.attn_write)
-    torch.testing.assert_close(trace.r2, trace.r1 + trace.mlp_write)
+    torch.testing.assert_close(trace.resid_mid, trace.resid_pre + trace.attn_write)
+    torch.testing.assert_close(trace.resid_post, trace.resid_mid + trace.mlp_write)
 
 
 def test_patched_run_carries_the_clean_attention_write(model):
@@ -85,16 +85,16 @@ def test_patched_run_carries_the_clean_attention_write(model):
     assert torch.equal(patched.trace.attn_write[:, -1, :], clean_write)
     # Only the declared site changed: the other positions keep the corrupt run's own attention writes.
     assert torch.equal(patched.trace.attn_write[:, :-1, :], corrupt.trace.attn_write[:, :-1, :])
-    assert torch.equal(patched.trace.r0, corrupt.trace.r0)
+    assert torch.equal(patched.trace.resid_pre, corrupt.trace.resid_pre)
 
 
 def test_ablated_writes_are_zero(model):
     no_attention = lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS, ablate_attn=True).trace
     no_mlp = lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS, ablate_mlp=True).trace
     assert not no_attention.attn_write.any()
-    assert torch.equal(no_attention.r1, no_attention.r0)
+    assert torch.equal(no_attention.resid_mid, no_attention.resid_pre)
     assert not no_mlp.mlp_write.any()
-    assert torch.equal(no_mlp.r2, no_mlp.r1)
+    assert torch.equal(no_mlp.resid_post, no_mlp.resid_mid)
 
 
 def test_interventions_never_mutate_the_clean_run(model):
@@ -111,7 +111,7 @@ def test_interventions_never_mutate_the_clean_run(model):
         assert torch.equal(getattr(clean.trace, name), getattr(before, name)), name
     assert torch.equal(clean.logits, logits_before)
     # And a fresh clean run still gives the same numbers: the model itself was not changed either.
-    assert torch.equal(lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS).trace.r2, before.r2)
+    assert torch.equal(lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS).trace.resid_post, before.resid_post)
 
 
 def test_rival_is_the_corrupt_runs_top_token(audit):
@@ -154,10 +154,10 @@ def test_hook_points_own_nothing_and_the_block_takes_no_intervention_arguments(m
     for name in lesson_lab.TRACE_HOOK_POINTS.values():
         assert isinstance(getattr(block, name), HookPoint) and list(getattr(block, name).parameters()) == []
     assert not any("hook_" in key for key in model.state_dict())
-    r0 = model.embed(torch.tensor([lesson_lab.CLEAN_TOKENS]))
+    resid_pre = model.embed(torch.tensor([lesson_lab.CLEAN_TOKENS]))
     for keyword in ("trace", "ablate_attn", "patch_mlp"):
         with pytest.raises(TypeError):
-            block(r0, **{keyword: None})
+            block(resid_pre, **{keyword: None})
 
 
 def test_training_restores_the_thread_setting():
@@ -189,7 +189,7 @@ def test_attention_patch_reproduces_the_clean_query_state(model):
     patched = lesson_lab.run_traced(
         model, lesson_lab.CORRUPT_TOKENS, patch_attn=clean.trace.attn_write[:, -1, :]
     )
-    torch.testing.assert_close(patched.trace.r2[:, -1], clean.trace.r2[:, -1])
+    torch.testing.assert_close(patched.trace.resid_post[:, -1], clean.trace.resid_post[:, -1])
     torch.testing.assert_close(patched.logits, clean.logits)
 
 
@@ -210,7 +210,7 @@ def test_weights_hash_identifies_the_weights(model):
 
 
 def test_profile_has_one_value_per_depth_per_arrangement(profile):
-    assert set(profile.medians) == {"pre-LN", "post-LN"}
+    assert list(profile.medians) == ["pre-LN", "post-LN", "pre-LN + final LN"]
     for values in profile.medians.values():
         assert len(values) == 18
 
@@ -223,8 +223,8 @@ def test_figure_has_labelled_axes_and_legend(profile):
     ax = figure.axes[0]
     assert ax.get_xlabel() and ax.get_ylabel()
     assert ax.get_yscale() == "log"
-    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["pre-LN", "post-LN"]
-    assert len(ax.lines) == 2 and all(len(line.get_xdata()) == 18 for line in ax.lines)
+    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["pre-LN", "post-LN", "pre-LN + final LN"]
+    assert len(ax.lines) == 3 and all(len(line.get_xdata()) == 18 for line in ax.lines)
 
 
 # ---- the report --------------------------------------------------------------------------------------------------

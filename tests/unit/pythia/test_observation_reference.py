@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -203,11 +204,12 @@ def test_committed_captures_are_the_float64_forward_of_the_specimen_weights(refe
 def test_committed_observations_are_recomputed_from_the_committed_captures(reference):
     _, tensors = committed_tensors()
     observations = read(COMMITTED, "observations.json")
-    position = observations["selected_position"]
-    assert position == len(observations["tokens"]) - 1  # the page's rule: the last token
-    expected = expected_observation(tensors, position)
-    assert_observation_matches(observations["observation"], expected)
-    assert_logit_lens_matches(observations["observation"], expected, reference)
+    assert observations["selected_position"] == len(observations["tokens"]) - 1  # the page's rule: the last token
+    assert len(observations["positions"]) == len(observations["tokens"])
+    for position, observation in enumerate(observations["positions"]):  # every position, as the explorer shows it
+        expected = expected_observation(tensors, position)
+        assert_observation_matches(observation, expected)
+        assert_logit_lens_matches(observation, expected, reference)
 
 
 def test_committed_checks_table_is_recomputed_from_the_committed_captures():
@@ -233,33 +235,32 @@ def test_committed_checks_table_is_recomputed_from_the_committed_captures():
 
 
 def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
-    from residlab.course.lab05_observation import capture_page
+    from residlab.course.lab05_observation import capture_page, capture_reading
 
     _, tensors = committed_tensors()
     shown = capture_page.read_capture(COMMITTED)
-    seen = capture_page.interpretation(shown)
     expected = expected_observation(tensors, shown.observations["selected_position"])
     norms, updates = expected["norms"], expected["updates"]
     predicted = norms[0]
     for row in updates:
         predicted = math.hypot(predicted, row["difference_norm"])  # orthogonal accumulation, one block at a time
-    want = {
-        "first_norm": norms[0],
-        "last_norm": norms[-1],
-        "growth_factor": norms[-1] / norms[0],
-        "relative_first": updates[0]["relative_difference"],
-        "relative_last": updates[-1]["relative_difference"],
-        "cosine_first": updates[0]["cosine_consecutive"],
-        "cosine_last": updates[-1]["cosine_consecutive"],
-        "update_first": updates[0]["difference_norm"],
-        "update_last": updates[-1]["difference_norm"],
-        "max_abs_alignment": max(abs(row["cosine_update_with_incoming"]) for row in updates),
-        "orthogonal_prediction_last": predicted,
-    }
-    for key, value in want.items():
-        assert seen[key] == pytest.approx(value, rel=STATISTIC_REL, abs=STATISTIC_REL), key
-    assert seen["growth_phrase"] == "rises at every one of the 6 blocks"
-    assert all(b > a for a, b in zip(norms, norms[1:]))
+    trend, seen = capture_reading.norm_trend(shown), capture_reading.alignment(shown)
+    assert trend["first"] == pytest.approx(norms[0], rel=STATISTIC_REL) and trend["last"] == pytest.approx(norms[-1], rel=STATISTIC_REL)
+    assert trend["blocks_up"] == sum(b > a for a, b in zip(norms, norms[1:])) and trend["blocks"] == 6
+    assert trend["direction"] == ("rises" if norms[-1] >= 1.05 * norms[0] else "falls" if norms[-1] <= 0.95 * norms[0] else "neither")
+    assert seen["predicted"] == pytest.approx(predicted, rel=STATISTIC_REL)
+    alignments = [row["cosine_update_with_incoming"] for row in updates]
+    assert seen["largest_abs_cosine"] == pytest.approx(max(map(abs, alignments)), rel=STATISTIC_REL, abs=STATISTIC_REL)
+    assert seen["mean_cosine"] == pytest.approx(sum(alignments) / len(alignments), rel=STATISTIC_REL, abs=STATISTIC_REL)
+    largest = max(range(6), key=lambda block: updates[block]["difference_norm"])
+    assert capture_reading.largest_write(shown)["block"] == largest
+    # Position 0 against the others: each position's mean raw norm over H_0..H_6, from the tensors in float64.
+    states = [tensors["blocks.0.resid_in"]] + [tensors[f"blocks.{b}.resid_out"] for b in range(6)]
+    per_position = torch.stack([state.norm(dim=-1) for state in states]).mean(dim=0).tolist()
+    zero = capture_reading.position_zero(shown)
+    assert zero["norm"] == pytest.approx(per_position[0], rel=1e-9)
+    assert zero["others"] == pytest.approx(statistics.median(per_position[1:]), rel=1e-9)
+    assert zero["apart"] == (not 0.5 < per_position[0] / zero["others"] < 2.0)
 
 
 # ---- a fresh run of the package -------------------------------------------------------------------------------
@@ -287,9 +288,11 @@ def test_a_fresh_observation_matches_the_float64_reference(loaded, reference, po
             want = forward[name]
         error = (tensor[0].to(torch.float64) - want).abs().max().item()
         assert error <= FORWARD_ABS, f"{name}: max |captured - float64 forward| = {error:.3g}"
-    expected = expected_observation(forward, chosen)
-    assert_observation_matches(observations["observation"], expected)
-    assert_logit_lens_matches(observations["observation"], expected, reference)
+    assert observations["selected_position"] == chosen and len(observations["positions"]) == len(ids)
+    for position, observation in enumerate(observations["positions"]):
+        expected = expected_observation(forward, position)
+        assert_observation_matches(observation, expected)
+        assert_logit_lens_matches(observation, expected, reference)
     # captures.json as written: what the page reads back, recomputed the same way.
     written = observe.capture_tensors_json(capture, observations["tokens"])
     assert written["token_ids"] == ids

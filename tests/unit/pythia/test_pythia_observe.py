@@ -118,11 +118,12 @@ def test_manifest_records_versions_provenance_and_the_block_return_kind(observed
     assert "/" not in manifest["lock"]  # no directory of this machine in the record
 
 
-def test_observations_show_tokens_first_then_checks_and_the_last_position(observed):
+def test_observations_show_tokens_first_then_checks_and_every_position(observed):
     _, output, _ = observed
     observations = read(output, "observations.json")
     keys = list(observations)
-    assert keys.index("tokens") < keys.index("selected_position") < keys.index("observation")
+    assert observations["schema"] == observe.OBSERVATIONS_SCHEMA == 2 and "observation" not in keys
+    assert keys.index("tokens") < keys.index("selected_position") < keys.index("checks") < keys.index("positions")
     tokens = observations["tokens"]
     assert "".join(token["piece"] for token in tokens) == observe.FIXED_TEXT
     assert observations["selected_position"] == len(tokens) - 1
@@ -130,12 +131,14 @@ def test_observations_show_tokens_first_then_checks_and_the_last_position(observ
     assert checks["identity"]["all_within_tolerance"] and checks["shapes_ok"]
     assert checks["hook_removal"]["handles_left_after_exit"] == 0
     assert checks["hook_removal"]["sites_recorded_by_a_later_forward"] == 0
-    boundaries = observations["observation"]["boundaries"]
-    assert [row["label"] for row in boundaries] == [f"H_{i}" for i in range(7)]
-    for row in boundaries:
-        probabilities = [entry["probability"] for entry in row["logit_lens_top"]]
-        assert len(probabilities) == observe.TOP_K
-        assert probabilities == sorted(probabilities, reverse=True)
+    assert [observation["position"] for observation in observations["positions"]] == list(range(len(tokens)))
+    for observation in observations["positions"]:
+        boundaries = observation["boundaries"]
+        assert [row["label"] for row in boundaries] == [f"H_{i}" for i in range(7)]
+        for row in boundaries:
+            probabilities = [entry["probability"] for entry in row["logit_lens_top"]]
+            assert len(probabilities) == observe.TOP_K
+            assert probabilities == sorted(probabilities, reverse=True)
 
 
 def test_captures_json_holds_the_full_states_and_writes(observed):
@@ -154,9 +157,9 @@ def test_captures_json_holds_the_full_states_and_writes(observed):
         worst = max(worst, float((out - (state + tensors[f"blocks.{block}.attn_write"] + tensors[f"blocks.{block}.mlp_write"])).abs().max()))
         state = out
     assert worst <= IDENTITY_ABSOLUTE
-    norms = [row["norm"] for row in result["observations"]["observation"]["boundaries"]]
-    last = tensors["blocks.5.resid_out"][0, -1]
-    assert float(last.norm()) == pytest.approx(norms[-1], rel=1e-6)
+    for position, observation in enumerate(result["observations"]["positions"]):
+        last = tensors["blocks.5.resid_out"][0, position]
+        assert float(last.norm()) == pytest.approx(observation["boundaries"][-1]["norm"], rel=1e-6)
     assert (output / "captures.json").stat().st_size < 400_000
 
 
@@ -203,7 +206,7 @@ def test_position_is_chosen_among_the_recorded_tokens(verified):
     model, tokenizer = load_offline(verified)
     chosen = observe.observe(model, tokenizer, position=2)["observations"]
     assert chosen["selected_token"]["piece"] == " red"
-    assert chosen["observation"]["position"] == 2
+    assert chosen["selected_position"] == 2 and len(chosen["positions"]) == len(chosen["tokens"])
     assert observe.observe(model, tokenizer, position=-1)["observations"]["selected_position"] == len(chosen["tokens"]) - 1
     with pytest.raises(observe.ObservationError, match=r"outside the 8 tokens \(0\.\.7\)"):
         observe.observe(model, tokenizer, position=8)
@@ -259,52 +262,6 @@ def test_the_committed_capture_is_complete_small_and_marked_synthetic():
     assert "/work/" not in text and "/tmp/" not in text and "/home/" not in text
 
 
-def test_the_page_shows_the_cached_capture_when_no_verified_files_are_named():
-    from residlab.course.lab05_observation import capture_page
-
-    shown = capture_page.page_capture(CACHED_CAPTURE, environ={})
-    assert shown.fresh is False and shown.synthetic is True
-    assert shown.observations == read(CACHED_CAPTURE, "observations.json")
-
-
-def test_the_page_captures_afresh_from_files_that_verify(specimen_dir, specimen_lock_path, specimen_lock_data, monkeypatch):
-    from residlab.pythia import lock as lock_module
-    from residlab.course.lab05_observation import capture_page
-
-    # Stand the specimen's lock in for the pinned one: the page verifies against whatever load_lock() returns.
-    monkeypatch.setattr(lock_module, "load_lock", lambda path=None: load_lock(specimen_lock_path))
-    shown = capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
-    assert shown.fresh is True
-    assert shown.manifest["revision"] == specimen_lock_data["revision"]
-    assert shown.directory != CACHED_CAPTURE and (shown.directory / "captures.json").exists()
-
-
-def test_the_page_refuses_named_files_that_do_not_verify(specimen_dir):
-    from residlab.course.lab05_observation import capture_page
-    from residlab.pythia.artifacts import ArtifactError
-
-    # The specimen's bytes are not Pythia's: against the pinned lock they must fail, not fall back to the cache.
-    with pytest.raises(ArtifactError, match="does not match the lock"):
-        capture_page.page_capture(CACHED_CAPTURE, environ={capture_page.ARTIFACTS_ENV: str(specimen_dir)})
-
-
-def test_the_worked_example_is_computed_from_the_capture():
-    from residlab.course.lab05_observation import capture_page
-
-    shown = capture_page.read_capture(CACHED_CAPTURE)
-    seen = capture_page.interpretation(shown)
-    norms = [row["norm"] for row in shown.observation["boundaries"]]
-    updates = shown.observation["block_updates"]
-    assert seen["first_norm"] == norms[0] and seen["last_norm"] == norms[-1]
-    assert all(after > before for before, after in zip(norms, norms[1:]))
-    assert seen["growth_phrase"] == "rises at every one of the 6 blocks"
-    assert seen["max_abs_alignment"] == max(abs(row["cosine_update_with_incoming"]) for row in updates)
-    squared = norms[0] ** 2 + sum(row["difference_norm"] ** 2 for row in updates)
-    assert seen["orthogonal_prediction_last"] == pytest.approx(squared**0.5)
-    # A random-weight specimen writes in directions unrelated to the state: the first explanation must win.
-    assert seen["orthogonal"] and "first explanation" in seen["verdict"]
-
-
 def test_page_figures_have_labelled_axes():
     import matplotlib
 
@@ -343,6 +300,7 @@ def test_cli_observe_specimen_is_how_the_cached_capture_is_made(tmp_path, capsys
     made, cached = read(output, "observations.json"), read(CACHED_CAPTURE, "observations.json")
     # Same seed, same code: the committed capture is reproducible (bit for bit on the same library versions).
     assert made["tokens"] == cached["tokens"]
-    assert [row["norm"] for row in made["observation"]["boundaries"]] == pytest.approx(
-        [row["norm"] for row in cached["observation"]["boundaries"]], rel=1e-5
-    )
+    for position in range(len(made["tokens"])):
+        assert [row["norm"] for row in made["positions"][position]["boundaries"]] == pytest.approx(
+            [row["norm"] for row in cached["positions"][position]["boundaries"]], rel=1e-5
+        )

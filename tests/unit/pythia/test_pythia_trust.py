@@ -356,7 +356,7 @@ def _linked(directory: Path) -> None:
 
 def _observations_edited(directory: Path) -> None:
     observations = json.loads((directory / "observations.json").read_text())
-    observations["observation"]["boundaries"][3]["norm"] *= 1.01
+    observations["positions"][observations["selected_position"]]["boundaries"][3]["norm"] *= 1.01
     _rewrite_with_matching_manifest(directory, "observations.json", observations)
 
 
@@ -389,7 +389,7 @@ CAPTURE_FAULTS = {
     "captures.json of another run": (_other_run, r"captures\.json: .*not the file of this run"),
     "captures.json missing": (_missing, r"captures\.json: missing"),
     "captures.json a symbolic link": (_linked, r"captures\.json: .*is a symbolic link"),
-    "observations disagree with the tensors": (_observations_edited, r"observations\.json: disagrees with the tensors in captures\.json:\n  observation\.boundaries\[3\]\.norm"),
+    "observations disagree with the tensors": (_observations_edited, r"observations\.json: disagrees with the tensors in captures\.json:\n  positions\[7\]\.boundaries\[3\]\.norm"),
     "tensors disagree with the observations": (_tensors_edited, r"(?s)observations\.json: disagrees .*final_normalisation\.normalised_norm"),
     "manifest not JSON": (_manifest_unparseable, r"manifest\.json: not valid JSON"),
     "manifest records no results": (_manifest_without_results, r"manifest\.json: records no results"),
@@ -406,10 +406,15 @@ def test_a_capture_that_is_not_one_consistent_run_is_refused_naming_the_file(fau
         capture_page.read_capture(capture_copy)
 
 
-def test_the_page_refuses_a_damaged_cached_capture_rather_than_showing_it(capture_copy):
-    _truncate(capture_copy)
+def test_the_page_refuses_a_damaged_cached_capture_rather_than_showing_it(capture_copy, tmp_path):
+    from residlab.course.lab05_observation import capture_source
+    from residlab.pythia.cache import CACHE_ENV
+
+    (tmp_path / "captures").mkdir()
+    captures = capture_copy.rename(tmp_path / "captures" / capture_page.CACHED_CAPTURE.name)
+    _truncate(captures)
     with pytest.raises(capture_page.CaptureError, match=r"captures\.json: .*not the file of this run"):
-        capture_page.page_capture(capture_copy, environ={})
+        capture_source.page_capture(captures.parent, environ={CACHE_ENV: str(tmp_path / "no-cache")})
 
 
 # ---- null and zero values ------------------------------------------------------------------------------------
@@ -420,7 +425,7 @@ def _degenerate_capture() -> capture_page.PageCapture:
     (so undefined cosines and relative changes), zero updates and zero check results."""
     shown = capture_page.read_capture(CACHED_CAPTURE)
     observations = copy.deepcopy(shown.observations)
-    observation = observations["observation"]
+    observation = observations["positions"][observations["selected_position"]]
     for row in observation["boundaries"]:
         row["norm"] = 0.0
     for row in observation["block_updates"]:
@@ -445,10 +450,13 @@ def test_every_formatting_function_handles_null_and_zero():
     import matplotlib.pyplot as plt
 
     shown = _degenerate_capture()
-    seen = capture_page.interpretation(shown)
-    assert seen["growth_factor"] is None and seen["grows"] is False and seen["relative_shrinks"] is False
-    assert seen["cosine_first"] is None and seen["max_abs_alignment"] is None and seen["quadrature_gap"] == 0.0
-    assert "neither" in seen["verdict"]
+    from residlab.course.lab05_observation import capture_reading
+
+    trend, seen = capture_reading.norm_trend(shown), capture_reading.alignment(shown)
+    assert trend["factor"] is None and trend["direction"] == "neither" and trend["blocks_up"] == 0
+    assert seen["largest_abs_cosine"] is None and seen["mean_cosine"] is None and seen["gap"] is None
+    assert seen["favoured"] is None and "favour neither" in capture_reading.verdict_sentence(shown)
+    assert "undefined" in capture_reading.relative_sentence(shown) and "neither rises nor falls" in capture_reading.trend_sentence(shown)
     assert capture_page.number(None) == "null (undefined)" and capture_page.number(0.0) == "0.000" and capture_page.number(0, 3, "g") == "0"
     assert "null (undefined)" in capture_page.observations_table(shown)
     assert "null (undefined)" in capture_page.alignment_table(shown)

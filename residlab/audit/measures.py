@@ -1,0 +1,88 @@
+"""The Residual Contribution Audit's measures of one residual write, written once. The audit tool's packets
+(``packet``), Lesson 2.1's lab (``residlab.course.lesson.lesson_lab``) and the runners that bundle either compute
+every measure here, so the page, the packet and the download cannot disagree on a formula.
+
+With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position:
+
+- norm: |w|;
+- direct projection: d . w with d = u_target - u_rival (rows of the output embedding);
+- exact direct effect: M(readout(r_final)) - M(readout(r_final - w)), nothing downstream recomputed; defined only
+  for a write at the readout position (elsewhere the write reaches the readout only through later attention);
+- survival: cos(w, r_final) at w's position, and the retained fraction (w + every later write) . w / |w|^2;
+- ablation effect: M(clean run, w zeroed) - M(clean run);
+- patch recovery: (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)).
+
+A measure with no value is None (JSON null, "undefined" on a page), never a division by zero: a cosine or a
+retained fraction of a zero vector, and the patch recovery when the clean and corrupt metrics are equal.
+
+Tensor methods only (a vector is a torch tensor of shape (d,)): this module imports nothing, so any runner can
+bundle it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class WriteMeasures:
+    """The measures of one write; None where a measure is undefined (see the module's docstring)."""
+
+    norm: float
+    direct_projection: float
+    direct_effect_exact: float | None
+    survival_cosine: float | None
+    retained_fraction: float | None
+    ablation_effect: float
+    patch_recovery: float | None
+
+
+def logit_difference(logits, target: int, rival: int) -> float:
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
+    return float((logits[target] - logits[rival]).item())
+
+
+def metric_direction(output_embedding, target: int, rival: int):
+    """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
+    return (output_embedding[target] - output_embedding[rival]).detach()
+
+
+def cosine(a, b) -> float | None:
+    """cos(a, b) of two vectors (d,); None when either is zero."""
+    denominator = float(a.norm()) * float(b.norm())
+    return None if denominator == 0.0 else float((a @ b).item()) / denominator
+
+
+def patch_recovery(clean: float, corrupt: float, patched: float) -> float | None:
+    """R = (M_patched - M_corrupt) / (M_clean - M_corrupt): 1 when the patch restores the clean metric, 0 when it
+    changes nothing; None when the gap M_clean - M_corrupt is zero (nothing to recover)."""
+    gap = clean - corrupt
+    return None if gap == 0 else (patched - corrupt) / gap
+
+
+def measure_write(w, final_state, later_writes, direction, *, clean: float, corrupt: float, ablated: float,
+                  patched: float, readout_metric=None, final_metric: float | None = None) -> WriteMeasures:
+    """Every measure of the write ``w`` (d,). ``final_state`` (d,): the clean run's final residual state at w's
+    position; ``later_writes``: the clean run's writes after w at that position (d,) each; ``direction`` (d,):
+    u_target - u_rival. ``clean``, ``corrupt``, ``ablated``, ``patched``: the metric of the clean run, the corrupt
+    run, the clean run with w zeroed and the corrupt run with the clean w patched in. ``readout_metric``, given
+    only for a write at the readout position: a state (d,) -> M through the model's final normaliser and output
+    embedding; ``final_metric``: its value at ``final_state`` when the caller already has it."""
+    norm = float(w.norm())
+    later_sum = w.new_zeros(w.shape)
+    for later in later_writes:
+        later_sum = later_sum + later
+    carried = w + later_sum
+    direct_effect = None
+    if readout_metric is not None:
+        final = readout_metric(final_state) if final_metric is None else final_metric
+        direct_effect = final - readout_metric(final_state - w)
+    return WriteMeasures(
+        norm=norm,
+        direct_projection=float((direction @ w).item()),
+        direct_effect_exact=direct_effect,
+        survival_cosine=cosine(w, final_state),
+        retained_fraction=None if norm == 0 else float((carried @ w).item()) / norm**2,
+        ablation_effect=ablated - clean,
+        patch_recovery=patch_recovery(clean, corrupt, patched),
+    )

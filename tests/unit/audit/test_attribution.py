@@ -1,0 +1,82 @@
+"""Direct logit attribution with the final normaliser's scale frozen (residlab.audit.attribution): its terms sum
+to the logit difference the model computes, and each term is recomputed here in float64 from the formula."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from residlab.audit.attribution import FINAL_NORM_BIAS, OUTPUT_BIAS, direct_logit_attribution
+
+# float32 rounding of a sum of a few terms of size ~10 (the copy model's), with a margin.
+ABSOLUTE, RELATIVE = 1e-5, 1e-5
+
+
+def reference_terms(norm, head, writes: dict, target: int, rival: int, centre: bool) -> dict:
+    """The formula, in float64, with the scale computed from the summed state by hand."""
+    vectors = {name: w.double() for name, w in writes.items()}
+    state = sum(vectors.values())
+    centred = state - state.mean() if centre else state
+    scale = (centred.pow(2).sum() / state.numel() + norm.eps).sqrt()
+    direction = (head.weight[target] - head.weight[rival]).double()
+    gain = norm.weight.double()
+    terms = {name: float((direction * gain) @ ((w - w.mean()) if centre else w) / scale) for name, w in vectors.items()}
+    terms[FINAL_NORM_BIAS] = float(direction @ norm.bias.double()) if getattr(norm, "bias", None) is not None else 0.0
+    terms[OUTPUT_BIAS] = float(head.bias[target] - head.bias[rival]) if head.bias is not None else 0.0
+    return terms
+
+
+@pytest.mark.slow
+def test_the_copy_models_terms_sum_to_its_logit_difference():
+    from residlab.course.lesson import lesson_lab
+
+    model = lesson_lab.default_training()[0]
+    audit = lesson_lab.audit_model(model)
+    attribution = audit.attribution
+    clean = next(case for case in audit.interventions if case.case == "clean")
+    # The metric the attribution reads is the clean run's own, bit for bit.
+    assert attribution.logit_difference == clean.logit_difference
+    assert attribution.total == pytest.approx(clean.logit_difference, rel=RELATIVE, abs=ABSOLUTE)
+    run = lesson_lab.run_traced(model, lesson_lab.CLEAN_TOKENS)
+    writes = {"embedding": run.trace.resid_pre[0, -1], "attention write": run.trace.attn_write[0, -1],
+              "MLP write": run.trace.mlp_write[0, -1]}  # fmt: skip
+    with torch.no_grad():
+        expected = reference_terms(model.final_norm, model.unembed, writes, audit.target, audit.rival, centre=True)
+    found = {**attribution.terms, **attribution.bias_terms}
+    assert list(found) == list(expected)
+    for name, value in expected.items():
+        assert found[name] == pytest.approx(value, rel=RELATIVE, abs=ABSOLUTE), name
+    assert sum(expected.values()) == pytest.approx(clean.logit_difference, rel=RELATIVE, abs=ABSOLUTE)
+    # Attribution is not removal: the attention write's term and its exact direct effect differ in sign here.
+    attention = audit.components[0]
+    assert attribution.terms["attention write"] * attention.direct_effect_exact < 0
+
+
+@pytest.mark.parametrize("kind", ["LayerNorm", "RMSNorm"])
+def test_terms_sum_exactly_with_both_bias_terms_named(kind):
+    torch.manual_seed(0)
+    width, vocab = 16, 10
+    norm = torch.nn.LayerNorm(width) if kind == "LayerNorm" else torch.nn.RMSNorm(width, eps=1e-6)
+    head = torch.nn.Linear(width, vocab, bias=True)
+    with torch.no_grad():
+        norm.weight.normal_(1.0, 0.3)
+        if kind == "LayerNorm":
+            norm.bias.normal_(0.0, 0.3)
+    writes = {f"write {i}": torch.randn(width) * (i + 1) for i in range(5)}
+    attribution = direct_logit_attribution(norm, head, writes, target=3, rival=7)
+    assert attribution.total == pytest.approx(attribution.logit_difference, rel=RELATIVE, abs=ABSOLUTE)
+    with torch.no_grad():
+        expected = reference_terms(norm, head, writes, 3, 7, centre=kind == "LayerNorm")
+    found = {**attribution.terms, **attribution.bias_terms}
+    for name, value in expected.items():
+        assert found[name] == pytest.approx(value, rel=RELATIVE, abs=ABSOLUTE), name
+    assert attribution.bias_terms[OUTPUT_BIAS] != 0.0
+    assert (attribution.bias_terms[FINAL_NORM_BIAS] != 0.0) == (kind == "LayerNorm")
+
+
+def test_an_unknown_normaliser_and_no_writes_are_refused_in_one_line():
+    head = torch.nn.Linear(4, 3)
+    with pytest.raises(ValueError, match="knows LayerNorm and RMSNorm, not Identity"):
+        direct_logit_attribution(torch.nn.Identity(), head, {"w": torch.ones(4)}, 0, 1)
+    with pytest.raises(ValueError, match="at least one write"):
+        direct_logit_attribution(torch.nn.LayerNorm(4), head, {}, 0, 1)

@@ -12,9 +12,9 @@
 - The stylesheets of the colour scheme the reader is not using no longer block the first paint: each of
   Quarto's scheme stylesheets gets the media query of its scheme (``prefers-color-scheme``), the dark ones lose
   their address (kept in ``data-scheme-href``; a ``<noscript>`` copy serves readers without scripts), and a
-  script right after them (``SCHEME_SCRIPT``) loads the reader's scheme so that it blocks the paint, stops the
-  other's downloads, and hands every scheme stylesheet back to Quarto's toggle when it is used or the system
-  setting changes.
+  script right after them (``SCHEME_SCRIPT``) writes the reader's scheme's links into the parser so that they
+  block the paint (and the page's scripts) as the parser's own do, stops the other's downloads, and hands every
+  scheme stylesheet back to Quarto's toggle when it is used or the system setting changes.
 - Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint.
 
 Runs offline (fontTools, pinned in requirements.txt). Every change is idempotent: a page already processed is
@@ -221,14 +221,15 @@ LIGHT_MEDIA, DARK_MEDIA = "(prefers-color-scheme: light)", "(prefers-color-schem
 # Right after the scheme stylesheets; Quarto's own script (at the start of the body) then enables and disables them
 # as before. The dark scheme's links come without their address (the browser would fetch them, if at low priority,
 # for every light reader), and a <noscript> copy with their media query serves readers without scripts. With
-# scripts:
-# - the reader's scheme is the one the navbar toggle stored, else the system's;
-# - the other scheme's links, and Quarto's extra copies (which its script disables at once), are replaced by copies
-#   without their address, so their downloads stop: Chromium applies a stylesheet that was still downloading
-#   when Quarto disabled it once it arrives;
-# - the reader's links the parser has not fetched as blocking (the dark scheme's; a stored choice that differs
-#   from the system's) are replaced by copies that block the paint (`blocking="render"`), so the page never
-#   shows the other scheme first;
+# scripts, the reader's scheme is the one the navbar toggle stored, else the system's, and:
+# - a link the parser fetched as blocking (its media query matches the system) is left to Quarto's script;
+# - the reader's links the parser did not fetch as blocking (the dark scheme's; a stored choice that differs from
+#   the system's) are written into the parser with document.write, so that, like the parser's own, they hold up
+#   the first paint and every later script until they have arrived (a link a script inserts holds up neither,
+#   and the page's scripts would measure it unstyled);
+# - every other link (the other scheme's, Quarto's extra copies) loses its address, so its low-priority download
+#   stops: Chromium applies a stylesheet that was still downloading when Quarto disabled it once it arrives;
+# - links rewritten follow those left in place, in their order, so dark still comes after light;
 # - before Quarto's toggle runs, and when the system setting changes, every scheme link gets its address back
 #   and applies whatever the system's setting, so Quarto's toggle governs them all again.
 SCHEME_SCRIPT = """<script id="%(id)s">
@@ -239,22 +240,22 @@ SCHEME_SCRIPT = """<script id="%(id)s">
   var systemDark = window.matchMedia(DARK).matches;
   var chosen = (stored === null ? systemDark : stored === "alternate") ? DARK : LIGHT;
   var links = function () { return document.querySelectorAll("link[data-scheme-media]"); };
+  // Rewritten links follow the ones left in place (always light ones), in their own order: dark after light, as
+  // Quarto layers them.
   links().forEach(function (link) {
     var address = link.getAttribute("href") || link.getAttribute("data-scheme-href");
+    if (link.hasAttribute("href") && window.matchMedia(link.media).matches) return;  // fetched blocking
     var copy = link.cloneNode();
-    if (link.media !== chosen || link.classList.contains("quarto-color-scheme-extra")) {
-      if (!link.hasAttribute("href")) return;  // never fetched
-      copy.removeAttribute("href");
-      copy.setAttribute("data-scheme-href", address);
-    } else if (link.hasAttribute("href") && window.matchMedia(chosen).matches) {
-      return;  // the parser fetched it, blocking the paint
-    } else {
-      copy.removeAttribute("data-scheme-href");
+    copy.removeAttribute("href");
+    copy.removeAttribute("data-scheme-href");
+    if (link.media === chosen && !link.classList.contains("quarto-color-scheme-extra")) {
       copy.setAttribute("href", address);
       copy.media = "all";
-      copy.setAttribute("blocking", "render");
+    } else {
+      copy.setAttribute("data-scheme-href", address);
     }
-    link.replaceWith(copy);
+    link.remove();
+    document.write(copy.outerHTML);
   });
   var wake = function () {
     links().forEach(function (link) {

@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     pages = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site_check.site_pages(ROOT)]
     try:
         audits, seconds = measure(args.site, pages, args.preset)
-        other, other_seconds = measure(args.against, pages, args.preset) if args.against else ({}, 0.0)
+        # pages the other build does not have (an older one, say) are shown without a comparison
+        other, other_seconds = measure(args.against, [page for page in pages if (args.against / page).is_file()],
+                                       args.preset) if args.against else ({}, 0.0)
     except lighthouse.LighthouseError as error:
         print(f"lighthouse_scores: {error}", file=sys.stderr)
         return 1

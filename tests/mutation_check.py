@@ -43,6 +43,9 @@ SYNC_TESTS = ("tests/unit/build/test_sync_coverage.py",)
 TOY_TESTS = ("tests/unit/course/test_toy_exact.py",)
 RECORDING_TESTS = ("tests/unit/capture/test_recording.py",)
 LESSON_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lesson_page_shows_the_documents_figures",)
+INDUCTION = "tests/unit/course/test_induction.py::"
+INDUCTION_HEAD_TESTS = (INDUCTION + "test_head_scores_recomputed_by_a_float64_attention",)
+INDUCTION_ACCURACY_TESTS = (INDUCTION + "test_the_repeated_half_is_predicted_and_the_first_half_is_not",)
 LAB_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
 
 
@@ -251,6 +254,27 @@ MUTATIONS = (
         "    for path, text in derived_files(root).items():\n        if not path.exists()",
         "    for path, text in derived_files(root).items():\n        if path.name == \"_variables.yml\":\n            continue\n        if not path.exists()",
         SYNC_TESTS,
+    ),
+    Mutation(
+        "induction-heads-swapped",
+        "residlab/course/induction/measures.py",
+        'return {"previous_token": torch.stack(previous).mean(0), "induction": torch.stack(induction).mean(0)}',
+        'return {"previous_token": torch.stack(induction).mean(0), "induction": torch.stack(previous).mean(0)}',
+        INDUCTION_HEAD_TESTS,
+    ),
+    Mutation(
+        "induction-score-offset-off-by-one",
+        "residlab/course/induction/measures.py",
+        "weights.diagonal(offset=-(period - 1), dim1=-2, dim2=-1)[..., 1:]",
+        "weights.diagonal(offset=-period, dim1=-2, dim2=-1)",
+        INDUCTION_HEAD_TESTS,
+    ),
+    Mutation(
+        "induction-training-skipped",
+        "residlab/course/induction/recipe.py",
+        "        for step in range(1, steps + 1):\n            period = PERIODS",
+        "        for step in range(1, 1):\n            period = PERIODS",
+        INDUCTION_ACCURACY_TESTS,
     ),
 )
 

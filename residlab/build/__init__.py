@@ -5,9 +5,15 @@
 - ``site_check``: the static checks of the sources (``residlab site check``), the site's pages and configuration.
 - ``site_verify``: the checks of what a render built (``residlab site verify DIR``).
 - ``sync``: ``residlab sync`` writes, and ``--check`` verifies, every file derived from the package.
-- ``pins``: the lock's pins carried into ``_variables.yml`` and the requirements files; pin drift reported.
+- ``pins``: the lock's pins carried into ``_variables.yml`` and the requirements files; pin drift reported; a
+  re-pin written into ``requirements.txt`` and the lock together.
+- ``pins_command``: ``residlab pins outdated | try-latest | write``, on ``package_index`` (the newest release of a
+  library, asked of pip, every wait bounded) and ``try_latest`` (the newest releases tried in a throwaway copy,
+  a failure traced to one library; the plan is ``[tool.residlab.try-latest]`` in ``pyproject.toml``).
 - ``runners``: the downloadable runners, each built from the modules its entry in ``RUNNERS`` lists, in that order.
 - ``bundle``: reads a runner's modules and checks the list against their imports (its docstring: the conventions
   a runner's module follows).
+- ``checkout``: the project as a fresh clone has it, copied elsewhere (the render tests' clean copy, the trial's
+  throwaway copy).
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
 """

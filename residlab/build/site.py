@@ -26,6 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from residlab.build.checkout import clean_copy  # noqa: F401 (the tests' and benchmarks' clean copy)
 from residlab.build.site_check import check_site, load_config, site_pages, site_url_problem
 from residlab.build.site_verify import verify_build
 from residlab.build.sync import default_site_root
@@ -97,22 +98,6 @@ def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), p
     if warnings:
         raise RenderError("quarto render printed warnings:\n" + "\n".join(f"  {line}" for line in warnings))
     return output
-
-
-def clean_copy(root: Path, destination: Path) -> Path:
-    """Copy the project as a fresh clone would have it (tracked files and untracked ones git does not
-    ignore, as they are in the working tree), so a render there starts with no _freeze/, _site/ or .quarto/."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root, capture_output=True, check=True, timeout=60,
-    ).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = root / name
-        if source.is_file():  # a tracked file deleted in the working tree is not copied
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,8 @@ The course floor holds what the pages compute and draw, one room (subpackage) pe
 - ``glossary/``: the glossary's activation caches and figures;
 - ``lab05_observation/``: Lab 05 Part 4, a GPT-NeoX capture shown and explored, and the openers of a reader's files;
 - ``lab06_audit/``: Lab 06, the audit tool's worked packet;
+- ``induction/``: the two-block induction model the site trains itself, what it learned, measured, and its audit
+  (the glossary's attention, logit-lens and activation-patching entries, Lab 06 Part 2);
 - ``render/``: what only a render needs, the values several pages share, computed once per render.
 
 Beside them, helpers every room uses: ``tables`` (Markdown tables, math labels), ``diagrams`` (box-and-arrow
@@ -42,6 +44,11 @@ _INTERFACE = {
     "page_explorer": ("residlab.course.lab05_observation.explorer_data", "page_explorer"),
     "decoder_audit": ("residlab.course.lab06_audit.decoder_audit", None),
     "pythia_audit": ("residlab.course.lab06_audit.pythia_audit", None),
+    "induction_recipe": ("residlab.course.induction.recipe", None),
+    "induction_measures": ("residlab.course.induction.measures", None),
+    "induction_audit": ("residlab.course.induction.induction_audit", None),
+    "induction_figures": ("residlab.course.induction.figures", None),
+    "induction_sentences": ("residlab.course.induction.sentences", None),
     # what several pages show, once per render (residlab.course.render.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.render.shared", "trained_copy_model"),
     "training_log": ("residlab.course.render.shared", "training_log"),
@@ -49,6 +56,7 @@ _INTERFACE = {
     "specimen_model": ("residlab.course.render.shared", "specimen_model"),
     "specimen_cache_layouts": ("residlab.course.render.shared", "specimen_cache_layouts"),
     "audited_decoder": ("residlab.course.render.shared", "audited_decoder"),
+    "induction_training": ("residlab.course.render.shared", "induction_training"),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.tables", "markdown_table"),
     "math_label": ("residlab.course.tables", "math_label"),

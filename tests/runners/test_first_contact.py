@@ -173,7 +173,7 @@ def residlab(*arguments: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("command, options", [
     ("plan", {"--lock"}),
-    ("fetch", {"--artifacts", "--lock", "--endpoint", "--timeout"}),
+    ("fetch", {"--artifacts", "--cache", "--lock", "--endpoint", "--timeout"}),
     ("verify", {"--artifacts", "--lock"}),
     ("pin", {"--revision", "--repo", "--lock", "--endpoint", "--timeout"}),
     ("observe", {"--artifacts", "--specimen", "--lock", "--seed", "--output", "--position"}),

@@ -48,7 +48,10 @@ def project(tmp_path_factory) -> Path:
         pytest.fail(site.QUARTO_MISSING, pytrace=False)
     copy = site.clean_copy(ROOT, tmp_path_factory.mktemp("publish") / "project")
     (copy / ".venv").symlink_to(VENV, target_is_directory=True)
-    planned = subprocess.run(["make", "-n", "pythia"], cwd=copy, capture_output=True, text=True, timeout=60)
+    # As a fresh shell runs it: under `make test` the outer make's MAKEFLAGS and MAKELEVEL would reach this one.
+    fresh_shell = {key: value for key, value in os.environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    planned = subprocess.run(["make", "-n", "pythia"], cwd=copy, env=fresh_shell, capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
     assert planned.stdout.splitlines() == [".venv/bin/residlab pythia fetch --cache"], (
         "make would rebuild the environment first: run `make venv`, then the tests", planned.stdout)
     return copy

@@ -351,6 +351,6 @@ def test_cli_lists_every_subcommand_without_importing_torch():
          "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)"],
         capture_output=True, text=True, check=True,
     )
-    for command in ("toy", "lesson", "paper", "pythia", "site", "sync"):
+    for command in ("toy", "lesson", "paper", "pythia", "site", "sync", "pins"):
         assert command in completed.stdout
     assert completed.stdout.strip().endswith("False")

@@ -11,8 +11,7 @@ import pytest
 from residlab.build.site_check import read_page
 
 ROOT = Path(__file__).resolve().parents[3]
-GLOSSARY_WITHOUT_FIGURES = ("index", "tokenizer", "attention", "mlp", "normalisation", "activation-cache",
-                            "activation-patching")
+GLOSSARY_WITHOUT_FIGURES = ("index", "tokenizer", "mlp", "normalisation", "activation-cache")
 # Page -> each figure it shows -> what the page must call it. The reference, written out: a new figure fails here
 # until its page says which it is (and this list does).
 FIGURES = {
@@ -21,7 +20,9 @@ FIGURES = {
         "fig-part4-norms": "observed", "fig-part4-cosines": "observed", "fig-part4-writes": "observed",
     },
     "glossary/residual-stream.qmd": {"fig-four-positions": "analytic"},
-    "glossary/logit-lens.qmd": {"fig-copy-lens": "observed"},
+    "glossary/logit-lens.qmd": {"fig-induction-lens": "observed", "fig-copy-lens": "observed"},
+    "glossary/attention.qmd": {"fig-induction-heads": "observed"},
+    "glossary/activation-patching.qmd": {"fig-induction-patching": "observed"},
     **{f"glossary/{name}.qmd": {} for name in GLOSSARY_WITHOUT_FIGURES},
 }
 WORDS = ("analytic", "observed")

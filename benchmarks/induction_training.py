@@ -1,0 +1,50 @@
+"""Training time of the induction model (issue 27's goal: at most 20 s on one core) beside the copy model's.
+
+Run: .venv/bin/python benchmarks/induction_training.py [--repeats N] [--seed 0]   (N rounds, default 3)
+
+Both trainings run in this one process on one thread, side by side, once per round in a seeded random order
+(``measure.side_by_side``): Lesson 2.1's copy model (700 steps) and the induction model's recipe
+(``residlab.course.induction.recipe``). It prints the median wall time of each, their per-round ratio, and the
+induction training's time per step. On a loaded machine both slow down together; the ratio and the load average
+printed beside them say how far the seconds are from an idle core's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from measure import median_ms, ratio_text, side_by_side
+from residlab.course.induction import recipe
+from residlab.course.lesson import copy_model
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3, help="rounds, each timing both trainings")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the rounds' random orders")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+
+    copy_model.train_copy_model(steps=2)  # warm-up, untimed: torch's and transformers' one-off initialisation
+    recipe.train_induction_model(steps=2)
+    load_before = os.getloadavg()[0]
+    times = side_by_side({"copy model": lambda: copy_model.train_copy_model(),
+                          "induction model": lambda: recipe.train_induction_model()},
+                         args.repeats, warmup=0, seed=args.seed)  # fmt: skip
+    load_after = os.getloadavg()[0]
+    induction_s = median_ms(times, "induction model") / 1e3
+    print(f"median of {args.repeats} rounds, one thread, in a random order each round (seed {args.seed}); "
+          f"load average {load_before:.1f} before, {load_after:.1f} after, on {os.cpu_count()} cores")
+    print(f"copy model      ({copy_model.TRAINING_STEPS} steps of {copy_model.BATCH_SIZE}): "
+          f"{median_ms(times, 'copy model') / 1e3:7.2f} s")
+    print(f"induction model ({recipe.TRAINING_STEPS} steps of {recipe.BATCH_SIZE}): {induction_s:7.2f} s "
+          f"({induction_s / recipe.TRAINING_STEPS * 1e3:.1f} ms a step; goal: at most 20 s on an idle core)")
+    print(f"ratio induction / copy model: {ratio_text(times, 'induction model', 'copy model')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+"""The induction model: a two-block ``GPTNeoXForCausalLM`` the site trains itself on repeated random tokens, and
+what it learned, measured (the glossary's attention, logit-lens and activation-patching entries; Lab 06 Part 2).
+
+- ``recipe``: the configuration, the data (P distinct random tokens, then the same P again, with the period P
+  drawn afresh for every batch, so no fixed offset predicts the repeat), the training (deterministic from a seed
+  on one CPU thread) and the model directory (config.json and model.safetensors, as Transformers saves them).
+- ``measures``: on held-out sequences, loss and accuracy on each half; per head, the previous-token and induction
+  scores and the heads found by the rule (the highest score of each kind over every head); the logit-lens
+  trajectory; the activation-patching heatmap (block x position, clean vs a corrupted first half).
+- ``induction_lab``: ``train_and_measure`` (the model and its report, plain data) and the manifest.
+- ``induction_audit``: Lab 06 Part 2, the Residual Contribution Audit of the model loaded back from its directory
+  by ``residlab.audit``, and what it says about the write the mechanism predicts.
+- ``figures``: the two heads' patterns, the lens trajectory and the patching heatmap, drawn from a report.
+- ``cli``: ``residlab induction train --output DIR``.
+
+Pages reach it through the front door: ``induction_training()`` (trained once per render,
+``residlab.course.render.shared``) and the modules under ``induction_*`` names.
+"""

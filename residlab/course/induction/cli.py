@@ -1,0 +1,71 @@
+"""``residlab induction train --output DIR``: train the induction model and save it as a model directory.
+
+DIR receives config.json and model.safetensors (what ``GPTNeoXForCausalLM.from_pretrained`` and ``residlab audit
+--model DIR`` read) and manifest.json (the recipe, the seed, the library versions, the files' digests and every
+measurement of ``induction_lab.measure``), all three or none, under the one output rule
+(``residlab.capture.outdir``): DIR must be a new name or an empty directory, checked before training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory, write_directory
+
+MAX_SEED = 2**63 - 1  # torch.manual_seed's range, non-negative
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2**63 - 1")
+    return value
+
+
+def build_parser(prog: str = "residlab induction") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="The two-block induction model of the glossary and Lab 06.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    train = commands.add_parser("train", help="train it and save config.json, model.safetensors and manifest.json")
+    train.add_argument("--output", type=Path, required=True, help="a new or empty directory")
+    train.add_argument("--seed", type=_seed, default=None, help="the training seed (default: the recipe's)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        check_output_directory(args.output)  # before any training
+    except OutputDirectoryError as refused:
+        print(f"residlab induction: {refused}", file=sys.stderr)
+        return 2
+    from residlab.course.induction import induction_lab
+    from residlab.course.induction.recipe import TRAINING_SEED
+
+    run = induction_lab.train_and_measure(TRAINING_SEED if args.seed is None else args.seed)
+    files = induction_lab.model_files(run)
+    manifest = induction_lab.manifest(run, files)
+    files["manifest.json"] = (json.dumps(manifest, indent=1, sort_keys=True, allow_nan=False) + "\n").encode()
+    try:
+        write_directory(args.output, files)
+    except OutputDirectoryError as refused:
+        print(f"residlab induction: {refused}", file=sys.stderr)
+        return 2
+    halves = run.report["halves"]
+    found = run.report["heads_found"]
+    print(f"trained in {run.training_seconds:.1f} s ({run.training_cpu_seconds:.1f} s of CPU time; seed {run.seed}); wrote {', '.join(files)} to {args.output}")
+    print(f"held-out top-1 accuracy: first half {halves['first']['accuracy']:.3f}, "
+          f"repeated half {halves['repeated']['accuracy']:.3f}")  # fmt: skip
+    for kind in ("previous_token", "induction"):
+        head = found[kind]
+        print(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({head['score']:.3f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The induction pages' sentences are chosen from the numbers: each reading flips when its number does."""
+
+from __future__ import annotations
+
+from residlab.course.induction import sentences
+
+
+def report(repeated=1.0, first=0.0, previous_block=0, previous_score=0.9, induction_block=1, top1=(0.0, 0.0, 0.0, 1.0, 1.0)):
+    states = ["embedding", "block 0, after attention", "after block 0", "block 1, after attention", "after block 1 (the output)"]
+    head = lambda kind, block, score: {"kind": kind, "block": block, "head": 2, "score": score,  # noqa: E731
+                                       "above_threshold": score > 0.5, "runner_up": 0.1}
+    return {
+        "halves": {"first": {"accuracy": first}, "repeated": {"accuracy": repeated}, "first_best_possible": 0.04},
+        "heads_found": {"previous_token": head("previous-token", previous_block, previous_score),
+                        "induction": head("induction", induction_block, 0.95)},
+        "head_rule_threshold": 0.5,
+        "lens": {"held_out": {state: {"top1": value} for state, value in zip(states, top1)}},
+        "patching": {"rows": ["a", "b"], "recovery": [[0.1, 0.9], [0.2, 0.3]]},
+    }
+
+
+def test_accuracy_sentence_follows_the_accuracies():
+    assert "has learned to predict the repeat" in sentences.accuracy_sentence(report())
+    assert "has not reached the goal" in sentences.accuracy_sentence(report(repeated=0.6))
+    assert "no better than chance" in sentences.accuracy_sentence(report())
+    assert "shortcut" in sentences.accuracy_sentence(report(first=0.5))
+
+
+def test_head_sentence_follows_the_rule_and_the_block():
+    assert "where the mechanism needs it" in sentences.head_sentence(report(), "previous_token")
+    assert "not in block 0" in sentences.head_sentence(report(previous_block=1), "previous_token")
+    assert sentences.head_sentence(report(previous_score=0.3), "previous_token").startswith("No head attends mostly")
+
+
+def test_lens_and_patching_sentences_name_what_the_numbers_show():
+    assert "at the state named block 1, after attention (" in sentences.lens_sentence(report())
+    assert sentences.lens_sentence(report(top1=(0.0,) * 5)).startswith("At no state")
+    assert "a at position 1 (R = 0.90)" in sentences.patching_sentence(report())
+
+
+def test_no_sentence_holds_a_quote_mark():
+    texts = [sentences.accuracy_sentence(report()), sentences.head_sentence(report(), "induction"),
+             sentences.lens_sentence(report()), sentences.patching_sentence(report())]
+    assert not any(mark in text for text in texts for mark in "'\"`")
+
+
+def test_audit_sentence_says_what_was_found_either_way():
+    predicted = {"site": "blocks.1.attn_write", "position": 14, "ablation_effect": -9.0, "patch_recovery": 1.0}
+    other = {"site": "blocks.0.attn_write", "position": 7, "ablation_effect": -1.0, "patch_recovery": 0.8}
+    found = {"predicted": predicted, "largest_recovery": predicted, "largest_ablation": predicted,
+             "found_by_recovery": True, "found_by_ablation": True}
+    assert sentences.audit_sentence(found).startswith("The audit finds the write the mechanism predicts")
+    missed = dict(found, largest_recovery=other, found_by_recovery=False)
+    text = sentences.audit_sentence(missed)
+    assert "By patch recovery it does not: blocks.0.attn_write at position 7 has a larger one (0.80)." in text
+    assert "By ablation effect (in size) the audit finds it" in text

@@ -313,7 +313,8 @@ def defer_head_scripts(html: str) -> str:
 
     def deferred(match: re.Match) -> str:
         tag = match.group(0)
-        if re.search(r"\b(defer|async)\b|type=\"module\"", tag):
+        names = re.sub(r'"[^"]*"', '""', tag)  # the attributes without their values: "async" in a path is not one
+        if re.search(r"\s(defer|async)[\s=>]", names) or re.search(r'\stype="module"', tag):
             return tag
         return tag[:-1] + " defer>"
 

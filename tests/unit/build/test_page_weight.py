@@ -1,6 +1,7 @@
 """residlab.build.page_weight, on small inputs: which characters MathML shows, the math font subset keeps them and
-its stretchy brackets, and the scheme stylesheets are rewritten once, each behind its own scheme's media query.
-(tests/site/test_page_weight.py checks the built site itself.)"""
+its stretchy brackets, the icons the site names are found, the scheme stylesheets are rewritten once, each behind
+its own scheme's media query, and the head's scripts are deferred. (tests/site/test_page_weight.py checks the built
+site itself, in Chromium: what the scheme script does there, and what the pages draw.)"""
 
 from __future__ import annotations
 
@@ -77,12 +78,15 @@ def test_each_scheme_stylesheet_waits_behind_its_schemes_media_query_and_the_scr
 
 def test_head_scripts_are_deferred_in_order_and_body_scripts_and_modules_are_not():
     page = ('<head><script src="a.js"></script><script src="m.js" type="module"></script>'
-            '<script src="b.js" defer></script><script id="inline">x()</script><script src="c.js"></script></head>'
+            '<script src="b.js" defer></script><script id="inline">x()</script><script src="c.js"></script>'
+            '<script src="lib/async-defer.js"></script><script async src="d.js"></script></head>'
             '<body><script src="body.js"></script></body>')
     deferred = page_weight.defer_head_scripts(page)
     assert re.findall(r"<script[^>]*>", deferred) == [
         '<script src="a.js" defer>', '<script src="m.js" type="module">', '<script src="b.js" defer>',
-        '<script id="inline">', '<script src="c.js" defer>', '<script src="body.js">']
+        '<script id="inline">', '<script src="c.js" defer>',
+        '<script src="lib/async-defer.js" defer>',  # the words in its address are not attributes
+        '<script async src="d.js">', '<script src="body.js">']
     assert page_weight.defer_head_scripts(deferred) == deferred
 
 
@@ -123,3 +127,18 @@ def test_a_site_without_the_math_font_stops_the_build(tmp_path):
     (tmp_path / "page.html").write_text("<math><mi>x</mi></math>", encoding="utf-8")
     with pytest.raises(SystemExit, match="no copy of noto-sans-math-400.woff2"):
         page_weight.subset_math_font(ROOT / page_weight.MATH_FONT, tmp_path)
+
+
+def test_the_icons_named_in_pages_stylesheets_and_class_building_scripts_are_found_and_no_others(tmp_path):
+    known = {"github", "search", "chevron-right", "x", "moon", "sun", "list"}
+    (tmp_path / "site_libs" / "bootstrap").mkdir(parents=True)
+    (tmp_path / "index.html").write_text('<i class="bi bi-github"></i> <a class="bi-nonesuch">', encoding="utf-8")
+    (tmp_path / "site_libs" / "nav.css").write_text(".menu::after { content: ''; } .bi-chevron-right {}", encoding="utf-8")
+    # a script that builds the class from a name: every string in it that is an icon's name counts
+    (tmp_path / "site_libs" / "search.js").write_text('const icon = hit ? "search" : "x"; el.className = `bi-${icon}`;',
+                                                     encoding="utf-8")
+    # one that does not: its strings are not icons ("list" here is a word, not a class)
+    (tmp_path / "site_libs" / "other.js").write_text('mode = "list"; theme = "moon";', encoding="utf-8")
+    # the icon stylesheet itself declares every icon: reading it would keep them all
+    (tmp_path / page_weight.ICONS_CSS).write_text(".bi-sun::before { content: '\\f1d2'; }", encoding="utf-8")
+    assert page_weight.used_icons(tmp_path, known) == {"github", "chevron-right", "search", "x"}

@@ -76,6 +76,7 @@ _INTERFACE = {
     "Arrow": ("residlab.course.diagrams", "Arrow"),
     "diagram_figure": ("residlab.course.diagrams", "diagram_figure"),
     "diagram_svg": ("residlab.course.diagrams", "diagram_svg"),
+    "block_figure": ("residlab.course.lesson.block_picture", "block_figure"),
     # the glossary's activation caches
     "encode_prompt": ("residlab.course.glossary.cache_layouts", "encode_prompt"),
     "load_shipped_tokenizer": ("residlab.course.glossary.cache_layouts", "load_shipped_tokenizer"),

@@ -67,6 +67,7 @@ body.quarto-dark .rl-diagram {{ {_variables(DARK)} }}
 .rl-diagram .rl-arrow.rl-dashed {{ stroke-dasharray: 5 4; }}
 .rl-diagram .rl-head {{ fill: var(--rl-diagram-line); }}
 .rl-diagram .rl-label-paper {{ fill: var(--rl-diagram-paper); }}
+.rl-diagram-row {{ display: flex; flex-wrap: wrap; justify-content: center; align-items: flex-start; gap: 1.5rem; }}
 """.strip()
 
 
@@ -248,38 +249,41 @@ def _label_anchor(points: list[tuple[float, float]]) -> tuple[float, float, str]
     return (x0 + x1) / 2, (y0 + y1) / 2, "middle"
 
 
-def _number(value: float) -> str:
+def svg_number(value: float) -> str:
     return f"{value:.1f}".rstrip("0").rstrip(".")
 
 
-def _text(lines: list[str], x: float, centre_y: float, anchor: str = "middle") -> str:
-    first = centre_y - (len(lines) - 1) * LINE_PX / 2
-    spans = "".join(f'<tspan x="{_number(x)}" y="{_number(first + i * LINE_PX)}">{escape(line)}</tspan>'
+def svg_text(lines: list[str], x: float, centre_y: float, anchor: str = "middle", line_px: float = LINE_PX,
+             css_class: str = "") -> str:
+    """Lines of text centred on ``centre_y``, each a ``<tspan>``; ``anchor``: "start", "middle" or "end"."""
+    first = centre_y - (len(lines) - 1) * line_px / 2
+    spans = "".join(f'<tspan x="{svg_number(x)}" y="{svg_number(first + i * line_px)}">{escape(line)}</tspan>'
                     for i, line in enumerate(lines))
-    return f'<text text-anchor="{anchor}" dominant-baseline="central">{spans}</text>'
+    kind = f' class="{css_class}"' if css_class else ""
+    return f'<text{kind} text-anchor="{anchor}" dominant-baseline="central">{spans}</text>'
 
 
-def _arrowhead(tip: tuple[float, float], before: tuple[float, float]) -> str:
+def svg_arrowhead(tip: tuple[float, float], before: tuple[float, float]) -> str:
     (x, y), (bx, by) = tip, before
     length = max(abs(x - bx) + abs(y - by), 1e-9)
     ux, uy = (x - bx) / length, (y - by) / length  # segments are horizontal or vertical
     base_x, base_y = x - ux * HEAD, y - uy * HEAD
     corners = [(x, y), (base_x - uy * HEAD / 2, base_y + ux * HEAD / 2), (base_x + uy * HEAD / 2, base_y - ux * HEAD / 2)]
-    return f'<polygon class="rl-head" points="{" ".join(f"{_number(a)},{_number(b)}" for a, b in corners)}"/>'
+    return f'<polygon class="rl-head" points="{" ".join(f"{svg_number(a)},{svg_number(b)}" for a, b in corners)}"/>'
 
 
 def _draw_node(box: _Box) -> str:
     node = box.node
     if node.shape == "start":
-        return f'<circle class="rl-terminal" cx="{_number(box.cx)}" cy="{_number(box.cy)}" r="{TERMINAL_RADIUS - 2}"/>'
+        return f'<circle class="rl-terminal" cx="{svg_number(box.cx)}" cy="{svg_number(box.cy)}" r="{TERMINAL_RADIUS - 2}"/>'
     if node.shape == "end":
-        return (f'<circle class="rl-terminal-ring" cx="{_number(box.cx)}" cy="{_number(box.cy)}" r="{TERMINAL_RADIUS}"/>'
-                f'<circle class="rl-terminal" cx="{_number(box.cx)}" cy="{_number(box.cy)}" r="{TERMINAL_RADIUS - 4}"/>')
+        return (f'<circle class="rl-terminal-ring" cx="{svg_number(box.cx)}" cy="{svg_number(box.cy)}" r="{TERMINAL_RADIUS}"/>'
+                f'<circle class="rl-terminal" cx="{svg_number(box.cx)}" cy="{svg_number(box.cy)}" r="{TERMINAL_RADIUS - 4}"/>')
     corner = 10 if node.shape == "rounded" else 3
     kind = "rl-node rl-emphasis" if node.emphasis else "rl-node"
-    rect = (f'<rect class="{kind}" x="{_number(box.x)}" y="{_number(box.y)}" width="{_number(box.width)}" '
-            f'height="{_number(box.height)}" rx="{corner}"/>')
-    return rect + _text(node.lines, box.cx, box.cy)
+    rect = (f'<rect class="{kind}" x="{svg_number(box.x)}" y="{svg_number(box.y)}" width="{svg_number(box.width)}" '
+            f'height="{svg_number(box.height)}" rx="{corner}"/>')
+    return rect + svg_text(node.lines, box.cx, box.cy)
 
 
 def _draw_arrow(arrow: Arrow, boxes: dict[str, _Box]) -> str:
@@ -288,15 +292,15 @@ def _draw_arrow(arrow: Arrow, boxes: dict[str, _Box]) -> str:
     # The line stops where the head begins, so a dashed line does not show through the head.
     length = abs(tip[0] - before[0]) + abs(tip[1] - before[1])
     cut = [(tip[0] - (tip[0] - before[0]) * HEAD / length, tip[1] - (tip[1] - before[1]) * HEAD / length)]
-    path = " ".join(f"{'M' if i == 0 else 'L'}{_number(x)},{_number(y)}" for i, (x, y) in enumerate(points[:-1] + cut))
-    drawn = f'<path class="rl-arrow{" rl-dashed" if arrow.dashed else ""}" d="{path}"/>' + _arrowhead(tip, before)
+    path = " ".join(f"{'M' if i == 0 else 'L'}{svg_number(x)},{svg_number(y)}" for i, (x, y) in enumerate(points[:-1] + cut))
+    drawn = f'<path class="rl-arrow{" rl-dashed" if arrow.dashed else ""}" d="{path}"/>' + svg_arrowhead(tip, before)
     if arrow.label:
         x, y, anchor = _label_anchor(points)
         width, height = _label_size(arrow.label)
         left = x - width / 2 if anchor == "middle" else x - LABEL_PAD
-        drawn += (f'<rect class="rl-label-paper" x="{_number(left)}" y="{_number(y - height / 2)}" '
-                  f'width="{_number(width)}" height="{_number(height)}"/>')
-        drawn += _text(arrow.label.split("\n"), x, y, anchor)
+        drawn += (f'<rect class="rl-label-paper" x="{svg_number(left)}" y="{svg_number(y - height / 2)}" '
+                  f'width="{svg_number(width)}" height="{svg_number(height)}"/>')
+        drawn += svg_text(arrow.label.split("\n"), x, y, anchor)
     return f"<g>{drawn}</g>"
 
 
@@ -329,19 +333,20 @@ def describe(diagram: Diagram) -> str:
 def diagram_svg(diagram: Diagram) -> str:
     """The diagram as one inline ``<svg>`` element (its style included)."""
     boxes, width, height = layout(diagram)
-    title_id, description_id = f"{diagram.name}-title", f"{diagram.name}-desc"
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-diagram" role="img" width="{_number(width)}" '
-        f'height="{_number(height)}" viewBox="0 0 {_number(width)} {_number(height)}" '
-        f'aria-labelledby="{title_id}" aria-describedby="{description_id}">',
-        f'<title id="{title_id}">{escape(diagram.title)}</title>',
-        f'<desc id="{description_id}">{escape(describe(diagram))}</desc>',
-        f"<style>{STYLE}</style>",
-        *(_draw_arrow(arrow, boxes) for arrow in diagram.arrows),
-        *(_draw_node(box) for box in boxes.values()),
-        "</svg>",
-    ]
-    return "".join(parts)
+    drawing = [*(_draw_arrow(arrow, boxes) for arrow in diagram.arrows), *(_draw_node(box) for box in boxes.values())]
+    return svg_element(diagram.name, diagram.title, describe(diagram), width, height, "".join(drawing))
+
+
+def svg_element(name: str, title: str, description: str, width: float, height: float, drawing: str,
+                style: str = STYLE) -> str:
+    """An inline ``<svg>`` image: ``role="img"`` named by its title and described by ``description`` (ids
+    ``NAME-title`` and ``NAME-desc``), with the diagrams' colours for both schemes."""
+    title_id, description_id = f"{name}-title", f"{name}-desc"
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-diagram" role="img" width="{svg_number(width)}" '
+            f'height="{svg_number(height)}" viewBox="0 0 {svg_number(width)} {svg_number(height)}" '
+            f'aria-labelledby="{title_id}" aria-describedby="{description_id}">'
+            f'<title id="{title_id}">{escape(title)}</title><desc id="{description_id}">{escape(description)}</desc>'
+            f"<style>{style}</style>{drawing}</svg>")
 
 
 def diagram_figure(diagram: Diagram, caption: str) -> str:
@@ -349,7 +354,16 @@ def diagram_figure(diagram: Diagram, caption: str) -> str:
     raw HTML block (pandoc passes it through untouched)."""
     if not caption.strip():
         raise DiagramError(f"{diagram.name}: a figure needs a caption")
+    return figure_html([diagram_svg(diagram)], caption)
+
+
+def figure_html(svgs: list[str], caption: str) -> str:
+    """One figure of one or more drawings (side by side where the page is wide enough, else one under another)
+    and its caption, as a raw HTML block for a cell with ``output: asis``."""
+    if not caption.strip():
+        raise DiagramError("a figure needs a caption")
+    drawings = "".join(svgs) if len(svgs) == 1 else f'<div class="rl-diagram-row">{"".join(svgs)}</div>'
     return ("\n```{=html}\n"
             f'<div class="quarto-figure quarto-figure-center rl-diagram-figure"><figure class="figure">'
-            f"{diagram_svg(diagram)}<figcaption>{escape(caption)}</figcaption></figure></div>\n"
+            f"{drawings}<figcaption>{escape(caption)}</figcaption></figure></div>\n"
             "```\n")

@@ -28,7 +28,7 @@ class SiteError(LookupError):
 
 
 def site_name(block: int | str, site: str) -> str:
-    """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write`` (``blocks.ℓ.attn_write`` for a symbol)."""
+    """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write`` (block may be a symbol, for a picture)."""
     return f"blocks.{block}.{site}"
 
 

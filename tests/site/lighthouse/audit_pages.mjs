@@ -5,7 +5,7 @@
 //
 // The preset is Lighthouse's own: "mobile" (its default: a mid-range phone, simulated slow 4G and a 4x slower
 // CPU) or "desktop". Only the categories asked for run.
-import lighthouse, {desktopConfig} from "lighthouse";
+import lighthouse, {defaultConfig, desktopConfig} from "lighthouse";
 
 const args = process.argv.slice(2);
 const option = (name) => {
@@ -30,11 +30,20 @@ function failures(lhr, category) {
                                   : item.url ?? item.source?.url ?? JSON.stringify(item).slice(0, 200))}));
 }
 
+// What no score counts is not run, nor are the artifacts only those audits need gathered (the stylesheets' usage,
+// the script treemap, the back/forward-cache probe, which navigates away and back, ...): every audit of weight 0
+// in all the categories asked for (both presets share the default config's categories), and the full-page
+// screenshot. A score is a weighted mean of its category's audits, so it is the same with them or without.
+// Kept: the one unweighted audit read below (the bytes transferred).
+const READ_UNWEIGHTED = new Set(["total-byte-weight"]);
+const weighted = new Set(categories.flatMap((c) => defaultConfig.categories[c].auditRefs)
+  .filter((ref) => ref.weight > 0).map((ref) => ref.id));
+const unweighted = [...new Set(categories.flatMap((c) => defaultConfig.categories[c].auditRefs)
+  .filter((ref) => !weighted.has(ref.id) && !READ_UNWEIGHTED.has(ref.id)).map((ref) => ref.id))];
+
 for (const url of args) {
-  // What no score counts is not gathered: the full-page screenshot, the filmstrip and the back/forward-cache probe
-  // (which navigates away and back) cost seconds per page.
   const flags = {port, output: "json", logLevel: "error", onlyCategories: categories, disableFullPageScreenshot: true,
-                 skipAudits: ["bf-cache", "screenshot-thumbnails", "final-screenshot"]};
+                 skipAudits: unweighted};
   const result = await lighthouse(url, flags, preset === "desktop" ? desktopConfig : undefined);
   const lhr = result.lhr;
   const numeric = (id) => lhr.audits[id]?.numericValue ?? null;

@@ -15,7 +15,9 @@
   script right after them (``SCHEME_SCRIPT``) writes the reader's scheme's links into the parser so that they
   block the paint (and the page's scripts) as the parser's own do, stops the other's downloads, and hands every
   scheme stylesheet back to Quarto's toggle when it is used or the system setting changes.
-- Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint.
+- Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
+  body's padding for the fixed header, which one of them sets, is set by a script right after the header
+  (``reserve_header_height``), so on a phone the page does not jump down once they run.
 
 Runs offline (fontTools, pinned in requirements.txt). Every change is idempotent: a page already processed is
 left as it is, so a render of one page may run it over the whole site again. Quarto runs it in the project root
@@ -321,6 +323,27 @@ def defer_head_scripts(html: str) -> str:
     return HEAD_SCRIPT.sub(deferred, html[:head_end]) + html[head_end:]
 
 
+HEADER_OFFSET_ID = "residlab-header-offset"
+# Quarto's CSS pads the body 64 px for its fixed navbar; on a phone the fixed header also holds the page path, and
+# quarto-nav.js pads the body by the header's real height at DOMContentLoaded. With the head's scripts deferred
+# that comes after the first paint, and the page jumps down (Lighthouse: cumulative layout shift). This script,
+# right after the header, sets the same padding before anything below it is laid out (a parser-inserted script
+# runs after the stylesheets before it have arrived, so the height is the styled one); quarto-nav.js keeps
+# setting it later, to the same value.
+HEADER_OFFSET_SCRIPT = (f'<script id="{HEADER_OFFSET_ID}">document.body.style.paddingTop = '
+                        'document.getElementById("quarto-header").clientHeight + "px";</script>')
+FIXED_HEADER = re.compile(r'<header id="quarto-header" class="[^"]*\bfixed-top\b[^"]*">.*?</header>', re.S)
+
+
+def reserve_header_height(html: str) -> str:
+    """The page with ``HEADER_OFFSET_SCRIPT`` right after Quarto's fixed header; unchanged if done before or the
+    page has no fixed header."""
+    header = FIXED_HEADER.search(html)
+    if f'id="{HEADER_OFFSET_ID}"' in html or not header:
+        return html
+    return html[:header.end()] + HEADER_OFFSET_SCRIPT + html[header.end():]
+
+
 # ---------------------------------------------------------------- the step
 
 
@@ -332,7 +355,7 @@ def lighten(root: Path, site_dir: Path, echo=print) -> None:
     changed = 0
     for page in _html_files(site_dir):
         html = page.read_text(encoding="utf-8")
-        lighter = defer_head_scripts(defer_other_scheme(html))
+        lighter = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
             changed += 1

@@ -142,3 +142,15 @@ def test_the_icons_named_in_pages_stylesheets_and_class_building_scripts_are_fou
     # the icon stylesheet itself declares every icon: reading it would keep them all
     (tmp_path / page_weight.ICONS_CSS).write_text(".bi-sun::before { content: '\\f1d2'; }", encoding="utf-8")
     assert page_weight.used_icons(tmp_path, known) == {"github", "chevron-right", "search", "x"}
+
+
+def test_the_fixed_headers_height_is_reserved_right_after_it_once_and_only_where_quarto_fixes_a_header():
+    page = ('<body class="nav-fixed"><header id="quarto-header" class="headroom fixed-top"><nav>menu</nav></header>'
+            '<div id="quarto-content"><header id="title-block-header"><h1>T</h1></header></div></body>')
+    reserved = page_weight.reserve_header_height(page)
+    # right after the fixed header (before the content it would push down), not after the title's header
+    assert reserved.index(page_weight.HEADER_OFFSET_SCRIPT) == page.index("</header>") + len("</header>")
+    assert reserved.count("<script") == 1 and 'getElementById("quarto-header").clientHeight' in reserved
+    assert page_weight.reserve_header_height(reserved) == reserved
+    unfixed = page.replace("headroom fixed-top", "headroom")
+    assert page_weight.reserve_header_height(unfixed) == unfixed

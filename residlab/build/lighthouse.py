@@ -216,7 +216,18 @@ def audit_pages(urls: list[str], preset: str = "mobile", categories=CATEGORIES, 
 
 
 def _run(node: str, chromium: str, urls: list[str], preset: str, categories: list[str]) -> list[dict]:
-    """One Chromium, and Lighthouse in it on each URL in turn: its report of each, in order."""
+    """One Chromium, and Lighthouse in it on each URL in turn: its report of each, in order. A page Lighthouse
+    could not audit (on a busy machine, a DevTools call it waits for can time out) is audited once more, alone,
+    in a fresh Chromium; a second failure is reported."""
+    reports = _run_once(node, chromium, urls, preset, categories)
+    failed = [report["url"] for report in reports if report["runtimeError"]]
+    if failed:
+        again = {report["url"]: report for report in _run_once(node, chromium, failed, preset, categories)}
+        reports = [again.get(report["url"], report) for report in reports]
+    return reports
+
+
+def _run_once(node: str, chromium: str, urls: list[str], preset: str, categories: list[str]) -> list[dict]:
     with _chromium(chromium) as port:
         command = [node, str(AUDIT_SCRIPT), "--port", str(port), "--preset", preset,
                    "--categories", ",".join(categories), *urls]

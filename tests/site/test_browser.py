@@ -104,8 +104,9 @@ def test_page_fits_a_phone_screen_and_its_scrolling_boxes_take_the_keyboard(page
 
 
 def test_diagrams_are_drawn_into_the_page_and_no_diagram_library_is_shipped(built_site, base_url, browser):
-    """The lesson's two diagrams arrive as inline SVG (residlab.course.diagrams): visible, with real text, an image
-    role and a title and description; no page loads or links a diagram library, and the site ships none."""
+    """The lesson's diagrams arrive as inline SVG (residlab.course.diagrams, and the block picture's two blocks):
+    visible, with real text, an image role and a title and description; no page loads or links a diagram library,
+    and the site ships none."""
     page = "lessons/04-residual-stream.html"
     assert not (built_site.site / "site_libs" / "quarto-diagram").exists() and not list(built_site.site.rglob("mermaid*"))
     for html in built_site.site.rglob("*.html"):  # no diagram left for a library to draw, none loaded
@@ -122,12 +123,16 @@ def test_diagrams_are_drawn_into_the_page_and_no_diagram_library_is_shipped(buil
         "          texts: [...svg.querySelectorAll('text')].filter(t => t.getBBox().width > 0).length,"
         "          caption: svg.closest('figure').querySelector('figcaption').textContent.trim()}; })")
     assert [diagram["title"] for diagram in diagrams] == [
-        "Four checks on a residual-stream explanation", "The life of a mechanism claim"]
+        "Four checks on a residual-stream explanation", "The life of a mechanism claim",
+        "A sequential pre-normalised block (PreNormBlock) and its hook sites",
+        "A parallel block (GPTNeoXLayer) and its hook sites"]
     for diagram in diagrams:
         assert diagram["role"] == "img" and diagram["width"] > 200 and diagram["height"] > 200, diagram
-        assert diagram["description"].startswith(("Flowchart: ", "State diagram: ")) and diagram["texts"] >= 4, diagram
+        assert diagram["description"].startswith(("Flowchart: ", "State diagram: ", "Drawn top to bottom.")), diagram
+        assert diagram["texts"] >= 4, diagram
     assert diagrams[0]["caption"].startswith("Four checks on a residual-stream explanation, repeated until")
     assert diagrams[1]["caption"].startswith("The life of a mechanism claim: every test either leaves")
+    assert diagrams[2]["caption"] == diagrams[3]["caption"] and diagrams[2]["caption"].startswith("The two blocks")
 
 
 def test_math_is_mathml_and_visible(base_url, browser):

@@ -12,6 +12,7 @@ PIP_INSTALL = -m pip install --quiet --no-compile
 VENV := .venv
 COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
+PEERS_VENV := .venv-peers
 BIN := $(VENV)/bin
 # Lighthouse for the site tests (tests/site/test_lighthouse.py), pinned by its package-lock.json, installed by npm ci.
 LIGHTHOUSE := tests/site/lighthouse
@@ -29,9 +30,11 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pythia pythia-capture test test-main test-compat venv sync clean
+.PHONY: render page pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
+
+venv-peers: $(PEERS_VENV)/.installed
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(call build_venv,$(VENV),requirements.txt)
@@ -48,17 +51,33 @@ $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/
 	npm ci --prefix $(LIGHTHOUSE) --no-audit --no-fund --loglevel=error
 	touch $@
 
-# The two suites run side by side (each builds its own environments first), their output kept apart by target:
-# the browser render leaves a core idle much of the time, which the compatibility suite uses.
-test:
-	$(MAKE) -j2 --output-sync=target test-main test-compat
+# TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
+# peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
+$(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
+	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
-test-main: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest
+# Three suites run side by side (each builds the environments it needs first), their output kept apart by target.
+# The site suite is one render of a clean copy and the browser, mostly one process at a time; everything else
+# (units, runners, the stand-in publish renders) fills the other core, the compatibility and peer suites whatever
+# is left (the peer suite starts when one of the three ends).
+SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
+REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
+test:
+	$(MAKE) -j3 --output-sync=target test-site test-rest test-compat test-peers
+
+test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
+
+test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 test-compat: $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \
 		tests/unit/pythia/test_observation_reference.py tests/unit/capture/test_architectures.py tests/unit/audit/test_audit.py tests/unit/capture/test_recording.py
+
+# The pages' TransformerLens and nnsight snippets against residlab's numbers (the whole tree's run leaves them out).
+test-peers: $(PEERS_VENV)/.installed
+	$(PEERS_VENV)/bin/python -m pytest tests/peers
 
 # Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
 # can say what disagrees before pip could install the new version.
@@ -88,4 +107,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(LIGHTHOUSE)/node_modules _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(LIGHTHOUSE)/node_modules _site _freeze .residlab-render-cache .quarto

@@ -2,11 +2,11 @@
 
     .venv-peers/bin/python benchmarks/peer_capture.py [--repeats 100] [--threads 1] [--seed 0]
 
-The peers are optional and live in their own environment (``benchmarks/peer-requirements.txt`` says how to
-build it); without them this script says so and exits 0. On the synthetic specimen (Pythia-14M's architecture,
-random weights), for the fixed 8-token sentence and for the same sentence 16 times (128 tokens), it first
-checks that every capture gives tensors equal (``torch.equal``, bit for bit) to Lab 05's at each of its 25
-sites, then times, each round in a seeded random order after a warm-up (``measure.side_by_side``):
+The peers are optional and live in their own environment (``make venv-peers`` builds it from
+``benchmarks/peer-requirements.txt``); without them this script says so and exits 0. On the synthetic specimen
+(Pythia-14M's architecture, random weights), for the fixed 8-token sentence and for the same sentence 16 times
+(128 tokens), it first checks that every capture gives tensors equal (``torch.equal``, bit for bit) to Lab 05's
+at each of its 25 sites, then times, each round in a seeded random order after a warm-up (``measure.side_by_side``):
 
 - a plain forward (``GPTNeoXForCausalLM`` under ``torch.inference_mode``): the baseline;
 - hand-written hooks on the 25 sites keeping a reference, and keeping a detached copy (the floors);
@@ -112,9 +112,7 @@ def main() -> int:
     missing = missing_peers()
     if missing:
         print(f"skipped: the peers {', '.join(missing)} are not installed here. Build their environment as "
-              f"{REQUIREMENTS.name} says (python3 -m venv .venv-peers; .venv-peers/bin/pip install torch==2.13.0 "
-              f"--index-url https://download.pytorch.org/whl/cpu; .venv-peers/bin/pip install -r requirements.txt "
-              f"-r benchmarks/peer-requirements.txt), then run this script with .venv-peers/bin/python.")  # fmt: skip
+              f"{REQUIREMENTS.name} says (make venv-peers), then run this script with .venv-peers/bin/python.")
         return 0
     import torch
     from nnsight import NNsight

@@ -41,6 +41,18 @@ DISTRACTOR_FILES = {
 }
 
 
+PEERS = Path(__file__).resolve().parent / "peers"
+
+
+def pytest_ignore_collect(collection_path, config):
+    """tests/peers runs in its own environment (.venv-peers: make test-peers), so only when named on the command
+    line; a run of the whole tree leaves it out."""
+    if collection_path != PEERS and PEERS not in collection_path.parents:
+        return None
+    named = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
+    return not any(path == PEERS or PEERS in path.parents for path in named)
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_HF_HOME, ignore_errors=True)
 

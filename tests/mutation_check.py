@@ -139,8 +139,8 @@ MUTATIONS = (
     Mutation(
         "dla-term-without-the-frozen-scale",
         "residlab/audit/attribution.py",
-        "readout = direction * gain / scale",
-        "readout = direction * gain",
+        "return direction * gain / scale, centres, scale",
+        "return direction * gain, centres, scale",
         ("tests/unit/audit/test_attribution.py",),
     ),
     Mutation(

@@ -19,21 +19,21 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  441  residlab/course/lesson/copy_model.py
-#   line  498    PreNormBlock
-#   line  758  residlab/course/lesson/lesson_lab.py
-#   line  887    run_traced
-#   line  941    audit_model
+#   line  462  residlab/course/lesson/copy_model.py
+#   line  519    PreNormBlock
+#   line  779  residlab/course/lesson/lesson_lab.py
+#   line  908    run_traced
+#   line  962    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/course/needs_torch.py
 #   line   75  residlab/capture/recording.py
 #   line  228  residlab/audit/measures.py
-#   line  318  residlab/audit/attribution.py
-#   line  419  residlab/course/threads.py
-#   line  441  residlab/course/lesson/copy_model.py
-#   line  645  residlab/course/lesson/gradient_profile.py
-#   line  758  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  328  residlab/audit/attribution.py
+#   line  440  residlab/course/threads.py
+#   line  462  residlab/course/lesson/copy_model.py
+#   line  666  residlab/course/lesson/gradient_profile.py
+#   line  779  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -269,6 +269,16 @@ def logit_difference(logits, target: int, rival: int) -> float:
     return float((logits[target] - logits[rival]).item())
 
 
+def normaliser_epsilon(norm) -> float:
+    """The epsilon a final normaliser adds under its square root (``eps`` in LayerNorm and torch's RMSNorm,
+    ``variance_epsilon`` in Transformers' RMSNorm classes); ValueError naming the class when it has neither."""
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(norm, attribute, None)
+        if value is not None:
+            return float(value)
+    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
+
+
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
@@ -334,13 +344,12 @@ M = logit(target) - logit(rival) splits exactly into one term per write and two 
 with P the centring (LayerNorm) or the identity (RMSNorm). The terms sum to M whatever the writes are; a term
 is not what removing its write would do: removal changes s, and changes every later write (the ablation
 effect). Both are read at one position, the readout's. Bad input raises ValueError with a one-line message.
-Imports only torch and ``measures`` (the metric and its direction, written once), so a runner that bundles it
-(the lesson's) carries nothing else of the audit floor.
+Tensor methods only, and ``measures`` (the metric, its direction and the normaliser's epsilon, written once): no
+import of torch, so the audit's packet (``measurement.json``: each write's ``dla_term`` and the shared
+``attribution``) and the runners that bundle it carry nothing else.
 """
 
 from dataclasses import dataclass
-
-import torch
 
 
 FINAL_NORM_BIAS = "final normaliser bias"
@@ -362,27 +371,51 @@ class LogitAttribution:
         return sum(self.terms.values()) + sum(self.bias_terms.values())
 
 
-def _epsilon(norm) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(norm, attribute, None)
-        if value is not None:
-            return float(value)
-    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
-
-
 def _centres(norm) -> bool:
     """True for a LayerNorm (subtracts the mean), False for an RMSNorm; anything else is refused in one line."""
-    if isinstance(norm, torch.nn.LayerNorm):
-        return True
-    if isinstance(norm, getattr(torch.nn, "RMSNorm", ())) or "RMSNorm" in type(norm).__name__:
+    name = type(norm).__name__
+    if "RMSNorm" in name:
         return False
+    if name.endswith("LayerNorm"):
+        return True
     raise ValueError(f"direct logit attribution knows LayerNorm and RMSNorm, not {type(norm).__name__}")
 
 
 def frozen_scale(norm, state):
     """The final normaliser's scale s for ``state`` (d,): what it divides by, held fixed for every term."""
     centred = state - state.mean() if _centres(norm) else state
-    return torch.sqrt((centred * centred).mean() + _epsilon(norm))
+    return ((centred * centred).mean() + normaliser_epsilon(norm)).sqrt()
+
+
+def _frozen_readout(norm, head, state, target: int, rival: int):
+    """(the linear map every write goes through with s frozen at ``state``: (d * g) / s, whether P centres, s)."""
+    centres = _centres(norm)
+    scale = frozen_scale(norm, state)
+    gain = norm.weight.detach() if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
+    direction = metric_direction(head.weight, target, rival)
+    return direction * gain / scale, centres, scale
+
+
+def _term(readout, centres: bool, write) -> float:
+    return float(readout @ (write - write.mean() if centres else write))
+
+
+def write_term(norm, head, write, state, target: int, rival: int) -> float:
+    """One write's DLA term (d,) with the scale frozen at ``state``, the final state (d,) it is a summand of: what
+    the audit's packet records beside each write's removal effects."""
+    readout, centres, _ = _frozen_readout(norm, head, state.detach(), target, rival)
+    return _term(readout, centres, write.detach())
+
+
+def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
+    """The two named bias terms: d . b (the final normaliser's bias) and c_target - c_rival (the output bias)."""
+    direction = metric_direction(head.weight, target, rival)
+    norm_bias = getattr(norm, "bias", None)
+    head_bias = getattr(head, "bias", None)
+    return {
+        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach()),
+        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
+    }
 
 
 def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) -> LogitAttribution:
@@ -390,30 +423,18 @@ def direct_logit_attribution(norm, head, writes: dict, target: int, rival: int) 
     through ``norm`` and ``head`` (a Linear whose weight rows are the output embedding) for target vs rival."""
     if not writes:
         raise ValueError("direct logit attribution needs at least one write")
-    with torch.no_grad():
-        vectors = list(writes.values())
-        state = vectors[0].clone()
-        for vector in vectors[1:]:
-            state = state + vector
-        centres = _centres(norm)
-        scale = frozen_scale(norm, state)
-        gain = norm.weight if norm.weight is not None else torch.ones_like(state)
-        direction = metric_direction(head.weight, target, rival)
-        readout = direction * gain / scale  # the linear map every write goes through, with s frozen
-        terms = {name: float(readout @ (w - w.mean() if centres else w)) for name, w in writes.items()}
-        norm_bias = getattr(norm, "bias", None)
-        head_bias = getattr(head, "bias", None)
-        bias_terms = {
-            FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias),
-            OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias, target, rival),
-        }
-        logits = head(norm(state))
-        return LogitAttribution(
-            terms=terms,
-            bias_terms=bias_terms,
-            scale=float(scale),
-            logit_difference=logit_difference(logits, target, rival),
-        )
+    vectors = [vector.detach() for vector in writes.values()]
+    state = vectors[0].clone()
+    for vector in vectors[1:]:
+        state = state + vector
+    readout, centres, scale = _frozen_readout(norm, head, state, target, rival)
+    logits = head(norm(state)).detach()
+    return LogitAttribution(
+        terms={name: _term(readout, centres, w) for name, w in zip(writes, vectors)},
+        bias_terms=bias_terms(norm, head, target, rival),
+        scale=float(scale),
+        logit_difference=logit_difference(logits, target, rival),
+    )
 
 
 # ---- residlab/course/threads.py ------------------------------------------------------------------

@@ -10,7 +10,8 @@ verifiable packet of four linked records; re-run a packet and check it.
 For each declared write w (a block's attention or MLP write at one position), with the metric M = logit(target)
 - logit(rival) read at the last position: its norm; the direct projection d.w onto d = u_target - u_rival (the
 unembedding rows); the exact direct effect M(N(r_final)) - M(N(r_final - w)) through the final normaliser N;
-survival (cosine with the final state, and the share of w that w and every later write keep along w); the
+its direct logit attribution term with N's scale frozen (``attribution``; with the frozen scale and the two bias
+terms, recorded once per packet, every write's term sums to M); survival (cosine with the final state, and the share of w that w and every later write keep along w); the
 ablation effect (w zeroed at its position in the clean run); and the clean-into-corrupt patch recovery.
 
 The packet (model.json, input.json, intervention.json, measurement.json) is written by the one output rule
@@ -64,9 +65,10 @@ Its modules, each importing only those above it and the capture floor:
 - ``verify``:  ``read_packet`` (exactly four regular files, each read once under ``capture.files``' read rule and
                checked against its schema), ``check_links``, ``check_labels``, ``check_replacements``,
                ``compare_values``, ``verify_packet``, ``subject_from_packet``.
-- ``attribution``: direct logit attribution with the final normaliser's scale frozen (``direct_logit_attribution``):
-               per-write terms and the two named bias terms, summing to the metric; the lesson shows it beside the
-               removal effects. Not yet a packet measure.
+- ``attribution``: direct logit attribution with the final normaliser's scale frozen (``direct_logit_attribution``,
+               ``write_term``, ``bias_terms``): per-write terms and the two named bias terms, summing to the metric;
+               a packet measure since schema 3 (``dla_term`` per write at the readout, ``attribution``), which the
+               lesson and Lab 06 show beside the removal effects. A packet of schema 2 is refused in one line.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """

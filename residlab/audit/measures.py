@@ -42,6 +42,16 @@ def logit_difference(logits, target: int, rival: int) -> float:
     return float((logits[target] - logits[rival]).item())
 
 
+def normaliser_epsilon(norm) -> float:
+    """The epsilon a final normaliser adds under its square root (``eps`` in LayerNorm and torch's RMSNorm,
+    ``variance_epsilon`` in Transformers' RMSNorm classes); ValueError naming the class when it has neither."""
+    for attribute in ("eps", "variance_epsilon"):
+        value = getattr(norm, attribute, None)
+        if value is not None:
+            return float(value)
+    raise ValueError(f"the final normaliser {type(norm).__name__} exposes no epsilon")
+
+
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()

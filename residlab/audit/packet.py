@@ -18,7 +18,8 @@ from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )
 from residlab.audit.schema import RECORDS, SCHEMA
-from residlab.audit.measures import logit_difference, measure_write, metric_direction
+from residlab.audit.measures import logit_difference, measure_write, metric_direction, normaliser_epsilon
+from residlab.audit.attribution import FINAL_NORM_BIAS, OUTPUT_BIAS, bias_terms, frozen_scale, write_term
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
@@ -30,6 +31,8 @@ TOLERANCES = {
     "norm": {"absolute": 1e-5, "relative": 1e-5},
     "direct_projection": {"absolute": 1e-5, "relative": 1e-5},
     "direct_effect_exact": {"absolute": 1e-5, "relative": 1e-5},
+    "dla_term": {"absolute": 1e-5, "relative": 1e-5},
+    "dla_scale": {"absolute": 1e-6, "relative": 1e-5},
     "survival_cosine": {"absolute": 1e-5, "relative": 0.0},
     "retained_fraction": {"absolute": 1e-5, "relative": 1e-5},
     "replacement": {"absolute": 1e-5, "relative": 1e-5},
@@ -45,6 +48,12 @@ QUANTITIES = {
     "direct_projection": ("d . w with d = u_target - u_rival, rows of the output embedding", _CONSTANT),
     "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, for a write at the "
                             "readout position; null elsewhere", _CONSTANT),
+    "dla_term": ("direct logit attribution, the final normaliser's scale s frozen at r_final: (d * g) . P(w) / s, "
+                 "g its gain, P the centring (LayerNorm) or the identity (RMSNorm), for a write at the readout "
+                 "position; null elsewhere. Over every write (the embedding counted as one) the terms and the two "
+                 "bias terms (attribution) sum to M", _CONSTANT),
+    "dla_scale": ("s = sqrt(var(r_final) + eps) (LayerNorm) or sqrt(mean(r_final^2) + eps) (RMSNorm), at the "
+                  "readout position", _CONSTANT),
     "survival_cosine": ("cos(w, r_final) at w's position; null when either is zero", _CONSTANT),
     "retained_fraction": ("(w + every later write at w's position) . w / |w|^2; null when w is zero", _CONSTANT),
     "ablation_effect": ("A = M(clean run, w zeroed at its position) - M(clean run)",
@@ -93,12 +102,11 @@ def _vector_values(vector) -> list[float]:
     return [float(f"{v:.9g}") for v in vector.tolist()]  # 9 significant digits round-trip float32
 
 
-def _normaliser_epsilon(module) -> float:
-    for attribute in ("eps", "variance_epsilon"):
-        value = getattr(module, attribute, None)
-        if value is not None:
-            return float(value)
-    raise AuditError(f"the final normaliser {type(module).__name__} exposes no epsilon")
+def _final_norm_epsilon(subject: Subject) -> float:
+    try:
+        return normaliser_epsilon(subject.final_norm)
+    except ValueError as error:  # one line, as every refusal
+        raise AuditError(str(error)) from None
 
 
 def _module_path(model, target) -> str:
@@ -130,7 +138,7 @@ def model_record(subject: Subject, threads: int, parameters: dict | None = None)
             "type": kind.normaliser,
             "final_module": kind.final_norm,
             "final_class": type(subject.final_norm).__name__,
-            "epsilon": _normaliser_epsilon(subject.final_norm),
+            "epsilon": _final_norm_epsilon(subject),
             "placement": kind.placement,
         },
         "output_embedding": _module_path(subject.model, subject.head),
@@ -191,6 +199,22 @@ def _metric(logits, audit_input: AuditInput) -> float:
     return logit_difference(logits, audit_input.target, audit_input.rival)
 
 
+def _attribution(subject, audit_input, clean) -> dict:
+    """What every write's DLA term shares at the readout position: the frozen scale and the two bias terms."""
+    torch = _import_torch()
+    final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_out")][len(audit_input.clean_ids) - 1]
+    with torch.inference_mode():
+        scale = float(frozen_scale(subject.final_norm, final_state))
+        biases = bias_terms(subject.final_norm, subject.head, audit_input.target, audit_input.rival)
+    return {
+        "rule": "M = sum over every write w at the readout position (the embedding counted as one) of dla_term(w) "
+        "+ final_normaliser_bias + output_bias, the scale s frozen: additive attribution, not a removal effect",
+        "scale": _measured(scale, "dla_scale"),
+        "final_normaliser_bias": _measured(biases[FINAL_NORM_BIAS], "dla_term"),
+        "output_bias": _measured(biases[OUTPUT_BIAS], "dla_term"),
+    }
+
+
 def _write_result(subject, audit_input, site, runs_by_id, direction, final_metric: dict) -> dict:
     """``final_metric``: the metric of the final state's readout, by position, filled on first use (every write at
     one position shares it)."""
@@ -209,7 +233,10 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
         def readout_metric(state) -> float:
             return _metric(subject.readout(state), audit_input)
 
+    dla_term = None
     with torch.inference_mode():
+        if readout_metric is not None:
+            dla_term = write_term(subject.final_norm, subject.head, w, final_state, audit_input.target, audit_input.rival)
         if readout_metric is not None and site.position not in final_metric:
             final_metric[site.position] = readout_metric(final_state)
         measures = measure_write(w, final_state, [clean.sites[name][site.position] for name in later], direction,
@@ -221,6 +248,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
         "norm": _measured(measures.norm, "norm"),
         "direct_projection": _measured(measures.direct_projection, "direct_projection"),
         "direct_effect_exact": _measured(measures.direct_effect_exact, "direct_effect_exact"),
+        "dla_term": _measured(dla_term, "dla_term"),
         "survival_cosine": _measured(measures.survival_cosine, "survival_cosine"),
         "retained_fraction": _measured(measures.retained_fraction, "retained_fraction"),
         "ablation_effect": _measured(measures.ablation_effect, ablation_tolerance(metrics["clean"], measures.ablation_effect)),
@@ -277,6 +305,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             "clean": _measured(_metric(clean.logits, audit_input), "metric"),
             "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric"),
         },
+        "attribution": _attribution(subject, audit_input, clean),
         "results": [_write_result(subject, audit_input, site, runs_by_id, direction, final_metric) for site in sites],
         "checks": {
             "parameter_digest_per_run": [
@@ -359,11 +388,12 @@ def summary_lines(packet: dict) -> list[str]:
         f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
         f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
     )
-    header = ("write", "norm", "d.w", "direct", "ablation", "recovery", "cos", "retained")
+    header = ("write", "norm", "d.w", "direct", "DLA", "ablation", "recovery", "cos", "retained")
     lines.append(f"{header[0]:<24}" + "".join(f"{h:>10}" for h in header[1:]))
     for row in measurement["results"]:
-        values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "ablation_effect",
-                                                 "patch_recovery", "survival_cosine", "retained_fraction")]  # fmt: skip
+        values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
+                                                 "ablation_effect", "patch_recovery", "survival_cosine",
+                                                 "retained_fraction")]  # fmt: skip
         cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
     return lines

@@ -21,7 +21,7 @@ from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.audit.subject import MAX_SEED, AuditError
 from residlab.audit.runs import COMPONENTS, MAX_THREADS
 
-SCHEMA = "residlab-audit-packet/2"
+SCHEMA = "residlab-audit-packet/3"  # 3: direct logit attribution (dla_term, attribution)
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
 MAX_DEPTH = 10  # the deepest record nests 6 levels (intervention.runs[i].intervention.replacement.tolerance)
@@ -342,7 +342,8 @@ _INTERVENTION = {
 }  # fmt: skip
 _WRITE = Fields({
     "site": TEXT, "position": POSITION, "norm": measured(), "direct_projection": measured(),
-    "direct_effect_exact": measured(nullable=True), "survival_cosine": measured(nullable=True),
+    "direct_effect_exact": measured(nullable=True), "dla_term": measured(nullable=True),
+    "survival_cosine": measured(nullable=True),
     "retained_fraction": measured(nullable=True), "ablation_effect": measured(), "patch_recovery": measured(nullable=True),
 })  # fmt: skip
 _COMPARISON = Fields({
@@ -354,6 +355,8 @@ _MEASUREMENT = {
     "metric": TEXT, "readout": TEXT, "direction": TEXT, "direct_effect_rule": TEXT, "survival_rule": TEXT,
     "tolerance_rule": TEXT, "quantities": Mapping(Fields({"formula": TEXT, "tolerance": TEXT}), 32),
     "baseline": Fields({"clean": measured(), "corrupt": measured()}),
+    "attribution": Fields({"rule": TEXT, "scale": measured(), "final_normaliser_bias": measured(),
+                           "output_bias": measured()}),
     "results": Array(_WRITE, 1, 1 << 16),
     "checks": Fields({
         "parameter_digest_per_run": Array(Fields({"run": TEXT, "before": HEX64, "after": HEX64}), 2, 1 << 17),

@@ -132,7 +132,8 @@ RUNNERS = (
         "audit_residual_writes.py",
         (
             "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/sites.py",
-            "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/packet.py",
+            "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/attribution.py",
+            "audit/packet.py",
             "capture/files.py", "audit/verify.py", "audit/cli.py",
         ),
         "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",

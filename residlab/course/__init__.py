@@ -16,8 +16,9 @@ The course floor holds what the pages compute and draw, one room (subpackage) pe
 - ``render/``: what only a render needs, the values several pages share, computed once per render.
 
 Beside them, helpers every room uses: ``tables`` (Markdown tables, math labels), ``diagrams`` (box-and-arrow
-diagrams drawn as inline SVG when the page is built), ``threads`` (one CPU thread for the torch experiments) and
-``needs_torch`` (a runner's one-line stop when torch is missing). Pages also show a
+diagrams drawn as inline SVG when the page is built), ``threads`` (one CPU thread for the torch experiments),
+``needs_torch`` (a runner's one-line stop when torch is missing) and ``peers`` (the boxes showing a capture or patch
+in TransformerLens and nnsight, from the snippets ``tests/peers/`` runs). Pages also show a
 few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the audit tool); this
 door names each one once, with the module that owns it, so no page reaches into a floor's internals.
 
@@ -49,6 +50,7 @@ _INTERFACE = {
     "induction_audit": ("residlab.course.induction.induction_audit", None),
     "induction_figures": ("residlab.course.induction.figures", None),
     "induction_sentences": ("residlab.course.induction.sentences", None),
+    "peers": ("residlab.course.peers", None),
     # what several pages show, once per render (residlab.course.render.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.render.shared", "trained_copy_model"),
     "training_log": ("residlab.course.render.shared", "training_log"),

@@ -334,7 +334,7 @@ def test_a_runner_packet_opens_with_every_link_checked(browser, urls, packet_dir
     measurement = table_rows(browser, "Measurement")
     assert measurement[0] == ["write", "position"] + [open_run.MEASUREMENT_COLUMNS[key] for key in columns]
     assert measurement[1:] == [[row["site"], str(row["position"])] + [open_run.measurement_cell(row[key]) for key in columns] for row in results]
-    assert len(measurement) - 1 == len(packet["intervention"]["declared_sites"]) and len(columns) == 7
+    assert len(measurement) - 1 == len(packet["intervention"]["declared_sites"]) and len(columns) == 8
     sites = table_rows(browser, "Declared sites")[1:]
     assert sites == [[s["name"], s["component"], str(s["block"]), str(s["position"])] for s in packet["intervention"]["declared_sites"]]
     model = dict(table_rows(browser, "Model")[1:])

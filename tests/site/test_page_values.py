@@ -86,3 +86,20 @@ def test_lab05_part4_counts_and_versions_are_the_codes_and_the_locks(built_site)
     assert f"a block returns a tuple in Transformers {also_tested} and a bare tensor in 5.x" in lab
     source = f"https://github.com/huggingface/transformers/blob/v{also_tested}/src/transformers/models/gpt_neox/modeling_gpt_neox.py"
     assert f'href="{source}"' in (built_site.site / "labs/05-trace-residual-stream.html").read_text(encoding="utf-8")
+
+
+def test_the_peer_boxes_show_exactly_the_snippets_the_peer_suite_runs(built_site):
+    import re
+
+    from residlab.course import peers
+
+    boxes = {"labs/05-trace-residual-stream.html": "capture", "glossary/activation-cache.html": "capture",
+             "labs/06-audit-a-decoder.html": "patch", "glossary/activation-patching.html": "patch"}  # fmt: skip
+    for page, kind in boxes.items():
+        text = shown(built_site.site, page)
+        assert text.count("The same in TransformerLens and nnsight") == 1, page
+        squeezed = re.sub(r"\s", "", text)  # highlighting splits code into spans; compare without whitespace
+        for name, file_name in peers.BOXES[kind]["files"].items():
+            assert re.sub(r"\s", "", peers.snippet(file_name)) in squeezed, (page, file_name)
+            assert f"{name} {peers.peer_versions()[name]}" in text, (page, name)
+        assert "enable_compatibility_mode(no_processing=True)" in text and "hidden_states[-1]" in text, page

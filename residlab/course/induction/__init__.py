@@ -3,7 +3,8 @@ what it learned, measured (the glossary's attention, logit-lens and activation-p
 
 - ``recipe``: the configuration, the data (P distinct random tokens, then the same P again, with the period P
   drawn afresh for every batch, so no fixed offset predicts the repeat), the training (deterministic from a seed
-  on one CPU thread) and the model directory (config.json and model.safetensors, as Transformers saves them).
+  on one CPU thread, ending at a measured criterion: ten fresh batches in a row at least 0.98 top-1 on the repeat)
+  and the model directory (config.json and model.safetensors, as Transformers saves them).
 - ``measures``: on held-out sequences, loss and accuracy on each half; per head, the previous-token and induction
   scores and the heads found by the rule (the highest score of each kind over every head); the logit-lens
   trajectory; the activation-patching heatmap (block x position, clean vs a corrupted first half).

@@ -1,9 +1,11 @@
 """``residlab induction train --output DIR``: train the induction model and save it as a model directory.
 
-DIR receives config.json and model.safetensors (what ``GPTNeoXForCausalLM.from_pretrained`` and ``residlab audit
---model DIR`` read) and manifest.json (the recipe, the seed, the library versions, the files' digests and every
-measurement of ``induction_lab.measure``), all three or none, under the one output rule
-(``residlab.capture.outdir``): DIR must be a new name or an empty directory, checked before training.
+DIR is the model directory: config.json and model.safetensors are the model, all that
+``GPTNeoXForCausalLM.from_pretrained`` and ``residlab audit --model DIR`` read (no tokenizer, no code, no training
+state). Beside them, manifest.json describes them (the recipe, the seed, the library versions, the two files'
+digests and every measurement of ``induction_lab.measure``); no loader reads it, so the directory loads exactly as
+Pythia's does. All three files or none, under the one output rule (``residlab.capture.outdir``): DIR must be a new
+name or an empty directory, checked before training, and is written by one rename of a finished folder.
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     halves = run.report["halves"]
     found = run.report["heads_found"]
-    print(f"trained in {run.training_seconds:.1f} s ({run.training_cpu_seconds:.1f} s of CPU time; seed {run.seed}); wrote {', '.join(files)} to {args.output}")
+    print(f"trained {run.report['steps_trained']} steps in {run.training_seconds:.1f} s ({run.training_cpu_seconds:.1f} s "
+          f"of CPU time; seed {run.seed}); wrote {', '.join(files)} to {args.output}")  # fmt: skip
     print(f"held-out top-1 accuracy: first half {halves['first']['accuracy']:.3f}, "
           f"repeated half {halves['repeated']['accuracy']:.3f}")  # fmt: skip
     for kind in ("previous_token", "induction"):

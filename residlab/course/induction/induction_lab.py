@@ -70,7 +70,8 @@ def train_and_measure(seed: int = TRAINING_SEED) -> InductionRun:
     seconds = time.perf_counter() - start
     cpu_seconds = time.process_time() - cpu_start
     report = measure(model)
-    report["training_log"] = [{"step": step, "loss": loss} for step, loss in log]
+    report["training_log"] = [{"step": step, "loss": loss, "batch_accuracy": accuracy} for step, loss, accuracy in log]
+    report["steps_trained"] = log[-1][0] if log else 0  # the last step is always logged; none when none ran
     return InductionRun(model, seed, report, seconds, cpu_seconds)
 
 

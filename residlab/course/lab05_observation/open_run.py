@@ -30,6 +30,7 @@ MEASUREMENT_COLUMNS = {
     "norm": "norm",
     "direct_projection": "d.w",
     "direct_effect_exact": "direct",
+    "dla_term": "DLA",
     "ablation_effect": "ablation",
     "patch_recovery": "recovery",
     "survival_cosine": "cos",

@@ -80,3 +80,31 @@ def test_an_unknown_normaliser_and_no_writes_are_refused_in_one_line():
         direct_logit_attribution(torch.nn.Identity(), head, {"w": torch.ones(4)}, 0, 1)
     with pytest.raises(ValueError, match="at least one write"):
         direct_logit_attribution(torch.nn.LayerNorm(4), head, {}, 0, 1)
+
+
+@pytest.mark.parametrize("specimen", ["gpt2", "gpt_neox"])
+def test_the_packets_dla_terms_and_bias_terms_sum_to_its_clean_metric(specimen):
+    """Every write declared at the readout position: the packet's DLA terms, the embedding's (recomputed here) and
+    the packet's two bias terms sum to its clean metric; each term equals the float64 formula's."""
+    from residlab import audit
+
+    subject = audit.build_specimen(specimen, seed=0)
+    audit_input = audit.AuditInput((5, 17, 3, 40, 2), (9, 17, 3, 40, 2), 12, 30)
+    last = len(audit_input.clean_ids) - 1
+    sites = [audit.DeclaredSite(c, b, last) for b in range(len(subject.blocks)) for c in ("attn", "mlp")]
+    measurement = audit.build_packet(subject, audit_input, sites)["measurement"]
+    clean = next(run for run in audit.run_audit(subject, audit_input, sites)[0] if run.run_id == "clean")
+    writes = {"embedding": clean.sites["blocks.0.resid_in"][last]}
+    writes.update({site.name: clean.sites[site.name][last] for site in sites})
+    with torch.no_grad():
+        expected = reference_terms(subject.final_norm, subject.head, writes, 12, 30, centre=True)
+    recorded = {row["site"]: row["dla_term"]["value"] for row in measurement["results"]}
+    for name, value in recorded.items():
+        assert value == pytest.approx(expected[name], rel=RELATIVE, abs=ABSOLUTE), name
+    attribution = measurement["attribution"]
+    assert attribution["final_normaliser_bias"]["value"] == pytest.approx(expected[FINAL_NORM_BIAS], abs=ABSOLUTE)
+    assert attribution["output_bias"]["value"] == pytest.approx(expected[OUTPUT_BIAS], abs=ABSOLUTE)
+    total = sum(recorded.values()) + expected["embedding"] + expected[FINAL_NORM_BIAS] + expected[OUTPUT_BIAS]
+    assert total == pytest.approx(measurement["baseline"]["clean"]["value"], rel=RELATIVE, abs=ABSOLUTE)
+    # Additive attribution is not removal: some write's DLA term and its exact direct effect differ.
+    assert any(abs(row["dla_term"]["value"] - row["direct_effect_exact"]["value"]) > 1e-3 for row in measurement["results"])

@@ -84,7 +84,7 @@ def test_the_packet_records_what_the_issue_lists(gpt2_packet):
             assert link["sha256"] == audit.sha256_json(audit.record_body(records[other]))
     clean, corrupt = (records["measurement"]["baseline"][which]["value"] for which in ("clean", "corrupt"))
     for row in records["measurement"]["results"]:
-        for quantity in ("norm", "direct_projection", "direct_effect_exact", "survival_cosine"):
+        for quantity in ("norm", "direct_projection", "direct_effect_exact", "dla_term", "survival_cosine"):
             assert row[quantity]["tolerance"] == audit.TOLERANCES[quantity]
         # derived from the metrics' tolerance, written out here: t(M) = 1e-5 + 1e-5 |M|
         ablation, recovery = row["ablation_effect"]["value"], row["patch_recovery"]["value"]
@@ -129,6 +129,8 @@ def _set(path: list, value):
          "record measurement, field results[2].ablation_effect.value"),
         ("measurement", ["results", 0, "patch_recovery", "tolerance", "absolute"], 10.0, True,
          "record measurement, field results[0].patch_recovery.tolerance"),
+        ("measurement", ["results", 1, "dla_term", "value"], 0.25, True, "record measurement, field results[1].dla_term.value"),
+        ("measurement", ["attribution", "scale", "value"], 1.5, True, "record measurement, field attribution.scale.value"),
         ("model", ["parameters", "digest"], "0" * 64, True, "record model, field parameters.digest"),
         ("input", ["clean", "ids"], [6, 17, 3, 40, 2], True, "record measurement, field baseline.clean.value"),
         ("intervention", ["runs", 2, "intervention", "replacement", "values", 0], 1.0, True,

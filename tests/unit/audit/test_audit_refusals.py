@@ -159,7 +159,7 @@ def test_a_malformed_value_is_refused_naming_the_field(packets, tmp_path, capsys
         (lambda r: r["model"]["source"].update(seed=2**64), "record model, field source.seed: expected an integer"),
         (lambda r: r["model"].update(parameters=[]), "record model, field parameters: expected an object, found a list"),
         (lambda r: r["input"]["target"].update(id=-1), "record input, field target.id: expected an integer from 0"),
-        (lambda r: r["model"].update(extra=1), "record model, field extra: not a field of a residlab-audit-packet/2"),
+        (lambda r: r["model"].update(extra=1), "record model, field extra: not a field of a residlab-audit-packet/3"),
         (lambda r: r["input"]["clean"].update(text="\ud800"), "record input, field clean.text: expected a string"),
         (lambda r: r["measurement"].pop("quantities"), "record measurement, field quantities: missing"),
         (lambda r: r["intervention"]["declared_sites"].append(r["intervention"]["declared_sites"][0]),
@@ -170,6 +170,19 @@ def test_a_malformed_value_is_refused_naming_the_field(packets, tmp_path, capsys
 )
 def test_a_malformed_record_is_refused_in_one_line(packets, tmp_path, capsys, edit, named):
     refused_in_one_line(*verify([forged(packets, tmp_path, edit)], capsys), named)
+
+
+def test_a_packet_of_the_schema_before_direct_logit_attribution_is_refused_in_one_line(packets, tmp_path, capsys):
+    def older(records):  # schema 2: no dla_term, no attribution; what its writer would have linked
+        for record in records.values():
+            record["schema"] = "residlab-audit-packet/2"
+        records["measurement"].pop("attribution")
+        for row in records["measurement"]["results"]:
+            row.pop("dla_term")
+
+    refused_in_one_line(*verify([forged(packets, tmp_path, older, relink=False)], capsys),
+                        "record model, field schema: 'residlab-audit-packet/2'; this tool reads "
+                        "residlab-audit-packet/3 records (write the packet again with this version)")
 
 
 # ---------------------------------------------------------------------------------------------- options and models

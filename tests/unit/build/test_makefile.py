@@ -7,6 +7,7 @@ says otherwise (PyPI's Linux wheel is the CUDA build, several GB); then the rest
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import os
 import subprocess
@@ -17,7 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
-                ".venv-runner": "assets/labs/residual-requirements.txt"}  # fmt: skip
+                ".venv-runner": "assets/labs/residual-requirements.txt",
+                ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
 LIGHTHOUSE = "tests/site/lighthouse"
 
 
@@ -67,15 +69,41 @@ def test_ci_takes_torch_from_pypi():
     assert "make test TORCH_INDEX=\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-def test_lighthouse_is_installed_from_its_lock_before_the_main_suite(tmp_path):
+def test_lighthouse_is_installed_from_its_lock_before_the_site_suite(tmp_path):
     import json
 
     lines = make_dry_run(tmp_path)
     install = [line for line in lines if line.startswith("npm ")]
     assert install == [f"npm ci --prefix {LIGHTHOUSE} --no-audit --no-fund --loglevel=error"]
-    assert lines.index(install[0]) < next(i for i, line in enumerate(lines) if " -m pytest" in line)
+    assert lines.index(install[0]) < next(i for i, line in enumerate(lines) if " -m pytest tests/site" in line)
     package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
     lock = json.loads((ROOT / LIGHTHOUSE / "package-lock.json").read_text(encoding="utf-8"))
     assert package["dependencies"] == {"lighthouse": "12.2.3"}  # exact: npm i -E
     assert lock["packages"]["node_modules/lighthouse"]["version"] == "12.2.3"
     assert "node_modules/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+
+
+def _modules(arguments: list[str]) -> set[Path]:
+    """The test modules a pytest command line collects: its paths, less its --ignore= ones."""
+    ignored = [ROOT / argument.removeprefix("--ignore=") for argument in arguments if argument.startswith("--ignore=")]
+    found = set()
+    for argument in arguments:
+        if argument.startswith("-"):
+            continue
+        path = ROOT / argument
+        found |= set(path.rglob("test_*.py")) if path.is_dir() else {path}
+    return {module for module in found if not any(module == ig or ig in module.parents for ig in ignored)}
+
+
+def test_the_suites_side_by_side_run_every_test_module_exactly_once(tmp_path):
+    # `make test` splits pytest in two to use both cores: a module missing from both would never run in CI.
+    lines = make_dry_run(tmp_path, "TORCH_INDEX=")
+    commands = [shlex.split(line.split(" -m pytest", 1)[1]) for line in lines
+                if " -m pytest" in line and not line.startswith((".venv-compat/", ".venv-peers/"))]
+    assert len(commands) == 2
+    first, second = (_modules(arguments) for arguments in commands)
+    assert first and second and not first & second
+    peers = ROOT / "tests" / "peers"  # their own environment and suite, below
+    assert first | second == {module for module in (ROOT / "tests").rglob("test_*.py") if peers not in module.parents}
+    peer_commands = [line.split(" -m pytest", 1)[1].split() for line in lines if line.startswith(".venv-peers/bin/python -m pytest")]
+    assert peer_commands == [["tests/peers"]]

@@ -227,8 +227,9 @@ def _figure_pages() -> list[str]:
                                                 for cell in read_page(GLOSSARY / page).cells)]
 
 
-def test_two_entries_draw_figures():
-    assert _figure_pages() == ["residual-stream.qmd", "logit-lens.qmd"]
+def test_the_entries_that_draw_figures():
+    # The residual stream's four positions; the trained induction model's heads, lens and patching heatmap.
+    assert _figure_pages() == ["residual-stream.qmd", "attention.qmd", "logit-lens.qmd", "activation-patching.qmd"]
 
 
 @pytest.mark.parametrize("page", _figure_pages())

@@ -75,15 +75,16 @@ def rotate(t, positions, rotary_dims, base):
 
 
 def forward64(weights, config, ids, patch=None):
-    """ids (n,) -> (logits (n, vocab), attention per block (heads, n, n), states). ``patch``: (site, position,
-    vector) replaces the value at one position: site "block1_input" (the output of block 0) or "attn1"."""
+    """ids (n,) or (batch, n) -> (logits (..., n, vocab), attention per block (blocks, ..., heads, n, n), states).
+    ``patch``: (site, position, vector) replaces the value at one position: site "block1_input" (the output of
+    block 0) or "attn1"."""
     width, heads = config["hidden_size"], config["num_attention_heads"]
     head_width = width // heads
     rope = config.get("rope_parameters") or {}
     rotary_dims = int(head_width * rope.get("partial_rotary_factor", config.get("rotary_pct", 1.0)))
     base = rope.get("rope_theta", config.get("rotary_emb_base", 10000))
     eps = config["layer_norm_eps"]
-    n = ids.shape[0]
+    n = ids.shape[-1]
     positions = torch.arange(n)
     x = weights["gpt_neox.embed_in.weight"][ids]
     attentions, states = [], {}
@@ -91,22 +92,22 @@ def forward64(weights, config, ids, patch=None):
         p = f"gpt_neox.layers.{block}."
         if block == 1 and patch and patch[0] == "block1_input":
             x = x.clone()
-            x[patch[1]] = patch[2]
+            x[..., patch[1], :] = patch[2]
         states[f"block{block}_input"] = x
         h = layer_norm(x, weights, p + "input_layernorm", eps)
         qkv = h @ weights[p + "attention.query_key_value.weight"].T + weights[p + "attention.query_key_value.bias"]
-        qkv = qkv.view(n, heads, 3 * head_width).transpose(0, 1)  # (heads, n, 3 * head_width): q, k, v per head
+        qkv = qkv.view(*ids.shape, heads, 3 * head_width).transpose(-3, -2)  # (..., heads, n, 3 * head_width)
         q, k, v = qkv[..., :head_width], qkv[..., head_width : 2 * head_width], qkv[..., 2 * head_width :]
         q, k = rotate(q, positions, rotary_dims, base), rotate(k, positions, rotary_dims, base)
         scores = q @ k.transpose(-1, -2) / math.sqrt(head_width)
         scores = scores.masked_fill(torch.triu(torch.ones(n, n, dtype=torch.bool), 1), float("-inf"))
         attention = scores.softmax(-1)
         attentions.append(attention)
-        mixed = (attention @ v).transpose(0, 1).reshape(n, width)
+        mixed = (attention @ v).transpose(-3, -2).reshape(*ids.shape, width)
         write = mixed @ weights[p + "attention.dense.weight"].T + weights[p + "attention.dense.bias"]
         if patch and patch[0] == f"attn{block}":
             write = write.clone()
-            write[patch[1]] = patch[2]
+            write[..., patch[1], :] = patch[2]
         states[f"attn{block}"] = write
         x = x + write
         m = layer_norm(x, weights, p + "post_attention_layernorm", eps)
@@ -128,6 +129,32 @@ def test_the_directory_holds_config_safetensors_and_the_manifest(trained):
     assert set(manifest["versions"]) >= {"python", "torch", "transformers"}
     for name in MODEL_FILES:
         assert manifest["files"][name]["sha256"] == hashlib.sha256((directory / name).read_bytes()).hexdigest()
+    assert [path.name for path in directory.parent.iterdir()] == [directory.name]  # no staging folder left behind
+    measured = manifest["measurements"]  # the training stopped at its criterion, before its step limit
+    assert measured["steps_trained"] == measured["training_log"][-1]["step"] < manifest["recipe"]["training"]["max_steps"]
+    assert measured["training_log"][-1]["batch_accuracy"] >= 0.98
+
+
+def test_residlab_audit_takes_the_directory_as_it_takes_pythias(trained, tmp_path, capsys):
+    """``residlab audit --model DIR`` on the directory as written: it reads config.json and model.safetensors (the
+    files and digests the manifest states, and nothing else: the manifest is no model file), its clean logit
+    difference is the manifest's patching metric on the same input, and ``verify`` passes."""
+    directory, manifest, _, _ = trained
+    experiment = manifest["measurements"]["patching"]["experiment"]
+    ids = lambda tokens: ",".join(map(str, tokens))  # noqa: E731
+    packet = tmp_path / "packet"
+    assert residlab_main(["audit", "--model", str(directory), "--clean-ids", ids(experiment["clean"]),
+                          "--corrupt-ids", ids(experiment["corrupt"]), "--target-id", str(experiment["target"]),
+                          "--rival-id", str(experiment["rival"]), "--site", "attn:1:-1", "--output", str(packet)]) == 0  # fmt: skip
+    model_record = json.loads((packet / "model.json").read_text(encoding="utf-8"))
+    assert model_record["source"]["kind"] == "directory"
+    read = {entry["name"]: entry["sha256"] for entry in model_record["source"]["files"]}
+    assert read == {name: manifest["files"][name]["sha256"] for name in MODEL_FILES}
+    measurement = json.loads((packet / "measurement.json").read_text(encoding="utf-8"))
+    clean_metric = manifest["measurements"]["patching"]["clean_metric"]
+    assert measurement["baseline"]["clean"]["value"] == pytest.approx(clean_metric, abs=1e-4)
+    capsys.readouterr()
+    assert residlab_main(["audit", "verify", str(packet), "--model", str(directory)]) == 0, capsys.readouterr().out
 
 
 def test_the_repeated_half_is_predicted_and_the_first_half_is_not(trained):
@@ -163,7 +190,7 @@ def test_head_scores_recomputed_by_a_float64_attention(trained):
     _, manifest, config, weights = trained
     previous, induction = [], []
     for period, tokens in held_out(manifest).items():
-        patterns = torch.stack([forward64(weights, config, row)[1] for row in tokens])  # (batch, blocks, heads, n, n)
+        patterns = forward64(weights, config, tokens)[1].transpose(0, 1)  # (batch, blocks, heads, n, n)
         n = 2 * period
         previous.append(torch.stack([patterns[..., t, t - 1] for t in range(1, n)]).mean(dim=(0, 1)))
         induction.append(torch.stack([patterns[..., t, t - period + 1] for t in range(period, n)]).mean(dim=(0, 1)))
@@ -207,11 +234,30 @@ def test_training_is_deterministic_from_its_seed():
     assert not all(torch.equal(first[name], other[name]) for name in first)
 
 
-def test_train_refuses_a_non_empty_output_before_training(tmp_path, capsys):
-    output = tmp_path / "taken"
-    output.mkdir()
-    (output / "notes.txt").write_text("mine", encoding="utf-8")
+def _non_empty(tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine", encoding="utf-8")
+    return tmp_path / "taken", "is not empty"
+
+
+def _a_file(tmp_path):
+    (tmp_path / "taken").write_text("mine", encoding="utf-8")
+    return tmp_path / "taken", "exists and is not a directory"
+
+
+def _under_a_file(tmp_path):
+    (tmp_path / "taken").write_text("mine", encoding="utf-8")
+    return tmp_path / "taken" / "model", "is not a directory"
+
+
+@pytest.mark.parametrize("occupy", [_non_empty, _a_file, _under_a_file])
+def test_train_refuses_an_unusable_output_in_one_line_before_training(tmp_path, capsys, occupy, monkeypatch):
+    from residlab.course.induction import induction_lab
+
+    monkeypatch.setattr(induction_lab, "train_and_measure", lambda *a: pytest.fail("trained despite the refusal"))
+    output, reason = occupy(tmp_path)
+    before = {path: path.read_bytes() if path.is_file() else None for path in tmp_path.rglob("*")}
     assert residlab_main(["induction", "train", "--output", str(output)]) == 2
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "is not empty" in error
-    assert [path.name for path in output.iterdir()] == ["notes.txt"]
+    assert error.count("\n") == 1 and error.startswith("residlab induction: ") and reason in error
+    assert {path: path.read_bytes() if path.is_file() else None for path in tmp_path.rglob("*")} == before

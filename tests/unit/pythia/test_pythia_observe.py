@@ -262,25 +262,6 @@ def test_the_committed_capture_is_complete_small_and_marked_synthetic():
     assert "/work/" not in text and "/tmp/" not in text and "/home/" not in text
 
 
-def test_page_figures_have_labelled_axes():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from residlab.course.lab05_observation import capture_page
-
-    shown = capture_page.read_capture(CACHED_CAPTURE)
-    for draw in (capture_page.plot_boundary_norms, capture_page.plot_consecutive_cosines, capture_page.plot_write_norms):
-        figure = draw(shown)
-        axes = figure.axes[0]
-        assert axes.get_xlabel() and axes.get_ylabel()
-        plt.close(figure)
-    writes = capture_page.plot_write_norms(shown)
-    assert [text.get_text() for text in writes.axes[0].get_legend().get_texts()][:2] == ["attention write", "MLP write"]
-    plt.close(writes)
-
-
 def test_cli_observe_specimen_is_how_the_cached_capture_is_made(tmp_path, capsys, monkeypatch):
     from residlab.cli import main
     from residlab.pythia import specimen

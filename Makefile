@@ -14,6 +14,8 @@ COMPAT_VENV := .venv-compat
 RUNNER_VENV := .venv-runner
 PEERS_VENV := .venv-peers
 BIN := $(VENV)/bin
+# Lighthouse for the site tests (tests/site/test_lighthouse.py), pinned by its package-lock.json, installed by npm ci.
+LIGHTHOUSE := tests/site/lighthouse
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
@@ -45,6 +47,10 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
+$(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/package-lock.json
+	npm ci --prefix $(LIGHTHOUSE) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
 # peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
 $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
@@ -59,7 +65,7 @@ REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
 test:
 	$(MAKE) -j3 --output-sync=target test-site test-rest test-compat test-peers
 
-test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed
+test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
 
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
@@ -101,4 +107,4 @@ page: $(VENV)/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(LIGHTHOUSE)/node_modules _site _freeze .residlab-render-cache .quarto

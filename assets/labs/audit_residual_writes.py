@@ -781,8 +781,8 @@ class SiteError(LookupError):
     """A site the table names is not in the model; the message names the site and the module path."""
 
 
-def site_name(block: int, site: str) -> str:
-    """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write``."""
+def site_name(block: int | str, site: str) -> str:
+    """Stable dotted name of a per-block site, e.g. ``blocks.3.attn_write`` (block may be a symbol, for a picture)."""
     return f"blocks.{block}.{site}"
 
 

@@ -15,9 +15,10 @@ The course floor holds what the pages compute and draw, one room (subpackage) pe
   (the glossary's attention, logit-lens and activation-patching entries, Lab 06 Part 2);
 - ``render/``: what only a render needs, the values several pages share, computed once per render.
 
-Beside them, helpers every room uses: ``tables`` (Markdown tables, math labels), ``threads`` (one CPU thread for
-the torch experiments), ``needs_torch`` (a runner's one-line stop when torch is missing) and ``peers`` (the
-boxes showing a capture or patch in TransformerLens and nnsight, from the snippets ``tests/peers/`` runs). Pages also show a
+Beside them, helpers every room uses: ``tables`` (Markdown tables, math labels), ``diagrams`` (box-and-arrow
+diagrams drawn as inline SVG when the page is built), ``threads`` (one CPU thread for the torch experiments),
+``needs_torch`` (a runner's one-line stop when torch is missing) and ``peers`` (the boxes showing a capture or patch
+in TransformerLens and nnsight, from the snippets ``tests/peers/`` runs). Pages also show a
 few facts that lower floors own (the pinned specimen's configuration, the fetch limits, the audit tool); this
 door names each one once, with the module that owns it, so no page reaches into a floor's internals.
 
@@ -71,6 +72,13 @@ _INTERFACE = {
     "plot_positional_encoding": ("residlab.course.lab04_paper.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary.glossary_figures", "draw_four_positions"),
+    # box-and-arrow diagrams drawn as inline SVG when the page is built (no diagram library in the site)
+    "Diagram": ("residlab.course.diagrams", "Diagram"),
+    "Node": ("residlab.course.diagrams", "Node"),
+    "Arrow": ("residlab.course.diagrams", "Arrow"),
+    "diagram_figure": ("residlab.course.diagrams", "diagram_figure"),
+    "diagram_svg": ("residlab.course.diagrams", "diagram_svg"),
+    "block_figure": ("residlab.course.lesson.block_picture", "block_figure"),
     # the glossary's activation caches
     "encode_prompt": ("residlab.course.glossary.cache_layouts", "encode_prompt"),
     "load_shipped_tokenizer": ("residlab.course.glossary.cache_layouts", "load_shipped_tokenizer"),

@@ -1,11 +1,12 @@
 """Every built page in headless Chromium, served on 127.0.0.1: no script error, no failed request, nothing
-fetched from another host; diagrams, math, search, collapsed solutions and downloads work as a reader sees
+fetched from another host; diagrams (inline SVG), math, search, collapsed solutions and downloads work as a reader sees
 them; Quarto's bundled axe-core finds no accessibility violation. A screenshot of each page is saved under
 the folder the test session prints at its end."""
 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,10 +36,6 @@ def open_page(browser, url: str) -> dict:
     browser.get_log("performance"), browser.get_log("browser")  # drop what earlier pages left
     browser.get(url)
     wait_for(browser, lambda b: b.execute_script("return document.readyState") == "complete", f"{url} never loaded")
-    # Mermaid draws after load: wait until every diagram is an SVG (or has failed, which the log then shows).
-    wait_for(browser, lambda b: b.execute_script(
-        "return [...document.querySelectorAll('pre.mermaid, div.mermaid')].every(e => e.querySelector('svg') || e.dataset.processed)"
-    ), f"{url}: a mermaid diagram was never drawn")
     events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
     requested = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"}
     failed = [f"{requested.get(e['params']['requestId'], '?')}: {e['params']['errorText']}"
@@ -106,15 +103,36 @@ def test_page_fits_a_phone_screen_and_its_scrolling_boxes_take_the_keyboard(page
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
-def test_mermaid_diagrams_are_svg(built_site, base_url, browser):
+def test_diagrams_are_drawn_into_the_page_and_no_diagram_library_is_shipped(built_site, base_url, browser):
+    """The lesson's diagrams arrive as inline SVG (residlab.course.diagrams, and the block picture's two blocks):
+    visible, with real text, an image role and a title and description; no page loads or links a diagram library,
+    and the site ships none."""
     page = "lessons/04-residual-stream.html"
-    diagrams = (built_site.site / page).read_text(encoding="utf-8").count('<pre class="mermaid mermaid-js"')
-    assert diagrams >= 2
-    open_page(browser, f"{base_url}/{page}")
-    drawn = browser.execute_script(
-        "return [...document.querySelectorAll('svg.mermaid-js')]"
-        ".filter(svg => svg.querySelector('g') && svg.getBoundingClientRect().height > 0).length")
-    assert drawn == diagrams
+    assert not (built_site.site / "site_libs" / "quarto-diagram").exists() and not list(built_site.site.rglob("mermaid*"))
+    for html in built_site.site.rglob("*.html"):  # no diagram left for a library to draw, none loaded
+        text = html.read_text(encoding="utf-8")
+        assert not re.search(r'class="mermaid|mermaid[\w.-]*\.js', text), html.relative_to(built_site.site)
+    loaded = open_page(browser, f"{base_url}/{page}")
+    assert not [url for url in loaded["requested"] if "mermaid" in url]
+    diagrams = browser.execute_script(
+        "return [...document.querySelectorAll('main figure svg.rl-diagram')].map(svg => {"
+        "  const box = svg.getBoundingClientRect();"
+        "  const named = id => (document.getElementById(id) || {}).textContent || '';"
+        "  return {role: svg.getAttribute('role'), title: named(svg.getAttribute('aria-labelledby')),"
+        "          description: named(svg.getAttribute('aria-describedby')), width: box.width, height: box.height,"
+        "          texts: [...svg.querySelectorAll('text')].filter(t => t.getBBox().width > 0).length,"
+        "          caption: svg.closest('figure').querySelector('figcaption').textContent.trim()}; })")
+    assert [diagram["title"] for diagram in diagrams] == [
+        "Four checks on a residual-stream explanation", "The life of a mechanism claim",
+        "A sequential pre-normalised block (PreNormBlock) and its hook sites",
+        "A parallel block (GPTNeoXLayer) and its hook sites"]
+    for diagram in diagrams:
+        assert diagram["role"] == "img" and diagram["width"] > 200 and diagram["height"] > 200, diagram
+        assert diagram["description"].startswith(("Flowchart: ", "State diagram: ", "Drawn top to bottom.")), diagram
+        assert diagram["texts"] >= 4, diagram
+    assert diagrams[0]["caption"].startswith("Four checks on a residual-stream explanation, repeated until")
+    assert diagrams[1]["caption"].startswith("The life of a mechanism claim: every test either leaves")
+    assert diagrams[2]["caption"] == diagrams[3]["caption"] and diagrams[2]["caption"].startswith("The two blocks")
 
 
 def test_math_is_mathml_and_visible(base_url, browser):

@@ -9,6 +9,8 @@
 - ``copy_audit``: ``residlab audit --copy-model``, the audit tool pointed at this model.
 - ``gradient_profile``: matched pre-LN and post-LN stacks at initialisation and the control (the pre-LN stack
   with a final LayerNorm), median gradient norm per depth (Lab 04 shows it too).
+- ``block_picture``: one picture of the block, a sequential pre-LN block and GPT-NeoX's parallel one, every hook
+  site marked with the names the code uses (inline SVG; the lesson and the residual-stream glossary entry).
 - ``lesson_figures``: the page's figures and the sentences chosen from numbers (the profile's three stacks, the
   training counts, the retained share, attribution against removal) (package only).
 """

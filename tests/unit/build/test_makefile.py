@@ -20,13 +20,15 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
                 ".venv-runner": "assets/labs/residual-requirements.txt",
                 ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
+LIGHTHOUSE = "tests/site/lighthouse"
 
 
 def make_dry_run(folder: Path, *arguments: str) -> list[str]:
     """`make -n test` in a copy of the files the Makefile reads, so no environment exists yet."""
     if shutil.which("make") is None:
         pytest.fail("make is not on PATH: the README's two commands need it")
-    for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values()):
+    for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), f"{LIGHTHOUSE}/package.json",
+                 f"{LIGHTHOUSE}/package-lock.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, folder / name)
     # As on a fresh shell: when the suite itself runs under `make test TORCH_INDEX=` (as CI runs it), make passes
@@ -65,6 +67,20 @@ def test_torch_index_is_overridden_from_the_command_line(tmp_path):
 def test_ci_takes_torch_from_pypi():
     # CI's machine cannot reach PyTorch's index; its PyPI serves the CPU build.
     assert "make test TORCH_INDEX=\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_lighthouse_is_installed_from_its_lock_before_the_site_suite(tmp_path):
+    import json
+
+    lines = make_dry_run(tmp_path)
+    install = [line for line in lines if line.startswith("npm ")]
+    assert install == [f"npm ci --prefix {LIGHTHOUSE} --no-audit --no-fund --loglevel=error"]
+    assert lines.index(install[0]) < next(i for i, line in enumerate(lines) if " -m pytest tests/site" in line)
+    package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / LIGHTHOUSE / "package-lock.json").read_text(encoding="utf-8"))
+    assert package["dependencies"] == {"lighthouse": "12.2.3"}  # exact: npm i -E
+    assert lock["packages"]["node_modules/lighthouse"]["version"] == "12.2.3"
+    assert "node_modules/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
 
 
 def _modules(arguments: list[str]) -> set[Path]:

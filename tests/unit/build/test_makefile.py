@@ -6,6 +6,7 @@ says otherwise (PyPI's Linux wheel is the CUDA build, several GB); then the rest
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import shlex
 import shutil
@@ -107,3 +108,11 @@ def test_the_suites_side_by_side_run_every_test_module_exactly_once(tmp_path):
     assert first | second == {module for module in (ROOT / "tests").rglob("test_*.py") if peers not in module.parents}
     peer_commands = [line.split(" -m pytest", 1)[1].split() for line in lines if line.startswith(".venv-peers/bin/python -m pytest")]
     assert peer_commands == [["tests/peers"]]
+
+
+def test_no_folder_holding_tests_is_one_pytest_does_not_enter(pytestconfig):
+    # pytest's default norecursedirs has "build", which silently dropped tests/unit/build from every run.
+    skipped = pytestconfig.getini("norecursedirs")
+    for folder in {module.parent for module in (ROOT / "tests").rglob("test_*.py")}:
+        for part in folder.relative_to(ROOT).parts:
+            assert not any(fnmatch.fnmatch(part, pattern) for pattern in skipped), f"pytest skips {folder}"

@@ -6,6 +6,11 @@
 # While writing one page: make page PAGE=labs/05-trace-residual-stream.qmd (renders and executes only it).
 
 PYTHON ?= python3
+# Bytecode: pip installs with --no-compile, so Python compiles each module on its first import and keeps it in
+# __pycache__, unless PYTHONDONTWRITEBYTECODE is set (some machines set it). Then every process a render or the
+# tests start (a kernel per executed page, each runner and CLI test) compiled torch and Transformers from source
+# again, 15 to 20 s each on a 2-core machine; the environments make builds keep their bytecode.
+unexport PYTHONDONTWRITEBYTECODE
 # --no-compile: pip would byte-compile every file of torch and transformers (about 40 s per environment on a
 # 2-core machine); Python compiles only what is imported, on first import.
 PIP_INSTALL = -m pip install --quiet --no-compile

@@ -6,9 +6,8 @@ benchmarks/lighthouse_scores.py prints.
   fonts and images as they are, ``Cache-Control: max-age=600``.
 - ``audit_pages(urls, ...)``: headless Chromium (Debian's) started here, and Lighthouse (the npm package pinned in
   tests/site/lighthouse/package-lock.json, installed by ``npm ci`` from the Makefile) run in it, only the
-  categories asked for and only the audits that count towards their scores; one ``PageAudit`` per URL.
-  Performance is measured one page at a time in one Chromium with nothing else of ours running; then
-  accessibility, best practices and SEO, which do not depend on timing, in ``LANES`` Chromiums at once.
+  categories asked for and only the audits that count towards their scores; one ``PageAudit`` per URL, from one
+  visit per page, one page at a time, as Lighthouse's own runs make every category's score.
 
 Every wait is bounded: Chromium must announce its DevTools port within ``CHROMIUM_START_SECONDS``, and the
 audits must end within ``PAGE_SECONDS`` per page; Chromium and Node are ended whatever happens.
@@ -16,7 +15,6 @@ audits must end within ``PAGE_SECONDS`` per page; Chromium and Node are ended wh
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import gzip
@@ -39,8 +37,6 @@ CHROMIUM = os.environ.get("RESIDLAB_CHROMIUM", "/usr/bin/chromium")
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 CHROMIUM_START_SECONDS = 30
 PAGE_SECONDS = 90
-# Chromiums auditing at once the categories that do not depend on timing (performance is always one page at a time)
-LANES = min(2, os.cpu_count() or 1)
 NOT_INSTALLED = (f"Lighthouse is not installed in {LIGHTHOUSE_DIR.relative_to(ROOT)}/node_modules: run "
                  f"`npm ci --prefix {LIGHTHOUSE_DIR.relative_to(ROOT)}` (make test does)")
 # What GitHub Pages compresses: text types. Fonts (woff2 is compressed already) and images go as they are.
@@ -186,33 +182,16 @@ def _devtools_port(process: subprocess.Popen) -> int:
     return found[0]
 
 
-def audit_pages(urls: list[str], preset: str = "mobile", categories=CATEGORIES, chromium: str = CHROMIUM,
-                lanes: int = LANES) -> list[PageAudit]:
-    """Lighthouse's ``preset`` ("mobile" or "desktop") on each URL: one ``PageAudit`` per URL, in their order.
-
-    Performance is measured on one page at a time, with nothing else of ours running, since Lighthouse's simulated
-    phone scales the work it sees the page do: a second run beside it would cost the page points. The other
-    categories do not depend on timing: with ``lanes`` over 1 they run after it, in that many Chromiums at once,
-    the pages shared between them; with 1, every category comes from one visit per page."""
+def audit_pages(urls: list[str], preset: str = "mobile", categories=CATEGORIES, chromium: str = CHROMIUM) -> list[PageAudit]:
+    """Lighthouse's ``preset`` ("mobile" or "desktop") on each URL: one ``PageAudit`` per URL, in their order. Every
+    category comes from one visit per page, the pages one after another in one Chromium: the performance score
+    scales the work Lighthouse sees the page do, so nothing else of ours runs beside it."""
     node = shutil.which("node")
     if not node:
         raise LighthouseError("node is not on PATH: install Node.js 18.16 or newer (Debian: apt-get install -y npm)")
     if not (LIGHTHOUSE_DIR / "node_modules" / "lighthouse" / "package.json").is_file():
         raise LighthouseError(NOT_INSTALLED)
-    timed = [category for category in categories if category == "performance"]
-    untimed = [category for category in categories if category != "performance"]
-    if lanes <= 1 or not timed or not untimed:
-        return [_page_audit(report) for report in _run(node, chromium, urls, preset, list(categories))]
-    reports = {report["url"]: report for report in _run(node, chromium, urls, preset, timed)}
-    shares = [urls[lane::lanes] for lane in range(lanes)]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=lanes) as pool:
-        for lane_reports in pool.map(lambda share: _run(node, chromium, share, preset, untimed), filter(None, shares)):
-            for report in lane_reports:
-                merged = reports[report["url"]]
-                merged["scores"].update(report["scores"])
-                merged["failures"].update(report["failures"])
-                merged["runtimeError"] = merged["runtimeError"] or report["runtimeError"]
-    return [_page_audit(reports[url]) for url in urls]
+    return [_page_audit(report) for report in _run(node, chromium, urls, preset, list(categories))]
 
 
 def _run(node: str, chromium: str, urls: list[str], preset: str, categories: list[str]) -> list[dict]:

@@ -5,9 +5,8 @@ accessibility, best practices and SEO 100.
 
 The goal is 95 and a largest contentful paint within 2.5 s on every page (benchmarks/lighthouse_scores.py prints
 them); the floor here is 90 because Lighthouse's simulated phone scales what it observes on this machine, and
-a busy machine costs a page a few points. Performance is measured one page at a time; the other three
-categories, which do not depend on timing, then in two Chromiums at once (``residlab.build.lighthouse``); only
-the audits that count towards these four scores run."""
+a busy machine costs a page a few points. One visit per page, one page at a time, gives all four scores
+(``residlab.build.lighthouse``); only the audits that count towards them run."""
 
 from __future__ import annotations
 

@@ -14,6 +14,6 @@ what it learned, measured (the glossary's attention, logit-lens and activation-p
 - ``figures``: the two heads' patterns, the lens trajectory and the patching heatmap, drawn from a report.
 - ``cli``: ``residlab induction train --output DIR``.
 
-Pages reach it through the front door: ``induction_training()`` (trained once per render,
+Pages reach it through the front door: ``induction_training()`` (the report and the audit, trained once per render,
 ``residlab.course.render.shared``) and the modules under ``induction_*`` names.
 """

@@ -138,29 +138,15 @@ def audited_decoder():
     return lab06.run_decoder_audit()
 
 
-def _rebuild_induction(stored):
-    """The stored weights into a fresh model of the recipe, equal bit for bit, with the run's record and audit."""
-    from residlab.course.induction import induction_lab, recipe
-
-    state, seed, report, seconds, cpu_seconds, lab06 = stored
-    model = recipe.build_model()
-    model.load_state_dict(state, strict=True)
-    return induction_lab.InductionRun(model.eval(), seed, report, seconds, cpu_seconds), lab06
-
-
-def _store_induction(value):
-    run, lab06 = value
-    return run.model.state_dict(), run.seed, run.report, run.training_seconds, run.training_cpu_seconds, lab06
-
-
-@shared_value(encode=_store_induction, decode=_rebuild_induction)
+@shared_value()
 def induction_training():
     """The induction model trained and measured (``induction_lab.train_and_measure``), with Lab 06 Part 2's audit
-    of it (``induction_audit.audit_induction_model``): (run, audit)."""
+    of it (``induction_audit.audit_induction_model``): (report, audit). No page shows the weights, so the cache
+    keeps neither them nor the model, and a page reading it imports no Transformers."""
     from residlab.course.induction import induction_audit, induction_lab
 
     run = induction_lab.train_and_measure()
-    return run, induction_audit.audit_induction_model(run.model)
+    return run.report, induction_audit.audit_induction_model(run.model)
 
 
 # ---- the prefetch --------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ class LighthouseError(RuntimeError):
 class PageAudit:
     url: str
     scores: dict[str, float]  # category -> 0..100
-    # from the performance category's run (None when it was not asked for)
+    # from the performance category's run (None when it was not asked for); the bytes always
     largest_paint_ms: float | None
     first_paint_ms: float | None
     blocking_ms: float | None

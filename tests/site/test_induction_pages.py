@@ -27,9 +27,10 @@ OUTPUT_STATE = "after block 1 (the output)"
 
 
 @pytest.fixture(scope="module")
-def training(built_site):
+def training(built_site, tmp_path_factory):
     """(report, Lab 06's audit of it, the model from the stored weights) of this render's one training."""
-    from residlab.course.induction import recipe
+    from transformers import GPTNeoXForCausalLM
+
     from residlab.course.render import render_cache
 
     folder = built_site.project / render_cache.RENDER_CACHE_DIR
@@ -37,10 +38,12 @@ def training(built_site):
     computed = [use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]
     assert len(computed) == 1, computed
     (entry,) = folder.glob(f"*/{computed[0]['entry']}")
-    state, _, report, _, _, lab06 = pickle.loads(entry.read_bytes())  # written by this render's own prefetch or page
-    model = recipe.build_model()
-    model.load_state_dict(state, strict=True)
-    return report, lab06, model.eval()
+    stored = pickle.loads(entry.read_bytes())  # written by this render's own prefetch or page
+    directory = tmp_path_factory.mktemp("induction-model")
+    for name, data in stored.model_files.items():
+        (directory / name).write_bytes(data)
+    model = GPTNeoXForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager")
+    return stored.report, stored.audit, model.eval()
 
 
 def logits(model, ids) -> torch.Tensor:

@@ -15,19 +15,8 @@ import json
 import sys
 from pathlib import Path
 
+from residlab.audit.cli import seed_argument
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory, write_directory
-
-MAX_SEED = 2**63 - 1  # torch.manual_seed's range, non-negative
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{value} is outside 0 to 2**63 - 1")
-    return value
 
 
 def build_parser(prog: str = "residlab induction") -> argparse.ArgumentParser:
@@ -35,7 +24,7 @@ def build_parser(prog: str = "residlab induction") -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     train = commands.add_parser("train", help="train it and save config.json, model.safetensors and manifest.json")
     train.add_argument("--output", type=Path, required=True, help="a new or empty directory")
-    train.add_argument("--seed", type=_seed, default=None, help="the training seed (default: the recipe's)")
+    train.add_argument("--seed", type=seed_argument, default=None, help="the training seed (default: the recipe's)")
     return parser
 
 

@@ -34,7 +34,8 @@ function failures(lhr, category) {
 // the script treemap, the back/forward-cache probe, which navigates away and back, ...): every audit of weight 0
 // in all the categories asked for (both presets share the default config's categories), and the full-page
 // screenshot. A score is a weighted mean of its category's audits, so it is the same with them or without.
-// Kept: the one unweighted audit read below (the bytes transferred).
+// Kept, and run whichever categories are asked (Lighthouse adds onlyAudits to onlyCategories' audits): the one
+// unweighted audit read below, the bytes transferred.
 const READ_UNWEIGHTED = new Set(["total-byte-weight"]);
 const weighted = new Set(categories.flatMap((c) => defaultConfig.categories[c].auditRefs)
   .filter((ref) => ref.weight > 0).map((ref) => ref.id));
@@ -42,8 +43,8 @@ const unweighted = [...new Set(categories.flatMap((c) => defaultConfig.categorie
   .filter((ref) => !weighted.has(ref.id) && !READ_UNWEIGHTED.has(ref.id)).map((ref) => ref.id))];
 
 for (const url of args) {
-  const flags = {port, output: "json", logLevel: "error", onlyCategories: categories, disableFullPageScreenshot: true,
-                 skipAudits: unweighted};
+  const flags = {port, output: "json", logLevel: "error", onlyCategories: categories, onlyAudits: [...READ_UNWEIGHTED],
+                 disableFullPageScreenshot: true, skipAudits: unweighted};
   const result = await lighthouse(url, flags, preset === "desktop" ? desktopConfig : undefined);
   const lhr = result.lhr;
   const numeric = (id) => lhr.audits[id]?.numericValue ?? null;

@@ -261,3 +261,17 @@ def test_train_refuses_an_unusable_output_in_one_line_before_training(tmp_path, 
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("residlab induction: ") and reason in error
     assert {path: path.read_bytes() if path.is_file() else None for path in tmp_path.rglob("*")} == before
+
+
+@pytest.mark.parametrize("seed, reason", [(str(2**64), "is outside 0 to 2**64 - 1"), ("-1", "is outside 0 to 2**64 - 1"),
+                                          ("seven", "is not an integer")])  # fmt: skip
+def test_train_refuses_a_seed_torch_cannot_take_as_the_audit_does(tmp_path, capsys, seed, reason, monkeypatch):
+    from residlab.course.induction import induction_lab
+
+    monkeypatch.setattr(induction_lab, "train_and_measure", lambda *a: pytest.fail("trained despite the refusal"))
+    with pytest.raises(SystemExit) as stopped:
+        residlab_main(["induction", "train", "--output", str(tmp_path / "model"), "--seed", seed])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert (f"argument --seed: {seed!r} " if seed == "seven" else f"argument --seed: {seed} ") in error
+    assert reason in error and not (tmp_path / "model").exists()

@@ -2670,16 +2670,17 @@ def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -
                        help=f"a random-weight specimen: {', '.join(SPECIMEN_CONFIGS)}")  # fmt: skip
     for name, (help_text, _) in extra_sources.items():
         group.add_argument(f"--{name}", action="store_true", help=help_text)
-    parser.add_argument("--seed", type=_seed, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
+    parser.add_argument("--seed", type=seed_argument, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
 
 
-def _seed(text: str) -> int:
+def seed_argument(text: str) -> int:
+    """An argparse type for a seed of torch's generator (what ``--seed`` takes here and in ``residlab induction``)."""
     try:
         seed = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
     if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds a specimen takes")
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
     return seed
 
 

@@ -8,7 +8,8 @@ what it learned, measured (the glossary's attention, logit-lens and activation-p
 - ``measures``: on held-out sequences, loss and accuracy on each half; per head, the previous-token and induction
   scores and the heads found by the rule (the highest score of each kind over every head); the logit-lens
   trajectory; the activation-patching heatmap (block x position, clean vs a corrupted first half).
-- ``induction_lab``: ``train_and_measure`` (the model and its report, plain data) and the manifest.
+- ``induction_lab``: ``train_and_measure`` (the model and its report, plain data), ``InductionResults`` (what the
+  pages read of one training) and the manifest.
 - ``induction_audit``: Lab 06 Part 2, the Residual Contribution Audit of the model loaded back from its directory
   by ``residlab.audit``, and what it says about the write the mechanism predicts.
 - ``figures``: the two heads' patterns, the lens trajectory and the patching heatmap, drawn from a report.

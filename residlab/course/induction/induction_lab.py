@@ -29,6 +29,17 @@ class InductionRun:
     training_cpu_seconds: float  # this process's CPU time in it: near the wall time on an idle core
 
 
+@dataclass(frozen=True)
+class InductionResults:
+    """What the pages read of one training (``residlab.course.render.shared.induction_training``): plain data and
+    bytes, no model, so a page reading them imports no Transformers. Defined here, not in the module the
+    prefetch runs as ``__main__``, so that pickle names a class every page can import."""
+
+    report: dict  # induction_lab.measure: every number the glossary entries and Lab 06 Part 2 show
+    audit: object  # induction_audit.InductionAudit: Lab 06 Part 2's packet and its verification
+    model_files: dict  # {"config.json": bytes, "model.safetensors": bytes}: the weights, for a check to reload
+
+
 def _rounded(values) -> list:
     return [[float(v) for v in row] for row in values.tolist()]
 

@@ -22,7 +22,6 @@ import inspect
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.course.glossary.cache_layouts import EXAMPLE_PROMPT  # no torch: the page's prompt, the default key
@@ -139,25 +138,16 @@ def audited_decoder():
     return lab06.run_decoder_audit()
 
 
-@dataclass(frozen=True)
-class InductionResults:
-    """What the pages read of the induction model's one training: plain data and bytes, so a page reading them
-    builds no model and imports no Transformers."""
-
-    report: dict  # induction_lab.measure: every number the glossary entries and Lab 06 Part 2 show
-    audit: object  # induction_audit.InductionAudit: Lab 06 Part 2's packet and its verification
-    model_files: dict  # {"config.json": bytes, "model.safetensors": bytes}: the weights, for a check to reload
-
-
 @shared_value()
-def induction_training() -> InductionResults:
-    """The induction model trained and measured (``induction_lab.train_and_measure``), with Lab 06 Part 2's audit
-    of it (``induction_audit.audit_induction_model``) and the model's directory files."""
+def induction_training():
+    """``induction_lab.InductionResults``: the induction model trained and measured
+    (``induction_lab.train_and_measure``), Lab 06 Part 2's audit of it (``induction_audit.audit_induction_model``)
+    and the model's directory files; no model, so a page reading it imports no Transformers."""
     from residlab.course.induction import induction_audit, induction_lab, recipe
 
     run = induction_lab.train_and_measure()
-    return InductionResults(run.report, induction_audit.audit_induction_model(run.model),
-                            recipe.model_directory_files(run.model))  # fmt: skip
+    return induction_lab.InductionResults(run.report, induction_audit.audit_induction_model(run.model),
+                                          recipe.model_directory_files(run.model))  # fmt: skip
 
 
 # ---- the prefetch --------------------------------------------------------------------------------------------

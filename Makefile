@@ -62,11 +62,13 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
 # Three suites run side by side (each builds the environments it needs first), their output kept apart by target.
-# The site suite is one render of a clean copy and the browser, mostly one process at a time; everything else
-# (units, runners, the stand-in publish renders) fills the other core, the compatibility and peer suites whatever
-# is left (the peer suite starts when one of the three ends).
+# The site suite is one render of a clean copy and the browser, mostly one process at a time, and the longest:
+# everything else (units, runners, the stand-in publish renders, then the compatibility and peer suites) runs
+# beside it at a lower priority, so it fills the other core without slowing the site suite down (the peer suite
+# starts when one of the three ends).
 SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
 REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
+BESIDE_SITE := nice -n 10
 test:
 	$(MAKE) -j3 --output-sync=target test-site test-rest test-compat test-peers
 
@@ -74,15 +76,15 @@ test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modul
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
 
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BESIDE_SITE) $(BIN)/python -m pytest $(REST_SUITE)
 
 test-compat: $(COMPAT_VENV)/.installed
-	$(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \
+	$(BESIDE_SITE) $(COMPAT_VENV)/bin/python -m pytest tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_pythia_observe.py tests/unit/pythia/test_pythia_trust.py \
 		tests/unit/pythia/test_observation_reference.py tests/unit/capture/test_architectures.py tests/unit/audit/test_audit.py tests/unit/capture/test_recording.py
 
 # The pages' TransformerLens and nnsight snippets against residlab's numbers (the whole tree's run leaves them out).
 test-peers: $(PEERS_VENV)/.installed
-	$(PEERS_VENV)/bin/python -m pytest tests/peers
+	$(BESIDE_SITE) $(PEERS_VENV)/bin/python -m pytest tests/peers
 
 # Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
 # can say what disagrees before pip could install the new version.

@@ -47,10 +47,10 @@ def bridge_hook_names(depth: int) -> dict[str, str]:
     """Lab 05's site name -> the TransformerBridge hook that sees the same tensor."""
     names = {}
     for block in range(depth):
-        names[f"blocks.{block}.resid_in"] = f"blocks.{block}.hook_in"
+        names[f"blocks.{block}.resid_pre"] = f"blocks.{block}.hook_in"
         names[f"blocks.{block}.attn_write"] = f"blocks.{block}.attn.hook_out"
         names[f"blocks.{block}.mlp_write"] = f"blocks.{block}.mlp.hook_out"
-        names[f"blocks.{block}.resid_out"] = f"blocks.{block}.hook_out"
+        names[f"blocks.{block}.resid_post"] = f"blocks.{block}.hook_out"
     names["final_norm.out"] = "ln_final.hook_out"
     return names
 
@@ -64,10 +64,10 @@ def nnsight_capture(traced, input_ids, depth: int) -> dict:
     with torch.inference_mode(), traced.trace(input_ids, use_cache=False):
         for block in range(depth):
             layer = traced.gpt_neox.layers[block]
-            saved[f"blocks.{block}.resid_in"] = layer.input.save()
+            saved[f"blocks.{block}.resid_pre"] = layer.input.save()
             saved[f"blocks.{block}.attn_write"] = layer.post_attention_dropout.output.save()
             saved[f"blocks.{block}.mlp_write"] = layer.post_mlp_dropout.output.save()
-            saved[f"blocks.{block}.resid_out"] = layer.output.save()
+            saved[f"blocks.{block}.resid_post"] = layer.output.save()
         saved["final_norm.out"] = traced.gpt_neox.final_layer_norm.output.save()
     return {name: value[0] if isinstance(value, tuple) else value for name, value in saved.items()}
 

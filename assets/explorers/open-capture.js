@@ -1,12 +1,13 @@
 // Lab 05 Part 4, "open your own run": the reader's manifest.json, observations.json and captures.json, read in the
 // browser (nothing is uploaded) and refused, naming the file and the check, unless they are one run: the manifest
 // records the size and SHA-256 of the other two (hashed here with Web Crypto), observations.json is of the page's
-// schema (every position observed; an older one is refused with the command that writes it afresh), the token ids
-// agree, and every number of every position agrees with the captured tensors within the page's tolerance, each
-// recomputed here from captures.json exactly as residlab/course/lab05_observation/capture_page.py
-// recomputed_observation computes it (float64, math.fsum). A verified run is shown in the page's capture explorer
-// (capture-explorer.js) as observations.json holds it. The limits and names come from the page
-// (residlab/course/lab05_observation/open_run.py); nothing read from the files is ever inserted as HTML.
+// schema (every position observed, the boundaries named resid_pre and resid_post; an older one is refused with the
+// command that writes it afresh), the token ids agree, and every number of every position agrees with the captured
+// tensors within the page's tolerance, each recomputed here from captures.json exactly as
+// residlab/course/lab05_observation/capture_page.py recomputed_observation computes it (float64, math.fsum). A
+// verified run is shown in the page's capture explorer (capture-explorer.js) as observations.json holds it. The
+// limits and names come from the page (residlab/course/lab05_observation/open_run.py); nothing read from the files
+// is ever inserted as HTML.
 (function () {
   "use strict";
   const J = window.residlabPythonJson;
@@ -72,13 +73,13 @@
     }
   }
 
-  // observations.json of another layout (written before every position was observed): one line, with the command
-  // the manifest records, which writes it afresh.
+  // observations.json of another layout (written by an older observation): one line, with the command the manifest
+  // records, which writes it afresh.
   function checkSchema(observations, manifest, config) {
     if (!isObject(observations) || observations.schema === config.observations_schema) return;
     const command = Array.isArray(manifest.command) ? manifest.command.map(String).join(" ") : "the observation that wrote it";
     const found = observations.schema === undefined ? 1 : JSON.stringify(observations.schema);
-    throw new Refusal(OBSERVATIONS, `schema ${found}, not ${config.observations_schema} (every position observed): refresh it by running \`${command}\` again into an empty folder`);
+    throw new Refusal(OBSERVATIONS, `schema ${found}, not ${config.observations_schema} (${config.observations_layout}): refresh it by running \`${command}\` again into an empty folder`);
   }
 
   function checkObservation(observation, where, bad, blocks) {
@@ -127,7 +128,7 @@
     const blocks = observations.positions[0].block_updates.length;
     const site = (block, kind) => config.site_pattern.replace("{block}", String(block)).replace("{site}", kind);
     const names = {
-      states: [config.embedding_site, ...Array.from({ length: blocks }, (_, b) => site(b, "resid_out"))],
+      states: [config.embedding_site, ...Array.from({ length: blocks }, (_, b) => site(b, "resid_post"))],
       attn: Array.from({ length: blocks }, (_, b) => site(b, "attn_write")),
       mlp: Array.from({ length: blocks }, (_, b) => site(b, "mlp_write")),
       final: config.final_norm_site,
@@ -148,7 +149,7 @@
       }
       tensors.set(entry.name, rows);
     }
-    const outputs = [...tensors.keys()].filter((name) => name.endsWith(".resid_out")).length;
+    const outputs = [...tensors.keys()].filter((name) => name.endsWith(".resid_post")).length;
     if (outputs !== blocks) throw bad(`${outputs} block outputs, but ${OBSERVATIONS} observed ${blocks} blocks`);
     const missing = [...names.states, ...names.attn, ...names.mlp, names.final].filter((name) => !tensors.has(name));
     if (missing.length) throw bad(`no tensor ${missing.join(", ")}`);

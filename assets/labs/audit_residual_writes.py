@@ -17,13 +17,13 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1596  residlab/audit/measures.py
-#   line 1668    measure_write
-#   line 1808  residlab/audit/packet.py
-#   line 1913    model_record
-#   line 1948    input_record
-#   line 1977    intervention_record
-#   line 2082    measurement_record
+#   line 1600  residlab/audit/measures.py
+#   line 1672    measure_write
+#   line 1812  residlab/audit/packet.py
+#   line 1917    model_record
+#   line 1952    input_record
+#   line 1981    intervention_record
+#   line 2086    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   48  residlab/capture/blocks.py
@@ -31,15 +31,15 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  364  residlab/audit/subject.py
 #   line  603  residlab/capture/recording.py
 #   line  756  residlab/capture/sites.py
-#   line  859  residlab/audit/runs.py
-#   line 1195  residlab/capture/versions.py
-#   line 1216  residlab/audit/schema.py
-#   line 1596  residlab/audit/measures.py
-#   line 1696  residlab/audit/attribution.py
-#   line 1808  residlab/audit/packet.py
-#   line 2198  residlab/capture/files.py
-#   line 2290  residlab/audit/verify.py
-#   line 2658  residlab/audit/cli.py (the entry)
+#   line  861  residlab/audit/runs.py
+#   line 1197  residlab/capture/versions.py
+#   line 1218  residlab/audit/schema.py
+#   line 1600  residlab/audit/measures.py
+#   line 1700  residlab/audit/attribution.py
+#   line 1812  residlab/audit/packet.py
+#   line 2202  residlab/capture/files.py
+#   line 2294  residlab/audit/verify.py
+#   line 2662  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -77,10 +77,10 @@ class BlockSiteMap:
     """Hook sites of one block, as module paths relative to the block ('' = the block itself)."""
 
     residual_kind: str  # "parallel" (both branches read the block input) or "sequential"
-    resid_in: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
+    resid_pre: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
     attn_write: tuple[str, str]  # (module, "output")
     mlp_write: tuple[str, str]
-    resid_out: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
+    resid_post: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
     mlp_reads: str  # what the MLP branch normalises: the difference between the two kinds
     identity: str  # the addition the captured sites must satisfy
 
@@ -103,22 +103,22 @@ class BlockType:
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
-SEQUENTIAL_IDENTITY = "resid_out = resid_in + attn_write + mlp_write"
-# The identity holds up to float32 rounding of the regrouped sum: |resid_out - (resid_in + attn_write + mlp_write)|
+SEQUENTIAL_IDENTITY = "resid_post = resid_pre + attn_write + mlp_write"
+# The identity holds up to float32 rounding of the regrouped sum: |resid_post - (resid_pre + attn_write + mlp_write)|
 # at most an absolute floor plus a few ulps of the block's largest entry. One allowance for every check of it.
 IDENTITY_ABSOLUTE = 1e-5
 IDENTITY_RELATIVE = 1e-6
 
 _NEOX_PARALLEL = BlockSiteMap(
     residual_kind="parallel",
-    resid_in=("", "input"),
+    resid_pre=("", "input"),
     attn_write=("post_attention_dropout", "output"),
     mlp_write=("post_mlp_dropout", "output"),
-    resid_out=("", "output"),
-    mlp_reads="resid_in",
+    resid_post=("", "output"),
+    mlp_reads="resid_pre",
     identity=SEQUENTIAL_IDENTITY,
 )
-_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_in + attn_write")
+_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_pre + attn_write")
 
 
 def _sequential_sites(attention: str, mlp: str) -> BlockSiteMap:
@@ -180,8 +180,8 @@ COPY_MODEL = BlockType(
     # The copy model names each residual value where its block makes it, as TransformerLens' blocks do.
     sites=replace(
         _sequential_sites("hook_attn_out", "hook_mlp_out"),
-        resid_in=("hook_resid_pre", "output"),
-        resid_out=("hook_resid_post", "output"),
+        resid_pre=("hook_resid_pre", "output"),
+        resid_post=("hook_resid_post", "output"),
     ),
     stacked=False,
 )
@@ -773,7 +773,9 @@ Standard library only.
 import functools
 
 
-BLOCK_SITES = ("resid_in", "attn_write", "mlp_write", "resid_out")
+# A block's input and output under TransformerLens's names (its hook_resid_pre / hook_resid_post), which the lesson
+# and the copy model use too: one naming of the boundaries everywhere.
+BLOCK_SITES = ("resid_pre", "attn_write", "mlp_write", "resid_post")
 FINAL_NORM_SITE = "final_norm.out"
 
 
@@ -787,7 +789,7 @@ def site_name(block: int | str, site: str) -> str:
 
 
 # H_0, the embedding as the first block receives it: the first residual boundary of every capture.
-EMBEDDING_SITE = site_name(0, "resid_in")
+EMBEDDING_SITE = site_name(0, "resid_pre")
 
 
 @functools.lru_cache(maxsize=32)
@@ -1233,7 +1235,9 @@ import math
 import re
 
 
-SCHEMA = "residlab-audit-packet/3"  # 3: direct logit attribution (dla_term, attribution)
+# 3: direct logit attribution (dla_term, attribution). 4: site names: the block boundaries are resid_pre and
+# resid_post (TransformerLens's names, the lesson's), in the site table, the identity and the measurement's texts.
+SCHEMA = "residlab-audit-packet/4"
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
 MAX_DEPTH = 10  # the deepest record nests 6 levels (intervention.runs[i].intervention.replacement.tolerance)
@@ -1861,7 +1865,7 @@ QUANTITIES = {
                        "tolerance (relative 0); null, and R not compared, when |g| is within t(M_clean) + t(M_corrupt)"),
     "replacement": ("the vector written in place of w: zeros (ablation) or the clean run's w (patch); sha256 of its "
                     "float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
-    "block_identity": ("max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| less float32 "
+    "block_identity": ("max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| less float32 "
                        "rounding at the block's scale", _CONSTANT),
 }  # fmt: skip
 
@@ -1998,7 +2002,7 @@ def _metric(logits, audit_input: AuditInput) -> float:
 def _attribution(subject, audit_input, clean) -> dict:
     """What every write's DLA term shares at the readout position: the frozen scale and the two bias terms."""
     torch = _import_torch()
-    final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_out")][len(audit_input.clean_ids) - 1]
+    final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_post")][len(audit_input.clean_ids) - 1]
     with torch.inference_mode():
         scale = float(frozen_scale(subject.final_norm, final_state))
         biases = bias_terms(subject.final_norm, subject.head, audit_input.target, audit_input.rival)
@@ -2018,7 +2022,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
     clean = runs_by_id["clean"]
     last_block = len(subject.blocks) - 1
     w = clean.sites[site.name][site.position]
-    final_state = clean.sites[site_name(last_block, "resid_out")][site.position]
+    final_state = clean.sites[site_name(last_block, "resid_post")][site.position]
     later = [site_name(site.block, "mlp_write")] if site.component == "attn" else []
     later += [site_name(b, write) for b in range(site.block + 1, last_block + 1) for write in COMPONENTS.values()]
     metrics = {"clean": _metric(clean.logits, audit_input), "corrupt": _metric(runs_by_id["corrupt"].logits, audit_input),
@@ -2054,7 +2058,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
 
 
 def block_identity_excesses(subject: Subject, run: Run) -> list[float]:
-    """Per block: |resid_out - (resid_in + attn_write + mlp_write)| at its largest, less the float32 allowance
+    """Per block: |resid_post - (resid_pre + attn_write + mlp_write)| at its largest, less the float32 allowance
     for the block's scale (IDENTITY_RELATIVE x its largest entry); at most IDENTITY_ABSOLUTE when the site
     table matches the block."""
     excesses = []
@@ -2088,7 +2092,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
         "metric": "logit(target) - logit(rival) at the readout position",
         "readout": (
             f"{subject.block_type.final_norm} then {_module_path(subject.model, subject.head)}, applied to "
-            f"{site_name(len(subject.blocks) - 1, 'resid_out')} at the readout position"
+            f"{site_name(len(subject.blocks) - 1, 'resid_post')} at the readout position"
         ),
         "direction": "u_target - u_rival: rows of the output embedding",
         "direct_effect_rule": "M(N(r_final)) - M(N(r_final - w)) for a write at the readout position; null elsewhere, "
@@ -2109,7 +2113,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             ],
             "intervened_runs": comparisons,
             "block_identity": {
-                "what": "max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| in the clean run, "
+                "what": "max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| in the clean run, "
                 f"less {IDENTITY_RELATIVE:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE:g}",
                 "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity"),
             },

@@ -20,28 +20,28 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 #   line   50  residlab/capture/blocks.py
 #   line  143    BLOCK_TYPES
 #   line  254  residlab/capture/sites.py
-#   line  282    site_name
-#   line  344    resolve_sites
-#   line  357  residlab/capture/recording.py
-#   line  472    record_sites
-#   line  531  residlab/pythia/observe.py
-#   line  621    capture_residuals
-#   line  688    run_checks
+#   line  284    site_name
+#   line  346    resolve_sites
+#   line  359  residlab/capture/recording.py
+#   line  474    record_sites
+#   line  533  residlab/pythia/observe.py
+#   line  625    capture_residuals
+#   line  692    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
 #   line  254  residlab/capture/sites.py
-#   line  357  residlab/capture/recording.py
-#   line  510  residlab/capture/versions.py
-#   line  531  residlab/pythia/observe.py
-#   line 1039  residlab/capture/outdir.py
-#   line 1151  residlab/capture/files.py
-#   line 1243  residlab/pythia/lock.py
-#   line 1446  residlab/pythia/hub.py
-#   line 1779  residlab/pythia/artifacts.py
-#   line 2038  residlab/pythia/load.py
-#   line 2170  residlab/pythia/runner.py (the entry)
-#   line 2275  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  359  residlab/capture/recording.py
+#   line  512  residlab/capture/versions.py
+#   line  533  residlab/pythia/observe.py
+#   line 1044  residlab/capture/outdir.py
+#   line 1156  residlab/capture/files.py
+#   line 1248  residlab/pythia/lock.py
+#   line 1451  residlab/pythia/hub.py
+#   line 1784  residlab/pythia/artifacts.py
+#   line 2043  residlab/pythia/load.py
+#   line 2175  residlab/pythia/runner.py (the entry)
+#   line 2280  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -79,10 +79,10 @@ class BlockSiteMap:
     """Hook sites of one block, as module paths relative to the block ('' = the block itself)."""
 
     residual_kind: str  # "parallel" (both branches read the block input) or "sequential"
-    resid_in: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
+    resid_pre: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
     attn_write: tuple[str, str]  # (module, "output")
     mlp_write: tuple[str, str]
-    resid_out: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
+    resid_post: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
     mlp_reads: str  # what the MLP branch normalises: the difference between the two kinds
     identity: str  # the addition the captured sites must satisfy
 
@@ -105,22 +105,22 @@ class BlockType:
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
-SEQUENTIAL_IDENTITY = "resid_out = resid_in + attn_write + mlp_write"
-# The identity holds up to float32 rounding of the regrouped sum: |resid_out - (resid_in + attn_write + mlp_write)|
+SEQUENTIAL_IDENTITY = "resid_post = resid_pre + attn_write + mlp_write"
+# The identity holds up to float32 rounding of the regrouped sum: |resid_post - (resid_pre + attn_write + mlp_write)|
 # at most an absolute floor plus a few ulps of the block's largest entry. One allowance for every check of it.
 IDENTITY_ABSOLUTE = 1e-5
 IDENTITY_RELATIVE = 1e-6
 
 _NEOX_PARALLEL = BlockSiteMap(
     residual_kind="parallel",
-    resid_in=("", "input"),
+    resid_pre=("", "input"),
     attn_write=("post_attention_dropout", "output"),
     mlp_write=("post_mlp_dropout", "output"),
-    resid_out=("", "output"),
-    mlp_reads="resid_in",
+    resid_post=("", "output"),
+    mlp_reads="resid_pre",
     identity=SEQUENTIAL_IDENTITY,
 )
-_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_in + attn_write")
+_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_pre + attn_write")
 
 
 def _sequential_sites(attention: str, mlp: str) -> BlockSiteMap:
@@ -182,8 +182,8 @@ COPY_MODEL = BlockType(
     # The copy model names each residual value where its block makes it, as TransformerLens' blocks do.
     sites=replace(
         _sequential_sites("hook_attn_out", "hook_mlp_out"),
-        resid_in=("hook_resid_pre", "output"),
-        resid_out=("hook_resid_post", "output"),
+        resid_pre=("hook_resid_pre", "output"),
+        resid_post=("hook_resid_post", "output"),
     ),
     stacked=False,
 )
@@ -271,7 +271,9 @@ Standard library only.
 import functools
 
 
-BLOCK_SITES = ("resid_in", "attn_write", "mlp_write", "resid_out")
+# A block's input and output under TransformerLens's names (its hook_resid_pre / hook_resid_post), which the lesson
+# and the copy model use too: one naming of the boundaries everywhere.
+BLOCK_SITES = ("resid_pre", "attn_write", "mlp_write", "resid_post")
 FINAL_NORM_SITE = "final_norm.out"
 
 
@@ -285,7 +287,7 @@ def site_name(block: int | str, site: str) -> str:
 
 
 # H_0, the embedding as the first block receives it: the first residual boundary of every capture.
-EMBEDDING_SITE = site_name(0, "resid_in")
+EMBEDDING_SITE = site_name(0, "resid_pre")
 
 
 @functools.lru_cache(maxsize=32)
@@ -559,9 +561,11 @@ from pathlib import Path
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
 RESULT_FILES = ("manifest.json", "observations.json", "captures.json")
-# observations.json's layout. 2: every position observed ("positions"), not the selected one alone; a reader of
-# the files refuses any other, naming the command that refreshes them.
-OBSERVATIONS_SCHEMA = 2
+# observations.json's layout; a reader of the files refuses any other, naming the command that refreshes them.
+# 2: every position observed ("positions"), not the selected one alone. 3: the block boundaries renamed to the
+# names TransformerLens and the lesson use (blocks.i.resid_pre, blocks.i.resid_post).
+OBSERVATIONS_SCHEMA = 3
+OBSERVATIONS_LAYOUT = "every position observed, block boundaries named resid_pre and resid_post"  # as refusals say
 # The libraries whose versions the manifest records: what the observation ran on.
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
 
@@ -591,9 +595,9 @@ def capture_sites(model):
 class ResidualCapture:
     """One forward's raw residual boundaries and branch writes; every tensor (1, n, d), float32, on CPU."""
 
-    block_input: object  # H_0 = blocks.0.resid_in (the embedding, as the first block receives it)
-    block_inputs: list  # blocks.i.resid_in for every block (for the continuity check)
-    block_outputs: list  # raw H_1..H_L = blocks.i.resid_out
+    block_input: object  # H_0 = blocks.0.resid_pre (the embedding, as the first block receives it)
+    block_inputs: list  # blocks.i.resid_pre for every block (for the continuity check)
+    block_outputs: list  # raw H_1..H_L = blocks.i.resid_post
     final_norm_output: object  # final_layer_norm(H_L): NOT a residual state
     attention_writes: list  # blocks.i.attn_write
     mlp_writes: list  # blocks.i.mlp_write
@@ -608,7 +612,7 @@ class ResidualCapture:
         return torch.cat([self.block_input] + list(self.block_outputs), dim=0)
 
     def boundary_names(self) -> list[str]:
-        return [EMBEDDING_SITE] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
+        return [EMBEDDING_SITE] + [site_name(i, "resid_post") for i in range(len(self.block_outputs))]
 
 
 def _forward(model, input_ids, **kwargs):
@@ -628,15 +632,15 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
     if missing:
         raise ObservationError(f"hook sites never fired: {', '.join(missing)}")
     names = block_site_names(model.config.num_hidden_layers)
-    return_kinds = {recorder.return_kinds[name] for name in names["resid_out"]}
+    return_kinds = {recorder.return_kinds[name] for name in names["resid_post"]}
     if len(return_kinds) != 1:
         raise ObservationError(f"blocks returned mixed kinds: {sorted(return_kinds)}")
     sites = {name: recorder.records[name] for name in recorder.names}
-    block_inputs = [sites[name] for name in names["resid_in"]]
+    block_inputs = [sites[name] for name in names["resid_pre"]]
     return ResidualCapture(
         block_input=block_inputs[0],
         block_inputs=block_inputs,
-        block_outputs=[sites[name] for name in names["resid_out"]],
+        block_outputs=[sites[name] for name in names["resid_post"]],
         final_norm_output=sites[FINAL_NORM_SITE],
         attention_writes=[sites[name] for name in names["attn_write"]],
         mlp_writes=[sites[name] for name in names["mlp_write"]],
@@ -752,7 +756,7 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
             "all_within_tolerance": all(row["within_tolerance"] for row in identity_rows),
         },
         "continuity": {
-            "what": "max |blocks.(i+1).resid_in - blocks.i.resid_out|",
+            "what": "max |blocks.(i+1).resid_pre - blocks.i.resid_post|",
             "max_abs_difference": max(continuity) if continuity else 0.0,
         },
         "repeat": {
@@ -869,11 +873,11 @@ def _float32_list(tensor) -> list:
 
 
 def capture_tensors_json(capture: ResidualCapture, tokens: list[dict]) -> dict:
-    """The full cloned raw states and branch writes (everything but the duplicated resid_in of blocks 1..L-1,
-    which equal the previous block's resid_out: the continuity check records that)."""
+    """The full cloned raw states and branch writes (everything but the duplicated resid_pre of blocks 1..L-1,
+    which equal the previous block's resid_post: the continuity check records that)."""
     names = [EMBEDDING_SITE]
     for block in range(len(capture.block_outputs)):
-        names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_out")]
+        names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_post")]
     names.append(FINAL_NORM_SITE)
     return {
         "layout": "each tensor: (batch, positions, width) nested lists; float32 values to 9 significant digits",
@@ -967,12 +971,13 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
 
 
 def observations_schema_problem(observations: dict, manifest: dict) -> str | None:
-    """Why ``observations`` is not of this layout (written before every position was observed), saying how to write
-    it afresh: the command its manifest records, into an empty folder; None when it is."""
+    """Why ``observations`` is not of this layout (written by an older observation: before every position was
+    observed, or before the boundaries took their present names), saying how to write it afresh: the command its
+    manifest records, into an empty folder; None when it is."""
     found, command = observations.get("schema", 1), manifest.get("command")
     command = " ".join(map(str, command)) if isinstance(command, list) else "the observation"
     return None if found == OBSERVATIONS_SCHEMA else (
-        f"schema {found}, not {OBSERVATIONS_SCHEMA} (every position observed): refresh it by running `{command}` "
+        f"schema {found}, not {OBSERVATIONS_SCHEMA} ({OBSERVATIONS_LAYOUT}): refresh it by running `{command}` "
         "again into an empty folder")
 
 

@@ -68,7 +68,8 @@ Its modules, each importing only those above it and the capture floor:
 - ``attribution``: direct logit attribution with the final normaliser's scale frozen (``direct_logit_attribution``,
                ``write_term``, ``bias_terms``): per-write terms and the two named bias terms, summing to the metric;
                a packet measure since schema 3 (``dla_term`` per write at the readout, ``attribution``), which the
-               lesson and Lab 06 show beside the removal effects. A packet of schema 2 is refused in one line.
+               lesson and Lab 06 show beside the removal effects. Schema 4 names the block boundaries resid_pre and
+               resid_post; a packet of an older schema is refused in one line.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """

@@ -65,7 +65,7 @@ QUANTITIES = {
                        "tolerance (relative 0); null, and R not compared, when |g| is within t(M_clean) + t(M_corrupt)"),
     "replacement": ("the vector written in place of w: zeros (ablation) or the clean run's w (patch); sha256 of its "
                     "float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
-    "block_identity": ("max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| less float32 "
+    "block_identity": ("max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| less float32 "
                        "rounding at the block's scale", _CONSTANT),
 }  # fmt: skip
 
@@ -202,7 +202,7 @@ def _metric(logits, audit_input: AuditInput) -> float:
 def _attribution(subject, audit_input, clean) -> dict:
     """What every write's DLA term shares at the readout position: the frozen scale and the two bias terms."""
     torch = _import_torch()
-    final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_out")][len(audit_input.clean_ids) - 1]
+    final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_post")][len(audit_input.clean_ids) - 1]
     with torch.inference_mode():
         scale = float(frozen_scale(subject.final_norm, final_state))
         biases = bias_terms(subject.final_norm, subject.head, audit_input.target, audit_input.rival)
@@ -222,7 +222,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
     clean = runs_by_id["clean"]
     last_block = len(subject.blocks) - 1
     w = clean.sites[site.name][site.position]
-    final_state = clean.sites[site_name(last_block, "resid_out")][site.position]
+    final_state = clean.sites[site_name(last_block, "resid_post")][site.position]
     later = [site_name(site.block, "mlp_write")] if site.component == "attn" else []
     later += [site_name(b, write) for b in range(site.block + 1, last_block + 1) for write in COMPONENTS.values()]
     metrics = {"clean": _metric(clean.logits, audit_input), "corrupt": _metric(runs_by_id["corrupt"].logits, audit_input),
@@ -258,7 +258,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
 
 
 def block_identity_excesses(subject: Subject, run: Run) -> list[float]:
-    """Per block: |resid_out - (resid_in + attn_write + mlp_write)| at its largest, less the float32 allowance
+    """Per block: |resid_post - (resid_pre + attn_write + mlp_write)| at its largest, less the float32 allowance
     for the block's scale (IDENTITY_RELATIVE x its largest entry); at most IDENTITY_ABSOLUTE when the site
     table matches the block."""
     excesses = []
@@ -292,7 +292,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
         "metric": "logit(target) - logit(rival) at the readout position",
         "readout": (
             f"{subject.block_type.final_norm} then {_module_path(subject.model, subject.head)}, applied to "
-            f"{site_name(len(subject.blocks) - 1, 'resid_out')} at the readout position"
+            f"{site_name(len(subject.blocks) - 1, 'resid_post')} at the readout position"
         ),
         "direction": "u_target - u_rival: rows of the output embedding",
         "direct_effect_rule": "M(N(r_final)) - M(N(r_final - w)) for a write at the readout position; null elsewhere, "
@@ -313,7 +313,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             ],
             "intervened_runs": comparisons,
             "block_identity": {
-                "what": "max over blocks of |resid_out - (resid_in + attn_write + mlp_write)| in the clean run, "
+                "what": "max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| in the clean run, "
                 f"less {IDENTITY_RELATIVE:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE:g}",
                 "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity"),
             },

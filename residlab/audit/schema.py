@@ -21,7 +21,9 @@ from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.audit.subject import MAX_SEED, AuditError
 from residlab.audit.runs import COMPONENTS, MAX_THREADS
 
-SCHEMA = "residlab-audit-packet/3"  # 3: direct logit attribution (dla_term, attribution)
+# 3: direct logit attribution (dla_term, attribution). 4: site names: the block boundaries are resid_pre and
+# resid_post (TransformerLens's names, the lesson's), in the site table, the identity and the measurement's texts.
+SCHEMA = "residlab-audit-packet/4"
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
 MAX_DEPTH = 10  # the deepest record nests 6 levels (intervention.runs[i].intervention.replacement.tolerance)

@@ -30,10 +30,10 @@ class BlockSiteMap:
     """Hook sites of one block, as module paths relative to the block ('' = the block itself)."""
 
     residual_kind: str  # "parallel" (both branches read the block input) or "sequential"
-    resid_in: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
+    resid_pre: tuple[str, str]  # (module, "input"): the block's first positional argument, via a pre-hook
     attn_write: tuple[str, str]  # (module, "output")
     mlp_write: tuple[str, str]
-    resid_out: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
+    resid_post: tuple[str, str]  # the block's return value: a tensor, or a tuple whose [0] is it
     mlp_reads: str  # what the MLP branch normalises: the difference between the two kinds
     identity: str  # the addition the captured sites must satisfy
 
@@ -56,22 +56,22 @@ class BlockType:
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
-SEQUENTIAL_IDENTITY = "resid_out = resid_in + attn_write + mlp_write"
-# The identity holds up to float32 rounding of the regrouped sum: |resid_out - (resid_in + attn_write + mlp_write)|
+SEQUENTIAL_IDENTITY = "resid_post = resid_pre + attn_write + mlp_write"
+# The identity holds up to float32 rounding of the regrouped sum: |resid_post - (resid_pre + attn_write + mlp_write)|
 # at most an absolute floor plus a few ulps of the block's largest entry. One allowance for every check of it.
 IDENTITY_ABSOLUTE = 1e-5
 IDENTITY_RELATIVE = 1e-6
 
 _NEOX_PARALLEL = BlockSiteMap(
     residual_kind="parallel",
-    resid_in=("", "input"),
+    resid_pre=("", "input"),
     attn_write=("post_attention_dropout", "output"),
     mlp_write=("post_mlp_dropout", "output"),
-    resid_out=("", "output"),
-    mlp_reads="resid_in",
+    resid_post=("", "output"),
+    mlp_reads="resid_pre",
     identity=SEQUENTIAL_IDENTITY,
 )
-_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_in + attn_write")
+_NEOX_SEQUENTIAL = replace(_NEOX_PARALLEL, residual_kind="sequential", mlp_reads="resid_pre + attn_write")
 
 
 def _sequential_sites(attention: str, mlp: str) -> BlockSiteMap:
@@ -133,8 +133,8 @@ COPY_MODEL = BlockType(
     # The copy model names each residual value where its block makes it, as TransformerLens' blocks do.
     sites=replace(
         _sequential_sites("hook_attn_out", "hook_mlp_out"),
-        resid_in=("hook_resid_pre", "output"),
-        resid_out=("hook_resid_post", "output"),
+        resid_pre=("hook_resid_pre", "output"),
+        resid_post=("hook_resid_post", "output"),
     ),
     stacked=False,
 )

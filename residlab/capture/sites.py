@@ -19,7 +19,9 @@ import functools
 
 from residlab.capture.blocks import BlockType
 
-BLOCK_SITES = ("resid_in", "attn_write", "mlp_write", "resid_out")
+# A block's input and output under TransformerLens's names (its hook_resid_pre / hook_resid_post), which the lesson
+# and the copy model use too: one naming of the boundaries everywhere.
+BLOCK_SITES = ("resid_pre", "attn_write", "mlp_write", "resid_post")
 FINAL_NORM_SITE = "final_norm.out"
 
 
@@ -33,7 +35,7 @@ def site_name(block: int | str, site: str) -> str:
 
 
 # H_0, the embedding as the first block receives it: the first residual boundary of every capture.
-EMBEDDING_SITE = site_name(0, "resid_in")
+EMBEDDING_SITE = site_name(0, "resid_pre")
 
 
 @functools.lru_cache(maxsize=32)

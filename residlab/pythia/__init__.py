@@ -22,7 +22,8 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
                 three result files (manifest.json, observations.json, captures.json) written all or nothing
                 through ``capture.outdir``. ``capture_residuals``, ``ResidualCapture``, ``observe_position``,
                 ``observe``, ``observe_to_directory``, ``observations_schema_problem``,
-                ``FIXED_TEXT``, ``RESULT_FILES``, ``OBSERVATIONS_SCHEMA`` (observations.json's layout),
+                ``FIXED_TEXT``, ``RESULT_FILES``, ``OBSERVATIONS_SCHEMA`` (observations.json's layout: 3, the
+                boundaries named ``resid_pre`` / ``resid_post``), ``OBSERVATIONS_LAYOUT`` (what a refusal says it is),
                 ``LIBRARIES`` (the libraries whose versions the manifest records).
 - ``runner``    the argparse entry point of ``assets/labs/inspect_residual_stream.py`` (bundled with the
                 modules above and capture's ``blocks``, ``sites``, ``recording`` and ``outdir``); a refused

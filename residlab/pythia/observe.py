@@ -38,9 +38,11 @@ from residlab.pythia.load import ObservationError, load_offline
 FIXED_TEXT = "The small red boat crossed the lake."
 TOP_K = 5
 RESULT_FILES = ("manifest.json", "observations.json", "captures.json")
-# observations.json's layout. 2: every position observed ("positions"), not the selected one alone; a reader of
-# the files refuses any other, naming the command that refreshes them.
-OBSERVATIONS_SCHEMA = 2
+# observations.json's layout; a reader of the files refuses any other, naming the command that refreshes them.
+# 2: every position observed ("positions"), not the selected one alone. 3: the block boundaries renamed to the
+# names TransformerLens and the lesson use (blocks.i.resid_pre, blocks.i.resid_post).
+OBSERVATIONS_SCHEMA = 3
+OBSERVATIONS_LAYOUT = "every position observed, block boundaries named resid_pre and resid_post"  # as refusals say
 # The libraries whose versions the manifest records: what the observation ran on.
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
 
@@ -70,9 +72,9 @@ def capture_sites(model):
 class ResidualCapture:
     """One forward's raw residual boundaries and branch writes; every tensor (1, n, d), float32, on CPU."""
 
-    block_input: object  # H_0 = blocks.0.resid_in (the embedding, as the first block receives it)
-    block_inputs: list  # blocks.i.resid_in for every block (for the continuity check)
-    block_outputs: list  # raw H_1..H_L = blocks.i.resid_out
+    block_input: object  # H_0 = blocks.0.resid_pre (the embedding, as the first block receives it)
+    block_inputs: list  # blocks.i.resid_pre for every block (for the continuity check)
+    block_outputs: list  # raw H_1..H_L = blocks.i.resid_post
     final_norm_output: object  # final_layer_norm(H_L): NOT a residual state
     attention_writes: list  # blocks.i.attn_write
     mlp_writes: list  # blocks.i.mlp_write
@@ -87,7 +89,7 @@ class ResidualCapture:
         return torch.cat([self.block_input] + list(self.block_outputs), dim=0)
 
     def boundary_names(self) -> list[str]:
-        return [EMBEDDING_SITE] + [site_name(i, "resid_out") for i in range(len(self.block_outputs))]
+        return [EMBEDDING_SITE] + [site_name(i, "resid_post") for i in range(len(self.block_outputs))]
 
 
 def _forward(model, input_ids, **kwargs):
@@ -107,15 +109,15 @@ def capture_residuals(model, input_ids) -> ResidualCapture:
     if missing:
         raise ObservationError(f"hook sites never fired: {', '.join(missing)}")
     names = block_site_names(model.config.num_hidden_layers)
-    return_kinds = {recorder.return_kinds[name] for name in names["resid_out"]}
+    return_kinds = {recorder.return_kinds[name] for name in names["resid_post"]}
     if len(return_kinds) != 1:
         raise ObservationError(f"blocks returned mixed kinds: {sorted(return_kinds)}")
     sites = {name: recorder.records[name] for name in recorder.names}
-    block_inputs = [sites[name] for name in names["resid_in"]]
+    block_inputs = [sites[name] for name in names["resid_pre"]]
     return ResidualCapture(
         block_input=block_inputs[0],
         block_inputs=block_inputs,
-        block_outputs=[sites[name] for name in names["resid_out"]],
+        block_outputs=[sites[name] for name in names["resid_post"]],
         final_norm_output=sites[FINAL_NORM_SITE],
         attention_writes=[sites[name] for name in names["attn_write"]],
         mlp_writes=[sites[name] for name in names["mlp_write"]],
@@ -231,7 +233,7 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
             "all_within_tolerance": all(row["within_tolerance"] for row in identity_rows),
         },
         "continuity": {
-            "what": "max |blocks.(i+1).resid_in - blocks.i.resid_out|",
+            "what": "max |blocks.(i+1).resid_pre - blocks.i.resid_post|",
             "max_abs_difference": max(continuity) if continuity else 0.0,
         },
         "repeat": {
@@ -348,11 +350,11 @@ def _float32_list(tensor) -> list:
 
 
 def capture_tensors_json(capture: ResidualCapture, tokens: list[dict]) -> dict:
-    """The full cloned raw states and branch writes (everything but the duplicated resid_in of blocks 1..L-1,
-    which equal the previous block's resid_out: the continuity check records that)."""
+    """The full cloned raw states and branch writes (everything but the duplicated resid_pre of blocks 1..L-1,
+    which equal the previous block's resid_post: the continuity check records that)."""
     names = [EMBEDDING_SITE]
     for block in range(len(capture.block_outputs)):
-        names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_out")]
+        names += [site_name(block, "attn_write"), site_name(block, "mlp_write"), site_name(block, "resid_post")]
     names.append(FINAL_NORM_SITE)
     return {
         "layout": "each tensor: (batch, positions, width) nested lists; float32 values to 9 significant digits",
@@ -446,12 +448,13 @@ def observe(model, tokenizer, *, text: str = FIXED_TEXT, position: int | None = 
 
 
 def observations_schema_problem(observations: dict, manifest: dict) -> str | None:
-    """Why ``observations`` is not of this layout (written before every position was observed), saying how to write
-    it afresh: the command its manifest records, into an empty folder; None when it is."""
+    """Why ``observations`` is not of this layout (written by an older observation: before every position was
+    observed, or before the boundaries took their present names), saying how to write it afresh: the command its
+    manifest records, into an empty folder; None when it is."""
     found, command = observations.get("schema", 1), manifest.get("command")
     command = " ".join(map(str, command)) if isinstance(command, list) else "the observation"
     return None if found == OBSERVATIONS_SCHEMA else (
-        f"schema {found}, not {OBSERVATIONS_SCHEMA} (every position observed): refresh it by running `{command}` "
+        f"schema {found}, not {OBSERVATIONS_SCHEMA} ({OBSERVATIONS_LAYOUT}): refresh it by running `{command}` "
         "again into an empty folder")
 
 

@@ -27,7 +27,7 @@ def test_a_capture_snippet_gives_residlabs_capture_bit_for_bit(peer, specimen_di
     expected = observe.capture_residuals(specimen_model, fixed_sentence_ids).sites
     found = run_snippet(CAPTURES[peer], model_dir=str(specimen_dir), hf_model=specimen_model, input_ids=fixed_sentence_ids)
     depth = specimen_model.config.num_hidden_layers
-    names = {"resid_pre": "resid_in", "attn_out": "attn_write", "mlp_out": "mlp_write", "resid_post": "resid_out"}
+    names = {"resid_pre": "resid_pre", "attn_out": "attn_write", "mlp_out": "mlp_write", "resid_post": "resid_post"}
     assert all(len(found[name]) == depth for name in names)
     for name, site in names.items():
         for block in range(depth):

@@ -29,7 +29,7 @@ def test_processed_weights_change_the_residual_states_and_no_processing_keeps_hu
             _, cache = bridge.run_with_cache(fixed_sentence_ids)
         states[mode] = [cache[f"blocks.{block}.hook_resid_post"] for block in range(depth)]
     for block in range(depth):
-        raw = expected[f"blocks.{block}.resid_out"]
+        raw = expected[f"blocks.{block}.resid_post"]
         torch.testing.assert_close(states["no_processing"][block], raw, rtol=1e-5, atol=1e-5)
         # Centred writing weights (and embeddings) leave every state without its mean: the processed state is the
         # raw one centred, so it and its norm differ from Hugging Face's by far more than rounding.
@@ -52,9 +52,9 @@ def test_post_attention_layernorm_reads_the_block_input_in_a_parallel_block(spec
         for handle in handles:
             handle.remove()
     for block, value in seen.items():
-        assert torch.equal(value, expected[f"blocks.{block}.resid_in"]), block
+        assert torch.equal(value, expected[f"blocks.{block}.resid_pre"]), block
         # ... and not block input + attention write, which a sequential block's second LayerNorm would read.
-        assert not torch.allclose(value, expected[f"blocks.{block}.resid_in"] + expected[f"blocks.{block}.attn_write"])
+        assert not torch.allclose(value, expected[f"blocks.{block}.resid_pre"] + expected[f"blocks.{block}.attn_write"])
     assert len(seen) == specimen_model.config.num_hidden_layers
 
 
@@ -65,4 +65,4 @@ def test_the_last_hidden_state_is_normalised_not_the_last_block_output(specimen_
     last_block = specimen_model.config.num_hidden_layers - 1
     assert len(hidden) == specimen_model.config.num_hidden_layers + 1
     assert torch.equal(hidden[-1], expected[observe.FINAL_NORM_SITE])
-    assert not torch.allclose(hidden[-1], expected[f"blocks.{last_block}.resid_out"], atol=1e-3)
+    assert not torch.allclose(hidden[-1], expected[f"blocks.{last_block}.resid_post"], atol=1e-3)

@@ -254,6 +254,14 @@ def refusal_cases(run: Path, base: Path):
         positions = observations.pop("positions")
         del observations["schema"]
         observations["observation"] = positions[observations["selected_position"]]
+
+    def boundaries_named_otherwise(file_name, data):  # schema 2: the boundaries, tensors too, under other names
+        if file_name == "manifest.json":
+            return data
+        data = data.replace(b'.resid_pre"', b'.boundary_in"').replace(b'.resid_post"', b'.boundary_out"')
+        return edit_json("observations.json", lambda o: o.update(schema=2))(file_name, data)
+
+    layout = "every position observed, block boundaries named resid_pre and resid_post"
     return {
         "tampered observations": (files(copy_run(run, base / "t-obs", flip_digit("observations.json"))), "observations.json: its SHA-256 is "),
         "tampered captures": (files(copy_run(run, base / "t-cap", flip_digit("captures.json"))), "captures.json: its SHA-256 is "),
@@ -267,7 +275,9 @@ def refusal_cases(run: Path, base: Path):
         "observations not from these tensors": (files(copy_run(run, base / "norm", edit_json("observations.json", lambda o: o["positions"][1]["boundaries"][2].update(norm=o["positions"][1]["boundaries"][2]["norm"] * 1.01)), reseal=True)),
                                                 "observations.json: disagrees with the tensors in captures.json: positions[1].boundaries[2].norm"),
         "the layout before every position was observed": (files(copy_run(run, base / "old", edit_json("observations.json", old_layout), reseal=True)),
-                                                          f"observations.json: schema 1, not 2 (every position observed): refresh it by running `{command}` again into an empty folder"),
+                                                          f"observations.json: schema 1, not 3 ({layout}): refresh it by running `{command}` again into an empty folder"),
+        "the layout before the boundaries were resid_pre and resid_post": (files(copy_run(run, base / "names", boundaries_named_otherwise, reseal=True)),
+                                                                           f"observations.json: schema 2, not 3 ({layout}): refresh it by running `{command}` again into an empty folder"),
         "a missing tensor": (files(copy_run(run, base / "tensor", edit_json("captures.json", lambda c: c["tensors"].pop(3)), reseal=True)), "captures.json: "),
         "a non-finite number": (files(copy_run(run, base / "nan", lambda n, d: d.replace(b'"norm": ', b'"norm": NaN, "was": ', 1) if n == "observations.json" else d, reseal=True)),
                                 "observations.json: not valid JSON (a non-finite number (NaN)"),

@@ -48,7 +48,7 @@ LENS_STATES = (
 PATCH_SITES = (
     ("block 0 input (embedding)", "gpt_neox.emb_dropout"),
     ("block 0 attention write", site_name(0, "attn_write")),
-    ("block 1 input (block 0 output)", site_name(0, "resid_out")),
+    ("block 1 input (block 0 output)", site_name(0, "resid_post")),
     ("block 1 attention write", site_name(1, "attn_write")),
 )
 
@@ -167,9 +167,9 @@ def residual_states(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
     record = recorder.records
     states = {}
     for label, block, state in LENS_STATES:
-        resid_in = record[site_name(block, "resid_in")]
-        states[label] = {"resid_pre": resid_in, "resid_mid": resid_in + record[site_name(block, "attn_write")],
-                         "resid_post": record[site_name(block, "resid_out")]}[state]  # fmt: skip
+        resid_pre = record[site_name(block, "resid_pre")]
+        states[label] = {"resid_pre": resid_pre, "resid_mid": resid_pre + record[site_name(block, "attn_write")],
+                         "resid_post": record[site_name(block, "resid_post")]}[state]  # fmt: skip
     return states
 
 

@@ -106,8 +106,8 @@ def recomputed_observation(captures: dict, position: int) -> dict:
     norms, consecutive differences and cosines, write norms, and the final normalisation (the logit-lens
     readouts need the model and are not recomputed)."""
     tensors = {entry["name"]: entry["values"][0] for entry in captures["tensors"]}  # (positions, width)
-    blocks = sum(1 for name in tensors if name.endswith(".resid_out"))
-    states = [tensors[EMBEDDING_SITE][position]] + [tensors[site_name(i, "resid_out")][position] for i in range(blocks)]
+    blocks = sum(1 for name in tensors if name.endswith(".resid_post"))
+    states = [tensors[EMBEDDING_SITE][position]] + [tensors[site_name(i, "resid_post")][position] for i in range(blocks)]
     updates = []
     for block in range(blocks):
         before, after = states[block], states[block + 1]

@@ -80,7 +80,7 @@ def position_norms(capture: PageCapture) -> list[float]:
     """Per token position: the mean norm of its raw states H_0..H_L, from the tensors in captures.json."""
     tensors = {entry["name"]: entry["values"][0] for entry in capture.captures["tensors"]}
     blocks = len(capture.observation["block_updates"])
-    states = [tensors[EMBEDDING_SITE]] + [tensors[site_name(block, "resid_out")] for block in range(blocks)]
+    states = [tensors[EMBEDDING_SITE]] + [tensors[site_name(block, "resid_post")] for block in range(blocks)]
     positions = len(capture.observations["tokens"])
     return [statistics.fmean(math.sqrt(math.fsum(x * x for x in state[p])) for state in states) for p in range(positions)]
 

@@ -18,7 +18,7 @@ import json
 from residlab.audit.packet import RECORDS, SCHEMA
 from residlab.audit.verify import MAX_RECORD_BYTES
 from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, site_name
-from residlab.pythia.observe import OBSERVATIONS_SCHEMA
+from residlab.pythia.observe import OBSERVATIONS_LAYOUT, OBSERVATIONS_SCHEMA
 from residlab.course.lab05_observation import capture_page
 from residlab.course.tables import markdown_table
 
@@ -58,6 +58,7 @@ def capture_opener_config() -> dict:
     return {
         "files": dict(capture_page.RESULT_MAX_BYTES),
         "observations_schema": OBSERVATIONS_SCHEMA,
+        "observations_layout": OBSERVATIONS_LAYOUT,  # what a refusal of another schema says this one is
         "agreement": {"absolute": capture_page.AGREEMENT_ABSOLUTE, "relative": capture_page.AGREEMENT_RELATIVE},
         "embedding_site": EMBEDDING_SITE,
         "final_norm_site": FINAL_NORM_SITE,

@@ -27,7 +27,7 @@ from residlab.course.diagrams import (
 from residlab.course.lesson.lesson_lab import TRACE_HOOK_POINTS
 
 BLOCK = "ℓ"  # the block index as the pages write it
-RESID_IN, ATTN_WRITE, MLP_WRITE, RESID_OUT = BLOCK_SITES
+RESID_PRE, ATTN_WRITE, MLP_WRITE, RESID_POST = BLOCK_SITES
 # The capture's site -> the hook point that carries it in a block that names its values as TransformerLens does.
 HOOK_OF_SITE = {site: getattr(COPY_MODEL.sites, site)[0] for site in BLOCK_SITES}
 # The one hook point the capture has no site for: the state between the two writes of a sequential block.
@@ -87,7 +87,7 @@ def block_sites(block_type: BlockType) -> dict[str, Site]:
 
 def parallel(block_type: BlockType) -> bool:
     """Whether the MLP branch reads the block input (as the attention branch does), not the state after attention."""
-    return block_type.sites.mlp_reads == RESID_IN
+    return block_type.sites.mlp_reads == RESID_PRE
 
 
 def _code_width(line: str) -> float:
@@ -183,7 +183,7 @@ def draw(block_type: BlockType) -> tuple[str, float, float]:
     canvas.right = MARGIN + text_width(heading)
     y = MARGIN + LINE_PX + 8
     stream.append((spine, y))
-    y = _state(canvas, sites[RESID_IN], spine, y + 18) + 14  # the block input
+    y = _state(canvas, sites[RESID_PRE], spine, y + 18) + 14  # the block input
     fork = y
     if left:  # one input, read by both branches
         left_branch = spine - BRANCH_GAP - width / 2
@@ -211,7 +211,7 @@ def draw(block_type: BlockType) -> tuple[str, float, float]:
                 fork = y
     out_y = y + 18
     canvas.line([(spine, sum_y + SUM_RADIUS), (spine, out_y)])
-    y = _state(canvas, sites[RESID_OUT], spine, out_y) + 10
+    y = _state(canvas, sites[RESID_POST], spine, out_y) + 10
     canvas.line([(spine, out_y), (spine, y + 16)], head=True)
     return "".join(canvas.parts), canvas.right + MARGIN, y + 16 + MARGIN
 
@@ -230,7 +230,7 @@ def describe(block_type: BlockType) -> str:
     """The drawing in words, from the same sites."""
     sites = block_sites(block_type)
     said = {key: site.spoken() for key, site in sites.items()}
-    text = (f"Drawn top to bottom. The residual stream enters the block as {said[RESID_IN]}, and runs straight "
+    text = (f"Drawn top to bottom. The residual stream enters the block as {said[RESID_PRE]}, and runs straight "
             f"down. ")
     if parallel(block_type):
         text += (f"Both branches read that same input: one through a {block_type.normaliser} into attention, whose "
@@ -242,7 +242,7 @@ def describe(block_type: BlockType) -> str:
                  f"{said[ATTN_WRITE]}, is added to the stream: the sum is {said[MID_HOOK]}. A second branch reads "
                  f"that state through another {block_type.normaliser} into the {block_type.mlp}, whose write, "
                  f"{said[MLP_WRITE]}, is added in turn. ")
-    return text + f"The sum leaves the block as {said[RESID_OUT]}, the next block's input."
+    return text + f"The sum leaves the block as {said[RESID_POST]}, the next block's input."
 
 
 def block_svg(block_type: BlockType) -> str:

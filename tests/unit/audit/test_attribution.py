@@ -94,7 +94,7 @@ def test_the_packets_dla_terms_and_bias_terms_sum_to_its_clean_metric(specimen):
     sites = [audit.DeclaredSite(c, b, last) for b in range(len(subject.blocks)) for c in ("attn", "mlp")]
     measurement = audit.build_packet(subject, audit_input, sites)["measurement"]
     clean = next(run for run in audit.run_audit(subject, audit_input, sites)[0] if run.run_id == "clean")
-    writes = {"embedding": clean.sites["blocks.0.resid_in"][last]}
+    writes = {"embedding": clean.sites["blocks.0.resid_pre"][last]}
     writes.update({site.name: clean.sites[site.name][last] for site in sites})
     with torch.no_grad():
         expected = reference_terms(subject.final_norm, subject.head, writes, 12, 30, centre=True)

@@ -36,28 +36,28 @@ def test_every_block_adds_exactly_its_two_writes(name):
     assert subject.block_type.name == name
     assert type(subject.blocks[0]).__name__ == subject.block_type.block_class
     for block in range(len(subject.blocks)):
-        resid_in, attn, mlp, resid_out = (run.sites[f"blocks.{block}.{s}"] for s in audit.BLOCK_SITES)
-        assert resid_in.shape == (len(IDS), subject.model.config.hidden_size)
+        resid_pre, attn, mlp, resid_post = (run.sites[f"blocks.{block}.{s}"] for s in audit.BLOCK_SITES)
+        assert resid_pre.shape == (len(IDS), subject.model.config.hidden_size)
         # Both writes are real contributions, not zeros a wrong site would also satisfy the identity with.
         assert attn.abs().max() > 0.1 and mlp.abs().max() > 0.1
-        scale = max(t.abs().max().item() for t in (resid_in, attn, mlp, resid_out))
-        error = (resid_out - (resid_in + attn + mlp)).abs().max().item()
+        scale = max(t.abs().max().item() for t in (resid_pre, attn, mlp, resid_post))
+        error = (resid_post - (resid_pre + attn + mlp)).abs().max().item()
         assert error <= IDENTITY_ABSOLUTE + IDENTITY_RELATIVE * scale, (name, block, error)
         if block + 1 < len(subject.blocks):
-            assert torch.equal(run.sites[f"blocks.{block + 1}.resid_in"], resid_out)
+            assert torch.equal(run.sites[f"blocks.{block + 1}.resid_pre"], resid_post)
 
 
 @pytest.mark.parametrize("name", list(blocks.SPECIMEN_CONFIGS))
 def test_logits_are_the_final_normaliser_and_unembedding_of_the_last_output(name):
     subject, run = recorded_clean_run(name)
-    last = run.sites[f"blocks.{len(subject.blocks) - 1}.resid_out"][-1]
+    last = run.sites[f"blocks.{len(subject.blocks) - 1}.resid_post"][-1]
     with torch.inference_mode():
         assert torch.allclose(subject.readout(last), run.logits, atol=1e-5, rtol=0)
 
 
 def test_the_sequential_and_parallel_neox_specimens_differ_only_in_the_mlp_read():
     parallel, sequential = (blocks.BLOCK_TYPES[n].sites for n in ("gpt_neox", "gpt_neox_sequential"))
-    assert parallel.mlp_reads == "resid_in" and sequential.mlp_reads == "resid_in + attn_write"
+    assert parallel.mlp_reads == "resid_pre" and sequential.mlp_reads == "resid_pre + attn_write"
     assert (parallel.attn_write, parallel.mlp_write) == (sequential.attn_write, sequential.mlp_write)
     # Lab 05's observation reads the same tables: it asks block_type_for with the model's own config.
     for use_parallel_residual, table in ((True, parallel), (False, sequential)):
@@ -98,7 +98,7 @@ def test_gpt2_sites_equal_an_independent_forward():
     causal = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)
     for block in range(config.n_layer):
         p = f"transformer.h.{block}."
-        assert torch.allclose(run.sites[f"blocks.{block}.resid_in"], x, atol=1e-5, rtol=0)
+        assert torch.allclose(run.sites[f"blocks.{block}.resid_pre"], x, atol=1e-5, rtol=0)
         read = _layer_norm(x, weights[p + "ln_1.weight"], weights[p + "ln_1.bias"], eps)
         qkv = read @ weights[p + "attn.c_attn.weight"] + weights[p + "attn.c_attn.bias"]  # Conv1D: (in, out)
         q, k, v = (t.reshape(n, heads, width // heads).transpose(0, 1) for t in qkv.split(width, dim=-1))
@@ -112,7 +112,7 @@ def test_gpt2_sites_equal_an_independent_forward():
         mlp = hidden @ weights[p + "mlp.c_proj.weight"] + weights[p + "mlp.c_proj.bias"]
         assert torch.allclose(run.sites[f"blocks.{block}.mlp_write"], mlp, atol=1e-4, rtol=0)
         x = x + mlp
-        assert torch.allclose(run.sites[f"blocks.{block}.resid_out"], x, atol=1e-4, rtol=0)
+        assert torch.allclose(run.sites[f"blocks.{block}.resid_post"], x, atol=1e-4, rtol=0)
     final = _layer_norm(x[-1], weights["transformer.ln_f.weight"], weights["transformer.ln_f.bias"], eps)
     logits = final @ weights["transformer.wte.weight"].T  # tied unembedding
     assert torch.allclose(run.logits, logits, atol=1e-4, rtol=0)

@@ -1,6 +1,7 @@
 """residlab.course.lab05_observation.explorer_data: the explorer shows every position as the capture's
-observations.json holds it, each checked against captures.json when the capture is read; an observations.json of the
-old layout (the selected position only) is refused with the command that refreshes it; no model is built."""
+observations.json holds it, each checked against captures.json when the capture is read; an observations.json of an
+old layout (the selected position only, or the boundaries under other names) is refused with the command that
+refreshes it; no model is built."""
 
 from __future__ import annotations
 
@@ -87,16 +88,38 @@ def test_positions_missing_or_out_of_order_are_refused(copied):
         read_capture(copied)
 
 
-def test_a_capture_of_the_old_layout_is_refused_with_the_command_that_refreshes_it(copied):
-    def old_layout(observations):
-        observations["observation"] = observations["positions"][observations["selected_position"]]
-        del observations["positions"], observations["schema"]
+def _selected_position_only(observations):  # schema 1 (no schema field): the selected position alone
+    observations["observation"] = observations["positions"][observations["selected_position"]]
+    del observations["positions"], observations["schema"]
 
+
+def _earlier_name(name: str) -> str:  # a boundary under a name other than today's (schema 2 had its own)
+    return name.replace(".resid_pre", ".boundary_in").replace(".resid_post", ".boundary_out")
+
+
+def _boundaries_named_otherwise(observations):  # schema 2: the same numbers, the boundaries named otherwise
+    observations["schema"] = 2
+    for observation in observations["positions"]:
+        for row in observation["boundaries"]:
+            row["name"] = _earlier_name(row["name"])
+
+
+def _tensors_named_otherwise(captures):
+    for tensor in captures["tensors"]:
+        tensor["name"] = _earlier_name(tensor["name"])
+
+
+@pytest.mark.parametrize(("schema", "old_layout"), [(1, _selected_position_only), (2, _boundaries_named_otherwise)])
+def test_a_capture_of_an_old_layout_is_refused_with_the_command_that_refreshes_it(copied, schema, old_layout):
+    if schema == 2:  # its tensors under those names too: the schema is refused before any tensor is looked up
+        reseal(copied, "captures.json", _tensors_named_otherwise)
     reseal(copied, "observations.json", old_layout)
     with pytest.raises(CaptureError) as refused:
         read_capture(copied)
     message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"{copied / 'observations.json'}: schema 1, not 2")
+    assert "\n" not in message and message.startswith(
+        f"{copied / 'observations.json'}: schema {schema}, not 3 (every position observed, block boundaries named "
+        "resid_pre and resid_post)")
     assert message.endswith("refresh it by running `residlab pythia observe --specimen --output "
                             "assets/captures/synthetic-specimen-seed0` again into an empty folder")  # fmt: skip
 

@@ -92,13 +92,13 @@ class NeoXFloat64:
     def run(self, token_ids: list[int]) -> dict:
         """Site name (as captures.json names them) -> (n, width) float64."""
         x = self.w["gpt_neox.embed_in.weight"][token_ids]
-        sites = {"blocks.0.resid_in": x}
+        sites = {"blocks.0.resid_pre": x}
         for block in range(PINNED_CONFIG["num_hidden_layers"]):
             prefix = f"gpt_neox.layers.{block}"
             attn = self.attention(self.layer_norm(x, prefix + ".input_layernorm"), prefix + ".attention")
             mlp = self.mlp(self.layer_norm(x, prefix + ".post_attention_layernorm"), prefix + ".mlp")
             x = x + attn + mlp
-            sites.update({f"blocks.{block}.attn_write": attn, f"blocks.{block}.mlp_write": mlp, f"blocks.{block}.resid_out": x})
+            sites.update({f"blocks.{block}.attn_write": attn, f"blocks.{block}.mlp_write": mlp, f"blocks.{block}.resid_post": x})
         sites["final_norm.out"] = self.layer_norm(x, "gpt_neox.final_layer_norm")
         return sites
 
@@ -131,7 +131,7 @@ def cosine(a, b):
 
 def expected_observation(sites: dict, position: int, blocks: int = 6) -> dict:
     """Every number observe_position publishes, from (n, width) tensors, in float64."""
-    states = [sites["blocks.0.resid_in"][position]] + [sites[f"blocks.{b}.resid_out"][position] for b in range(blocks)]
+    states = [sites["blocks.0.resid_pre"][position]] + [sites[f"blocks.{b}.resid_post"][position] for b in range(blocks)]
     updates = []
     for block in range(blocks):
         before, after = states[block], states[block + 1]
@@ -218,10 +218,10 @@ def test_committed_checks_table_is_recomputed_from_the_committed_captures():
     captures = read(COMMITTED, "captures.json")
     tensors = {entry["name"]: torch.tensor(entry["values"], dtype=torch.float32)[0] for entry in captures["tensors"]}
     checks = read(COMMITTED, "observations.json")["checks"]
-    state = tensors["blocks.0.resid_in"]
+    state = tensors["blocks.0.resid_pre"]
     for row in checks["identity"]["blocks"]:
         block = row["block"]
-        attn, mlp, out = (tensors[f"blocks.{block}.{site}"] for site in ("attn_write", "mlp_write", "resid_out"))
+        attn, mlp, out = (tensors[f"blocks.{block}.{site}"] for site in ("attn_write", "mlp_write", "resid_post"))
         largest = max(t.abs().max().item() for t in (state, attn, mlp, out))
         assert row["max_abs_error"] == (out - (state + attn + mlp)).abs().max().item(), block
         assert row["max_abs_error_in_source_order"] == (out - ((mlp + attn) + state)).abs().max().item() == 0.0, block
@@ -230,7 +230,7 @@ def test_committed_checks_table_is_recomputed_from_the_committed_captures():
         state = out
     assert checks["identity"]["max_abs_error"] == max(row["max_abs_error"] for row in checks["identity"]["blocks"])
     hidden = checks["model_hidden_states"]
-    difference = (tensors["final_norm.out"] - tensors["blocks.5.resid_out"]).abs().max().item()
+    difference = (tensors["final_norm.out"] - tensors["blocks.5.resid_post"]).abs().max().item()
     assert hidden["last_entry_vs_raw_last_block_output_max_abs"] == difference
 
 
@@ -255,7 +255,7 @@ def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
     largest = max(range(6), key=lambda block: updates[block]["difference_norm"])
     assert capture_reading.largest_write(shown)["block"] == largest
     # Position 0 against the others: each position's mean raw norm over H_0..H_6, from the tensors in float64.
-    states = [tensors["blocks.0.resid_in"]] + [tensors[f"blocks.{b}.resid_out"] for b in range(6)]
+    states = [tensors["blocks.0.resid_pre"]] + [tensors[f"blocks.{b}.resid_post"] for b in range(6)]
     per_position = torch.stack([state.norm(dim=-1) for state in states]).mean(dim=0).tolist()
     zero = capture_reading.position_zero(shown)
     assert zero["norm"] == pytest.approx(per_position[0], rel=1e-9)
@@ -281,9 +281,9 @@ def test_a_fresh_observation_matches_the_float64_reference(loaded, reference, po
     assert chosen == (len(ids) - 1 if position is None else position)
     forward = reference.run(ids)
     for name, tensor in capture.sites.items():
-        if name.endswith(".resid_in") and name != "blocks.0.resid_in":
+        if name.endswith(".resid_pre") and name != "blocks.0.resid_pre":
             block = int(name.split(".")[1])
-            want = forward[f"blocks.{block - 1}.resid_out"]
+            want = forward[f"blocks.{block - 1}.resid_post"]
         else:
             want = forward[name]
         error = (tensor[0].to(torch.float64) - want).abs().max().item()

@@ -120,7 +120,7 @@ def test_capture_has_every_site_with_shape_1_n_128_and_the_installed_return_kind
     assert capture.block_return_kind == EXPECTED_RETURN_KIND
     assert capture.residual_kind == "parallel"
     assert tuple(capture.boundaries().shape) == (layers + 1, n, 128)
-    assert capture.boundary_names()[0] == "blocks.0.resid_in" and capture.boundary_names()[-1] == "blocks.5.resid_out"
+    assert capture.boundary_names()[0] == "blocks.0.resid_pre" and capture.boundary_names()[-1] == "blocks.5.resid_post"
     # Clones on the CPU, detached from autograd and from the model's own buffers.
     assert all(t.device.type == "cpu" and not t.requires_grad for t in capture.sites.values())
     embedding = specimen_model.gpt_neox.embed_in.weight[input_ids[0]]  # (n, 128)
@@ -185,7 +185,7 @@ def test_hooks_are_removed_when_the_forward_raises(specimen_model, input_ids):
     assert recorder.handles_still_attached() == 0
     assert hook_snapshot(specimen_model) == before
     recorded = dict(recorder.records)
-    assert "blocks.1.resid_out" in recorded and "blocks.2.mlp_write" not in recorded  # it stopped mid-forward
+    assert "blocks.1.resid_post" in recorded and "blocks.2.mlp_write" not in recorded  # it stopped mid-forward
     observe._forward(specimen_model, input_ids)
     assert recorder.records.keys() == recorded.keys()  # a later forward records nothing
 
@@ -245,7 +245,7 @@ def test_observations_keep_final_normalisation_apart_and_read_every_boundary(spe
         expected = torch.nn.functional.cosine_similarity(before.double(), after.double(), dim=0).item()
         assert row["cosine_consecutive"] == pytest.approx(expected, abs=1e-6)
     final = seen["final_normalisation"]
-    assert final["from"] == "blocks.5.resid_out" and final["to"] == "final_norm.out"
+    assert final["from"] == "blocks.5.resid_post" and final["to"] == "final_norm.out"
     assert final["difference_norm"] == pytest.approx(float((capture.final_norm_output[0, position] - states[-1]).norm()))
     # The last boundary's logit-lens readout is the model's own prediction at that position.
     with torch.inference_mode():

@@ -122,7 +122,7 @@ def test_observations_show_tokens_first_then_checks_and_every_position(observed)
     _, output, _ = observed
     observations = read(output, "observations.json")
     keys = list(observations)
-    assert observations["schema"] == observe.OBSERVATIONS_SCHEMA == 2 and "observation" not in keys
+    assert observations["schema"] == observe.OBSERVATIONS_SCHEMA == 3 and "observation" not in keys
     assert keys.index("tokens") < keys.index("selected_position") < keys.index("checks") < keys.index("positions")
     tokens = observations["tokens"]
     assert "".join(token["piece"] for token in tokens) == observe.FIXED_TEXT
@@ -150,15 +150,15 @@ def test_captures_json_holds_the_full_states_and_writes(observed):
     for entry in captures["tensors"]:
         assert entry["shape"] == [1, n, 128] and list(tensors[entry["name"]].shape) == entry["shape"]
     # The stored values are exact float32: the identity holds on them as on the live capture.
-    state = tensors["blocks.0.resid_in"]
+    state = tensors["blocks.0.resid_pre"]
     worst = 0.0
     for block in range(6):
-        out = tensors[f"blocks.{block}.resid_out"]
+        out = tensors[f"blocks.{block}.resid_post"]
         worst = max(worst, float((out - (state + tensors[f"blocks.{block}.attn_write"] + tensors[f"blocks.{block}.mlp_write"])).abs().max()))
         state = out
     assert worst <= IDENTITY_ABSOLUTE
     for position, observation in enumerate(result["observations"]["positions"]):
-        last = tensors["blocks.5.resid_out"][0, position]
+        last = tensors["blocks.5.resid_post"][0, position]
         assert float(last.norm()) == pytest.approx(observation["boundaries"][-1]["norm"], rel=1e-6)
     assert (output / "captures.json").stat().st_size < 400_000
 

@@ -4,12 +4,15 @@ the gradient profile's three stacks show, what the retained share says; and the 
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import torch
 
+from residlab.capture import sites
+from residlab.capture.blocks import BLOCK_TYPES, COPY_MODEL
 from residlab.course.lesson import copy_model, lesson_figures, lesson_lab
 from residlab.course.lesson.gradient_profile import GradientProfile
 
@@ -119,6 +122,29 @@ def test_the_trace_names_the_states_as_their_hook_points_do():
     ]
     for state in ("resid_pre", "resid_mid", "resid_post"):
         assert lesson_lab.TRACE_HOOK_POINTS[state] == f"hook_{state}"
+
+
+def test_the_capture_names_the_block_boundaries_as_the_lesson_hook_points_do():
+    """One naming of a block's two boundaries, the lesson's hook points' (hook_resid_pre, hook_resid_post) without
+    the prefix: in the capture's site table, in the copy model's (each read from the hook point of its name), in a
+    GPT-NeoX capture's site names and in the committed capture of the GPT-NeoX specimen that Lab 05 shows."""
+    boundaries = ("resid_pre", "resid_post")
+    assert [lesson_lab.TRACE_HOOK_POINTS[state] for state in boundaries] == ["hook_resid_pre", "hook_resid_post"]
+    assert (sites.BLOCK_SITES[0], sites.BLOCK_SITES[-1]) == boundaries and sites.EMBEDDING_SITE == "blocks.0.resid_pre"
+    for state in boundaries:
+        assert getattr(COPY_MODEL.sites, state)[0] == lesson_lab.TRACE_HOOK_POINTS[state]
+    for block_type in (COPY_MODEL, BLOCK_TYPES["gpt_neox"]):
+        named = [name for name, _, _ in sites.site_paths(block_type, 2)]
+        assert [name for name in named if ".resid_" in name] == [
+            "blocks.0.resid_pre", "blocks.0.resid_post", "blocks.1.resid_pre", "blocks.1.resid_post"], block_type.name
+    capture = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
+    captured = [entry["name"] for entry in json.loads((capture / "captures.json").read_text(encoding="utf-8"))["tensors"]]
+    depth = sum(name.endswith(".attn_write") for name in captured)
+    assert [name for name in captured if ".resid_" in name] == ["blocks.0.resid_pre"] + [
+        f"blocks.{block}.resid_post" for block in range(depth)]
+    observations = json.loads((capture / "observations.json").read_text(encoding="utf-8"))
+    assert [row["name"] for row in observations["positions"][0]["boundaries"]] == ["blocks.0.resid_pre"] + [
+        f"blocks.{block}.resid_post" for block in range(depth)]
 
 
 OLD_STATE_NAMES = re.compile(r"\b(?:trace|records?)\.r[012]\b|[\"']r[012][\"']|\br[012] = |cos\(w,r2\)")

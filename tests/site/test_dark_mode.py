@@ -13,9 +13,9 @@ pytestmark = pytest.mark.slow
 
 
 def prefer(browser, scheme: str) -> None:
-    """The reader's system setting, as the page's media queries see it; the toggle's stored choice forgotten."""
+    """The reader's system setting, as the next page loaded sees it. No toggle choice is stored: the one test that
+    clicks the toggle forgets its choice when it ends (``reset_scheme``), so each page loads once per scheme."""
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
-    browser.execute_script("try { localStorage.removeItem('quarto-color-scheme'); } catch (e) {}")
 
 
 def page_mode(browser) -> tuple[str, float]:
@@ -44,7 +44,6 @@ def reset_scheme(browser):
 def test_page_follows_the_system_setting_in_both_modes(page, base_url, browser, screenshot_dir, reset_scheme):
     browser.set_window_size(1280, 900)
     for scheme in ("light", "dark"):
-        open_page(browser, f"{base_url}/{page}")
         prefer(browser, scheme)
         loaded = open_page(browser, f"{base_url}/{page}")
         assert [e["message"] for e in loaded["console"] if e["level"] == "SEVERE"] == []
@@ -58,7 +57,6 @@ def test_page_follows_the_system_setting_in_both_modes(page, base_url, browser, 
 def test_the_toggle_overrides_the_system_setting_and_is_remembered(base_url, browser, reset_scheme):
     from selenium.webdriver.common.by import By
 
-    open_page(browser, f"{base_url}/index.html")
     prefer(browser, "dark")
     open_page(browser, f"{base_url}/labs/05-trace-residual-stream.html")
     assert page_mode(browser)[0] == "dark"
@@ -73,7 +71,6 @@ def test_the_toggle_overrides_the_system_setting_and_is_remembered(base_url, bro
 @pytest.mark.parametrize("page", PAGES)
 def test_axe_finds_no_violation_in_dark_mode(page, axe_site, served, browser, reset_scheme):
     url = f"{served(axe_site.site)}/{page}"
-    open_page(browser, url)
     prefer(browser, "dark")
     console = open_page(browser, url)["console"]
     assert page_mode(browser)[0] == "dark"

@@ -42,9 +42,15 @@ const weighted = new Set(categories.flatMap((c) => defaultConfig.categories[c].a
 const unweighted = [...new Set(categories.flatMap((c) => defaultConfig.categories[c].auditRefs)
   .filter((ref) => !weighted.has(ref.id) && !READ_UNWEIGHTED.has(ref.id)).map((ref) => ref.id))];
 
+// Without performance, no audit reads what happens after the page has loaded and gone quiet: Lighthouse's waits
+// for a quiet page (a second after the first paint and after load, a second without network or long tasks) are
+// cut to a quarter second of quiet: each visit takes about a fifth less time on a 2-core machine.
+const settle = categories.includes("performance") ? {}
+  : {pauseAfterFcpMs: 0, pauseAfterLoadMs: 0, networkQuietThresholdMs: 250, cpuQuietThresholdMs: 250};
+
 for (const url of args) {
   const flags = {port, output: "json", logLevel: "error", onlyCategories: categories, onlyAudits: [...READ_UNWEIGHTED],
-                 disableFullPageScreenshot: true, skipAudits: unweighted};
+                 disableFullPageScreenshot: true, skipAudits: unweighted, ...settle};
   const result = await lighthouse(url, flags, preset === "desktop" ? desktopConfig : undefined);
   const lhr = result.lhr;
   const numeric = (id) => lhr.audits[id]?.numericValue ?? null;

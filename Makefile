@@ -61,22 +61,22 @@ $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/
 $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
-# Three suites run side by side (each builds the environments it needs first), their output kept apart by target.
-# The site suite is one render of a clean copy and the browser, mostly one process at a time, and the longest:
-# everything else (units, runners, the stand-in publish renders, then the compatibility and peer suites) runs
-# beside it at a lower priority, so it fills the other core without slowing the site suite down (the peer suite
-# starts when one of the three ends).
+# Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
+# The two long ones, each one process most of the time, start as soon as their environments are built: the site
+# suite (one render of a clean copy, then the browser) and the rest (units, runners, the stand-in publish
+# renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps. With -j3 the
+# peer environment's build held a slot while the rest suite waited for it: four slots, so none waits.
 SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
 REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
-BESIDE_SITE := nice -n 10
+BESIDE := nice -n 10
 test:
-	$(MAKE) -j3 --output-sync=target test-site test-rest test-compat test-peers
+	$(MAKE) -j4 --output-sync=target test-site test-rest test-compat test-peers
 
-test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
+test-site: $(VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
+	$(BIN)/python -m pytest $(SITE_SUITE)
 
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BESIDE_SITE) $(BIN)/python -m pytest $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases) and
@@ -85,11 +85,11 @@ COMPAT_SUITE := tests/unit/pythia/test_pythia_capture.py tests/unit/pythia/test_
 	tests/unit/pythia/test_observation_reference.py tests/unit/capture/test_architectures.py tests/unit/audit/test_audit.py \
 	tests/unit/capture/test_recording.py -k "not runner_alone and not copy_model_packet"
 test-compat: $(COMPAT_VENV)/.installed
-	$(BESIDE_SITE) $(COMPAT_VENV)/bin/python -m pytest $(COMPAT_SUITE)
+	$(BESIDE) $(COMPAT_VENV)/bin/python -m pytest $(COMPAT_SUITE)
 
 # The pages' TransformerLens and nnsight snippets against residlab's numbers (the whole tree's run leaves them out).
 test-peers: $(PEERS_VENV)/.installed
-	$(BESIDE_SITE) $(PEERS_VENV)/bin/python -m pytest tests/peers
+	$(BESIDE) $(PEERS_VENV)/bin/python -m pytest tests/peers
 
 # Order-only: sync uses the environment as it is (built if missing, never reinstalled), so after a version bump it
 # can say what disagrees before pip could install the new version.

@@ -70,19 +70,17 @@ def warning_lines(output: str) -> list[str]:
     return [line.strip() for line in ANSI_ESCAPE.sub("", output).splitlines() if WARNING_LINE.search(line)]
 
 
-def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), profile: str | None = None,
-           echo=sys.stdout.write, timeout: float = 3600, execute: bool = True) -> str:
+def render(root: Path, output_dir: Path | None = None, pages: list[Path] = (), echo=sys.stdout.write,
+           timeout: float = 3600, execute: bool = True) -> str:
     """Run ``quarto render`` in ``root`` (``--no-execute`` unless ``execute``); return its combined output.
     Raises RenderError on a failed render or on any warning line, naming the lines. Several ``pages`` render one
     after another: ``quarto render`` takes one input and hands any further path to pandoc as another input file
     (the second page's text would end up in the first page's output)."""
     if len(pages) > 1:
-        return "".join(render(root, output_dir, [page], profile, echo, timeout, execute) for page in pages)
+        return "".join(render(root, output_dir, [page], echo, timeout, execute) for page in pages)
     command = [quarto_command(), "render", *[str(page) for page in pages], *([] if execute else ["--no-execute"])]
     if output_dir is not None:
         command += ["--output-dir", str(output_dir)]
-    if profile:
-        command += ["--profile", profile]
     lines = []
     process = subprocess.Popen(command, cwd=root, env=render_environment(), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, errors="replace")  # fmt: skip
@@ -111,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="render: pages to render (default: the whole site); verify: the built site folder")
     parser.add_argument("--root", type=Path, default=default_site_root(), help="the site's root folder")
     parser.add_argument("--output-dir", type=Path, help="render: write the site here instead of _site/")
-    parser.add_argument("--profile", help="render: a Quarto profile to add (for example `axe`)")
     parser.add_argument("--expect", metavar="URL", help="url: fail unless site-url is this address")
     args = parser.parse_intermixed_args(argv)  # options may come before or after the pages
     root = args.root.resolve()
@@ -141,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.paths[0]}: {len(problems)} problems")
         return 1 if problems else 0
     try:
-        render(root, args.output_dir and args.output_dir.resolve(), [path.resolve() for path in args.paths], args.profile)
+        render(root, args.output_dir and args.output_dir.resolve(), [path.resolve() for path in args.paths])
     except RenderError as error:
         print(f"residlab site render: {error}", file=sys.stderr)
         return error.exit_status

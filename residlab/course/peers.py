@@ -38,9 +38,19 @@ BOXES = {
         "synthetic specimen",
         "files": {"TransformerLens": "patch_transformer_lens.py", "nnsight": "patch_nnsight.py"},
     },
+    "lesson_capture": {
+        "what": "capture of the copy model",
+        "given": "`copy_model`, the lesson's trained copy model (a torch module of residlab's, not a Hugging Face "
+        "model); `tokens`, the token ids (1, 5); `torch` imported",
+        "result": "`resid_pre`, `attn_out`, `resid_mid`, `mlp_out` and `resid_post`, each (1, 5, d): the tests find "
+        "each equal, bit for bit, to the hook point of the same name in `residlab`'s trace of the copy model",
+        "files": {"TransformerLens": "copy_capture_transformer_lens.py", "nnsight": "copy_capture_nnsight.py"},
+        "traps": "copy model",
+    },
 }
 
 # Each is checked by tests/peers/test_traps.py on the synthetic specimen.
+# A box's traps: those of a Hugging Face GPT-NeoX model (the default), or those of the copy model.
 TRAPS = (
     "**TransformerLens's processed weights.** Asked for HookedTransformer's numbers, TransformerLens folds each "
     "LayerNorm's gain and bias into the next weights and centres the writing weights: "
@@ -55,6 +65,17 @@ TRAPS = (
     "block, but the last entry has already been through the final LayerNorm: it is not the raw last block "
     "output. Take `resid_post` of the last block from a hook.",
 )
+
+
+COPY_MODEL_TRAPS = (
+    "**Hook points are TransformerLens's own modules.** `run_with_cache` caches `HookPoint` modules only: on the "
+    "copy model as residlab builds it (its hook points are residlab's), TransformerLens's cache is empty, which is "
+    "why the snippet swaps them on a copy. nnsight needs no swap: it traces any module.",
+)
+
+
+def box_traps(kind: str) -> tuple[str, ...]:
+    return COPY_MODEL_TRAPS if BOXES[kind].get("traps") == "copy model" else TRAPS
 
 
 def peer_versions() -> dict[str, str]:
@@ -75,7 +96,7 @@ def peer_box(kind: str, residlab_line: str) -> str:
     versions = peer_versions()
     parts = [
         '::: {.callout-tip title="The same in TransformerLens and nnsight" collapse="true"}',
-        f"{residlab_line} Here is the same {kind} in the two libraries you are likely to meet next, at the "
+        f"{residlab_line} Here is the same {box.get('what', kind)} in the two libraries you are likely to meet next, at the "
         "versions the site's tests run each snippet under.",
         f"*Each snippet is given* {box['given']}.",
         f"*It leaves* {box['result']}.",
@@ -84,6 +105,6 @@ def peer_box(kind: str, residlab_line: str) -> str:
         parts += [f"**{name} {versions[name]}** (the site's file `assets/peers/{file_name}`):",
                   f"```python\n{snippet(file_name)}\n```"]
     parts.append("Traps when comparing numbers across tools:")
-    parts.append("\n".join(f"- {trap}" for trap in TRAPS))
+    parts.append("\n".join(f"- {trap}" for trap in box_traps(kind)))
     parts.append(":::")
     return "\n\n".join(parts) + "\n"

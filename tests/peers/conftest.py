@@ -1,5 +1,5 @@
-"""The peer suite's fixtures: the synthetic specimen as a model directory and as the model loaded from it, and the
-fixed sentence's ids; ``run_snippet``, which executes one of the pages' snippets (``assets/peers/``) with the names
+"""The peer suite's fixtures: the synthetic specimen as a model directory and as the model loaded from it, the
+fixed sentence's ids, and Lesson 2.1's trained copy model with its clean tokens; ``run_snippet``, which executes one of the pages' snippets (``assets/peers/``) with the names
 its box says it is given, is in ``snippet_runner``. Runs only in ``.venv-peers`` (``make test-peers``)."""
 
 from __future__ import annotations
@@ -19,6 +19,21 @@ def specimen_model():
     from residlab.pythia.specimen import build_specimen_model
 
     return build_specimen_model(seed=0)
+
+
+@pytest.fixture(scope="session")
+def trained_copy_model():
+    """Lesson 2.1's copy model, trained once for the suite (its default training); snippets work on copies."""
+    from residlab.course.lesson import copy_model
+
+    return copy_model.default_training()[0]
+
+
+@pytest.fixture(scope="session")
+def lesson_tokens():
+    from residlab.course.lesson import lesson_lab
+
+    return torch.tensor([lesson_lab.CLEAN_TOKENS])
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from residlab.pythia import observe
 
 CAPTURES = peers.BOXES["capture"]["files"]
 PATCHES = peers.BOXES["patch"]["files"]
+LESSON_CAPTURES = peers.BOXES["lesson_capture"]["files"]
 
 
 def test_the_boxes_name_every_snippet_file_and_nothing_else():
@@ -33,6 +34,18 @@ def test_a_capture_snippet_gives_residlabs_capture_bit_for_bit(peer, specimen_di
         for block in range(depth):
             assert torch.equal(found[name][block], expected[f"blocks.{block}.{site}"]), (peer, name, block)
     assert torch.equal(found["final"], expected[observe.FINAL_NORM_SITE]), peer
+
+
+@pytest.mark.parametrize("peer", LESSON_CAPTURES)
+def test_a_lesson_capture_snippet_gives_the_lessons_trace_bit_for_bit(peer, trained_copy_model, lesson_tokens):
+    from residlab.course.lesson import lesson_lab
+
+    expected = lesson_lab.run_traced(trained_copy_model, lesson_tokens).trace
+    found = run_snippet(LESSON_CAPTURES[peer], copy_model=trained_copy_model, tokens=lesson_tokens)
+    names = {"resid_pre": "resid_pre", "attn_out": "attn_write", "resid_mid": "resid_mid", "mlp_out": "mlp_write",
+             "resid_post": "resid_post"}  # fmt: skip
+    for name, field in names.items():
+        assert torch.equal(found[name], getattr(expected, field)), (peer, name)
 
 
 @pytest.fixture(scope="module")

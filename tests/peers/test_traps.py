@@ -1,4 +1,5 @@
-"""The traps the peer boxes list (residlab.course.peers.TRAPS), each shown true on the synthetic specimen."""
+"""The traps the peer boxes list, each shown true: residlab.course.peers.TRAPS on the synthetic specimen,
+COPY_MODEL_TRAPS on Lesson 2.1's copy model."""
 
 from __future__ import annotations
 
@@ -8,8 +9,38 @@ from residlab.course import peers
 from residlab.pythia import observe
 
 
-def test_the_boxes_list_three_traps():
-    assert len(peers.TRAPS) == 3  # one test below for each
+def test_the_boxes_list_four_traps():
+    assert len(peers.TRAPS) == 3 and len(peers.COPY_MODEL_TRAPS) == 1  # one test below for each
+
+
+def test_transformer_lens_caches_only_its_own_hook_points_and_the_snippet_leaves_the_model_as_it_was(
+    trained_copy_model, lesson_tokens
+):
+    from transformer_lens import HookedRootModule
+
+    from residlab.course.lesson import copy_model
+    from snippet_runner import run_snippet
+
+    class Unswapped(HookedRootModule):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+            self.setup()
+
+        def forward(self, tokens):
+            return self.model(tokens)
+
+    with torch.inference_mode():
+        before = trained_copy_model(lesson_tokens)
+        _, cache = Unswapped(trained_copy_model).run_with_cache(lesson_tokens)
+    assert list(cache.keys()) == []  # residlab's hook points are not TransformerLens's
+    found = run_snippet(peers.BOXES["lesson_capture"]["files"]["TransformerLens"], copy_model=trained_copy_model,
+                        tokens=lesson_tokens)  # fmt: skip
+    assert sorted(found["cache"].keys()) == sorted(f"model.block.{point}" for point in found["POINTS"])
+    points = [getattr(trained_copy_model.block, point) for point in found["POINTS"]]
+    assert all(type(point) is copy_model.HookPoint for point in points)  # the given model keeps its own
+    with torch.inference_mode():
+        assert torch.equal(trained_copy_model(lesson_tokens), before)
 
 
 def test_processed_weights_change_the_residual_states_and_no_processing_keeps_hugging_faces(

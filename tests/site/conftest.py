@@ -3,7 +3,6 @@ opened in headless Chromium.
 
 - ``built_site``: a clean copy of the project (as a fresh clone has it) rendered by ``quarto render`` into a
   temporary folder; the render must exit 0 and print no warning line. Needs Quarto (``$QUARTO`` or PATH).
-- ``axe_site``: the same copy rendered again with ``--profile axe`` (frozen results reused, nothing re-runs).
 - ``served``: an HTTP server on 127.0.0.1 for a built site folder.
 - ``browser``: headless Chromium through WebDriver (Debian's chromium and chromium-driver), logging every
   network event and console message so tests can assert on them.
@@ -44,9 +43,9 @@ def rendered_copy(tmp_path_factory) -> Path:
     return site.clean_copy(ROOT, tmp_path_factory.mktemp("render") / "project")
 
 
-def _render(project: Path, output_dir: Path, profile: str | None = None) -> Build:
+def _render(project: Path, output_dir: Path) -> Build:
     try:
-        output = site.render(project, output_dir, profile=profile, echo=lambda line: None)
+        output = site.render(project, output_dir, echo=lambda line: None)
     except site.RenderError as error:
         pytest.fail(str(error), pytrace=False)
     return Build(project, output_dir, output)
@@ -55,11 +54,6 @@ def _render(project: Path, output_dir: Path, profile: str | None = None) -> Buil
 @pytest.fixture(scope="session")
 def built_site(rendered_copy) -> Build:
     return _render(rendered_copy, rendered_copy.parent / "_site")
-
-
-@pytest.fixture(scope="session")
-def axe_site(built_site) -> Build:
-    return _render(built_site.project, built_site.project.parent / "_site-axe", profile="axe")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

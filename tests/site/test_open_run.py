@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_browser import open_page, wait_for
+from test_browser import axe_violations, open_page, wait_for
 from test_explorers import capture_shown, choose, expected_capture_rows
 
 from residlab.audit.packet import RECORDS, SCHEMA, linked_records, packet_files, record_body
@@ -449,21 +449,13 @@ def test_openers_work_at_phone_width_and_by_keyboard(browser, urls, run_dir, pac
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
-def test_axe_finds_nothing_in_an_opened_run_or_packet(axe_site, served, browser, run_dir, packet_dirs):
+def test_axe_finds_nothing_in_an_opened_run_or_packet(browser, urls, run_dir, packet_dirs):
     """The page loads clean (test_browser); this checks the openers once they show a reader's files."""
-    base = served(axe_site.site)
-    for page, which, paths in ((LAB05, "capture", [run_dir / name for name in RESULT_FILES]),
-                               (LAB06, "packet", packet_paths(packet_dirs["gpt_neox"]))):  # fmt: skip
-        open_page(browser, f"{base}/{page}")
-        wait_for(browser, lambda b: b.execute_script("return document.body.getAttribute('data-quarto-axe-complete')"), f"axe never finished on {page}")
+    for page, which, paths in (("lab05", "capture", [run_dir / name for name in RESULT_FILES]),
+                               ("lab06", "packet", packet_paths(packet_dirs["gpt_neox"]))):  # fmt: skip
+        open_page(browser, urls[page])
         open_files(browser, f"open-{which}-files", paths)
         wait_status(browser, which, "Verified" if which == "capture" else "Links verified")
-        found = browser.execute_async_script(
-            "const done = arguments[1]; if (!window.axe) { done('no axe on the page'); return; }"
-            "window.axe.run(document.getElementById(arguments[0])).then(r => done(r.violations.map(v => v.id + ': ' + v.help)), e => done(String(e)))",
-            f"open-{which}")
-        assert found == [], (page, found)
+        assert axe_violations(browser, f"open-{which}") == [], page
         if which == "capture":
-            found = browser.execute_async_script(
-                "const done = arguments[0]; window.axe.run(document.getElementById('capture-explorer')).then(r => done(r.violations.map(v => v.id)), e => done(String(e)))")
-            assert found == [], found
+            assert axe_violations(browser, "capture-explorer") == []

@@ -94,7 +94,8 @@ def test_the_peer_boxes_show_exactly_the_snippets_the_peer_suite_runs(built_site
     from residlab.course import peers
 
     boxes = {"labs/05-trace-residual-stream.html": "capture", "glossary/activation-cache.html": "capture",
-             "labs/06-audit-a-decoder.html": "patch", "glossary/activation-patching.html": "patch"}  # fmt: skip
+             "labs/06-audit-a-decoder.html": "patch", "glossary/activation-patching.html": "patch",
+             "lessons/04-residual-stream.html": "lesson_capture"}  # fmt: skip
     for page, kind in boxes.items():
         text = shown(built_site.site, page)
         assert text.count("The same in TransformerLens and nnsight") == 1, page
@@ -102,4 +103,7 @@ def test_the_peer_boxes_show_exactly_the_snippets_the_peer_suite_runs(built_site
         for name, file_name in peers.BOXES[kind]["files"].items():
             assert re.sub(r"\s", "", peers.snippet(file_name)) in squeezed, (page, file_name)
             assert f"{name} {peers.peer_versions()[name]}" in text, (page, name)
-        assert "enable_compatibility_mode(no_processing=True)" in text and "hidden_states[-1]" in text, page
+        if kind == "lesson_capture":
+            assert "run_with_cache caches HookPoint modules only" in text, page
+        else:
+            assert "enable_compatibility_mode(no_processing=True)" in text and "hidden_states[-1]" in text, page

@@ -98,7 +98,7 @@ def _modules(arguments: list[str]) -> set[Path]:
 
 def test_the_suites_side_by_side_run_every_test_module_exactly_once(tmp_path):
     # `make test` splits pytest in two to use both cores: a module missing from both would never run in CI.
-    # The suites beside the site suite run under nice: what follows it is the command.
+    # The shorter suites run under nice: what follows it is the command.
     lines = [line.removeprefix("nice -n 10 ") for line in make_dry_run(tmp_path, "TORCH_INDEX=")]
     commands = [shlex.split(line.split(" -m pytest", 1)[1]) for line in lines
                 if " -m pytest" in line and not line.startswith((".venv-compat/", ".venv-peers/"))]

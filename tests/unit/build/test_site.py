@@ -127,8 +127,8 @@ def test_render_fails_on_a_warning_line_or_an_exit_code_and_passes_this_python(t
     with pytest.raises(site.RenderError, match="exited with code 1"):
         site.render(tmp_path, echo=lambda line: None)
     monkeypatch.setenv("QUARTO", str(_fake_quarto(tmp_path, "Output created: x\\n")))
-    output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], profile="axe", echo=lambda line: None)
-    assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'} --profile axe" in output
+    output = site.render(tmp_path, tmp_path / "out", [tmp_path / "p.qmd"], echo=lambda line: None)
+    assert f"args: render {tmp_path / 'p.qmd'} --output-dir {tmp_path / 'out'}\n" in output
     environment = site.render_environment()
     assert environment["QUARTO_PYTHON"] == sys.executable
 

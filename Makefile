@@ -45,7 +45,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(call build_venv,$(VENV),requirements.txt)
 
 # The second environment differs only in the libraries the lock names under "also_tested".
-$(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml
+$(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml | $(LONG_SUITES_FIRST)
 	$(call build_venv,$(COMPAT_VENV),tests/compat-requirements.txt)
 
 # What a learner installs for the downloadable runners, and nothing else (tests/runners/test_runners_alone.py).
@@ -58,19 +58,22 @@ $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/
 
 # TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
 # peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
-$(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml
+$(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml | $(LONG_SUITES_FIRST)
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
 # Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
 # The two long ones, each one process most of the time, start as soon as their environments are built: the site
 # suite (one render of a clean copy, then the browser) and the rest (units, runners, the stand-in publish
-# renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps. With -j3 the
-# peer environment's build held a slot while the rest suite waited for it: four slots, so none waits.
+# renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
+# environments are built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are
+# built on both cores and the long suites start sooner.
 SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
 REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
 BESIDE := nice -n 10
+LONG_SUITES_FIRST :=
 test:
-	$(MAKE) -j4 --output-sync=target test-site test-rest test-compat test-peers
+	$(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
+		test-site test-rest test-compat test-peers
 
 test-site: $(VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
 	$(BIN)/python -m pytest $(SITE_SUITE)

@@ -11,6 +11,7 @@
 - ``no_retry_sleep``: makes huggingface_hub's retry back-off instant (it sleeps 1-8 s between retries).
 - ``copy_training``: the Lesson 2.1 copy model's default training, ``(model, logged steps)``, trained once per
   session (several seconds each time) for the tests that read it. Shared: never change its weights.
+- ``lesson_gradient_profile``: the lesson's gradient profile (median over seeds), computed once per session.
 
 Tests never use the user's Hugging Face cache: ``HF_HOME`` points at a session temporary directory.
 """
@@ -64,6 +65,13 @@ def copy_training():
     from residlab.course.lesson import copy_model
 
     return copy_model.default_training()
+
+
+@pytest.fixture(scope="session")
+def lesson_gradient_profile():
+    from residlab.course.lesson import lesson_lab
+
+    return lesson_lab.gradient_profile()
 
 
 @pytest.fixture(scope="session")

@@ -29,8 +29,8 @@ def audit(model) -> lesson_lab.AuditResult:
 
 
 @pytest.fixture(scope="module")
-def profile() -> lesson_lab.GradientProfile:
-    return lesson_lab.gradient_profile()
+def profile(lesson_gradient_profile) -> lesson_lab.GradientProfile:
+    return lesson_gradient_profile
 
 
 def by_name(items, attribute: str) -> dict:

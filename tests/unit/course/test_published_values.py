@@ -340,8 +340,8 @@ def reference_block_gradient_norms(arrangement: str, seed: int, depth: int = 18,
 
 
 @pytest.fixture(scope="module")
-def profile():
-    return lesson_lab.gradient_profile()
+def profile(lesson_gradient_profile):
+    return lesson_gradient_profile
 
 
 @pytest.fixture(scope="module")

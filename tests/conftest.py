@@ -9,8 +9,6 @@
 - ``fake_hub``: that server's endpoint URL (``http://127.0.0.1:PORT``), for code that only needs the address.
 - ``hub_env``: environment variables for a subprocess pointed at the fake hub.
 - ``no_retry_sleep``: makes huggingface_hub's retry back-off instant (it sleeps 1-8 s between retries).
-- ``copy_training``: the Lesson 2.1 copy model's default training, ``(model, logged steps)``, trained once per
-  session (several seconds each time) for the tests that read it. Shared: never change its weights.
 - ``lesson_gradient_profile``: the lesson's gradient profile (median over seeds), computed once per session.
 
 Tests never use the user's Hugging Face cache: ``HF_HOME`` points at a session temporary directory.
@@ -58,13 +56,6 @@ def pytest_ignore_collect(collection_path, config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(_HF_HOME, ignore_errors=True)
-
-
-@pytest.fixture(scope="session")
-def copy_training():
-    from residlab.course.lesson import copy_model
-
-    return copy_model.default_training()
 
 
 @pytest.fixture(scope="session")

@@ -21,9 +21,9 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 # Read this first: the audit of the copy model.
 #   line  462  residlab/course/lesson/copy_model.py
 #   line  519    PreNormBlock
-#   line  780  residlab/course/lesson/lesson_lab.py
-#   line  909    run_traced
-#   line  963    audit_model
+#   line  779  residlab/course/lesson/lesson_lab.py
+#   line  908    run_traced
+#   line  962    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/course/needs_torch.py
@@ -32,8 +32,8 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line  328  residlab/audit/attribution.py
 #   line  440  residlab/course/threads.py
 #   line  462  residlab/course/lesson/copy_model.py
-#   line  667  residlab/course/lesson/gradient_profile.py
-#   line  780  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  666  residlab/course/lesson/gradient_profile.py
+#   line  779  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -647,8 +647,7 @@ def training_sequence_counts(
 
 @functools.lru_cache(maxsize=1)
 def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
-    """(model, logged steps) of the default training (700 steps, seed 7), trained afresh on each call (pages share
-    one per render: the front door's ``trained_copy_model`` and ``training_log``)."""
+    """(model, logged steps) of the default training (700 steps, seed 7), trained once per process."""
     log: list[TrainingRecord] = []
     model = train_copy_model(log=log)
     return model, tuple(log)

@@ -49,8 +49,8 @@ BOXES = {
     },
 }
 
-# Each is checked by tests/peers/test_traps.py on the synthetic specimen.
-# A box's traps: those of a Hugging Face GPT-NeoX model (the default), or those of the copy model.
+# A box's traps: those of a Hugging Face GPT-NeoX model (the default), or the copy model's. Each is checked by
+# tests/peers/test_traps.py, on the synthetic specimen or on the copy model.
 TRAPS = (
     "**TransformerLens's processed weights.** Asked for HookedTransformer's numbers, TransformerLens folds each "
     "LayerNorm's gain and bias into the next weights and centres the writing weights: "

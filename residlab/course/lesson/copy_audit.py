@@ -16,7 +16,7 @@ from residlab.course.lesson import copy_model, lesson_lab
 
 def copy_model_subject(model=None) -> Subject:
     """The lesson's trained copy model (700 steps, seed 7): ``model`` if given (a page passes the one its render
-    trained), else trained here."""
+    trained), else trained once per process."""
     source = {
         "kind": "copy_model",
         "training": {"seed": copy_model.TRAINING_SEED, "steps": copy_model.TRAINING_STEPS,

@@ -187,8 +187,7 @@ def training_sequence_counts(
 
 @functools.lru_cache(maxsize=1)
 def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
-    """(model, logged steps) of the default training (700 steps, seed 7), trained afresh on each call (pages share
-    one per render: the front door's ``trained_copy_model`` and ``training_log``)."""
+    """(model, logged steps) of the default training (700 steps, seed 7), trained once per process."""
     log: list[TrainingRecord] = []
     model = train_copy_model(log=log)
     return model, tuple(log)

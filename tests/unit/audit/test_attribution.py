@@ -27,10 +27,10 @@ def reference_terms(norm, head, writes: dict, target: int, rival: int, centre: b
 
 
 @pytest.mark.slow
-def test_the_copy_models_terms_sum_to_its_logit_difference(copy_training):
+def test_the_copy_models_terms_sum_to_its_logit_difference():
     from residlab.course.lesson import lesson_lab
 
-    model = copy_training[0]
+    model = lesson_lab.default_training()[0]
     audit = lesson_lab.audit_model(model)
     attribution = audit.attribution
     clean = next(case for case in audit.interventions if case.case == "clean")

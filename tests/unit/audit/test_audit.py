@@ -199,9 +199,9 @@ def test_parameter_digests_are_each_tensors_own_bytes_in_registration_order():
     assert audit.tensor_sha256(torch.tensor(2.5)) == hashlib.sha256(torch.tensor(2.5).numpy().tobytes()).hexdigest()
 
 
-def test_copy_model_packet_equals_the_lesson(tmp_path, copy_training):
-    packet = copy_audit.write_copy_model_packet(tmp_path / "copy", copy_training[0])
-    lesson = lesson_lab.audit_model(copy_training[0])
+def test_copy_model_packet_equals_the_lesson(tmp_path):
+    packet = copy_audit.write_copy_model_packet(tmp_path / "copy")
+    lesson = lesson_lab.audit_model(lesson_lab.default_training()[0])
     results = {row["site"]: row for row in packet["measurement"]["results"]}
     published = {"blocks.0.attn_write": ("1.359", "-1.734", "-9.553", "1.000"),
                  "blocks.0.mlp_write": ("6.775", "5.554", "-5.554", "0.351")}  # fmt: skip

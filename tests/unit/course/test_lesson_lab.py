@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def model(copy_training) -> lesson_lab.CopyModel:
-    return copy_training[0]
+def model() -> lesson_lab.CopyModel:
+    return lesson_lab.default_training()[0]
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +61,8 @@ def test_interventions_reproduce_the_published_figures(audit):
         assert (f"{cases[case].p_target:.3f}", cases[case].top_token) == (probability, top), case
 
 
-def test_training_reaches_perfect_batch_accuracy(copy_training):
-    log = copy_training[1]
+def test_training_reaches_perfect_batch_accuracy():
+    log = lesson_lab.default_training()[1]
     assert [record.step for record in log] == [1, 100, 300, 700]
     assert log[-1].batch_accuracy == 1.0
     assert log[-1].loss < log[0].loss

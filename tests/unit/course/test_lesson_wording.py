@@ -24,7 +24,7 @@ CLEAN, CORRUPT = lesson_lab.CLEAN_TOKENS, lesson_lab.CORRUPT_TOKENS
 
 
 @pytest.mark.slow
-def test_the_replayed_counts_are_the_counts_in_the_batches_training_drew(monkeypatch, copy_training):
+def test_the_replayed_counts_are_the_counts_in_the_batches_training_drew(monkeypatch):
     drawn = []
 
     def recording_batch(size=copy_model.BATCH_SIZE):
@@ -37,7 +37,7 @@ def test_the_replayed_counts_are_the_counts_in_the_batches_training_drew(monkeyp
     trained = copy_model.train_copy_model()
     monkeypatch.undo()
     # The recording changed nothing: the model is the default training's, bit for bit.
-    assert copy_model.weights_sha256(trained) == copy_model.weights_sha256(copy_training[0])
+    assert copy_model.weights_sha256(trained) == copy_model.weights_sha256(copy_model.default_training()[0])
     sequences = [tuple(row) for batch in drawn for row in batch.tolist()]
     assert len(sequences) == copy_model.TRAINING_STEPS * copy_model.BATCH_SIZE == 89_600
     expected = (sequences.count(CLEAN), sequences.count(CORRUPT))

@@ -1,6 +1,7 @@
 """The peer suite's fixtures: the synthetic specimen as a model directory and as the model loaded from it, the
-fixed sentence's ids, and Lesson 2.1's trained copy model with its clean tokens; ``run_snippet``, which executes one of the pages' snippets (``assets/peers/``) with the names
-its box says it is given, is in ``snippet_runner``. Runs only in ``.venv-peers`` (``make test-peers``)."""
+fixed sentence's ids, and Lesson 2.1's trained copy model with its clean tokens; ``run_snippet``, which executes
+one of the pages' snippets (``assets/peers/``) with the names its box says it is given, is in
+``snippet_runner``. Runs only in ``.venv-peers`` (``make test-peers``)."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ def _encode(node, path: tuple, duplicate: tuple | None) -> str:
         return json.dumps(node, separators=(",", ":"))
     if isinstance(node, dict):
         parts = [f"{json.dumps(k)}:{_encode(v, (*path, k), duplicate)}" for k, v in node.items()]
-        if duplicate is not None and duplicate[0] == path:
+        if duplicate[0] == path:
             parts.insert(0, f"{json.dumps(duplicate[1])}:{json.dumps(duplicate[2])}")
         return "{" + ",".join(parts) + "}"
     if isinstance(node, list):

@@ -16,40 +16,7 @@ SNIPPETS = ROOT / "assets" / "peers"
 PEER_REQUIREMENTS = ROOT / "benchmarks" / "peer-requirements.txt"
 PEERS = {"TransformerLens": "transformer-lens", "nnsight": "nnsight"}  # shown name -> distribution
 
-# kind -> what the snippets are given, what they leave behind, and their files (shown name -> file).
-BOXES = {
-    "capture": {
-        "given": "`model_dir`, a directory holding a GPT-NeoX model (Lab 05 Part 4's verified `pythia-artifacts`); "
-        "`hf_model`, the `GPTNeoXForCausalLM` loaded from it as the runner loads it (float32, eager attention, "
-        "evaluation mode); `input_ids`, the token ids (1, n); `torch` imported",
-        "result": "`resid_pre`, `attn_out`, `mlp_out` and `resid_post`, one tensor (1, n, d) per block, and `final`, "
-        "the final LayerNorm's output: the tests find each equal, bit for bit, to residlab's capture of the same "
-        "site on the synthetic specimen",
-        "files": {"TransformerLens": "capture_transformer_lens.py", "nnsight": "capture_nnsight.py"},
-    },
-    "patch": {
-        "given": "`model_dir`, a directory holding a GPT-NeoX model; `hf_model`, the `GPTNeoXForCausalLM` loaded "
-        "from it (float32, eager attention, evaluation mode); `clean_ids` and `corrupt_ids`, two prompts of the "
-        "same length as token ids (1, n); `block` and `position`, the attention write to intervene on; `target` "
-        "and `rival`, two token ids; `torch` imported",
-        "result": "`patched`, logit(target) − logit(rival) at the last position of the corrupt run with the clean "
-        "write patched in, and `ablated`, the same of the clean run with the write zeroed: the tests find both "
-        "within the audit's declared tolerance of its packet (patch recovery and ablation effect) on the "
-        "synthetic specimen",
-        "files": {"TransformerLens": "patch_transformer_lens.py", "nnsight": "patch_nnsight.py"},
-    },
-    "lesson_capture": {
-        "what": "capture of the copy model",
-        "given": "`copy_model`, the lesson's trained copy model (a torch module of residlab's, not a Hugging Face "
-        "model); `tokens`, the token ids (1, 5); `torch` imported",
-        "result": "`resid_pre`, `attn_out`, `resid_mid`, `mlp_out` and `resid_post`, each (1, 5, d): the tests find "
-        "each equal, bit for bit, to the hook point of the same name in `residlab`'s trace of the copy model",
-        "files": {"TransformerLens": "copy_capture_transformer_lens.py", "nnsight": "copy_capture_nnsight.py"},
-        "traps": "copy model",
-    },
-}
-
-# A box's traps: those of a Hugging Face GPT-NeoX model (the default), or the copy model's. Each is checked by
+# The traps a box lists: those of a Hugging Face GPT-NeoX model, or the copy model's. Each is checked by
 # tests/peers/test_traps.py, on the synthetic specimen or on the copy model.
 TRAPS = (
     "**TransformerLens's processed weights.** Asked for HookedTransformer's numbers, TransformerLens folds each "
@@ -74,9 +41,40 @@ COPY_MODEL_TRAPS = (
 )
 
 
-def box_traps(kind: str) -> tuple[str, ...]:
-    return COPY_MODEL_TRAPS if BOXES[kind].get("traps") == "copy model" else TRAPS
-
+# kind -> what the snippets are given, what they leave behind, their files (shown name -> file) and the traps.
+BOXES = {
+    "capture": {
+        "given": "`model_dir`, a directory holding a GPT-NeoX model (Lab 05 Part 4's verified `pythia-artifacts`); "
+        "`hf_model`, the `GPTNeoXForCausalLM` loaded from it as the runner loads it (float32, eager attention, "
+        "evaluation mode); `input_ids`, the token ids (1, n); `torch` imported",
+        "result": "`resid_pre`, `attn_out`, `mlp_out` and `resid_post`, one tensor (1, n, d) per block, and `final`, "
+        "the final LayerNorm's output: the tests find each equal, bit for bit, to residlab's capture of the same "
+        "site on the synthetic specimen",
+        "files": {"TransformerLens": "capture_transformer_lens.py", "nnsight": "capture_nnsight.py"},
+        "traps": TRAPS,
+    },
+    "patch": {
+        "given": "`model_dir`, a directory holding a GPT-NeoX model; `hf_model`, the `GPTNeoXForCausalLM` loaded "
+        "from it (float32, eager attention, evaluation mode); `clean_ids` and `corrupt_ids`, two prompts of the "
+        "same length as token ids (1, n); `block` and `position`, the attention write to intervene on; `target` "
+        "and `rival`, two token ids; `torch` imported",
+        "result": "`patched`, logit(target) − logit(rival) at the last position of the corrupt run with the clean "
+        "write patched in, and `ablated`, the same of the clean run with the write zeroed: the tests find both "
+        "within the audit's declared tolerance of its packet (patch recovery and ablation effect) on the "
+        "synthetic specimen",
+        "files": {"TransformerLens": "patch_transformer_lens.py", "nnsight": "patch_nnsight.py"},
+        "traps": TRAPS,
+    },
+    "lesson_capture": {
+        "what": "capture of the copy model",
+        "given": "`copy_model`, the lesson's trained copy model (a torch module of residlab's, not a Hugging Face "
+        "model); `tokens`, the token ids (1, 5); `torch` imported",
+        "result": "`resid_pre`, `attn_out`, `resid_mid`, `mlp_out` and `resid_post`, each (1, 5, d): the tests find "
+        "each equal, bit for bit, to the hook point of the same name in `residlab`'s trace of the copy model",
+        "files": {"TransformerLens": "copy_capture_transformer_lens.py", "nnsight": "copy_capture_nnsight.py"},
+        "traps": COPY_MODEL_TRAPS,
+    },
+}
 
 def peer_versions() -> dict[str, str]:
     """Shown name -> the version ``benchmarks/peer-requirements.txt`` pins (what the tests ran)."""
@@ -105,6 +103,6 @@ def peer_box(kind: str, residlab_line: str) -> str:
         parts += [f"**{name} {versions[name]}** (the site's file `assets/peers/{file_name}`):",
                   f"```python\n{snippet(file_name)}\n```"]
     parts.append("Traps when comparing numbers across tools:")
-    parts.append("\n".join(f"- {trap}" for trap in box_traps(kind)))
+    parts.append("\n".join(f"- {trap}" for trap in box["traps"]))
     parts.append(":::")
     return "\n\n".join(parts) + "\n"

@@ -103,7 +103,7 @@ def test_the_peer_boxes_show_exactly_the_snippets_the_peer_suite_runs(built_site
         for name, file_name in peers.BOXES[kind]["files"].items():
             assert re.sub(r"\s", "", peers.snippet(file_name)) in squeezed, (page, file_name)
             assert f"{name} {peers.peer_versions()[name]}" in text, (page, name)
-        if kind == "lesson_capture":
+        if peers.BOXES[kind]["traps"] is peers.COPY_MODEL_TRAPS:
             assert "run_with_cache caches HookPoint modules only" in text, page
         else:
             assert "enable_compatibility_mode(no_processing=True)" in text and "hidden_states[-1]" in text, page

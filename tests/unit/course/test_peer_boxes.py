@@ -38,4 +38,4 @@ def test_a_box_holds_its_snippets_verbatim_at_the_pinned_versions():
             assert f"```python\n{(peers.SNIPPETS / file_name).read_text(encoding='utf-8').rstrip()}\n```" in text
             version = peers.peer_versions()[name]
             assert f"{peers.PEERS[name]}=={version}\n" in pins and f"**{name} {version}**" in text
-        assert all(f"- {trap}" in text for trap in peers.box_traps(kind))
+        assert all(f"- {trap}" in text for trap in box["traps"])

@@ -263,7 +263,8 @@
       keys: Object.freeze(Object.fromEntries(Object.entries(ENTRIES).map(([part, entries]) => [part, entries.map(([key, , kind]) => [key, kind])]))),
     });
   }
-  // toy-trace.js (its arithmetic) is loaded further down the page: start once the whole page has been read.
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  // toy-trace.js (its arithmetic) comes further down the page, deferred like this script: start once it has run
+  // (DOMContentLoaded follows every deferred script).
+  if (window.residlabToyArithmetic) start();
+  else document.addEventListener("DOMContentLoaded", start);
 })();

@@ -9,15 +9,9 @@
   stylesheets name (``bi-NAME`` classes, and names the scripts build such classes from), as a woff2 beside it;
   ``bootstrap-icons.css`` is rewritten to declare only those. Quarto's full font stays in site_libs as the
   source (its glyphs are named after the icons), unreferenced, so no reader downloads it.
-- The stylesheets of the colour scheme the reader is not using no longer block the first paint: each of
-  Quarto's scheme stylesheets gets the media query of its scheme (``prefers-color-scheme``), the dark ones lose
-  their address (kept in ``data-scheme-href``; a ``<noscript>`` copy serves readers without scripts), and a
-  script right after them (``SCHEME_SCRIPT``) writes the reader's scheme's links into the parser so that they
-  block the paint (and the page's scripts) as the parser's own do, stops the other's downloads, and hands every
-  scheme stylesheet back to Quarto's toggle when it is used or the system setting changes.
-- Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
-  body's padding for the fixed header, which one of them sets, is set by a script right after the header
-  (``reserve_header_height``), so on a phone the page does not jump down once they run.
+- Each page is then rewritten so that its first paint waits for as little as it can
+  (``residlab/build/first_paint.py``: the colour schemes' stylesheets, the head's scripts, the fixed header's
+  height, preloaded fonts, small stylesheets written in, search and figures after the first screen).
 
 Runs offline (fontTools, pinned in requirements.txt). Every change is idempotent: a page already processed is
 left as it is, so a render of one page may run it over the whole site again. Quarto runs it in the project root
@@ -34,6 +28,11 @@ import sys
 import unicodedata
 from html.parser import HTMLParser
 from pathlib import Path
+
+if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from residlab.build import first_paint  # noqa: E402
 
 MATH_FONT = Path("assets/site/fonts/noto-sans-math-400.woff2")
 ICONS_CSS = Path("site_libs/bootstrap/bootstrap-icons.css")
@@ -215,133 +214,8 @@ def subset_icons(site_dir: Path) -> tuple[int, int, set[str]]:
     return source.stat().st_size, len(data), used
 
 
-# ---------------------------------------------------------------- the colour schemes' stylesheets
-
-SCHEME_LINK = re.compile(r'<link\b[^>]*\bclass="quarto-color-scheme(?P<rest>[^"]*)"[^>]*>')
-SCHEME_SCRIPT_ID = "residlab-color-scheme"
-LIGHT_MEDIA, DARK_MEDIA = "(prefers-color-scheme: light)", "(prefers-color-scheme: dark)"
-# Right after the scheme stylesheets; Quarto's own script (at the start of the body) then enables and disables them
-# as before. The dark scheme's links come without their address (the browser would fetch them, if at low priority,
-# for every light reader), and a <noscript> copy with their media query serves readers without scripts. With
-# scripts, the reader's scheme is the one the navbar toggle stored, else the system's, and:
-# - a link the parser fetched as blocking (its media query matches the system) is left to Quarto's script;
-# - the reader's links the parser did not fetch as blocking (the dark scheme's; a stored choice that differs from
-#   the system's) are written into the parser with document.write, so that, like the parser's own, they hold up
-#   the first paint and every later script until they have arrived (a link a script inserts holds up neither,
-#   and the page's scripts would measure it unstyled);
-# - every other link (the other scheme's, Quarto's extra copies) loses its address, so its low-priority download
-#   stops: Chromium applies a stylesheet that was still downloading when Quarto disabled it once it arrives;
-# - links rewritten follow those left in place, in their order, so dark still comes after light;
-# - before Quarto's toggle runs, and when the system setting changes, every scheme link gets its address back
-#   and applies whatever the system's setting, so Quarto's toggle governs them all again.
-SCHEME_SCRIPT = """<script id="%(id)s">
-(function () {
-  var DARK = "%(dark)s", LIGHT = "%(light)s";
-  var stored = null;
-  try { stored = window.localStorage.getItem("quarto-color-scheme"); } catch (error) {}
-  var systemDark = window.matchMedia(DARK).matches;
-  var chosen = (stored === null ? systemDark : stored === "alternate") ? DARK : LIGHT;
-  var links = function () { return document.querySelectorAll("link[data-scheme-media]"); };
-  // Rewritten links follow the ones left in place (always light ones), in their own order: dark after light, as
-  // Quarto layers them.
-  links().forEach(function (link) {
-    var address = link.getAttribute("href") || link.getAttribute("data-scheme-href");
-    if (link.hasAttribute("href") && window.matchMedia(link.media).matches) return;  // fetched blocking
-    var copy = link.cloneNode();
-    copy.removeAttribute("href");
-    copy.removeAttribute("data-scheme-href");
-    if (link.media === chosen && !link.classList.contains("quarto-color-scheme-extra")) {
-      copy.setAttribute("href", address);
-      copy.media = "all";
-    } else {
-      copy.setAttribute("data-scheme-href", address);
-    }
-    link.remove();
-    document.write(copy.outerHTML);
-  });
-  var wake = function () {
-    links().forEach(function (link) {
-      link.media = "all";
-      if (link.hasAttribute("data-scheme-href")) {
-        link.setAttribute("href", link.getAttribute("data-scheme-href"));
-        link.removeAttribute("data-scheme-href");
-      }
-    });
-  };
-  window.matchMedia(DARK).addEventListener("change", wake);  // registered before Quarto's own listener
-  var toggle;
-  Object.defineProperty(window, "quartoToggleColorScheme", {
-    configurable: true,
-    get: function () { return toggle; },
-    set: function (quartos) { toggle = function () { wake(); return quartos.apply(this, arguments); }; }
-  });
-})();
-</script>"""
-HREF = re.compile(r'\bhref="')
-
-
-def defer_other_scheme(html: str) -> str:
-    """The page with its scheme stylesheets behind their schemes' media queries (the dark ones without their
-    address) and the script after them; unchanged if that was done before or the page has no scheme stylesheets."""
-    matches = list(SCHEME_LINK.finditer(html))
-    if f'id="{SCHEME_SCRIPT_ID}"' in html or not matches:
-        return html
-    pieces, at, without_scripts = [], 0, []
-    for match in matches:
-        tag = match.group(0)
-        if " media=" in tag:
-            raise SystemExit(f"page_weight: Quarto now writes a media query on a scheme stylesheet: {tag}")
-        dark = "quarto-color-alternate" in match.group("rest")
-        tag = tag[:-1] + f' media="{DARK_MEDIA if dark else LIGHT_MEDIA}" data-scheme-media>'
-        if dark:
-            without_scripts.append(tag.replace(" data-scheme-media", ""))
-            tag = HREF.sub('data-scheme-href="', tag, count=1)
-        pieces += [html[at:match.start()], tag]
-        at = match.end()
-    script = SCHEME_SCRIPT % {"id": SCHEME_SCRIPT_ID, "dark": DARK_MEDIA, "light": LIGHT_MEDIA}
-    return "".join(pieces) + "\n" + script + "\n<noscript>" + "".join(without_scripts) + "</noscript>" + html[at:]
-
-
-HEAD_SCRIPT = re.compile(r"<script\b(?P<attributes>[^>]*)\bsrc=\"[^\"]*\"[^>]*>")
-
-
-def defer_head_scripts(html: str) -> str:
-    """Quarto's scripts in the head (navigation, search, Bootstrap, tooltips) run after the page is parsed instead
-    of holding up its first paint: ``defer`` keeps their order, and each only registers handlers that wait for
-    DOMContentLoaded, which deferred scripts run before. Module scripts are deferred already."""
-    head_end = html.find("</head>")
-    if head_end == -1:
-        return html
-
-    def deferred(match: re.Match) -> str:
-        tag = match.group(0)
-        names = re.sub(r'"[^"]*"', '""', tag)  # the attributes without their values: "async" in a path is not one
-        if re.search(r"\s(defer|async)[\s=>]", names) or re.search(r'\stype="module"', tag):
-            return tag
-        return tag[:-1] + " defer>"
-
-    return HEAD_SCRIPT.sub(deferred, html[:head_end]) + html[head_end:]
-
-
-HEADER_OFFSET_ID = "residlab-header-offset"
-# Quarto's CSS pads the body 64 px for its fixed navbar; on a phone the fixed header also holds the page path, and
-# quarto-nav.js pads the body by the header's real height at DOMContentLoaded. With the head's scripts deferred
-# that comes after the first paint, and the page jumps down (Lighthouse: cumulative layout shift). This script,
-# right after the header, sets the same padding before anything below it is laid out (a parser-inserted script
-# runs after the stylesheets before it have arrived, so the height is the styled one); quarto-nav.js keeps
-# setting it later, to the same value.
-HEADER_OFFSET_SCRIPT = (f'<script id="{HEADER_OFFSET_ID}">document.body.style.paddingTop = '
-                        'document.getElementById("quarto-header").clientHeight + "px";</script>')
-FIXED_HEADER = re.compile(r'<header id="quarto-header" class="[^"]*\bfixed-top\b[^"]*">.*?</header>', re.S)
-
-
-def reserve_header_height(html: str) -> str:
-    """The page with ``HEADER_OFFSET_SCRIPT`` right after Quarto's fixed header; unchanged if done before or the
-    page has no fixed header."""
-    header = FIXED_HEADER.search(html)
-    if f'id="{HEADER_OFFSET_ID}"' in html or not header:
-        return html
-    return html[:header.end()] + HEADER_OFFSET_SCRIPT + html[header.end():]
+# The fonts a page draws with from its first paint, and how to tell from its body that it does: preloaded.
+FIRST_PAINT_FONTS = {ICONS_SUBSET: ICON_CLASS.search, MATH_FONT.name: lambda body: "<math" in body}
 
 
 # ---------------------------------------------------------------- the step
@@ -352,15 +226,15 @@ def lighten(root: Path, site_dir: Path, echo=print) -> None:
     echo(f"page_weight: {MATH_FONT.name} subset to {len(characters)} characters: {subset_bytes:,} of {source_bytes:,} bytes")
     source_bytes, subset_bytes, icons = subset_icons(site_dir)
     echo(f"page_weight: icon font subset to {len(icons)} icons: {subset_bytes:,} bytes ({ICONS_FONT.name}: {source_bytes:,})")
+    first_paint.start_search_after_load(site_dir)
     changed = 0
     for page in _html_files(site_dir):
         html = page.read_text(encoding="utf-8")
-        lighter = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
+        lighter = first_paint.rewrite(html, page, site_dir, FIRST_PAINT_FONTS)
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
             changed += 1
-    echo(f"page_weight: the other colour scheme's stylesheets and the head's scripts no longer block the paint "
-         f"on {changed} pages")
+    echo(f"page_weight: {changed} pages rewritten so that their first paint waits for less (first_paint.py)")
 
 
 def main() -> int:

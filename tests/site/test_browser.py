@@ -48,6 +48,14 @@ def open_page(browser, url: str) -> dict:
     return {"requested": sorted(set(requested.values())), "failed": failed, "console": browser.get_log("browser")}
 
 
+def search_button(browser):
+    """Quarto's search button, once its scripts (loaded after the page) have drawn it."""
+    from selenium.webdriver.common.by import By
+
+    return wait_for(browser, lambda b: b.find_element(By.CSS_SELECTOR, "#quarto-search .aa-DetachedSearchButton"),
+                    "the search button never appeared")
+
+
 def axe_violations(browser, within: str | None = None) -> list[str]:
     """axe-core's violations on the loaded page (or inside the element of id ``within``), one line each."""
     if not AXE.exists():
@@ -167,12 +175,37 @@ def test_search_finds_the_glossary_entry(base_url, browser):
     from selenium.webdriver.common.by import By
 
     open_page(browser, f"{base_url}/index.html")
-    browser.find_element(By.CSS_SELECTOR, "#quarto-search .aa-DetachedSearchButton").click()
+    search_button(browser).click()
     field = wait_for(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".aa-DetachedOverlay input.aa-Input"), "search overlay did not open")
     field.send_keys("residual stream")
     wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".aa-DetachedOverlay .aa-Item a"), "search found nothing")
     hits = [link.get_attribute("href") for link in browser.find_elements(By.CSS_SELECTOR, ".aa-DetachedOverlay .aa-Item a")]
     assert any(urlsplit(hit).path == "/glossary/residual-stream.html" for hit in hits), hits
+
+
+# When each of Quarto's search scripts started to download, and when the page's load event began (ms).
+SEARCH_FETCHED = """
+return [performance.getEntriesByType('navigation')[0].loadEventStart,
+        performance.getEntriesByType('resource').filter(e => e.name.includes('/quarto-search/')).map(e => e.startTime)];
+"""
+
+
+def test_search_loads_after_the_page_except_on_a_page_opened_from_a_search_result(base_url, browser):
+    """Quarto's search scripts are fetched once a page has loaded (residlab/build/page_weight.py): the search button
+    appears then. A page opened from a search result (?q=) gets them as Quarto wrote them: the matches are
+    highlighted, the query leaves the address, and no link carries it."""
+    open_page(browser, f"{base_url}/glossary/tokenizer.html")
+    search_button(browser)
+    load_started, fetched = browser.execute_script(SEARCH_FETCHED)
+    assert len(fetched) == 3 and min(fetched) >= load_started, (load_started, fetched)
+    open_page(browser, f"{base_url}/glossary/logit-lens.html?q=residual")
+    search_button(browser)
+    load_started, fetched = browser.execute_script(SEARCH_FETCHED)
+    assert len(fetched) == 3 and max(fetched) < load_started, (load_started, fetched)
+    assert browser.execute_script("return document.querySelectorAll('main mark').length") > 0
+    assert "q=" not in browser.current_url
+    carrying = "return [...document.querySelectorAll('a[href]')].filter(a => a.href.includes('q=')).length"
+    assert browser.execute_script(carrying) == 0
 
 
 def test_lab_solutions_stay_collapsed_until_clicked(base_url, browser):

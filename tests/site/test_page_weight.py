@@ -1,6 +1,7 @@
 """What a phone downloads before it paints (residlab/build/page_weight.py, checked on the built site in headless
 Chromium): the math font subset holds every character the pages' MathML shows, the icon font every icon they
-show, only the reader's colour scheme's stylesheets block the first paint, and every page has a description."""
+show, each page preloads the fonts it draws with and fetches each once, only the reader's colour scheme's
+stylesheets block the first paint, and every page has a description."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import unicodedata
 
 import pytest
-from test_browser import PAGES, ROOT, open_page, wait_for
+from test_browser import PAGES, ROOT, open_page, search_button, wait_for
 
 from residlab.build import page_weight, site_check
 
@@ -66,20 +67,34 @@ return [...document.querySelectorAll('[class^="bi-"], [class*=" bi-"]')].map(e =
 """
 
 
+# The fonts the page preloads, each font file it fetched (how many times, and who asked first), and the font
+# families it has loaded (a face loads only when something is drawn with it).
+FONTS = """
+const fetched = {};
+for (const e of performance.getEntriesByType('resource').filter(e => /\\.woff2?(\\?|$)/.test(e.name))) {
+  fetched[e.name] = fetched[e.name] ? [fetched[e.name][0] + 1, fetched[e.name][1]] : [1, e.initiatorType];
+}
+return {preloaded: [...document.querySelectorAll('link[rel=preload][as=font]')].map(l => l.href), fetched,
+        loaded: [...document.fonts].filter(f => f.status === 'loaded').map(f => f.family.replace(/"/g, '')),
+        math: document.querySelectorAll('math').length > 0};
+"""
+
+
 @pytest.fixture(scope="module")
 def shown(base_url, browser) -> dict:
     """Every page opened once: the characters its MathML shows, the icon glyphs it draws, what it requested."""
     from selenium.webdriver.common.by import By
 
-    facts = {"math": {}, "icons": {}, "requested": {}}
+    facts = {"math": {}, "icons": {}, "requested": {}, "fonts": {}}
     browser.set_window_size(1280, 900)
     for page in PAGES:
         facts["requested"][page] = open_page(browser, f"{base_url}/{page}")["requested"]
         text, letters = browser.execute_script(MATH_TEXT)
         facts["math"][page] = (set(text) | {italic(letter) for letter in letters if italic(letter)}) - set("\n\t\r")
         facts["icons"].update({name: content.strip('"') for name, _, content in browser.execute_script(ICON_GLYPHS)})
+        facts["fonts"][page] = browser.execute_script(FONTS)
     # Quarto's search draws one more icon in every result, from a name its script holds
-    browser.find_element(By.CSS_SELECTOR, "#quarto-search .aa-DetachedSearchButton").click()
+    search_button(browser).click()
     field = wait_for(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".aa-DetachedOverlay input.aa-Input"), "search did not open")
     field.send_keys("residual stream")
     wait_for(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".aa-DetachedOverlay .search-result-icon"), "search found nothing")
@@ -110,6 +125,20 @@ def test_the_icons_the_pages_show_are_in_the_icon_subset_and_the_full_font_is_ne
     assert any("bi-chevron-right" in name for name in icons) and any("search-result-icon" in name for name in icons)
     lacking = {name: content for name, content in icons.items() if content in ("", "none") or content not in subset}
     assert lacking == {}, "icons drawn with no glyph in the subset"
+
+
+def test_each_page_preloads_the_fonts_it_draws_with_and_fetches_each_once(shown):
+    """The icon font on every page, the math font on every page with math: preloaded at the very address the
+    stylesheets name (so each file is fetched once, by the preload, and no font twice), and drawn with."""
+    families = {page_weight.ICONS_SUBSET: "bootstrap-icons", page_weight.MATH_FONT.name: "Noto Sans Math"}
+    for page, fonts in shown["fonts"].items():
+        expected = {page_weight.ICONS_SUBSET} | ({page_weight.MATH_FONT.name} if fonts["math"] else set())
+        assert {url.split("?")[0].rsplit("/", 1)[1] for url in fonts["preloaded"]} == expected, page
+        # (a font another page preloaded may be taken from the cache even where nothing draws with it)
+        assert {url: fonts["fetched"].get(url) for url in fonts["preloaded"]} == {url: [1, "link"] for url in fonts["preloaded"]}, page
+        assert all(count == 1 for count, _ in fonts["fetched"].values()), page
+        assert {families[name] for name in expected} <= set(fonts["loaded"]), page
+    assert sum(fonts["math"] for fonts in shown["fonts"].values()) >= 5  # most pages show math
 
 
 # Each Bootstrap scheme stylesheet fetched: its scheme, whether the parser's fetch blocked rendering, and whether it

@@ -84,10 +84,19 @@ def test_no_subscript_label_is_left_outside_math(built_site):
 
 def test_internal_links_stay_internal_wherever_the_site_is_served(built_site, served, browser):
     """site-url names the published address; a copy served elsewhere (here 127.0.0.1) must not mark its own
-    pages as external (icon, new tab), while links to other hosts keep both."""
+    pages as external (icon, new tab), while links to other hosts keep both; and the icons are gone before the
+    page can paint again (no layout shift): by the time DOMContentLoaded reaches the window, after every handler
+    on the document, Quarto's among them, and the microtasks they left."""
     from test_browser import open_page
 
-    open_page(browser, served(built_site.site) + "/labs/04-read-transformer-paper.html")
+    recorder = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "window.addEventListener('DOMContentLoaded', () => { window.ownMarkedExternal = [...document.querySelectorAll("
+        "'a.external')].filter(a => a.origin === location.origin).length; });")})
+    try:
+        open_page(browser, served(built_site.site) + "/labs/04-read-transformer-paper.html")
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": recorder["identifier"]})
+    assert browser.execute_script("return window.ownMarkedExternal") == 0
     links = browser.execute_script(
         "return [...document.querySelectorAll('main a[href]')].map(a => [a.href, a.classList.contains('external'), a.target])"
     )

@@ -41,7 +41,7 @@ def explorer_html(data: dict, script_src: str) -> str:
         f'<script type="application/json" id="{DATA_ELEMENT_ID}">{payload}</script>\n'
         f'<div class="residlab-explorer" id="capture-explorer" data-source="{DATA_ELEMENT_ID}">'
         "<p>The capture explorer needs JavaScript. The tables above show the selected position.</p></div>\n"
-        f'<script src="{html.escape(script_src)}"></script>\n'
+        f'<script src="{html.escape(script_src)}" defer></script>\n'
         "```\n"
     )
 

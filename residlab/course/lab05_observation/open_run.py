@@ -42,7 +42,7 @@ MEASUREMENT_DECIMALS = 3
 def _block(element_id: str, config: dict, script_dir: str, scripts: tuple[str, ...], fallback: str) -> str:
     # "<" escaped, so nothing in the configuration can end the script element early.
     payload = json.dumps(config, ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
-    tags = "".join(f'<script src="{html.escape(script_dir + name)}"></script>\n' for name in SCRIPTS + scripts)
+    tags = "".join(f'<script src="{html.escape(script_dir + name)}" defer></script>\n' for name in SCRIPTS + scripts)
     return (
         "```{=html}\n"
         f'<script type="application/json" id="{element_id}-config">{payload}</script>\n'

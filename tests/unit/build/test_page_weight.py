@@ -1,11 +1,10 @@
 """residlab.build.page_weight, on small inputs: which characters MathML shows, the math font subset keeps them and
-its stretchy brackets, the icons the site names are found, the scheme stylesheets are rewritten once, each behind
-its own scheme's media query, and the head's scripts are deferred. (tests/site/test_page_weight.py checks the built
-site itself, in Chromium: what the scheme script does there, and what the pages draw.)"""
+its stretchy brackets, and the icons the site names are found. (test_first_paint.py checks the pages' rewrites;
+tests/site/test_page_weight.py the built site itself, in Chromium: what the scheme script does there, and what the
+pages draw.)"""
 
 from __future__ import annotations
 
-import re
 import string
 import unicodedata
 from pathlib import Path
@@ -38,61 +37,6 @@ def test_mathml_characters_are_the_shown_text_and_the_italic_letters():
             '<annotation encoding="application/x-tex">\\zeta</annotation></semantics></math>')
     characters = page_weight.mathml_characters(html)
     assert characters == set("x=sin\u2061Δ2WUfinal") | {"𝑥", "𝑊", "𝑈"}  # no 'o','u','t','\\','z','e','a' from elsewhere
-
-
-SCHEME_HEAD = """<head>
-<link href="hl.css" rel="stylesheet" class="quarto-color-scheme" id="quarto-text-highlighting-styles">
-<link href="hl-dark.css" rel="stylesheet" class="quarto-color-scheme quarto-color-alternate" id="quarto-text-highlighting-styles">
-<script src="bootstrap.min.js"></script>
-<link href="b.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme" id="quarto-bootstrap" data-mode="light">
-<link href="b-dark.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme quarto-color-alternate" id="quarto-bootstrap" data-mode="dark">
-<link href="b.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme-extra" id="quarto-bootstrap" data-mode="light">
-<link href="tippy.css" rel="stylesheet">
-</head>"""
-
-
-def attribute(tag: str, name: str) -> str | None:
-    found = re.search(rf'\s{name}="([^"]*)"', tag)
-    return found.group(1) if found else None
-
-
-def test_each_scheme_stylesheet_waits_behind_its_schemes_media_query_and_the_script_follows_them():
-    page = page_weight.defer_other_scheme(SCHEME_HEAD)
-    head, _, after = page.partition(f'<script id="{page_weight.SCHEME_SCRIPT_ID}">')
-    links = [line for line in head.splitlines() if line.startswith("<link") and "data-scheme-media" in line]
-    # (address the parser fetches, address kept for the script, media) of each scheme link, in order
-    assert [(attribute(tag, "href"), attribute(tag, "data-scheme-href"), attribute(tag, "media")) for tag in links] == [
-        ("hl.css", None, page_weight.LIGHT_MEDIA), (None, "hl-dark.css", page_weight.DARK_MEDIA),
-        ("b.css", None, page_weight.LIGHT_MEDIA), (None, "b-dark.css", page_weight.DARK_MEDIA),
-        ("b.css", None, page_weight.LIGHT_MEDIA),
-    ]
-    assert head.rstrip().endswith('data-mode="light" media="(prefers-color-scheme: light)" data-scheme-media>')
-    assert '<link href="tippy.css" rel="stylesheet">' in after  # not a scheme stylesheet: untouched
-    # readers without scripts get the dark stylesheets from <noscript>, behind their media query
-    noscript = re.search(r"<noscript>(.*)</noscript>", after).group(1)
-    assert re.findall(r'href="([^"]*)" [^>]*media="\(prefers-color-scheme: dark\)"', noscript) == ["hl-dark.css", "b-dark.css"]
-    assert page_weight.defer_other_scheme(page) == page  # a page done before is left as it is
-    assert page_weight.defer_other_scheme("<head><link href='x.css' rel='stylesheet'></head>") == \
-        "<head><link href='x.css' rel='stylesheet'></head>"
-
-
-def test_head_scripts_are_deferred_in_order_and_body_scripts_and_modules_are_not():
-    page = ('<head><script src="a.js"></script><script src="m.js" type="module"></script>'
-            '<script src="b.js" defer></script><script id="inline">x()</script><script src="c.js"></script>'
-            '<script src="lib/async-defer.js"></script><script async src="d.js"></script></head>'
-            '<body><script src="body.js"></script></body>')
-    deferred = page_weight.defer_head_scripts(page)
-    assert re.findall(r"<script[^>]*>", deferred) == [
-        '<script src="a.js" defer>', '<script src="m.js" type="module">', '<script src="b.js" defer>',
-        '<script id="inline">', '<script src="c.js" defer>',
-        '<script src="lib/async-defer.js" defer>',  # the words in its address are not attributes
-        '<script async src="d.js">', '<script src="body.js">']
-    assert page_weight.defer_head_scripts(deferred) == deferred
-
-
-def test_a_media_query_quarto_wrote_itself_stops_the_build():
-    with pytest.raises(SystemExit, match="media query on a scheme stylesheet"):
-        page_weight.defer_other_scheme('<link href="b.css" rel="stylesheet" class="quarto-color-scheme" media="screen">')
 
 
 def test_the_math_font_subset_keeps_the_characters_and_the_brackets_stretch_parts(tmp_path):
@@ -142,15 +86,3 @@ def test_the_icons_named_in_pages_stylesheets_and_class_building_scripts_are_fou
     # the icon stylesheet itself declares every icon: reading it would keep them all
     (tmp_path / page_weight.ICONS_CSS).write_text(".bi-sun::before { content: '\\f1d2'; }", encoding="utf-8")
     assert page_weight.used_icons(tmp_path, known) == {"github", "chevron-right", "search", "x"}
-
-
-def test_the_fixed_headers_height_is_reserved_right_after_it_once_and_only_where_quarto_fixes_a_header():
-    page = ('<body class="nav-fixed"><header id="quarto-header" class="headroom fixed-top"><nav>menu</nav></header>'
-            '<div id="quarto-content"><header id="title-block-header"><h1>T</h1></header></div></body>')
-    reserved = page_weight.reserve_header_height(page)
-    # right after the fixed header (before the content it would push down), not after the title's header
-    assert reserved.index(page_weight.HEADER_OFFSET_SCRIPT) == page.index("</header>") + len("</header>")
-    assert reserved.count("<script") == 1 and 'getElementById("quarto-header").clientHeight' in reserved
-    assert page_weight.reserve_header_height(reserved) == reserved
-    unfixed = page.replace("headroom fixed-top", "headroom")
-    assert page_weight.reserve_header_height(unfixed) == unfixed

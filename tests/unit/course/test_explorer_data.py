@@ -141,4 +141,4 @@ def test_the_html_block_carries_the_data_and_no_piece_can_close_its_script(data)
     assert block.count("</script>") == 2  # the data element's and the script's own, nothing from the piece
     payload = block.split('id="capture-explorer-data">', 1)[1].split("</script>", 1)[0]
     assert json.loads(payload)["tokens"][0]["piece"] == "</script><b>"
-    assert '<script src="../assets/explorers/capture-explorer.js"></script>' in block
+    assert '<script src="../assets/explorers/capture-explorer.js" defer></script>' in block

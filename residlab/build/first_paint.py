@@ -179,6 +179,12 @@ def _relative(target: Path, page: Path) -> str:
     return Path(os.path.relpath(target, page.parent)).as_posix()
 
 
+def _site_file(page: Path, address: str, site_dir: Path) -> Path | None:
+    """The file of the site that ``address``, relative to ``page``, names; None if it names none."""
+    path = Path(os.path.normpath(page.parent / address))
+    return path if path.is_file() and site_dir in path.parents else None
+
+
 def inline_small_stylesheets(html: str, page: Path, site_dir: Path) -> str:
     """The page with each stylesheet of the site it links that has at most ``SMALL_STYLESHEET_BYTES`` (Quarto's
     tooltip and icon rules, the explorers') written into a ``<style>`` in its place, its relative ``url()``s
@@ -189,8 +195,8 @@ def inline_small_stylesheets(html: str, page: Path, site_dir: Path) -> str:
         href = LINK_HREF.search(tag)
         if "quarto-color-scheme" in tag or not href or ":" in href.group("href"):
             return tag
-        sheet = Path(os.path.normpath(page.parent / href.group("href")))
-        if not sheet.is_file() or site_dir not in sheet.parents or sheet.stat().st_size > SMALL_STYLESHEET_BYTES:
+        sheet = _site_file(page, href.group("href"), site_dir)
+        if sheet is None or sheet.stat().st_size > SMALL_STYLESHEET_BYTES:
             return tag
         css = RELATIVE_CSS_URL.sub(lambda url: f'url("{_relative(sheet.parent / url.group("path"), page)}")',
                                    sheet.read_text(encoding="utf-8"))
@@ -203,8 +209,7 @@ def inline_small_stylesheets(html: str, page: Path, site_dir: Path) -> str:
 def _font_address(name: str, inlined_css: str, sheets: list[Path], page: Path, site_dir: Path) -> str:
     """The address of the font file ``name`` relative to ``page``, with its query, as the page's own CSS (written
     into it, already relative to the page) or one of its stylesheets of the site names it."""
-    for css, base in [(inlined_css, None)] + [(sheet.read_text(encoding="utf-8"), sheet.parent) for sheet in sheets
-                                             if sheet.is_file() and site_dir in sheet.parents]:
+    for css, base in [(inlined_css, None)] + [(sheet.read_text(encoding="utf-8"), sheet.parent) for sheet in sheets]:
         for url in RELATIVE_CSS_URL.finditer(css):
             path, mark, query = url.group("path").partition("?")
             if Path(path).name == name:
@@ -224,8 +229,8 @@ def preload_fonts(html: str, page: Path, site_dir: Path, fonts: dict) -> str:
     if PRELOAD_MARK in html or head_end == -1:
         return html
     head = html[:head_end]
-    sheets = [Path(os.path.normpath(page.parent / href.group("href"))) for href in
-              map(LINK_HREF.search, STYLESHEET_LINK.findall(head)) if href]
+    sheets = [sheet for href in map(LINK_HREF.search, STYLESHEET_LINK.findall(head))
+              if href and (sheet := _site_file(page, href.group("href"), site_dir))]
     inlined_css = "".join(re.findall(r"<style\b[^>]*>(.*?)</style>", head, flags=re.DOTALL))
     links = []
     for name, draws_with in fonts.items():
@@ -301,7 +306,7 @@ def start_search_after_load(site_dir: Path) -> None:
         return
     if text.count(SEARCH_START) != 1:
         raise SystemExit(f"page_weight: {SEARCH_JS} no longer starts with {SEARCH_START!r} once: Quarto's search "
-                         "changed; update residlab/build/page_weight.py")
+                         "changed; update residlab/build/first_paint.py")
     script.write_text(text.replace(SEARCH_START, SEARCH_START_AFTER_LOAD), encoding="utf-8")
 
 
@@ -327,9 +332,11 @@ def lazy_figures(html: str, page: Path, site_dir: Path) -> str:
 
     def lazy(image: re.Match) -> str:
         source = IMAGE_SOURCE.search(image.group(0))
-        path = Path(os.path.normpath(page.parent / source.group("src"))) if source else None
-        size = svg_size(path) if path and path.is_file() and site_dir in path.parents else None
-        if size is None or re.search(r"\s(width|height|style)=", image.group(0)):
+        if not source or re.search(r"\s(width|height|style)=", image.group(0)):
+            return image.group(0)
+        path = _site_file(page, source.group("src"), site_dir)
+        size = svg_size(path) if path else None
+        if size is None:
             return image.group(0)
         head = image.group(0)[:image.start("end") - image.start()]
         width, height = map(_pixels, size)

@@ -1,0 +1,100 @@
+// Lab 07 patching explorer: the block x position grids of activation patching on the induction model, read from the
+// JSON that residlab/course/lab07/figures.py wrote into the page (every number computed when the page was built).
+// The reader chooses the design, the direction (denoising or noising) and the site kind; hovering or focusing a
+// cell shows its numbers: both directions' shares, the attribution estimate and its error, and the two bend
+// measures. Nothing is computed here but the formatting ("{:.3f}" as Python prints it) and the colours, with the
+// same scale as the figures drawn at build time (figures.colour).
+(function () {
+  "use strict";
+
+  const fixed = (value) => (value === null || value === undefined ? "undefined" : value.toFixed(3));
+
+  function colour(value) {
+    if (value === null || value === undefined) return "#bbbbbb";
+    const v = Math.max(-1, Math.min(1, value));
+    const fade = Math.round(255 * (1 - Math.abs(v))).toString(16).padStart(2, "0");
+    return v >= 0 ? `#ff${fade}${fade}` : `#${fade}${fade}ff`;
+  }
+
+  function element(tag, attributes = {}, children = []) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+    for (const child of [].concat(children)) node.append(child);
+    return node;
+  }
+
+  function choice(id, label, options) {
+    const select = element("select", { id }, options.map(([value, text]) => element("option", { value }, text)));
+    return { select, box: element("div", {}, [element("label", { for: id }, label), select]) };
+  }
+
+  function build(root, data) {
+    const names = Object.keys(data.designs);
+    const design = choice("patching-design", "Design", names.map((name) => [name, name.replace("_", " ")]));
+    const direction = choice("patching-direction", "Direction",
+      data.directions.map((d) => [d, d === "denoising" ? "denoising (clean into corrupt)" : "noising (corrupt into clean)"]));
+    const kind = choice("patching-kind", "Site kind", data.kinds.map((k) => [k, data.kind_labels[k]]));
+    const table = element("table", { class: "rl-table rl-patching-grid", id: "patching-grid" });
+    const details = element("p", { class: "rl-status rl-summary", id: "patching-cell", role: "status", "aria-live": "polite" },
+      "Hover over or focus a cell to see its numbers.");
+    root.replaceChildren(element("div", { class: "rl-controls-row" }, [design.box, direction.box, kind.box]),
+      element("div", { class: "rl-table-box" }, table), details);
+
+    function describe(cell) {
+      const d = data.designs[design.select.value];
+      const k = kind.select.value, b = Number(cell.dataset.block), p = Number(cell.dataset.position);
+      const bend = d.bends[k][b][p];
+      details.textContent = `blocks.${b}.${k}, position ${p}` +
+        `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
+        `denoising ${fixed(d.activation.denoising[k][b][p])}, noising ${fixed(d.activation.noising[k][b][p])}, ` +
+        `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}); ` +
+        `block 1 attention at the readout moved ${fixed(bend.attention_moved)}, final LayerNorm scale changed ` +
+        `${fixed(bend.scale_change)}.` + (d.readable ? "" : " Not read: this design's gap is within its noise floor.");
+    }
+
+    function draw() {
+      const d = data.designs[design.select.value];
+      const grid = d.activation[direction.select.value][kind.select.value];
+      const header = element("tr", {}, [element("th", { scope: "col" }, "site \\ position"),
+        ...d.clean.map((_, p) => element("th", { scope: "col" }, d.changed.includes(p) ? `${p}*` : String(p)))]);
+      const rows = grid.map((row, b) => element("tr", {}, [element("th", { scope: "row" }, `blocks.${b}.${kind.select.value}`),
+        ...row.map((value, p) => {
+          const cell = element("td", { tabindex: "0", "data-block": String(b), "data-position": String(p),
+            "data-value": fixed(value), style: `background:${colour(value)}`,
+            "aria-label": `blocks.${b}.${kind.select.value}, position ${p}: ${fixed(value)}` }, fixed(value).replace(/^(-?)0\./, "$1."));
+          cell.addEventListener("mouseenter", () => describe(cell));
+          cell.addEventListener("focus", () => describe(cell));
+          return cell;
+        })]));
+      table.replaceChildren(element("thead", {}, header), element("tbody", {}, rows));
+    }
+
+    // Arrow keys move between cells; Tab still walks through them in order.
+    table.addEventListener("keydown", (event) => {
+      const cell = event.target.closest("td");
+      if (!cell) return;
+      const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
+      if (!(event.key in moves)) return;
+      const [db, dp] = moves[event.key];
+      const next = table.querySelector(`td[data-block="${Number(cell.dataset.block) + db}"][data-position="${Number(cell.dataset.position) + dp}"]`);
+      if (next) { next.focus(); event.preventDefault(); }
+    });
+    for (const control of [design, direction, kind]) control.select.addEventListener("change", draw);
+    draw();
+  }
+
+  function start() {
+    const root = document.getElementById("patching-explorer");
+    if (!root) return;
+    let data;
+    try {
+      data = JSON.parse(document.getElementById(root.dataset.source).textContent);
+    } catch (error) {
+      root.textContent = `The patching explorer could not read its data: ${error.message}`;
+      return;
+    }
+    build(root, data);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

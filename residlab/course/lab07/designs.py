@@ -1,0 +1,90 @@
+"""Lab 07's clean / corrupt pairs: two designs, each changing one thing the induction mechanism uses and keeping
+everything else, so what a patch restores can only be that thing.
+
+The clean prompt is the example sequence cut before its last token: ``P`` tokens x_0 .. x_{P-1}, then x_0 ..
+x_{P-2} again. At the readout (the last position, token x_{P-2}) induction finds the earlier occurrence of x_{P-2}
+(position P-2), reads the token after it (x_{P-1}, position P-1) and predicts it: the target.
+
+- ``copied_token``: the corrupt prompt replaces x_{P-1}, the token induction should copy, by a token that occurs
+  nowhere in the clean prompt (the rival). The repeat is kept: x_{P-2} still occurs earlier and is still followed
+  by one token, so both prompts call for induction; they differ in one position only, in *what* it copies. The
+  previous-token head at P-1 reads x_{P-2} in both runs, so its write is the same: this design shows the value
+  side of the mechanism and cannot show the key side.
+- ``matched_position``: the corrupt prompt swaps x_{P-3} and x_{P-2} in the first half. The same tokens are present
+  in both prompts and x_{P-2} still occurs earlier, but now at P-3, followed by x_{P-3} (the rival), while position
+  P-1 still holds the target. What changes is *where* the earlier occurrence is, which the previous-token head
+  writes and block 1's keys read: this design isolates the key side.
+
+The metric is M = logit(target) - logit(rival) at the readout, with the rival each design's corrupt answer, so
+M(clean) > 0 and M(corrupt) < 0 for a model that does induction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from residlab.course.induction.measures import HELD_OUT_SEED, example_sequence
+from residlab.course.induction.recipe import VOCAB_SIZE
+
+DESIGNS = ("copied_token", "matched_position")
+DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str  # one of DESIGNS
+    clean: tuple[int, ...]
+    corrupt: tuple[int, ...]
+    target: int  # what induction predicts after the clean prompt
+    rival: int  # what it predicts after the corrupt prompt
+    changed: tuple[int, ...]  # the positions where the two prompts differ
+    period: int
+
+    @property
+    def readout(self) -> int:
+        return len(self.clean) - 1
+
+
+def _checked(design: Design) -> Design:
+    """The invariants every design keeps: same length, the rival absent from the clean prompt's answer, the
+    readout's token occurring earlier in both prompts, and the prompts differing exactly at ``changed``."""
+    clean, corrupt, readout = design.clean, design.corrupt, design.readout
+    if len(clean) != len(corrupt) or design.target == design.rival:
+        raise ValueError(f"design {design.name}: prompts of different lengths or target equal to rival")
+    for prompt, answer in ((clean, design.target), (corrupt, design.rival)):
+        earlier = [p for p in range(readout) if prompt[p] == prompt[readout]]
+        if len(earlier) != 1 or prompt[earlier[0] + 1] != answer:
+            raise ValueError(f"design {design.name}: the readout's earlier occurrence is not followed by its answer")
+    if tuple(p for p in range(len(clean)) if clean[p] != corrupt[p]) != design.changed:
+        raise ValueError(f"design {design.name}: the prompts differ elsewhere than at {design.changed}")
+    return design
+
+
+def make_design(name: str, sequence: torch.Tensor | None = None, seed: int = DESIGN_SEED) -> Design:
+    """The design ``name`` on a repeated sequence (2P,) (default: the induction pages' example)."""
+    sequence = example_sequence() if sequence is None else sequence
+    tokens = [int(t) for t in sequence]
+    period = len(tokens) // 2
+    clean = tokens[: 2 * period - 1]
+    target = tokens[period - 1]
+    if name == "copied_token":
+        unused = [t for t in range(VOCAB_SIZE) if t not in set(tokens)]
+        generator = torch.Generator().manual_seed(seed)
+        rival = unused[int(torch.randint(len(unused), (1,), generator=generator))]
+        corrupt = list(clean)
+        corrupt[period - 1] = rival
+        changed = (period - 1,)
+    elif name == "matched_position":
+        corrupt = list(clean)
+        corrupt[period - 3], corrupt[period - 2] = clean[period - 2], clean[period - 3]
+        rival = clean[period - 3]
+        changed = (period - 3, period - 2)
+    else:
+        raise ValueError(f"no design {name!r}; the designs: {', '.join(DESIGNS)}")
+    return _checked(Design(name, tuple(clean), tuple(corrupt), target, rival, changed, period))
+
+
+def all_designs(sequence: torch.Tensor | None = None) -> dict[str, Design]:
+    return {name: make_design(name, sequence) for name in DESIGNS}

@@ -1,0 +1,110 @@
+"""Lab 07's figures, drawn when the page is built: SVG heatmaps of block x position shares (so the page reads
+without JavaScript), and the explorer's data island (``assets/explorers/patching-explorer.js`` draws the same
+grids on request, with every cell's numbers on hover or focus).
+
+The colour scale is one for every grid: a share of the gap from -1 (blue) through 0 (white) to +1 (red), values
+beyond clipped to the end colours, the same function here and in the script (``colour``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+from residlab.course.lab07.patching import DIRECTIONS, KINDS
+
+CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
+EXPLORER_DATA_ID = "patching-explorer-data"
+KIND_LABELS = {"resid_pre": "block input (resid_pre)", "attn_write": "attention write", "mlp_write": "MLP write",
+               "resid_post": "block output (resid_post)"}  # fmt: skip
+
+
+def colour(value: float | None) -> str:
+    """White at 0, red at +1, blue at -1 (clipped), grey for an undefined share."""
+    if value is None:
+        return "#bbbbbb"
+    v = max(-1.0, min(1.0, value))
+    fade = round(255 * (1 - abs(v)))
+    return f"#ff{fade:02x}{fade:02x}" if v >= 0 else f"#{fade:02x}{fade:02x}ff"
+
+
+def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: float) -> tuple[list[str], float]:
+    parts = [f'<text x="0" y="{top + 14}" font-weight="bold">{html.escape(title)}</text>']
+    top += 22
+    for index, label in enumerate(columns):
+        parts.append(f'<text x="{ROW_LABEL + index * CELL + CELL / 2}" y="{top + 10}" text-anchor="middle" '
+                     f'font-size="10">{html.escape(label)}</text>')  # fmt: skip
+    top += 14
+    for row, (label, values) in enumerate(rows):
+        y = top + row * CELL
+        parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="11">'
+                     f"{html.escape(label)}</text>")  # fmt: skip
+        for position, value in enumerate(values):
+            shown = "undefined" if value is None else f"{value:.3f}"
+            parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
+                         f'fill="{colour(value)}" data-value="{shown}"><title>{html.escape(label)}, position '
+                         f"{position}: {shown}</title></rect>")  # fmt: skip
+    return parts, top + len(rows) * CELL + GAP
+
+
+def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str) -> str:
+    """One SVG of stacked panels, each (title, [(row label, values)]); ``label`` is its accessible name."""
+    parts, top = [], 0.0
+    for title, rows in panels:
+        drawn, top = _panel(title, rows, columns, top)
+        parts.extend(drawn)
+    width = ROW_LABEL + len(columns) * CELL + 10
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
+            f'width="{width}" height="{top:.0f}" role="img" aria-label="{html.escape(label)}">'
+            + "".join(parts) + "</svg>")  # fmt: skip
+
+
+def position_labels(design: dict) -> list[str]:
+    """Column labels: the position, starred where the two prompts differ."""
+    return [f"{p}*" if p in design["changed"] else str(p) for p in range(len(design["clean"]))]
+
+
+def activation_figure(report: dict, name: str) -> str:
+    """Both directions for every site kind of one design, as raw HTML for a page cell with ``output: asis``."""
+    design = report["designs"][name]
+    panels = [(f"{KIND_LABELS[kind]}, {direction}",
+               [(f"blocks.{block}.{kind}", row) for block, row in enumerate(design["activation"][direction][kind])])
+              for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
+    return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")
+
+
+def attribution_figure(report: dict, name: str) -> str:
+    """Per site kind: the exact denoising share, the attribution estimate and its error, one design."""
+    design = report["designs"][name]
+    panels = []
+    for kind in KINDS:
+        for title, grid in (("exact", design["activation"]["denoising"][kind]),
+                            ("attribution", design["attribution"][kind]), ("error", design["error"][kind])):  # fmt: skip
+            panels.append((f"{KIND_LABELS[kind]}: {title}", [(f"blocks.{b}.{kind}", row) for b, row in enumerate(grid)]))
+    return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
+
+
+def figure_block(svg: str, caption: str) -> str:
+    return f'```{{=html}}\n<figure class="rl-patching">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>\n```\n'
+
+
+def explorer_data(report: dict) -> dict:
+    """What the explorer draws: per design its prompts and every cell's numbers."""
+    designs = {}
+    for name, design in report["designs"].items():
+        designs[name] = {key: design[key] for key in ("clean", "corrupt", "target", "rival", "changed", "gap",
+                                                      "readable", "activation", "attribution", "error", "bends")}  # fmt: skip
+    return {"kinds": list(KINDS), "kind_labels": KIND_LABELS, "directions": list(DIRECTIONS), "designs": designs}
+
+
+def explorer_html(report: dict, script_src: str) -> str:
+    """The explorer's raw HTML block: its data as JSON, the element the script fills, and the script."""
+    payload = json.dumps(explorer_data(report), ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
+    return (
+        "```{=html}\n"
+        f'<script type="application/json" id="{EXPLORER_DATA_ID}">{payload}</script>\n'
+        f'<div class="residlab-explorer" id="patching-explorer" data-source="{EXPLORER_DATA_ID}">'
+        "<p>The patching explorer needs JavaScript; the figures above show every cell.</p></div>\n"
+        f'<script src="{html.escape(script_src)}" defer></script>\n'
+        "```\n"
+    )

@@ -1,0 +1,236 @@
+"""Exact patching on the induction model: activation patching over every block x position cell of every site
+kind (denoising and noising), per head, and path patching of block 0's attention write into block 1's queries,
+keys or values only.
+
+Every effect has one orientation (the course's convention): a share of the clean-corrupt gap G = M(clean) -
+M(corrupt) that the *clean* site carries, positive when the clean activation pushes M towards the clean answer.
+
+- denoising (clean into corrupt): (M(corrupt, site from clean) - M(corrupt)) / G, the recovery;
+- noising (corrupt into clean): (M(clean) - M(clean, site from corrupt)) / G.
+
+A ``Pair`` holds both runs of one design on one model, recorded once at every site (the capture floor's
+``record_sites`` at the sites its block table names, plus two points inside the attention this module names,
+``ATTENTION_POINTS``); each patched run replaces one site's tensor through the same recorder's ``edits``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from residlab.capture.blocks import block_type_for
+from residlab.capture.recording import record_sites
+from residlab.capture.sites import block_path, resolve_paths, resolve_sites, site_name
+from residlab.course.lab07.designs import Design
+from residlab.course.threads import single_thread
+
+KINDS = ("resid_pre", "attn_write", "mlp_write", "resid_post")  # the site kinds, in the order a block runs
+DIRECTIONS = ("denoising", "noising")
+STREAMS = ("queries", "keys", "values")
+
+# Inside GPT-NeoX's attention, which the block table does not split: the fused projection that computes every
+# head's [query | key | value] (one slice of 3 x head size per head, in that order) from the normalised block
+# input, and the output projection whose input is the heads' outputs side by side.
+ATTENTION_POINTS = {"norm": "input_layernorm", "qkv": "attention.query_key_value", "heads_out": "attention.dense"}
+# The block input of block 0 is the embedding as the block receives it (the capture reads it as the block's input;
+# an edit needs the module that returns it).
+EMBEDDING_OUTPUT = "gpt_neox.emb_dropout"
+
+
+def _metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
+    """(batch,): M at the readout of every row."""
+    return logits[:, -1, design.target] - logits[:, -1, design.rival]
+
+
+@dataclass
+class Pair:
+    """Both runs of ``design`` on ``model``: every site's tensor (n, d), the heads' outputs (n, d) per block, the
+    attention weights (blocks, heads, n, n) and the metrics."""
+
+    model: object
+    design: Design
+    sites: list  # (name, module, kind) of every block site, resolved once
+    edit_sites: dict  # block site name -> (name, module, "output"): where an edit of that site is made
+    qkv_sites: list  # per block: (name, qkv module, "output")
+    clean: dict
+    corrupt: dict
+    clean_metric: float
+    corrupt_metric: float
+    clean_attention: torch.Tensor
+    corrupt_attention: torch.Tensor
+
+    @property
+    def depth(self) -> int:
+        return self.model.config.num_hidden_layers
+
+    @property
+    def positions(self) -> int:
+        return len(self.design.clean)
+
+    @property
+    def gap(self) -> float:
+        return self.clean_metric - self.corrupt_metric
+
+    def block(self, block: int):
+        return resolve_paths(self.model, [("block", block_path(block_type_for(self.model.config), block), "output")])[0][1]
+
+    def output_weight(self, block: int) -> torch.Tensor:
+        """(d, d): the attention's output projection of ``block`` (columns per head)."""
+        return self.block(block).get_submodule(ATTENTION_POINTS["heads_out"]).weight.detach()
+
+    def run(self, corrupt: bool, edits: dict | None = None, *, batch: int = 1, attention: bool = False):
+        """M (one per batch row, a list) of the clean or corrupt prompt repeated ``batch`` times, with ``edits``
+        (edit-site name -> tensor -> tensor); with ``attention`` also the attention weights (batch, blocks, heads,
+        n, n) and the final state at the readout (batch, d)."""
+        ids = torch.tensor([self.design.corrupt if corrupt else self.design.clean] * batch)
+        final = site_name(self.depth - 1, "resid_post")
+        named = {site[0]: site for site in [*self.edit_sites.values(), *self.qkv_sites]}
+        watched = [named[name] for name in (edits or {})]
+        if final not in (edits or {}):
+            watched.append(named[final])
+        with single_thread(), record_sites(watched, edits=edits) as recorder, torch.inference_mode():
+            output = self.model(input_ids=ids, use_cache=False, output_attentions=attention)
+        metric = _metric(output.logits.float(), self.design).tolist()
+        if not attention:
+            return metric
+        weights = torch.stack([layer.float() for layer in output.attentions], dim=1)
+        return metric, weights, recorder.records[final][:, -1]
+
+
+def _edit_sites(model, depth: int) -> dict:
+    """Block site name -> the output site an edit of it is made at: each block's writes and output are module
+    outputs; block 0's input is the embedding module's output, block b's input block b-1's output."""
+    block_type = block_type_for(model.config)
+    outputs = {name: (name, module, kind) for name, module, kind in resolve_sites(model, block_type, depth)
+               if kind == "output"}  # fmt: skip
+    (embedding,) = resolve_paths(model, [(site_name(0, "resid_pre"), EMBEDDING_OUTPUT, "output")])
+    edit_sites = {site_name(0, "resid_pre"): embedding, **outputs}
+    for block in range(1, depth):
+        name, module, kind = outputs[site_name(block - 1, "resid_post")]
+        edit_sites[site_name(block, "resid_pre")] = (name, module, kind)
+    return edit_sites
+
+
+def prepare(model, design: Design) -> Pair:
+    """Record both runs of ``design`` at every block site and at every block's heads' outputs."""
+    depth = model.config.num_hidden_layers
+    block_type = block_type_for(model.config)
+    sites = resolve_sites(model, block_type, depth)
+    heads = resolve_paths(model, [(site_name(b, "heads_out"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['heads_out']}",
+                                   "input") for b in range(depth)])  # fmt: skip
+    qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['qkv']}", "output")
+                                for b in range(depth)])  # fmt: skip
+    recorded, metrics, attentions = {}, {}, {}
+    for which, prompt in (("clean", design.clean), ("corrupt", design.corrupt)):
+        with single_thread(), record_sites(sites + heads) as recorder, torch.inference_mode():
+            output = model(input_ids=torch.tensor([prompt]), use_cache=False, output_attentions=True)
+        recorded[which] = {name: tensor[0] for name, tensor in recorder.records.items()}
+        metrics[which] = float(_metric(output.logits.float(), design)[0])
+        attentions[which] = torch.stack([layer[0].float() for layer in output.attentions])
+    pair = Pair(model, design, sites, _edit_sites(model, depth), qkv, recorded["clean"], recorded["corrupt"],
+                metrics["clean"], metrics["corrupt"], attentions["clean"], attentions["corrupt"])  # fmt: skip
+    for block in range(1, depth):  # one tensor, two names: the patch of one is the patch of the other
+        same = site_name(block, "resid_pre"), site_name(block - 1, "resid_post")
+        if not torch.equal(pair.clean[same[0]], pair.clean[same[1]]):
+            raise RuntimeError(f"{same[0]} differs from {same[1]}: the block table no longer matches the model")
+    return pair
+
+
+def share(pair: Pair, direction: str, patched: float) -> float | None:
+    """The patched run's M as the share of the gap the clean site carries (None when the gap is zero)."""
+    if pair.gap == 0:
+        return None
+    if direction == "denoising":
+        return (patched - pair.corrupt_metric) / pair.gap
+    return (pair.clean_metric - patched) / pair.gap
+
+
+def _replace_cells(positions: list[int], vectors: torch.Tensor):
+    """An edit of a batch: row i's tensor with ``vectors[i]`` at ``positions[i]``."""
+
+    def edit(tensor):
+        tensor = tensor.clone()
+        tensor[torch.arange(len(positions)), torch.tensor(positions)] = vectors
+        return tensor
+
+    return edit
+
+
+def _add(delta: torch.Tensor):
+    return lambda tensor: tensor + delta.unsqueeze(0)
+
+
+def activation_cells(pair: Pair, direction: str, kind: str, block: int, positions: list[int], *,
+                     attention: bool = False):  # fmt: skip
+    """The patched runs of the cells at ``positions`` of the site ``blocks.{block}.{kind}``, one batch row each:
+    the site at that position replaced by the other run's tensor."""
+    name = site_name(block, kind)
+    source = pair.clean if direction == "denoising" else pair.corrupt
+    edit = {pair.edit_sites[name][0]: _replace_cells(positions, source[name][positions])}
+    return pair.run(direction == "denoising", edit, batch=len(positions), attention=attention)
+
+
+def activation_grids(pair: Pair, direction: str) -> dict[str, list[list[float | None]]]:
+    """kind -> (blocks x positions) shares: every cell one patched run (one batched forward per row)."""
+    every = list(range(pair.positions))
+    return {kind: [[share(pair, direction, value) for value in activation_cells(pair, direction, kind, block, every)]
+                   for block in range(pair.depth)] for kind in KINDS}  # fmt: skip
+
+
+def head_delta(pair: Pair, block: int, head: int, source: dict, target: dict) -> torch.Tensor:
+    """(n, d): what head ``head`` of ``block`` adds to the attention write when its output (every position) is
+    taken from ``source`` instead of ``target``: W_O's head columns times the difference of the head's outputs
+    (the output projection is linear, so this is exact)."""
+    size = pair.model.config.hidden_size // pair.model.config.num_attention_heads
+    columns = slice(head * size, (head + 1) * size)
+    name = site_name(block, "heads_out")
+    return (source[name][:, columns] - target[name][:, columns]) @ pair.output_weight(block)[:, columns].T
+
+
+def head_grid(pair: Pair, direction: str) -> list[list[float | None]]:
+    """(blocks x heads): each head's output at every position patched, as a share of the gap (one batched forward
+    per block, a head per row)."""
+    source, target = (pair.clean, pair.corrupt) if direction == "denoising" else (pair.corrupt, pair.clean)
+    heads = pair.model.config.num_attention_heads
+    rows = []
+    for block in range(pair.depth):
+        write = pair.edit_sites[site_name(block, "attn_write")][0]
+        deltas = torch.stack([head_delta(pair, block, head, source, target) for head in range(heads)])
+        patched = pair.run(direction == "denoising", {write: lambda tensor, deltas=deltas: tensor + deltas}, batch=heads)
+        rows.append([share(pair, direction, value) for value in patched])
+    return rows
+
+
+def _stream_edit(pair: Pair, receiver: int, stream: str, delta: torch.Tensor):
+    """An edit of block ``receiver``'s fused q/k/v output: the ``stream`` slice of every head recomputed from the
+    corrupt block input plus ``delta`` (n, d), the other two slices left as the corrupt run computes them."""
+    layer = pair.block(receiver)
+    norm, qkv = layer.get_submodule(ATTENTION_POINTS["norm"]), layer.get_submodule(ATTENTION_POINTS["qkv"])
+    heads = pair.model.config.num_attention_heads
+    size = pair.model.config.hidden_size // heads
+    with torch.inference_mode():
+        replacement = qkv(norm(pair.corrupt[site_name(receiver, "resid_pre")] + delta)).view(-1, heads, 3 * size)
+    part = slice(STREAMS.index(stream) * size, (STREAMS.index(stream) + 1) * size)
+
+    def edit(tensor):
+        shaped = tensor.clone().view(tensor.shape[0], -1, heads, 3 * size)
+        shaped[:, :, :, part] = replacement[:, :, part]
+        return shaped.view(tensor.shape)
+
+    return edit
+
+
+def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, float | None]:
+    """Block ``sender``'s attention write (clean, every position) into block ``receiver``'s queries, keys or values
+    only (the direct path: nothing else sees the clean write), and into everything downstream (the write itself
+    patched); each the denoising share of the gap."""
+    name = site_name(sender, "attn_write")
+    delta = pair.clean[name] - pair.corrupt[name]
+    shares = {}
+    for stream in STREAMS:
+        qkv = pair.qkv_sites[receiver][0]
+        shares[stream] = share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, stream, delta)})[0])
+    write = pair.edit_sites[name][0]
+    shares["everything"] = share(pair, "denoising", pair.run(True, {write: _add(delta)})[0])
+    return shares

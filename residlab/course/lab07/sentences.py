@@ -1,0 +1,202 @@
+"""The sentences Lab 07 says, each chosen from the numbers of a report (``lab.run_lab``) and read against its
+null: a gap against the noise floor of the random-weight models, a cell or a head against the largest effect any
+cell of those models has, a tie called a tie with the runner-up named. No sentence holds a quote mark (Quarto
+shows an inline expression's text as it is)."""
+
+from __future__ import annotations
+
+from residlab.course.lab07.patching import KINDS
+
+HALF = 0.5  # "carries most of the gap": a share of at least one half
+ATTENTION_BEND = 0.1  # a patch that moves the last block's attention at the readout by this much (total variation)
+SCALE_BEND = 0.05  # or changes the final LayerNorm's scale at the readout by this fraction
+
+
+def _site(kind: str, block: int) -> str:
+    return f"blocks.{block}.{kind}"
+
+
+def _value(value) -> str:
+    return "undefined" if value is None else f"{value:.2f}"
+
+
+def floor_share(report: dict, name: str) -> float:
+    """The share of this design's gap that the null's largest single-cell effect would be."""
+    return report["null"]["designs"][name]["largest_cell_effect"] / abs(report["designs"][name]["gap"])
+
+
+def gap_sentence(report: dict, name: str) -> str:
+    design = report["designs"][name]
+    null = report["null"]["designs"][name]
+    floor = null["noise_floor"]
+    ratio = abs(design["gap"]) / floor if floor else float("inf")
+    seeds = len(report["null"]["seeds"])
+    head = (f"M(clean) = {design['clean_metric']:.2f} and M(corrupt) = {design['corrupt_metric']:.2f}, a gap of "
+            f"{design['gap']:.2f}; the same prompts through the {seeds} random-weight models give gaps of at most "
+            f"{floor:.3f} in size (the noise floor)")  # fmt: skip
+    if design["readable"]:
+        return f"{head}, so this gap is {ratio:.0f} times the floor and every share below is read against it."
+    return (f"{head}: this gap is within {report['read_factor']:.0f} times the floor, so no share computed from it is "
+            f"read on this page.")  # fmt: skip
+
+
+def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, float]]:
+    """(site, position, share) of every cell carrying at least HALF of the gap, in depth order."""
+    grids = report["designs"][name]["activation"][direction]
+    return [(_site(kind, block), position, value) for kind in KINDS for block, row in enumerate(grids[kind])
+            for position, value in enumerate(row) if value is not None and value >= HALF]  # fmt: skip
+
+
+def grid_sentence(report: dict, name: str, direction: str) -> str:
+    design = report["designs"][name]
+    if not design["readable"]:
+        return "Not read: the gap is within its noise floor."
+    floor = floor_share(report, name)
+    grids = design["activation"][direction]
+    above = sum(1 for kind in KINDS for row in grids[kind] for value in row if value is not None and abs(value) > floor)
+    total = sum(len(row) for kind in KINDS for row in grids[kind])
+    cells = carrying_cells(report, name, direction)
+    listed = "; ".join(f"{site} at position {position} ({value:.2f})" for site, position, value in cells)
+    what = "restoring" if direction == "denoising" else "removing"
+    carried = (f"The cells whose {what} moves at least half of the gap: {listed}." if cells else
+               f"No single cell moves half of the gap by {what} it.")  # fmt: skip
+    return (f"{carried} Of the {total} cells, {above} move M by more than the largest effect of any cell of the "
+            f"random-weight models ({floor:.3f} of the gap); the others are at the null.")  # fmt: skip
+
+
+def direction_sentence(report: dict, name: str) -> str:
+    """Where denoising and noising disagree: a site that restores the behaviour alone but whose removal costs less
+    (sufficient, not necessary), or the reverse."""
+    design = report["designs"][name]
+    if not design["readable"]:
+        return ""
+    pairs = [(abs(d - n), _site(kind, block), position, d, n) for kind in KINDS
+             for block, (drow, nrow) in enumerate(zip(design["activation"]["denoising"][kind],
+                                                      design["activation"]["noising"][kind]))
+             for position, (d, n) in enumerate(zip(drow, nrow)) if d is not None and n is not None]  # fmt: skip
+    difference, site, position, denoise, noise = max(pairs)
+    if difference < 0.1:
+        return (f"Denoising and noising agree on every cell within {difference:.2f} of the gap: here each site that "
+                f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
+    reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
+               "for it" if denoise > noise else
+               "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
+    return (f"The two directions differ most at {site}, position {position}: {denoise:.2f} denoising, {noise:.2f} "
+            f"noising; {reading}.")  # fmt: skip
+
+
+def path_sentence(report: dict, name: str) -> str:
+    design = report["designs"][name]
+    if not design["readable"]:
+        return "Not read: the gap is within its noise floor."
+    path = design["path"]
+    floor = floor_share(report, name)
+    keys, everything = path["keys"], path["everything"]
+    numbers = (f"into block 1's keys only {_value(keys)}, queries only {_value(path['queries'])}, values only "
+               f"{_value(path['values'])}; into everything downstream {_value(everything)}")  # fmt: skip
+    if abs(keys) <= floor:
+        reading = ("the keys carry nothing above the null: what this design changes reaches the readout by another "
+                   "path" + (", the values" if path["values"] >= HALF * everything else ""))  # fmt: skip
+    elif everything and keys >= HALF * everything:
+        reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries: the write acts "
+                   "mainly by telling block 1 where to attend")  # fmt: skip
+    else:
+        reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
+    return f"Block 0's attention write, clean into corrupt: {numbers}. So {reading}."
+
+
+def bend_class(cell: dict) -> str:
+    if cell["attention_moved"] >= ATTENTION_BEND:
+        return "attention"
+    if cell["scale_change"] >= SCALE_BEND:
+        return "layernorm"
+    return "none"
+
+
+def attribution_cells(report: dict, name: str) -> list[dict]:
+    """Every cell with its exact and approximate recovery, error and bend measures."""
+    design = report["designs"][name]
+    cells = []
+    for kind in KINDS:
+        for block, row in enumerate(design["error"][kind]):
+            for position, error in enumerate(row):
+                if error is None:
+                    continue
+                bend = design["bends"][kind][block][position]
+                cells.append({"site": _site(kind, block), "position": position, "error": error,
+                              "exact": design["activation"]["denoising"][kind][block][position],
+                              "approximate": design["attribution"][kind][block][position],
+                              **bend, "bend": bend_class(bend)})  # fmt: skip
+    return cells
+
+
+def attribution_sentence(report: dict, name: str) -> str:
+    if not report["designs"][name]["readable"]:
+        return "Not read: the gap is within its noise floor."
+    cells = attribution_cells(report, name)
+    worst = max(cells, key=lambda cell: abs(cell["error"]))
+    by_class = {key: [c for c in cells if c["bend"] == key] for key in ("attention", "layernorm", "none")}
+    largest = {key: max((abs(c["error"]) for c in group), default=0.0) for key, group in by_class.items()}
+    first = (f"The largest error is at {worst['site']}, position {worst['position']}: attribution says "
+             f"{worst['approximate']:.2f}, the exact patch {worst['exact']:.2f} (error {worst['error']:.2f}).")  # fmt: skip
+    if worst["bend"] == "attention":
+        why = (f"That patch moves block 1's attention at the readout by {worst['attention_moved']:.2f} (total "
+               "variation): the softmax leaves the region where it is close to linear, and a gradient taken at the "
+               "corrupt run cannot see attention jump to another position.")  # fmt: skip
+    elif worst["bend"] == "layernorm":
+        why = (f"That patch does not move block 1's attention at the readout ({worst['attention_moved']:.2f}) but changes "
+               f"the final LayerNorm's scale there by {worst['scale_change']:.0%}: the LayerNorm divides by a scale the "
+               "patch changes and removes the part of the change along the current state, which a gradient at the "
+               "corrupt run treats as fixed.")  # fmt: skip
+    else:
+        why = ("Neither measured bend is there (attention at the readout and the final LayerNorm's scale barely move): "
+               "the curvature is elsewhere, in the MLP's GELU or the block inputs' LayerNorms.")  # fmt: skip
+    tally = (f"Largest error where attention moves by at least {ATTENTION_BEND}: {largest['attention']:.2f} "
+             f"({len(by_class['attention'])} cells); where only the final scale changes by at least {SCALE_BEND:.0%}: "
+             f"{largest['layernorm']:.2f} ({len(by_class['layernorm'])} cells); elsewhere: {largest['none']:.2f} "
+             f"({len(by_class['none'])} cells).")  # fmt: skip
+    return f"{first} {why} {tally}"
+
+
+OUTCOME = {
+    "found": "finds the known head",
+    "tied": "ties a known head with another",
+    "other": "puts another head on top",
+    "nothing": "finds no head above the null",
+}
+
+
+def heads_sentence(report: dict, name: str, method: str, kind: str) -> str:
+    verdicts = report["verdicts"][name]
+    if verdicts is None:
+        return "Not read: the gap is within its noise floor."
+    verdict = verdicts[method][kind]
+    block = report["heads"]["found"][kind]["block"]
+    known = (f"head {verdict['known'][0]}" if len(verdict["known"]) == 1
+             else "heads " + " and ".join(str(head) for head in verdict["known"]))
+    both_known = verdict["top"] in verdict["known"] and verdict["runner_up"] in verdict["known"]
+    tie = (", a tie between two known heads" if both_known else ", a tie") if verdict["tied"] else ""
+    top = (f"head {verdict['top']} ({verdict['top_share']:.2f}; runner-up head {verdict['runner_up']}, "
+           f"{verdict['runner_up_share']:.2f}{tie})")  # fmt: skip
+    text = f"{OUTCOME[verdict['outcome']]}: in block {block} the largest share is {top}; the known {known}"
+    shares = ", ".join(f"{share:.2f}" for share in verdict["known_shares"])
+    if verdict["outcome"] in ("other", "nothing") and max(verdict["known_shares"]) <= floor_share(report, name):
+        return f"{text} carry {shares}, nothing above the null: in this design their input is the same in both runs."
+    return f"{text} carr{'ies' if len(verdict['known']) == 1 else 'y'} {shares}."
+
+
+def known_heads_sentence(report: dict) -> str:
+    """The heads by the model's own scores, a tie called a tie with the runner-up named."""
+    parts = []
+    scores = report["heads"]["scores"]
+    for kind, head in report["heads"]["found"].items():
+        row = scores[kind][head["block"]]
+        order = sorted(range(len(row)), key=lambda h: -row[h])
+        runner = order[1] if order[0] == head["head"] else order[0]
+        tie = row[head["head"]] - row[runner] < report["tie_margin"]
+        parts.append(f"the highest {head['kind']} score is block {head['block']} head {head['head']} "
+                     f"({head['score']:.3f}), " + (f"tied with head {runner} of the same block ({row[runner]:.3f})"
+                     if tie else f"clear of the block's runner-up, head {runner} ({row[runner]:.3f})"))  # fmt: skip
+    null = report["null"]["highest_head_score"]
+    return ("By the model's own attention scores, " + "; ".join(parts) + f". In the random-weight models no head "
+            f"scores above {null['previous_token']:.3f} (previous-token) or {null['induction']:.3f} (induction).")

@@ -4,7 +4,7 @@ Run: .venv/bin/python benchmarks/induction_training.py [--repeats N] [--seed 0] 
 
 Both trainings run in this one process on one thread, side by side, once per round in a seeded random order
 (``measure.side_by_side``): Lesson 2.1's copy model (700 steps) and the induction model's recipe
-(``residlab.course.induction.recipe``, which stops at its criterion). It prints the median wall time and CPU time
+(``residlab.course.models.induction.recipe``, which stops at its criterion). It prints the median wall time and CPU time
 of each, their per-round ratio, and the induction training's steps and time per step. On a loaded machine both
 slow down together; the ratio, the CPU time (near the wall time on an idle core) and the load average printed
 beside them say how far the seconds are from an idle core's.
@@ -19,8 +19,8 @@ import sys
 import time
 
 from measure import median_ms, ratio_text, side_by_side
-from residlab.course.induction import recipe
-from residlab.course.lesson import copy_model
+from residlab.course.models.induction import recipe
+from residlab.course.models import copy_model
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from measure import median_ms, peak_rss_mib, ratio_text, side_by_side
-from residlab.course.lesson import lesson_lab
+from residlab.course.models import lesson_lab
 
 
 def full_lesson() -> None:

@@ -10,12 +10,12 @@ import sys
 # name -> (module whose main(argv) runs it, one-line help). Modules are imported only when chosen,
 # so `residlab --help` and `residlab toy` never load torch.
 COMMANDS = {
-    "toy": ("residlab.course.lab05_toy.toy", "Lab 05 Parts 1-3: the toy residual trace as a JSON report"),
-    "lesson": ("residlab.course.lesson.lesson_lab", "Lesson 2.1: train the copy model, audit it, profile pre-LN vs post-LN gradients"),
-    "paper": ("residlab.course.lab04_paper.paper_lab", "Lab 04: positional encoding, the post-LN block traced and checked, gradient routes"),
+    "toy": ("residlab.course.lab05.toy", "Lab 05 Parts 1-3: the toy residual trace as a JSON report"),
+    "lesson": ("residlab.course.models.lesson_lab", "Lesson 2.1: train the copy model, audit it, profile pre-LN vs post-LN gradients"),
+    "paper": ("residlab.course.lab04.paper_lab", "Lab 04: positional encoding, the post-LN block traced and checked, gradient routes"),
     "pythia": ("residlab.pythia.cli", "Pythia-14M specimen: plan, fetch, verify, pin, observe"),
-    "audit": ("residlab.course.lesson.copy_audit", "the Residual Contribution Audit: write a verifiable packet, or verify one"),
-    "induction": ("residlab.course.induction.cli", "train the two-block induction model and save it with its manifest"),
+    "audit": ("residlab.course.lab06.copy_audit", "the Residual Contribution Audit: write a verifiable packet, or verify one"),
+    "induction": ("residlab.course.models.induction.cli", "train the two-block induction model and save it with its manifest"),
     "site": ("residlab.build.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.build.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
     "pins": ("residlab.build.pins_command", "how far the pins are behind (outdated); whether the newest releases work (try-latest)"),

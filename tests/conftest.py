@@ -60,7 +60,7 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(scope="session")
 def lesson_gradient_profile():
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     return lesson_lab.gradient_profile()
 

@@ -11,7 +11,7 @@
 // as the solutions print it ([3, −2, 0]ᵀ, or ]^T). The characters the site itself prints are read as the page
 // means them (PRINTED_AS_TYPED): a learner who copies a label, a hint or a solution is read correctly.
 // Each entry element names the toy quantity it asks for (data-key); the site's tests type into the form and
-// compare every verdict with residlab.course.lab05_toy.toy.
+// compare every verdict with residlab.course.lab05.toy.
 (function () {
   "use strict";
 

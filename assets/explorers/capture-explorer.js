@@ -1,5 +1,5 @@
 // Lab 05 Part 4 capture explorer: every token position of the capture on the page, read from the JSON that
-// residlab/course/lab05_observation/explorer_data.py wrote into the page (the capture's observations.json, which
+// residlab/course/lab05/explorer_data.py wrote into the page (the capture's observations.json, which
 // observe_position wrote for each position). Nothing is computed here but the formatting and the drawing: norms and
 // cosines with 4 decimals, probabilities with 3 significant digits in exponent form, exactly as Python's "{:.4f}" and
 // "{:.2e}" print them. A reader's own run, verified by open-capture.js, is shown by the same build().

@@ -4,9 +4,9 @@
 // schema (every position observed, the boundaries named resid_pre and resid_post; an older one is refused with the
 // command that writes it afresh), the token ids agree, and every number of every position agrees with the captured
 // tensors within the page's tolerance, each recomputed here from captures.json exactly as
-// residlab/course/lab05_observation/capture_page.py recomputed_observation computes it (float64, math.fsum). A
+// residlab/course/models/capture_page.py recomputed_observation computes it (float64, math.fsum). A
 // verified run is shown in the page's capture explorer (capture-explorer.js) as observations.json holds it. The
-// limits and names come from the page (residlab/course/lab05_observation/open_run.py); nothing read from the files
+// limits and names come from the page (residlab/course/lab05/open_run.py); nothing read from the files
 // is ever inserted as HTML.
 (function () {
   "use strict";

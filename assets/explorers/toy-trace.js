@@ -1,4 +1,4 @@
-// Lab 05 toy trace explorer: the arithmetic of residlab/course/lab05_toy/toy.py (build_report), in the browser, exactly.
+// Lab 05 toy trace explorer: the arithmetic of residlab/course/lab05/toy.py (build_report), in the browser, exactly.
 //
 // Entries are exact fractions of BigInts; a norm keeps its exact form "sqrt(N)" (or its root when N is a
 // rational square) next to its float; a float is the nearest double to the exact value, printed the way
@@ -82,7 +82,7 @@
     return `${sign}${digits.slice(0, point)}.${digits.slice(point)}`;
   }
 
-  // ---- vectors, norms, the update rules (residlab.course.lab05_toy.toy) -------------------------------------------------
+  // ---- vectors, norms, the update rules (residlab.course.lab05.toy) -------------------------------------------------
 
   const vectorText = (v) => "[" + v.map(exactText).join(", ") + "]";
   const vAdd = (a, b) => a.map((value, i) => add(value, b[i]));

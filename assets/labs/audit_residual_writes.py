@@ -1600,7 +1600,7 @@ def check_record(name: str, value) -> dict:
 # ---- residlab/audit/measures.py ------------------------------------------------------------------
 
 """The Residual Contribution Audit's measures of one residual write, written once. The audit tool's packets
-(``packet``), Lesson 2.1's lab (``residlab.course.lesson.lesson_lab``) and the runners that bundle either compute
+(``packet``), Lesson 2.1's lab (``residlab.course.models.lesson_lab``) and the runners that bundle either compute
 every measure here, so the page, the packet and the download cannot disagree on a formula.
 
 With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_NAME = "residlab"
-TORCH_CHECK = "course/needs_torch.py"  # stops a runner that needs torch, in one line, when torch is missing
+TORCH_CHECK = "course/models/needs_torch.py"  # stops a runner that needs torch, in one line, when torch is missing
 FUTURE_IMPORT = "from __future__ import annotations"
 
 

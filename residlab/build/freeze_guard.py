@@ -6,7 +6,7 @@ source changed. A page's numbers also depend on the ``residlab`` package, the pi
 capture, which Quarto cannot see. This script hashes those inputs (``execution_inputs_digest``, the render cache's
 key too) and, when the hash differs from the one recorded beside the frozen results, deletes ``_freeze/`` so that
 every page executes afresh, and with it the render cache (``.residlab-render-cache/``, what several pages share:
-``residlab/course/render/render_cache.py``).
+``residlab/render/render_cache.py``).
 
 Quarto runs it with whatever Python it found, before any page imports residlab, for ``quarto render`` and
 ``residlab site render`` alike; it reads the project's own ``residlab`` (standard library modules only).
@@ -22,7 +22,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from residlab.course.render.render_cache import RENDER_CACHE_DIR, execution_inputs_digest  # noqa: E402
+from residlab.render.render_cache import RENDER_CACHE_DIR, execution_inputs_digest  # noqa: E402
 
 FREEZE_DIR = "_freeze"
 STAMP = "residlab-execution-inputs.sha256"
@@ -60,6 +60,6 @@ if __name__ == "__main__":
     root = Path(os.environ.get("QUARTO_PROJECT_DIR") or Path(__file__).resolve().parents[2])
     print(f"residlab freeze guard: {guard(root)}", file=sys.stderr)
     if prefetch_wanted(root, os.environ):
-        from residlab.course.render.shared import start_prefetch
+        from residlab.course.shared import start_prefetch
 
         start_prefetch(root, render=os.getppid())  # Quarto, which runs this script

@@ -2,7 +2,7 @@
 
 ``_quarto.yml`` names ``assets/site/social-preview.png`` as the open-graph and twitter-card image. It is drawn
 here, after every render, from the site's own numbers: the Lab 05 toy trace x -> y = x + F(x) -> z = y + G(y)
-as ``residlab.course.lab05_toy.toy`` computes it, beside the site's title and description. Nothing is committed; a
+as ``residlab.course.lab05.toy`` computes it, beside the site's title and description. Nothing is committed; a
 build without this step has no preview image, and tests/site/test_publish.py fails.
 
 Quarto runs it with the project's Python (``residlab site render`` sets QUARTO_PYTHON) in the project root and
@@ -26,7 +26,7 @@ def draw(path: Path, title: str, description: str) -> None:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    from residlab.course.lab05_toy import toy
+    from residlab.course.lab05 import toy
 
     trace = toy.sequential_trace(toy.Vector(toy.DEFAULT_INPUT))
     columns = [("x", trace.input), ("y = x + F(x)", trace.intermediate), ("z = y + G(y)", trace.final)]

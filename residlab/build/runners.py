@@ -76,25 +76,25 @@ PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "t
 RUNNERS = (
     Runner(
         "trace_residual_toy.py",
-        ("course/lab05_toy/exact_vectors.py", "course/lab05_toy/toy.py"),
+        ("course/lab05/exact_vectors.py", "course/lab05/toy.py"),
         "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
         "the exact arithmetic and the update rules",
         (
-            ReadFirst("course/lab05_toy/exact_vectors.py", ("Vector",)),
-            ReadFirst("course/lab05_toy/toy.py", ("first_update", "second_update", "readout")),
+            ReadFirst("course/lab05/exact_vectors.py", ("Vector",)),
+            ReadFirst("course/lab05/toy.py", ("first_update", "second_update", "readout")),
         ),
     ),
     Runner(
         "residual_stream_lab.py",
         (
-            TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/threads.py",
-            "course/lesson/copy_model.py", "course/lesson/gradient_profile.py", "course/lesson/lesson_lab.py",
+            TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/models/threads.py",
+            "course/models/copy_model.py", "course/models/gradient_profile.py", "course/models/lesson_lab.py",
         ),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
         "the audit of the copy model",
         (
-            ReadFirst("course/lesson/copy_model.py", ("PreNormBlock",)),
-            ReadFirst("course/lesson/lesson_lab.py", ("run_traced", "audit_model")),
+            ReadFirst("course/models/copy_model.py", ("PreNormBlock",)),
+            ReadFirst("course/models/lesson_lab.py", ("run_traced", "audit_model")),
         ),
     ),
     Runner(
@@ -119,14 +119,14 @@ RUNNERS = (
     Runner(
         "read_transformer_paper.py",
         (
-            TORCH_CHECK, "course/threads.py", "course/lesson/gradient_profile.py",
-            "course/lab04_paper/positional_encoding.py", "capture/recording.py", "course/lab04_paper/traced_block.py",
-            "course/lab04_paper/paper_lab.py",
+            TORCH_CHECK, "course/models/threads.py", "course/models/gradient_profile.py",
+            "course/lab04/positional_encoding.py", "capture/recording.py", "course/lab04/traced_block.py",
+            "course/lab04/paper_lab.py",
         ),
         "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
         "(needs only torch)",
         "the traced block",
-        (ReadFirst("course/lab04_paper/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
+        (ReadFirst("course/lab04/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
     ),
     Runner(
         "audit_residual_writes.py",

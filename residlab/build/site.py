@@ -6,7 +6,8 @@ Quarto is the one thing that executes pages. This package never re-implements it
 - ``residlab site render [--output-dir DIR] [PAGE ...]``: runs ``quarto render`` with this environment's
   Python as the Jupyter kernel, echoes its output, and fails on a non-zero exit *or* any warning line
   (Quarto's, pandoc's or a kernel's). With pages, only those are rendered (always executed). What several pages
-  share is computed once per render, by whichever Quarto render runs (``residlab/course/render/``).
+  share is computed once per render, by whichever Quarto render runs (``residlab/course/shared.py``, kept in
+  ``residlab/render/``'s cache).
 - ``residlab site url [--expect URL]``: the address the site is published at (``website: site-url``, the
   publisher's to set); with ``--expect``, fails unless it is that address (the deploy workflow passes Pages').
 - ``residlab site verify DIR``: checks what a render built (``site_verify``).

@@ -48,7 +48,7 @@ the file, a ``manifest.json``, ``observations.json`` and ``captures.json`` that 
 their own run in Lab 05 (and their own packet in Lab 06) the same way: the browser reads the files (nothing is
 uploaded), refuses one over the page's stated size before reading it, checks the SHA-256 digests with Web Crypto
 (where there is none, the run is not shown, never called verified) and shows a verified run in the page's explorer,
-labelled as the reader's (``residlab/course/lab05_observation/open_run.py``, ``assets/explorers/open-*.js``). A
+labelled as the reader's (``residlab/course/lab05/open_run.py``, ``assets/explorers/open-*.js``). A
 packet's links are checked; its values are re-run only by ``verify``.
 
 Importing this package imports nothing heavy: torch and transformers load only inside the functions that

@@ -3,7 +3,7 @@
 with its manifest, replacing the one there only once the new one is complete.
 
 Pages prefer a capture made during the render, then this committed one, then the synthetic specimen's
-(``residlab.course.lab05_observation.capture_source``).
+(``residlab.course.models.capture_source``).
 """
 
 from __future__ import annotations

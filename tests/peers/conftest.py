@@ -25,14 +25,14 @@ def specimen_model():
 @pytest.fixture(scope="session")
 def trained_copy_model():
     """Lesson 2.1's copy model, trained once for the suite (its default training); snippets work on copies."""
-    from residlab.course.lesson import copy_model
+    from residlab.course.models import copy_model
 
     return copy_model.default_training()[0]
 
 
 @pytest.fixture(scope="session")
 def lesson_tokens():
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     return torch.tensor([lesson_lab.CLEAN_TOKENS])
 

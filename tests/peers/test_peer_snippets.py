@@ -10,7 +10,7 @@ import torch
 from snippet_runner import run_snippet
 from residlab import audit
 from residlab.course import peers
-from residlab.course.lab06_audit import pythia_audit
+from residlab.course.lab06 import pythia_audit
 from residlab.pythia import observe
 
 CAPTURES = peers.BOXES["capture"]["files"]
@@ -38,7 +38,7 @@ def test_a_capture_snippet_gives_residlabs_capture_bit_for_bit(peer, specimen_di
 
 @pytest.mark.parametrize("peer", LESSON_CAPTURES)
 def test_a_lesson_capture_snippet_gives_the_lessons_trace_bit_for_bit(peer, trained_copy_model, lesson_tokens):
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     expected = lesson_lab.run_traced(trained_copy_model, lesson_tokens).trace
     found = run_snippet(LESSON_CAPTURES[peer], copy_model=trained_copy_model, tokens=lesson_tokens)

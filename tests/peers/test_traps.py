@@ -1,4 +1,4 @@
-"""The traps the peer boxes list, each shown true: residlab.course.peers.TRAPS on the synthetic specimen,
+"""The traps the peer boxes list, each shown true: residlab.course.ui.peers.TRAPS on the synthetic specimen,
 COPY_MODEL_TRAPS on Lesson 2.1's copy model."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def test_transformer_lens_caches_only_its_own_hook_points_and_the_snippet_leaves
 ):
     from transformer_lens import HookedRootModule
 
-    from residlab.course.lesson import copy_model
+    from residlab.course.models import copy_model
     from snippet_runner import run_snippet
 
     class Unswapped(HookedRootModule):

@@ -51,7 +51,7 @@ def test_learner_environment_has_only_the_pinned_libraries():
 
 @pytest.mark.slow  # the whole lesson, gradient profiles included, twice
 def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     completed = run_alone("residual_stream_lab.py", [], tmp_path)
     assert completed.returncode == 0, completed.stderr
@@ -62,7 +62,7 @@ def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
 
 
 def test_paper_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
-    from residlab.course.lab04_paper import paper_lab
+    from residlab.course.lab04 import paper_lab
 
     completed = run_alone("read_transformer_paper.py", ["--skip-profile"], tmp_path)
     assert completed.returncode == 0, completed.stderr

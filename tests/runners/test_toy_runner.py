@@ -1,4 +1,4 @@
-"""The downloadable toy runner runs alone and prints exactly what residlab.course.lab05_toy.toy computes."""
+"""The downloadable toy runner runs alone and prints exactly what residlab.course.lab05.toy computes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_toy import toy
+from residlab.course.lab05 import toy
 
 SITE_ROOT = Path(__file__).resolve().parents[2]
 RUNNER_NAME = "trace_residual_toy.py"

@@ -1,5 +1,5 @@
 """Lab 05's "Check your trace" in headless Chromium: typed right answers, wrong ones, equivalent forms and
-malformed input, each verdict compared with one decided here from residlab.course.lab05_toy.toy.
+malformed input, each verdict compared with one decided here from residlab.course.lab05.toy.
 
 The reference does not parse anything: every typed string below comes with what it means, written by hand
 (``exact(...)``, ``root(...)``, ``decimal(...)``, or None for input that is not a number), and the verdict
@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 from test_browser import open_page, wait_for
 
-from residlab.course.lab05_toy import toy
+from residlab.course.lab05 import toy
 
 pytestmark = pytest.mark.slow
 LAB = "labs/05-trace-residual-stream.html"

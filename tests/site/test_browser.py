@@ -129,7 +129,7 @@ def test_page_fits_a_phone_screen_and_its_scrolling_boxes_take_the_keyboard(page
 
 
 def test_diagrams_are_drawn_into_the_page_and_no_diagram_library_is_shipped(built_site, base_url, browser):
-    """The lesson's diagrams arrive as inline SVG (residlab.course.diagrams, and the block picture's two blocks):
+    """The lesson's diagrams arrive as inline SVG (residlab.course.ui.diagrams, and the block picture's two blocks):
     visible, with real text, an image role and a title and description; no page loads or links a diagram library,
     and the site ships none."""
     page = "lessons/04-residual-stream.html"

@@ -1,8 +1,8 @@
 """Lab 05's two explorers in headless Chromium, on the built site served from 127.0.0.1.
 
-The toy explorer is typed into and every value it shows is compared with ``residlab.course.lab05_toy.toy.build_report`` for the
+The toy explorer is typed into and every value it shows is compared with ``residlab.course.lab05.toy.build_report`` for the
 same input; the capture explorer is switched through positions and boundaries and every number it shows is
-compared with ``observations.json`` (the selected position) and with ``residlab.course.lab05_observation.explorer_data`` (every
+compared with ``observations.json`` (the selected position) and with ``residlab.course.lab05.explorer_data`` (every
 position). Both must work with no request beyond the site's own host, at phone width, with labelled controls,
 and without moving anything on the page when values change."""
 
@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from test_browser import open_page, wait_for
 
-from residlab.course.lab05_toy import toy
+from residlab.course.lab05 import toy
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def lab(browser, lab_url):
 
 
 def report_text(value) -> str:
-    """What the explorer shows for one report value: exact vectors as residlab.course.lab05_toy.toy's str(Vector), floats as
+    """What the explorer shows for one report value: exact vectors as residlab.course.lab05.toy's str(Vector), floats as
     JSON (Python's repr), booleans as yes/no."""
     if isinstance(value, bool):
         return "yes" if value else "no"
@@ -102,11 +102,11 @@ def test_toy_explorer_shows_residlab_toy_report(browser, lab, x, second):
     shown = shown_fields(browser)
     assert len(shown) == 54  # every field the explorer shows, each compared below
     mismatches = {path: (text, report_text(field(report, path))) for path, text in shown.items() if text != report_text(field(report, path))}
-    assert mismatches == {}, "explorer value != residlab.course.lab05_toy.toy's report (shown, expected)"
+    assert mismatches == {}, "explorer value != residlab.course.lab05.toy's report (shown, expected)"
 
 
 def random_entries(rng) -> list[str]:
-    """Six entries as a reader might type them; at most one fraction, so residlab.course.lab05_toy.toy's exact norms (which
+    """Six entries as a reader might type them; at most one fraction, so residlab.course.lab05.toy's exact norms (which
     factor the squared norm by trial division) stay quick."""
     def integer():
         return str(rng.randint(-300, 300))
@@ -274,8 +274,8 @@ def test_capture_explorer_shows_observations_json_at_the_selected_position(brows
 
 
 def test_capture_explorer_switches_position_and_boundary(browser, lab):
-    from residlab.course.lab05_observation import explorer_data
-    from residlab.course.lab05_observation.capture_page import read_capture
+    from residlab.course.lab05 import explorer_data
+    from residlab.course.models.capture_page import read_capture
 
     capture = read_capture(CAPTURE)
     data = explorer_data.explorer_data(capture)

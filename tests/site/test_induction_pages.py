@@ -31,7 +31,7 @@ def training(built_site, tmp_path_factory):
     """(report, Lab 06's audit of it, the model from the stored weights) of this render's one training."""
     from transformers import GPTNeoXForCausalLM
 
-    from residlab.course.render import render_cache
+    from residlab.render import render_cache
 
     folder = built_site.project / render_cache.RENDER_CACHE_DIR
     uses = render_cache.read_uses(folder)
@@ -100,7 +100,7 @@ def colour_map(name: str, low: float, high: float):
 
 
 def test_attention_entry_shows_this_renders_accuracy_scores_and_heads(built_site, training):
-    from residlab.course.induction import measures
+    from residlab.course.models.induction import measures
 
     report, _, model = training
     held = report["held_out"]
@@ -132,7 +132,7 @@ def test_attention_entry_shows_this_renders_accuracy_scores_and_heads(built_site
 
 
 def test_logit_lens_entry_shows_this_renders_trajectory(built_site, training):
-    from residlab.course.induction import measures
+    from residlab.course.models.induction import measures
 
     report, _, model = training
     lens = report["lens"]["held_out"]

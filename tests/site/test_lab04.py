@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab04_paper import paper_lab
+from residlab.course.lab04 import paper_lab
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

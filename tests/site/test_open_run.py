@@ -23,7 +23,8 @@ from test_explorers import capture_shown, choose, expected_capture_rows
 
 from residlab.audit.packet import RECORDS, SCHEMA, linked_records, packet_files, record_body
 from residlab.audit.runs import canonical_json, sha256_json
-from residlab.course.lab05_observation import capture_page, open_run
+from residlab.course.models import capture_page
+from residlab.course.lab05 import open_run
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

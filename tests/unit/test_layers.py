@@ -1,9 +1,11 @@
 """The package's floors, read from its own source: imports run one way, no cycle, no module grown too large, no run
 of six identical lines written twice, and the pages come in through the one front door (``residlab.course``).
 
-Floors, bottom to top: ``capture`` (block tables, site names, recording, the output rule); ``audit`` and
-``pythia``, each standing on capture alone; ``course`` (what pages compute and draw) and ``build`` (site checks,
-sync, pins, runner generation) on top; the ``residlab`` command (``cli.py``, ``__main__.py``) above all.
+Floors, bottom to top: ``capture`` (block tables, site names, recording, the output rule) and ``render`` (the
+per-render cache, standard library only); ``audit`` and ``pythia``, each standing on capture alone; ``course``
+(what pages compute and draw) and ``build`` (site checks, sync, pins, runner generation) on top; the ``residlab``
+command (``cli.py``, ``__main__.py``) above all. Inside ``course``, page-family rooms import no other room but the
+shared ones (``models``, ``ui``); ``ui`` imports no room.
 """
 
 from __future__ import annotations
@@ -20,12 +22,16 @@ PACKAGE = ROOT / "residlab"
 # room -> the rooms it may import (besides itself).
 MAY_IMPORT = {
     "capture": set(),
+    "render": set(),
     "audit": {"capture"},
     "pythia": {"capture"},
-    "course": {"capture", "audit", "pythia"},
-    "build": {"capture", "audit", "pythia", "course"},
-    "": {"capture", "audit", "pythia", "course", "build"},  # residlab/__init__.py, cli.py, __main__.py
+    "course": {"capture", "render", "audit", "pythia"},
+    "build": {"capture", "render", "audit", "pythia", "course"},
+    "": {"capture", "render", "audit", "pythia", "course", "build"},  # residlab/__init__.py, cli.py, __main__.py
 }
+FLOORS = ("capture", "render", "audit", "pythia", "course", "build")
+# Inside course: the rooms every page family may use; a page-family room imports only these (and itself).
+SHARED_ROOMS = {"models": {"ui"}, "ui": set()}
 MAX_MODULE_LINES = 520  # "about 500": a module past this is split
 SHARED_RUN = 6  # identical lines that may not stand twice in the package
 PAGES = sorted(
@@ -74,11 +80,9 @@ def import_graph() -> dict[str, set[str]]:
     return {name: imported_modules(path, set(known)) - {name} for name, path in known.items()}
 
 
-def test_the_package_has_the_five_floors():
-    assert {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()} == {
-        "capture", "audit", "pythia", "course", "build"
-    }
-    for floor in ("capture", "audit", "pythia", "course", "build"):
+def test_the_package_has_its_floors():
+    assert {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()} == set(FLOORS)
+    for floor in FLOORS:
         assert ast.get_docstring(ast.parse((PACKAGE / floor / "__init__.py").read_text())), f"{floor} has no manual"
 
 
@@ -90,6 +94,30 @@ def test_imports_only_run_downward():
         if room(target) != room(module) and room(target) not in MAY_IMPORT[room(module)] and target != "residlab"
     ]
     assert upward == []
+
+
+def course_room(module: str) -> str:
+    """The course room a module sits in ("" for the front door and the course-level modules beside it)."""
+    parts = module.split(".")
+    in_room = len(parts) >= 3 and parts[1] == "course" and (PACKAGE / "course" / parts[2]).is_dir()
+    return parts[2] if in_room else ""
+
+
+def test_every_course_room_has_a_manual():
+    for folder in sorted(path for path in (PACKAGE / "course").iterdir() if (path / "__init__.py").is_file()):
+        assert ast.get_docstring(ast.parse((folder / "__init__.py").read_text())), f"course/{folder.name} has no manual"
+
+
+def test_rooms_import_only_the_shared_rooms():
+    crossing = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        if course_room(module)
+        for target in targets
+        if room(target) == "course" and course_room(target) != course_room(module)
+        and course_room(target) not in SHARED_ROOMS.get(course_room(module), set(SHARED_ROOMS))
+    ]
+    assert crossing == [], "a room imports another page family's room: move what both need to models/ or ui/"
 
 
 def test_the_import_graph_has_no_cycle():
@@ -166,7 +194,8 @@ def test_no_front_door_name_is_shadowed_by_a_submodule():
     # Importing residlab.course.X binds X on the package, which would hide a door name X that means something else.
     from residlab import course
 
-    submodules = {path.stem for path in (ROOT / "residlab" / "course").glob("*.py")}
+    course_dir = ROOT / "residlab" / "course"
+    submodules = {path.stem for path in course_dir.glob("*.py")} | {path.name for path in course_dir.iterdir() if path.is_dir()}
     for name, (module, attribute) in course._INTERFACE.items():
         if name in submodules:
             assert (module, attribute) == (f"residlab.course.{name}", None), f"{name} is also a course submodule"

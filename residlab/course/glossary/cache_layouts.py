@@ -201,7 +201,7 @@ def copy_model_cache_layouts(model=None, tokens: Sequence[int] | None = None) ->
     resid_post = H_1 (resid_mid is inside the block)."""
     import torch
 
-    from residlab.course.lesson import copy_model, lesson_lab
+    from residlab.course.models import copy_model, lesson_lab
 
     model = model if model is not None else copy_model.default_training()[0]
     tokens = tuple(lesson_lab.CLEAN_TOKENS if tokens is None else tokens)

@@ -1,5 +1,5 @@
 """One picture of the block: a sequential pre-LN block (Lesson 2.1's copy model) and a parallel one (GPT-NeoX's,
-so Pythia's), drawn top to bottom as inline SVG with ``residlab.course.diagrams``' colours (both schemes), every
+so Pythia's), drawn top to bottom as inline SVG with ``residlab.course.ui.diagrams``' colours (both schemes), every
 hook site the pages use marked with the names the code uses.
 
     from residlab.course import block_figure
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 from residlab.capture.blocks import BLOCK_TYPES, COPY_MODEL, BlockType
 from residlab.capture.sites import BLOCK_SITES, site_name
-from residlab.course.diagrams import (
+from residlab.course.ui.diagrams import (
     HEAD, LINE_PX, PAD_X, PAD_Y, STYLE, DiagramError, figure_html, svg_arrowhead, svg_element, svg_number, svg_text,
     text_width,
 )
-from residlab.course.lesson.lesson_lab import TRACE_HOOK_POINTS
+from residlab.course.models.lesson_lab import TRACE_HOOK_POINTS
 
 BLOCK = "ℓ"  # the block index as the pages write it
 RESID_PRE, ATTN_WRITE, MLP_WRITE, RESID_POST = BLOCK_SITES

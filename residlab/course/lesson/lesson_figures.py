@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from residlab.course.lesson.gradient_profile import GradientProfile
+from residlab.course.models.gradient_profile import GradientProfile
 
 ARRANGEMENT_STYLES = {
     "pre-LN": {"color": "#3f7da0", "marker": "o"},

@@ -28,7 +28,7 @@ def reference_terms(norm, head, writes: dict, target: int, rival: int, centre: b
 
 @pytest.mark.slow
 def test_the_copy_models_terms_sum_to_its_logit_difference():
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     model = lesson_lab.default_training()[0]
     audit = lesson_lab.audit_model(model)

@@ -18,8 +18,8 @@ from residlab import audit
 from residlab.audit import cli as audit_cli
 from residlab.audit import packet as audit_packet
 from residlab.capture.outdir import OutputDirectoryError
-from residlab.course.lesson import copy_audit
-from residlab.course.lesson import lesson_lab
+from residlab.course.lab06 import copy_audit
+from residlab.course.models import lesson_lab
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "assets" / "labs" / "audit_residual_writes.py"

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from audit_packets import field_paths, field_text, get, load_records, relinked, write_records, write_small_packets
 from residlab import audit
 from residlab.capture.blocks import SPECIMEN_CONFIGS
-from residlab.course.lesson import copy_audit
+from residlab.course.lab06 import copy_audit
 
 SECONDS_PER_VERIFY = 30  # a generous bound: each verify here takes well under a second
 # Inputs of the re-run: a forger who changes one and re-links makes a different, consistent claim, which verify

@@ -17,7 +17,7 @@ import pytest
 
 from audit_packets import copy_packet, load_records, relinked, write_records, write_small_packets
 from residlab import audit
-from residlab.course.lesson import copy_audit
+from residlab.course.lab06 import copy_audit
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNNER = ROOT / "assets" / "labs" / "audit_residual_writes.py"

@@ -152,7 +152,7 @@ def test_the_freeze_guard_prefetches_only_for_a_whole_render_in_which_every_page
 
 
 def test_the_prefetch_runs_apart_from_the_guard_that_starts_it(tmp_path, monkeypatch):
-    from residlab.course.render import shared
+    from residlab.course import shared
 
     marker = tmp_path / "prefetch.txt"
     script = ("import os, pathlib, sys; pathlib.Path(sys.argv[-3]).write_text("

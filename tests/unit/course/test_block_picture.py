@@ -14,9 +14,9 @@ import torch
 from residlab.capture.blocks import BLOCK_TYPES, COPY_MODEL
 from residlab.capture.sites import site_paths
 from residlab.course import block_figure
-from residlab.course.diagrams import DiagramError
+from residlab.course.ui.diagrams import DiagramError
 from residlab.course.lesson import block_picture
-from residlab.course.lesson.copy_model import HookPoint, PreNormBlock
+from residlab.course.models.copy_model import HookPoint, PreNormBlock
 
 SVG = "{http://www.w3.org/2000/svg}"
 NEOX = BLOCK_TYPES["gpt_neox"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_observation import capture_page
+from residlab.course.models import capture_page
 
 ROOT = Path(__file__).resolve().parents[3]
 CACHED_CAPTURE = ROOT / "assets" / "captures" / "synthetic-specimen-seed0"
@@ -118,7 +118,7 @@ def test_a_capture_that_is_not_one_consistent_run_is_refused_naming_the_file(fau
 
 
 def test_the_page_refuses_a_damaged_cached_capture_rather_than_showing_it(capture_copy, tmp_path):
-    from residlab.course.lab05_observation import capture_source
+    from residlab.course.models import capture_source
     from residlab.pythia.cache import CACHE_ENV
 
     (tmp_path / "captures").mkdir()
@@ -161,7 +161,7 @@ def test_every_formatting_function_handles_null_and_zero():
     import matplotlib.pyplot as plt
 
     shown = _degenerate_capture()
-    from residlab.course.lab05_observation import capture_reading
+    from residlab.course.lab05 import capture_reading
 
     trend, seen = capture_reading.norm_trend(shown), capture_reading.alignment(shown)
     assert trend["factor"] is None and trend["direction"] == "neither" and trend["blocks_up"] == 0
@@ -187,7 +187,7 @@ def test_page_figures_have_labelled_axes():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from residlab.course.lab05_observation import capture_page
+    from residlab.course.models import capture_page
 
     shown = capture_page.read_capture(CACHED_CAPTURE)
     for draw in (capture_page.plot_boundary_norms, capture_page.plot_consecutive_cosines, capture_page.plot_write_norms):

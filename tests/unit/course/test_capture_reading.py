@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_observation import capture_page, capture_reading
-from residlab.course.lab06_audit import pythia_audit
+from residlab.course.models import capture_page
+from residlab.course.lab05 import capture_reading
+from residlab.course.lab06 import pythia_audit
 
 CAPTURE = Path(__file__).resolve().parents[3] / "assets" / "captures" / "synthetic-specimen-seed0"
 
@@ -98,6 +99,6 @@ def test_only_the_pinned_repositorys_own_files_are_called_pythia(committed):
     assert 'title="Pythia-14M, revision 000000000000"' in pythia_audit.model_callout(pinned)
     synthetic = dataclasses.replace(pinned, synthetic=True)
     assert "Null baseline" in pythia_audit.model_callout(synthetic)
-    from residlab.course.lab05_observation import capture_source
+    from residlab.course.models import capture_source
 
     assert "Null baseline" in capture_source.model_callout(committed) and not capture_source.is_pinned_model(committed)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_observation import capture_page, capture_source
+from residlab.course.models import capture_page, capture_source
 from residlab.pythia import cache
 from residlab.pythia.artifacts import ArtifactError
 from residlab.pythia.lock import load_lock

@@ -1,4 +1,4 @@
-"""residlab.course.diagrams: the SVG is well-formed and accessible, its drawing matches its description, nodes never
+"""residlab.course.ui.diagrams: the SVG is well-formed and accessible, its drawing matches its description, nodes never
 overlap, arrows start and end on their nodes' edges, and a diagram that cannot be drawn is refused by name."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from residlab.course import Arrow, Diagram, Node, diagram_figure, diagram_svg
-from residlab.course import diagrams
+from residlab.course.ui import diagrams
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -1,4 +1,4 @@
-"""residlab.course.lab05_observation.explorer_data: the explorer shows every position as the capture's
+"""residlab.course.lab05.explorer_data: the explorer shows every position as the capture's
 observations.json holds it, each checked against captures.json when the capture is read; an observations.json of an
 old layout (the selected position only, or the boundaries under other names) is refused with the command that
 refreshes it; no model is built."""
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_observation import explorer_data
-from residlab.course.lab05_observation.capture_page import CaptureError, read_capture, recomputed_observation
+from residlab.course.lab05 import explorer_data
+from residlab.course.models.capture_page import CaptureError, read_capture, recomputed_observation
 
 CAPTURE = Path(__file__).resolve().parents[3] / "assets" / "captures" / "synthetic-specimen-seed0"
 
@@ -67,7 +67,7 @@ def test_every_position_agrees_with_captures_json(data):
 
 
 def test_the_explorer_builds_no_model():
-    code = ("import sys\nfrom residlab.course.lab05_observation import capture_source, explorer_data\n"
+    code = ("import sys\nfrom residlab.course.lab05 import explorer_data\nfrom residlab.course.models import capture_source\n"
             "explorer_data.page_explorer(capture_source.page_capture(), 'x.js')\n"
             "print(sorted({'torch', 'transformers'} & set(sys.modules)))")  # fmt: skip
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -226,7 +226,7 @@ def test_one_patching_cell_recomputed(trained):
 
 
 def test_training_is_deterministic_from_its_seed():
-    from residlab.course.induction.recipe import train_induction_model
+    from residlab.course.models.induction.recipe import train_induction_model
 
     first, second = (train_induction_model(seed=3, steps=4).state_dict() for _ in range(2))
     assert all(torch.equal(first[name], second[name]) for name in first)
@@ -252,7 +252,7 @@ def _under_a_file(tmp_path):
 
 @pytest.mark.parametrize("occupy", [_non_empty, _a_file, _under_a_file])
 def test_train_refuses_an_unusable_output_in_one_line_before_training(tmp_path, capsys, occupy, monkeypatch):
-    from residlab.course.induction import induction_lab
+    from residlab.course.models.induction import induction_lab
 
     monkeypatch.setattr(induction_lab, "train_and_measure", lambda *a: pytest.fail("trained despite the refusal"))
     output, reason = occupy(tmp_path)
@@ -266,7 +266,7 @@ def test_train_refuses_an_unusable_output_in_one_line_before_training(tmp_path, 
 @pytest.mark.parametrize("seed, reason", [(str(2**64), "is outside 0 to 2**64 - 1"), ("-1", "is outside 0 to 2**64 - 1"),
                                           ("seven", "is not an integer")])  # fmt: skip
 def test_train_refuses_a_seed_torch_cannot_take_as_the_audit_does(tmp_path, capsys, seed, reason, monkeypatch):
-    from residlab.course.induction import induction_lab
+    from residlab.course.models.induction import induction_lab
 
     monkeypatch.setattr(induction_lab, "train_and_measure", lambda *a: pytest.fail("trained despite the refusal"))
     with pytest.raises(SystemExit) as stopped:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from residlab.course.induction import sentences
+from residlab.course.models.induction import sentences
 
 
 def report(repeated=1.0, first=0.0, previous_block=0, previous_score=0.9, induction_block=1, top1=(0.0, 0.0, 0.0, 1.0, 1.0)):

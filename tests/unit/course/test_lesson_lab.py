@@ -1,4 +1,4 @@
-"""The Lesson 2.1 copy-model audit and gradient profile (residlab.course.lesson.lesson_lab).
+"""The Lesson 2.1 copy-model audit and gradient profile (residlab.course.models.lesson_lab).
 
 The model is trained once for the whole module (a few seconds on one thread); every test reads that run.
 """
@@ -10,10 +10,10 @@ import json
 import pytest
 import torch
 
-from residlab.course.lesson import lesson_lab
-from residlab.course.lesson.copy_model import HookPoint
+from residlab.course.models import lesson_lab
+from residlab.course.models.copy_model import HookPoint
 from residlab.course.lesson.lesson_figures import plot_gradient_profile
-from residlab.course.tables import markdown_table
+from residlab.course.ui.tables import markdown_table
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,9 @@ import torch
 
 from residlab.capture import sites
 from residlab.capture.blocks import BLOCK_TYPES, COPY_MODEL
-from residlab.course.lesson import copy_model, lesson_figures, lesson_lab
-from residlab.course.lesson.gradient_profile import GradientProfile
+from residlab.course.models import copy_model, lesson_lab
+from residlab.course.lesson import lesson_figures
+from residlab.course.models.gradient_profile import GradientProfile
 
 ROOT = Path(__file__).resolve().parents[3]
 CLEAN, CORRUPT = lesson_lab.CLEAN_TOKENS, lesson_lab.CORRUPT_TOKENS
@@ -155,8 +156,8 @@ OLD_STATE_NAMES = re.compile(r"\b(?:trace|records?)\.r[012]\b|[\"']r[012][\"']|\
     [
         "assets/labs/residual_stream_lab.py",
         "assets/labs/audit_residual_writes.py",
-        "residlab/course/lesson/copy_model.py",
-        "residlab/course/lesson/lesson_lab.py",
+        "residlab/course/models/copy_model.py",
+        "residlab/course/models/lesson_lab.py",
         "residlab/course/glossary/cache_layouts.py",
         "lessons/04-residual-stream.qmd",
         "glossary/residual-stream.qmd",

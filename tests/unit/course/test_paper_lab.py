@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from residlab.course.lesson import lesson_lab
-from residlab.course.lab04_paper import paper_lab
-from residlab.course.lab04_paper import positional_encoding
-from residlab.course.lab04_paper import traced_block
+from residlab.course.models import lesson_lab
+from residlab.course.lab04 import paper_lab
+from residlab.course.lab04 import positional_encoding
+from residlab.course.lab04 import traced_block
 from residlab.build.runners import RUNNERS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,7 +86,7 @@ def test_figure_draws_the_sine_and_cosine_columns():
     import matplotlib
 
     matplotlib.use("Agg")
-    from residlab.course.lab04_paper.paper_figures import plot_positional_encoding
+    from residlab.course.lab04.paper_figures import plot_positional_encoding
 
     figure = plot_positional_encoding(100, 512)
     sine, cosine = (ax.get_images()[0].get_array() for ax in figure.axes[:2])

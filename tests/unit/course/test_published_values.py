@@ -23,7 +23,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from residlab.course.lesson import lesson_lab  # noqa: E402
+from residlab.course.models import lesson_lab  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -19,8 +19,9 @@ import pytest
 import torch
 
 from residlab.build import freeze_guard
-from residlab.course.lesson import copy_model
-from residlab.course.render import render_cache, shared
+from residlab.course.models import copy_model
+from residlab.course import shared
+from residlab.render import render_cache
 from residlab.pythia.specimen import build_specimen_model
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,4 +1,4 @@
-"""residlab.course.lab05_toy.toy: the Lab 05 hand trace, its interventions, its errors and its report."""
+"""residlab.course.lab05.toy: the Lab 05 hand trace, its interventions, its errors and its report."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05_toy import exact_vectors, toy
-from residlab.course.lab05_toy.toy import Norm, ToyInputError, Vector
+from residlab.course.lab05 import exact_vectors, toy
+from residlab.course.lab05.toy import Norm, ToyInputError, Vector
 
 DOCUMENT_INPUT = Vector.of(1, 2, -1)
 DOCUMENT_SECOND_POSITION = Vector.of(-2, 0, 3)
@@ -336,13 +336,13 @@ def test_toy_imports_only_the_standard_library():
                 imported |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
                 imported.add(node.module or "")
-    assert {name for name in imported if name.split(".")[0] == "residlab"} == {"residlab.course.lab05_toy.exact_vectors"}
+    assert {name for name in imported if name.split(".")[0] == "residlab"} == {"residlab.course.lab05.exact_vectors"}
     assert {name.split(".")[0] for name in imported} - set(sys.stdlib_module_names) == {"residlab"}
 
 
 def test_importing_residlab_and_toy_does_not_import_torch():
     code = (
-        "import sys, residlab, residlab.course.lab05_toy.toy, residlab.cli; "
+        "import sys, residlab, residlab.course.lab05.toy, residlab.cli; "
         "assert 'torch' not in sys.modules, 'torch was imported'; "
         "assert 'numpy' not in sys.modules, 'numpy was imported'; print('ok')"
     )

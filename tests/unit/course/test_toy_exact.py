@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from residlab.course.lab05_toy import toy
+from residlab.course.lab05 import toy
 
 
 def exact_float(exact) -> float:

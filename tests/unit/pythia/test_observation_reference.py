@@ -235,7 +235,8 @@ def test_committed_checks_table_is_recomputed_from_the_committed_captures():
 
 
 def test_the_pages_worked_example_is_recomputed_from_the_committed_captures():
-    from residlab.course.lab05_observation import capture_page, capture_reading
+    from residlab.course.models import capture_page
+    from residlab.course.lab05 import capture_reading
 
     _, tensors = committed_tensors()
     shown = capture_page.read_capture(COMMITTED)

@@ -1,0 +1,14 @@
+"""Lab 05 "Trace a Residual Stream": the toy trace (Parts 1-3) and the observation of a GPT-NeoX capture (Part 4).
+
+- ``toy``: the two update rules, the trace of a column vector through both branches, the readouts and the
+  report the page, the toy runner (``assets/labs/trace_residual_toy.py``) and ``residlab toy`` print (standard
+  library only).
+- ``exact_vectors``: ``Vector``, exact rational entries with norms kept in exact form; the toy explorer and the
+  answer checker (``assets/explorers/``) repeat this arithmetic in JavaScript.
+- ``capture_reading``: the sentences that interpret a capture, each chosen from its numbers.
+- ``explorer_data``: what the capture explorer shows for every token position.
+- ``open_run``: the HTML blocks with which a reader opens their own capture (Lab 05) or packet (Lab 06) in the
+  browser, checked there and never uploaded (the Lab 06 page takes them through the front door).
+
+The capture itself (``capture_page``, ``capture_source``) is in ``models/``: Lab 06 Part 3 reads it too.
+"""

@@ -1,0 +1,57 @@
+"""Lab 06's worked audit: one packet for every write of the random-weight GPT-NeoX specimen at the last position,
+its verification, and two tampered copies that verification must refuse.
+
+Everything is ``residlab.audit``; this module only fixes the lab's inputs and makes the tampered copies, in a
+scratch folder removed before it returns. The result is plain data (the four records, the verification reports),
+so the page that shows it needs neither torch nor transformers once a render has computed it
+(``residlab.course.shared.audited_decoder``).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from residlab import audit
+
+SPECIMEN = "gpt_neox"
+CLEAN_IDS = (5, 17, 3, 40, 2, 61)
+CORRUPT_IDS = (9, 17, 3, 40, 2, 61)
+TARGET_ID, RIVAL_ID = 12, 30
+TAMPERED_SHIFT = 0.5  # added to the first write's recorded ablation effect
+
+
+@dataclass(frozen=True)
+class DecoderAudit:
+    packet: dict  # record name -> record, as written
+    verification: audit.Verification  # of the packet as written
+    tampered_failures: tuple[str, ...]  # one measured value changed, nothing else
+    relinked_failures: tuple[str, ...]  # the same change, with every link digest recomputed to match
+
+
+def run_decoder_audit(seed: int = 0) -> DecoderAudit:
+    subject = audit.build_specimen(SPECIMEN, seed=seed)
+    sites = [audit.DeclaredSite(c, b, len(CLEAN_IDS) - 1) for b in range(len(subject.blocks)) for c in ("attn", "mlp")]
+    with tempfile.TemporaryDirectory(prefix="residlab-lab06-") as scratch:
+        work = Path(scratch)
+        packet_dir = work / "packet-01"
+        packet = audit.audit_to_directory(
+            subject, audit.AuditInput(CLEAN_IDS, CORRUPT_IDS, TARGET_ID, RIVAL_ID), sites, packet_dir
+        )
+        verification = audit.verify_packet(packet_dir, subject)
+
+        records = {name: json.loads((packet_dir / f"{name}.json").read_text(encoding="utf-8")) for name in audit.RECORDS}
+        records["measurement"]["results"][0]["ablation_effect"]["value"] += TAMPERED_SHIFT
+        tampered = audit.write_packet(records, work / "packet-tampered")
+        relinked = audit.write_packet(
+            audit.linked_records({n: audit.record_body(r) for n, r in records.items()}), work / "packet-relinked"
+        )
+        return DecoderAudit(
+            packet=packet,
+            verification=verification,
+            tampered_failures=tuple(audit.verify_packet(tampered, subject).failures),
+            relinked_failures=tuple(audit.verify_packet(relinked, subject).failures),
+        )
+

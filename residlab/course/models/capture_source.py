@@ -1,0 +1,119 @@
+"""Which capture a page shows, and the words that say what it is.
+
+Preference, for the lock the build uses (``residlab.pythia.cache.active_lock``: ``RESIDLAB_PYTHIA_LOCK``, else the
+pinned one):
+
+1. **fresh**: verified files, named by ``RESIDLAB_PYTHIA_ARTIFACTS`` or found in the lock's cache folder
+   (``make pythia``), captured during this render. Files that are named or cached but do not verify stop the
+   render with a message naming the file: a build never quietly shows something else.
+2. **committed**: the committed capture of the lock's files, ``assets/captures/<repository name>-<revision>``
+   (``make pythia-capture``), refused unless its manifest records the lock's repository, revision and hashes.
+3. **specimen**: the synthetic specimen's committed capture, random weights: the null baseline.
+
+``RESIDLAB_PYTHIA_CAPTURE=committed`` skips the first on purpose (the publish workflow's input for publishing
+without fetching), and the pages say so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+
+from residlab.course.models.capture_page import (
+    CACHED_CAPTURE,
+    CAPTURES,
+    CaptureError,
+    PageCapture,
+    read_capture,
+)
+
+CHOICE_ENV = "RESIDLAB_PYTHIA_CAPTURE"
+CHOICES = ("fresh", "committed")  # fresh: the preference above; committed: never capture during the render
+PINNED_REPOSITORY = "EleutherAI/pythia-14m"  # the model the pages are about; only its own files are called so
+
+
+def _committed_matches(capture: PageCapture, lock) -> str | None:
+    """Why a committed capture is not of the lock's files, or None when it is."""
+    manifest = capture.manifest
+    if (manifest.get("repository"), manifest.get("revision")) != (lock.repository, lock.revision):
+        return f"records {manifest.get('repository')} at {manifest.get('revision')}, the lock {lock.repository} at {lock.revision}"
+    recorded = {entry.get("name"): entry.get("sha256") for entry in manifest.get("files", [])}
+    differing = [entry.name for entry in lock.files if entry.sha256 and recorded.get(entry.name) != entry.sha256]
+    return f"its {', '.join(differing)} differ from the lock's sha256" if differing else None
+
+
+def page_capture(captures: Path = CAPTURES, environ: dict | None = None) -> PageCapture:
+    """The capture a page shows (see the module's manual), labelled with its kind and the lock."""
+    from residlab.pythia.cache import active_lock, capture_folder_name, lock_label, verified_files
+    from residlab.pythia.observe import observe_to_directory
+
+    environ = os.environ if environ is None else environ
+    choice = environ.get(CHOICE_ENV) or "fresh"
+    if choice not in CHOICES:
+        raise CaptureError(f"{CHOICE_ENV}={choice!r}: expected one of {', '.join(CHOICES)}")
+    lock = active_lock(environ)
+    label = dict(lock_label=lock_label(lock), on_purpose=choice == "committed")
+    verified = verified_files(lock, environ) if choice == "fresh" else None
+    if verified is not None:
+        output = Path(tempfile.mkdtemp(prefix="residlab-page-capture-")) / "capture"
+        observe_to_directory(verified, output, command=["residlab site render (a capture during this render)"])
+        return dataclasses.replace(read_capture(output, fresh=True), kind="fresh", artifacts=verified, **label)
+    committed = Path(captures) / capture_folder_name(lock)
+    if committed.is_dir():
+        capture = read_capture(committed)
+        problem = _committed_matches(capture, lock)
+        if problem:
+            raise CaptureError(f"{committed / 'manifest.json'}: not the capture of the lock's files ({problem})")
+        return dataclasses.replace(capture, kind="committed", **label)
+    specimen = Path(captures) / CACHED_CAPTURE.name
+    return dataclasses.replace(read_capture(specimen), kind="specimen", **label)
+
+
+def is_pinned_model(capture: PageCapture) -> bool:
+    """True only for the real Pythia-14M's own files: never for the synthetic specimen or a test's stand-in."""
+    return capture.manifest["repository"] == PINNED_REPOSITORY and not capture.synthetic
+
+
+def model_name(capture: PageCapture) -> str:
+    """How the prose names the model whose numbers these are."""
+    return "Pythia-14M" if is_pinned_model(capture) else f"`{capture.manifest['repository']}`"
+
+
+def source_sentence(capture: PageCapture) -> str:
+    """One paragraph saying which capture this is, of which repository, revision and lock, and why."""
+    manifest = capture.manifest
+    of = f"`{manifest['repository']}` at revision `{manifest['revision']}` (lock {capture.lock_label})"
+    if capture.kind == "fresh":
+        return f"The numbers below were **captured during this render** from verified files of {of}."
+    purpose = (
+        " This build used a committed capture **on purpose**: its publisher chose not to fetch the model's files."
+        if capture.on_purpose else ""
+    )
+    if capture.kind == "committed":
+        return (f"The numbers below are the **committed capture** of {of}, made on {manifest['created']} from "
+                f"verified files; no verified files were used during this render.{purpose}")  # fmt: skip
+    return (
+        f"The numbers below are the **synthetic specimen's committed capture** (`{manifest['repository']}`, random "
+        f"weights): the build had no verified files and no committed capture of the lock it used, {capture.lock_label}."
+        f"{purpose or ' Run `make pythia` (it fetches and verifies the six files) and the render captures afresh.'}"
+    )
+
+
+def model_callout(capture: PageCapture, where: str = "below") -> str:
+    """A callout naming whose numbers these are; the synthetic specimen is called the null baseline it is."""
+    if capture.synthetic:
+        return (
+            '::: {.callout-warning title="Null baseline: random weights, not Pythia-14M"}\n'
+            f"Every number {where} comes from `{capture.manifest['repository']}`: Pythia-14M's architecture with "
+            "**random weights**, the real tokenizer, files stored the way the real checkpoint stores them. The checks "
+            "are real (it runs exactly the code your run uses), but every norm, cosine and readout describes an "
+            "untrained network: a null baseline. A pattern a trained model shares with it needs no training to "
+            "explain; do not read learned behaviour into it, or compare your trained-model run with it.\n:::\n"
+        )
+    return (
+        f'::: {{.callout-note title="{model_name(capture).strip("`")}, revision {capture.manifest["revision"][:12]}"}}\n'
+        f"Every number {where} was measured on {model_name(capture)} at revision `{capture.manifest['revision']}`, "
+        f"from files verified against {capture.lock_label}.\n:::\n"
+    )

@@ -53,6 +53,10 @@ _INTERFACE = {
     "induction_figures": ("residlab.course.models.induction.figures", None),
     "induction_sentences": ("residlab.course.models.induction.sentences", None),
     "peers": ("residlab.course.ui.peers", None),
+    "patching_lab": ("residlab.course.lab07.lab", None),
+    "patching_page": ("residlab.course.lab07.page", None),
+    "patching_sentences": ("residlab.course.lab07.sentences", None),
+    "patching_figures": ("residlab.course.lab07.figures", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.shared", "trained_copy_model"),
     "training_log": ("residlab.course.shared", "training_log"),

@@ -1,0 +1,24 @@
+"""Lab 07, patching methods against a known mechanism: activation patching (denoising and noising, every block x
+position cell of every site kind, and per head), path patching and attribution patching, run on the induction model
+the site trains (``models/induction``), whose mechanism is known: a previous-token head in block 0, an induction
+head in block 1. The same code run on random-weight models of the same shape is the null every number is read
+against.
+
+- ``designs``: the clean / corrupt pairs. ``copied_token`` keeps the repeat and changes only the token induction
+  should copy; ``matched_position`` keeps every token and the repeat but moves the earlier occurrence, so what
+  changes is where block 1's keys match. Each is checked on construction.
+- ``patching``: the two runs of a design recorded once at every site (``Pair``, the capture floor's
+  ``record_sites``), exact activation patching (``activation_grids``, both directions, one batched forward per
+  block and site kind), per-head patching (``head_grid``) and path patching of block 0's attention write into block
+  1's queries, keys or values only, against the whole write (``path_patching``). One orientation for every share:
+  positive when the clean site carries the behaviour.
+- ``attribution``: attribution patching from one backward pass of the corrupt run (``attribution_grids``,
+  ``head_attribution``) and, at every cell's exact patch, how far the last block's attention at the readout moved
+  and how much the final LayerNorm's scale changed (``bend_measures``): where the first-order estimate fails, why.
+- ``lab``: ``run_lab(model)``, the whole report (plain data, the null included; ``verdicts``: which method finds
+  the known heads), ``summary_lines`` and ``main``, the runner ``assets/labs/patching_methods.py``.
+- ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null.
+- ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
+  (``assets/explorers/patching-explorer.js``).
+- ``page``: the report of this render's induction model, once per render, and the invariants the page asserts.
+"""

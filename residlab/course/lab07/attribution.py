@@ -17,7 +17,7 @@ import torch
 from residlab.capture.recording import record_sites
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import KINDS, Pair, activation_cells, head_delta
-from residlab.course.threads import single_thread
+from residlab.course.models.threads import single_thread
 
 
 def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:

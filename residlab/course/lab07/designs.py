@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from residlab.course.induction.measures import HELD_OUT_SEED, example_sequence
-from residlab.course.induction.recipe import VOCAB_SIZE
+from residlab.course.models.induction.measures import HELD_OUT_SEED, example_sequence
+from residlab.course.models.induction.recipe import VOCAB_SIZE
 
 DESIGNS = ("copied_token", "matched_position")
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw

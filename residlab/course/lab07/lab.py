@@ -25,12 +25,12 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from residlab.course.induction.measures import find_heads, head_scores, held_out_sequences
-from residlab.course.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
+from residlab.course.models.induction.measures import find_heads, head_scores, held_out_sequences
+from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
 from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients, head_attribution
 from residlab.course.lab07.designs import all_designs
 from residlab.course.lab07.patching import DIRECTIONS, KINDS, activation_grids, head_grid, path_patching, prepare
-from residlab.course.threads import single_thread
+from residlab.course.models.threads import single_thread
 
 REPORT_SCHEMA = "residlab-lab07-report/1"
 NULL_SEEDS = (0, 1, 2)

@@ -1,17 +1,17 @@
 """What Lab 07's page reads: the report of ``lab.run_lab`` on the induction model this render trained (the one the
-glossary and Lab 06 show, ``induction_training``), computed once per render through the render cache, and the
+glossary and Lab 06 show), computed once per render through the render cache, and the
 build-time checks the page asserts."""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
-from residlab.course.induction.recipe import load_induction_model
+from residlab.course.models.induction.recipe import load_induction_model
 from residlab.course.lab07.lab import run_lab
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.course.render.render_cache import render_cached
-from residlab.course.render.shared import induction_training
+from residlab.render.render_cache import render_cached
 
 
 def model_from_files(files: dict[str, bytes]):
@@ -23,13 +23,11 @@ def model_from_files(files: dict[str, bytes]):
         return load_induction_model(Path(scratch))
 
 
-def _compute() -> dict:
-    return run_lab(model_from_files(induction_training().model_files))
-
-
-def site_report() -> dict:
-    """``run_lab`` on this render's induction model, once per render."""
-    return render_cached("lab07_report", (), _compute)
+def site_report(model_files: dict[str, bytes]) -> dict:
+    """``run_lab`` on the induction model of ``model_files`` (the page passes this render's,
+    ``induction_training().model_files``), once per render: the cache key is the files' digest."""
+    digest = hashlib.sha256(b"".join(model_files[name] for name in sorted(model_files))).hexdigest()
+    return render_cached("lab07_report", (digest,), lambda: run_lab(model_from_files(model_files)))
 
 
 def check_report(report: dict) -> None:

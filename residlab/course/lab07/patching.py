@@ -23,7 +23,7 @@ from residlab.capture.blocks import block_type_for
 from residlab.capture.recording import record_sites
 from residlab.capture.sites import block_path, resolve_paths, resolve_sites, site_name
 from residlab.course.lab07.designs import Design
-from residlab.course.threads import single_thread
+from residlab.course.models.threads import single_thread
 
 KINDS = ("resid_pre", "attn_write", "mlp_write", "resid_post")  # the site kinds, in the order a block runs
 DIRECTIONS = ("denoising", "noising")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from residlab.course.lesson.gradient_profile import GradientProfile
@@ -178,3 +180,38 @@ def attribution_contrast(term: float, removal: float) -> str:
     if term * removal < 0:
         return "of opposite signs"
     return "of the same sign but different sizes"
+
+
+def _readability(p: float, chance: float) -> str:
+    """A readout probability in words, against chance (a uniform guess over the vocabulary)."""
+    if p >= 0.9:
+        return "nearly certain"
+    if p > 0.5:
+        return "readable, the top token"
+    if p >= 2 * chance:
+        return "above chance but not the top token for sure"
+    return "no more readable than chance"
+
+
+def readout_sentence(p_embedding: float, p_attention: float, p_mlp: float, vocab: int) -> str:
+    """The logit-lens trajectory of the target, each probability worded against chance, 1/vocab."""
+    chance = 1 / vocab
+    return (f"The target is {_readability(p_embedding, chance)} from the embedding (p = {p_embedding:.3f}), "
+            f"{_readability(p_attention, chance)} after the attention write ({p_attention:.3f}) and "
+            f"{_readability(p_mlp, chance)} after the MLP ({p_mlp:.3f}), against the {chance:.3f} of a uniform "
+            f"guess among the {vocab} tokens.")  # fmt: skip
+
+
+def accuracy_sentence(accuracy: float, vocab: int, batch: int) -> str:
+    """The last training batch's accuracy against chance, 1/vocab, with two standard errors over the batch."""
+    chance = 1 / vocab
+    margin = 2 * math.sqrt(chance * (1 - chance) / batch)
+    if accuracy < chance - margin:
+        reading = (f"below the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens) by more than "
+                   f"two standard errors over the batch of {batch} ({margin:.3f}): the model systematically "
+                   f"prefers a wrong token")  # fmt: skip
+    elif accuracy <= chance + margin:
+        reading = f"at the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens): it has not learned the task"
+    else:
+        reading = f"above the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens)"
+    return f"By the last step the batch accuracy is {accuracy:.3f}, {reading}."

@@ -70,6 +70,7 @@ _INTERFACE = {
     "retained_verdict": ("residlab.course.lesson.lesson_figures", "retained_verdict"),
     "attribution_contrast": ("residlab.course.lesson.lesson_figures", "attribution_contrast"),
     "readout_sentence": ("residlab.course.lesson.lesson_figures", "readout_sentence"),
+    "recovery_control_sentence": ("residlab.course.lesson.lesson_figures", "recovery_control_sentence"),
     "copy_accuracy_sentence": ("residlab.course.lesson.lesson_figures", "accuracy_sentence"),
     "plot_positional_encoding": ("residlab.course.lab04_paper.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),

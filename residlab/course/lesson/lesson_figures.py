@@ -215,3 +215,19 @@ def accuracy_sentence(accuracy: float, vocab: int, batch: int) -> str:
     else:
         reading = f"above the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens)"
     return f"By the last step the batch accuracy is {accuracy:.3f}, {reading}."
+
+
+READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read
+
+
+def recovery_control_sentence(mlp_recovery: float | None, gap: float) -> str:
+    """The lesson's control, the MLP write patched alone, read only when the clean-corrupt gap is readable."""
+    if mlp_recovery is None or abs(gap) < READABLE_GAP:
+        return (f"The control cannot be read: the clean and corrupt runs differ by {gap:.2f} in logit difference, "
+                f"below the {READABLE_GAP} this page reads, so no recovery means anything here.")  # fmt: skip
+    if mlp_recovery < 0.5:
+        return (f"The informative control is the MLP: its clean write recovers only {mlp_recovery:.2f} of the gap of "
+                f"{gap:.2f}, so any clean write would do is ruled out. The attention write carries the first "
+                f"token's identity; the MLP write, computed from it, is not enough on its own.")  # fmt: skip
+    return (f"The control does not separate them: the MLP's clean write alone recovers {mlp_recovery:.2f} of the "
+            f"gap of {gap:.2f} too, so this patch cannot tell the attention write's content from any clean write.")

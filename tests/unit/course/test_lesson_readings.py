@@ -19,3 +19,12 @@ def test_the_accuracy_is_read_against_chance_with_its_sampling_error():
     assert "at the chance level" in accuracy_sentence(0.11, vocab=10, batch=256)  # within 2 SE (0.0375)
     below = accuracy_sentence(0.02, vocab=10, batch=256)
     assert "below the chance level" in below and "prefers a wrong token" in below
+
+
+def test_the_recovery_control_is_read_only_over_a_readable_gap():
+    from residlab.course.lesson.lesson_figures import recovery_control_sentence
+
+    assert "recovers only 0.10 of the gap of 6.00" in recovery_control_sentence(0.1, 6.0)
+    assert recovery_control_sentence(0.8, 6.0).startswith("The control does not separate them")
+    assert recovery_control_sentence(0.1, 0.05).startswith("The control cannot be read")
+    assert recovery_control_sentence(None, 0.0).startswith("The control cannot be read")

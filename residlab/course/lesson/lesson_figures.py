@@ -88,7 +88,7 @@ def profile_sentences(profile: GradientProfile) -> dict[str, str]:
         )
     levels = (
         f"In this run the pre-LN median gradient norm is larger than the post-LN one at "
-        f"{_depth_count(pre_larger, depth)} {depth} depths. But the pre-LN stack of the lesson's source document "
+        f"{_depth_count(pre_larger, depth)} {depth} depths. But the pre-LN stack as first built "
         f"has no final normaliser: its output is the raw sum of every write, which the head reads unscaled. The "
         f"matched control, the same pre-LN stack with the same weights and a final LayerNorm before the head, "
         f"{effect}. The control's gradient is larger than the post-LN one at {_depth_count(control_larger, depth)} "

@@ -75,6 +75,9 @@ _INTERFACE = {
     "profile_sentences": ("residlab.course.lesson.lesson_figures", "profile_sentences"),
     "retained_verdict": ("residlab.course.lesson.lesson_figures", "retained_verdict"),
     "attribution_contrast": ("residlab.course.lesson.lesson_figures", "attribution_contrast"),
+    "readout_sentence": ("residlab.course.lesson.lesson_figures", "readout_sentence"),
+    "recovery_control_sentence": ("residlab.course.lesson.lesson_figures", "recovery_control_sentence"),
+    "copy_accuracy_sentence": ("residlab.course.lesson.lesson_figures", "accuracy_sentence"),
     "plot_positional_encoding": ("residlab.course.lab04.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary.glossary_figures", "draw_four_positions"),
@@ -88,6 +91,7 @@ _INTERFACE = {
     # the glossary's activation caches
     "encode_prompt": ("residlab.course.glossary.cache_layouts", "encode_prompt"),
     "load_shipped_tokenizer": ("residlab.course.glossary.cache_layouts", "load_shipped_tokenizer"),
+    "shipped_tokenizer_facts": ("residlab.course.glossary.tokenizer_facts", "shipped_tokenizer_facts"),
     "import_transformers_quietly": ("residlab.pythia.load", "import_transformers_quietly"),
     "record_block_outputs": ("residlab.course.glossary.cache_layouts", "record_block_outputs"),
     "gpt_neox_cache_layouts": ("residlab.course.glossary.cache_layouts", "gpt_neox_cache_layouts"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from residlab.course.models.gradient_profile import GradientProfile
@@ -86,7 +88,7 @@ def profile_sentences(profile: GradientProfile) -> dict[str, str]:
         )
     levels = (
         f"In this run the pre-LN median gradient norm is larger than the post-LN one at "
-        f"{_depth_count(pre_larger, depth)} {depth} depths. But the pre-LN stack of the lesson's source document "
+        f"{_depth_count(pre_larger, depth)} {depth} depths. But the pre-LN stack as first built "
         f"has no final normaliser: its output is the raw sum of every write, which the head reads unscaled. The "
         f"matched control, the same pre-LN stack with the same weights and a final LayerNorm before the head, "
         f"{effect}. The control's gradient is larger than the post-LN one at {_depth_count(control_larger, depth)} "
@@ -178,3 +180,54 @@ def attribution_contrast(term: float, removal: float) -> str:
     if term * removal < 0:
         return "of opposite signs"
     return "of the same sign but different sizes"
+
+
+def _readability(p: float, chance: float) -> str:
+    """A readout probability in words, against chance (a uniform guess over the vocabulary)."""
+    if p >= 0.9:
+        return "nearly certain"
+    if p > 0.5:
+        return "readable, the top token"
+    if p >= 2 * chance:
+        return "above chance but not the top token for sure"
+    return "no more readable than chance"
+
+
+def readout_sentence(p_embedding: float, p_attention: float, p_mlp: float, vocab: int) -> str:
+    """The logit-lens trajectory of the target, each probability worded against chance, 1/vocab."""
+    chance = 1 / vocab
+    return (f"The target is {_readability(p_embedding, chance)} from the embedding (p = {p_embedding:.3f}), "
+            f"{_readability(p_attention, chance)} after the attention write ({p_attention:.3f}) and "
+            f"{_readability(p_mlp, chance)} after the MLP ({p_mlp:.3f}), against the {chance:.3f} of a uniform "
+            f"guess among the {vocab} tokens.")  # fmt: skip
+
+
+def accuracy_sentence(accuracy: float, vocab: int, batch: int) -> str:
+    """The last training batch's accuracy against chance, 1/vocab, with two standard errors over the batch."""
+    chance = 1 / vocab
+    margin = 2 * math.sqrt(chance * (1 - chance) / batch)
+    if accuracy < chance - margin:
+        reading = (f"below the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens) by more than "
+                   f"two standard errors over the batch of {batch} ({margin:.3f}): the model systematically "
+                   f"prefers a wrong token")  # fmt: skip
+    elif accuracy <= chance + margin:
+        reading = f"at the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens): it has not learned the task"
+    else:
+        reading = f"above the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens)"
+    return f"By the last step the batch accuracy is {accuracy:.3f}, {reading}."
+
+
+READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read
+
+
+def recovery_control_sentence(mlp_recovery: float | None, gap: float) -> str:
+    """The lesson's control, the MLP write patched alone, read only when the clean-corrupt gap is readable."""
+    if mlp_recovery is None or abs(gap) < READABLE_GAP:
+        return (f"The control cannot be read: the clean and corrupt runs differ by {gap:.2f} in logit difference, "
+                f"below the {READABLE_GAP} this page reads, so no recovery means anything here.")  # fmt: skip
+    if mlp_recovery < 0.5:
+        return (f"The informative control is the MLP: its clean write recovers only {mlp_recovery:.2f} of the gap of "
+                f"{gap:.2f}, so any clean write would do is ruled out. The attention write carries the first "
+                f"token's identity; the MLP write, computed from it, is not enough on its own.")  # fmt: skip
+    return (f"The control does not separate them: the MLP's clean write alone recovers {mlp_recovery:.2f} of the "
+            f"gap of {gap:.2f} too, so this patch cannot tell the attention write's content from any clean write.")

@@ -17,6 +17,7 @@ without fetching), and the pages say so.
 from __future__ import annotations
 
 import dataclasses
+import re
 import os
 import tempfile
 from pathlib import Path
@@ -97,7 +98,7 @@ def source_sentence(capture: PageCapture) -> str:
     return (
         f"The numbers below are the **synthetic specimen's committed capture** (`{manifest['repository']}`, random "
         f"weights): the build had no verified files and no committed capture of the lock it used, {capture.lock_label}."
-        f"{purpose or ' Run `make pythia` (it fetches and verifies the six files) and the render captures afresh.'}"
+        f"{purpose or ' Run the observation runner on your own machine to measure the real model.'}"
     )
 
 
@@ -117,3 +118,40 @@ def model_callout(capture: PageCapture, where: str = "below") -> str:
         f"Every number {where} was measured on {model_name(capture)} at revision `{capture.manifest['revision']}`, "
         f"from files verified against {capture.lock_label}.\n:::\n"
     )
+
+
+def pin_origin(entry, lock) -> str:
+    """How one file's pinned size and hash were obtained, in a learner's words, read from the lock's own record:
+    at the pinned revision, at another revision (named), or a size derived with no hash."""
+    if entry.sha256 is None:
+        return "size derived (the total minus the other files); no hash recorded: checked against the Hub's metadata when fetched"
+    revisions = [found for found in re.findall(r"\b[0-9a-f]{40}\b", entry.source) if found != lock.revision]
+    if revisions:
+        return f"recorded by other projects at revision `{revisions[0][:12]}`, not yet re-read at the pinned one"
+    return "recorded by other projects at the pinned revision"
+
+
+def pins_table(lock) -> str:
+    """The lock's files: size, sha256 and how each pin was obtained."""
+    from residlab.course.ui.tables import markdown_table
+
+    return markdown_table(
+        ["file", "bytes", "sha256 recorded in the lock", "how the pin was obtained"],
+        [[f"`{entry.name}`", f"{entry.size:,}", f"`{entry.sha256}`" if entry.sha256 else "none", pin_origin(entry, lock)]
+         for entry in lock.files],
+    )  # fmt: skip
+
+
+def pins_sentence(lock) -> str:
+    """What the pins rest on, counted from the lock: said to learners as it is."""
+    origins = [pin_origin(entry, lock) for entry in lock.files]
+    at_pinned = sum(origin.endswith("at the pinned revision") for origin in origins)
+    elsewhere = sum("not yet re-read" in origin for origin in origins)
+    derived = sum(origin.startswith("size derived") for origin in origins)
+    return (f"These pins were gathered without reading the Hugging Face Hub at the pinned revision, from public "
+            f"records of other projects that queried it: of the {len(origins)} files, {at_pinned} has its hash "
+            f"recorded at the pinned revision, {elsewhere} at another revision of the same repository (likely the "
+            f"same bytes, not checked), and {derived} has only a size, derived by subtraction from the total. Your "
+            f"first run is the real check: it compares every size and recorded hash with the bytes it downloads, "
+            f"checks a file without a hash against the Hub's own metadata for the pinned revision, and stops at the "
+            f"first that differs.")  # fmt: skip

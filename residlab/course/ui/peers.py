@@ -89,18 +89,21 @@ def snippet(file_name: str) -> str:
 
 def peer_box(kind: str, residlab_line: str) -> str:
     """A collapsed callout (Markdown) with the ``kind`` box's snippets, what they are given, what they leave, and
-    the traps. ``residlab_line``: the page's own sentence naming what residlab computes there."""
+    the traps. ``residlab_line``: the page's own sentence naming what residlab computes there. For a page one folder
+    below the site's root (its links to the snippets start ``../``) whose bibliography is the lessons' (it cites
+    the two libraries)."""
     box = BOXES[kind]
     versions = peer_versions()
     parts = [
         '::: {.callout-tip title="The same in TransformerLens and nnsight" collapse="true"}',
         f"{residlab_line} Here is the same {box.get('what', kind)} in the two libraries you are likely to meet next, at the "
-        "versions the site's tests run each snippet under.",
+        "versions the site's tests run each snippet under: TransformerLens [@nanda2022transformerlens] and nnsight "
+        "[@fiottokaufman2024nnsight].",
         f"*Each snippet is given* {box['given']}.",
         f"*It leaves* {box['result']}.",
     ]
     for name, file_name in box["files"].items():
-        parts += [f"**{name} {versions[name]}** (the site's file `assets/peers/{file_name}`):",
+        parts += [f"**{name} {versions[name]}** (the site's file [`assets/peers/{file_name}`](../assets/peers/{file_name})):",
                   f"```python\n{snippet(file_name)}\n```"]
     parts.append("Traps when comparing numbers across tools:")
     parts.append("\n".join(f"- {trap}" for trap in box["traps"]))

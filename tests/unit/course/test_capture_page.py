@@ -167,6 +167,7 @@ def test_every_formatting_function_handles_null_and_zero():
     assert trend["factor"] is None and trend["direction"] == "neither" and trend["blocks_up"] == 0
     assert seen["largest_abs_cosine"] is None and seen["mean_cosine"] is None and seen["gap"] is None
     assert seen["favoured"] is None and "favour neither" in capture_reading.verdict_sentence(shown)
+    assert "is defined" in capture_reading.verdict_sentence(shown)
     assert "undefined" in capture_reading.relative_sentence(shown) and "neither rises nor falls" in capture_reading.trend_sentence(shown)
     assert capture_page.number(None) == "null (undefined)" and capture_page.number(0.0) == "0.000" and capture_page.number(0, 3, "g") == "0"
     assert "null (undefined)" in capture_page.observations_table(shown)

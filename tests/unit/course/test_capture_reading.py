@@ -50,17 +50,40 @@ def test_the_norms_direction_is_read_from_the_capture(committed):
     assert "**neither rises nor falls** by more than 5%" in capture_reading.trend_sentence(flat)
 
 
-def test_the_explanation_favoured_follows_the_alignment_numbers(committed):
-    assert "favour the first explanation**, accumulation" in capture_reading.verdict_sentence(committed)
+def test_the_explanation_favoured_follows_the_alignment_numbers_read_against_their_null(committed):
+    # The committed capture's cosines (at most 0.047) are inside the band random directions in 128 dimensions give:
+    # no verdict for a mechanism, whatever the accumulation formula predicts.
+    seen = capture_reading.alignment(committed)
+    assert seen["null"]["width"] == 128 and seen["null"]["band"] == pytest.approx(3 / 128**0.5)
+    assert seen["favoured"] == "null" and seen["null_low"] < seen["observed"] < seen["null_high"]
+    verdict = capture_reading.verdict_sentence(committed)
+    assert "cannot tell the updates from writes unrelated to the state" in verdict and "favour the first" not in verdict
+    assert "±0.265" in verdict and "1/√128 = 0.088" in verdict
     along = edited(committed, cosines=[0.5, 0.4, 0.6, 0.3, 0.5, 0.4])
     assert "favour the second explanation**, writes along the state" in capture_reading.verdict_sentence(along)
     against = edited(committed, cosines=[-0.5, -0.4, -0.6, -0.3, -0.5, -0.4])
     assert "writes against the state" in capture_reading.verdict_sentence(against)
     mixed = edited(committed, cosines=[0.5, -0.5, 0.5, -0.5, 0.1, -0.1])
     assert "favour neither explanation" in capture_reading.verdict_sentence(mixed)
-    # small cosines but norms that do not follow the orthogonal accumulation: not the first explanation either
-    off = edited(committed, norms=[0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 5.0])
-    assert capture_reading.alignment(off)["favoured"] is None
+    # One cosine just outside the band decides; just inside it, nothing does.
+    band = seen["null"]["band"]
+    outside = edited(committed, cosines=[0.0, 0.0, band * 1.01, 0.0, 0.0, 0.0])
+    assert capture_reading.alignment(outside)["outside"] == {2: pytest.approx(band * 1.01)}
+    assert "block 2 (" in capture_reading.verdict_sentence(outside)
+    assert capture_reading.alignment(edited(committed, cosines=[band * 0.99] * 6))["favoured"] == "null"
+
+
+def test_a_trained_capture_is_read_beside_the_random_weight_null(committed):
+    assert "itself the random-weight run" in capture_reading.null_sentence(committed)
+    trained = dataclasses.replace(committed, manifest={**committed.manifest, "synthetic": False, "repository": "a/b"})
+    sentence = capture_reading.null_sentence(trained, null=committed)
+    null_trend = capture_reading.norm_trend(committed)
+    assert f"a factor of {capture_page.number(null_trend['factor'], 2)}" in sentence
+    assert capture_page.number(capture_reading.alignment(committed)["largest_abs_cosine"], 3) in sentence
+    # A trained model's position 0 apart is named as the trained decoders' trait it is; random weights' is not.
+    apart = dataclasses.replace(edited(committed, position_zero_scale=10.0), manifest=trained.manifest)
+    assert "Expect this in trained decoders" in capture_reading.position_zero_sentence(apart)
+    assert "needs no training" in capture_reading.position_zero_sentence(edited(committed, position_zero_scale=10.0))
 
 
 def test_the_largest_writer_and_position_zero_are_read_from_the_capture(committed):

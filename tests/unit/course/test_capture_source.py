@@ -38,7 +38,9 @@ def test_without_files_or_a_committed_capture_the_page_shows_the_specimen_as_the
     assert shown.observations == json.loads((SPECIMEN_CAPTURE / "observations.json").read_text())
     sentence = capture_source.source_sentence(shown)
     lock = load_lock(specimen_lock_path)
-    assert "synthetic specimen's committed capture" in sentence and "make pythia" in sentence
+    # A learner's page names no build command: it points to the learner's own run.
+    assert "synthetic specimen's committed capture" in sentence and "make " not in sentence
+    assert "observation runner on your own machine" in sentence
     assert shown.lock_label == f"{specimen_lock_path.name} (digest {cache.lock_digest(lock)})"
     assert shown.lock_label in sentence
     callout = capture_source.model_callout(shown)
@@ -99,3 +101,15 @@ def test_a_committed_capture_of_other_files_is_refused(captures, environ, specim
     (impostor / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(capture_page.CaptureError, match="not the capture of the lock's files"):
         capture_source.page_capture(captures, environ)
+
+
+def test_the_pins_are_said_as_they_were_obtained():
+    lock = load_lock()
+    table, sentence = capture_source.pins_table(lock), capture_source.pins_sentence(lock)
+    origins = [capture_source.pin_origin(entry, lock) for entry in lock.files]
+    # read from the lock's records: the weights at the pinned revision, four files at another, one size derived
+    assert sum("at the pinned revision" in origin for origin in origins) == 1
+    assert sum("not yet re-read" in origin for origin in origins) == 4
+    assert sum(origin.startswith("size derived") for origin in origins) == 1
+    assert "1 has its hash recorded at the pinned revision, 4 at another revision" in sentence
+    assert table.strip().count("\n") == len(lock.files) + 1 and "cf967c0a9a04" in table

@@ -32,6 +32,7 @@ ENTRY_PAGES = (
     "activation-cache.qmd",
     "logit-lens.qmd",
     "activation-patching.qmd",
+    "notation.qmd",
 )
 
 
@@ -248,3 +249,21 @@ def test_the_residual_stream_entry_carries_the_four_position_figure():
     assert text.count("#| label: fig-four-positions") == 1
     caption = re.search(r"^#\| fig-cap: (.*)$", text, re.MULTILINE).group(1)
     assert "omits normalisation" in caption and "residual-addition arrows" in caption
+
+
+LEARNER_PAGES = ("lessons/04-residual-stream.qmd", "labs/04-read-transformer-paper.qmd",
+                 "labs/05-trace-residual-stream.qmd", "labs/06-audit-a-decoder.qmd", "glossary/index.qmd",
+                 *(f"glossary/{page}" for page in ENTRY_PAGES if page != "notation.qmd"))  # fmt: skip
+
+
+@pytest.mark.parametrize("page", LEARNER_PAGES)
+def test_every_page_links_the_one_table_of_symbols(page):
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert re.search(r"\]\((?:\.\./glossary/)?notation\.qmd[)#]", text), page
+
+
+def test_positions_count_from_zero_on_every_page():
+    # The notation page's convention: no page numbers positions from 1 (h_{l,1}, x_1, ..., "positions 1, ..., i").
+    one_based = re.compile(r"h_\{\\ell,1\}|positions \$1, \\dots|\$x_1, \\dots, x_n\$")
+    for page in LEARNER_PAGES:
+        assert not one_based.search((ROOT / page).read_text(encoding="utf-8")), page

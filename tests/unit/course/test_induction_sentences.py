@@ -5,37 +5,64 @@ from __future__ import annotations
 from residlab.course.models.induction import sentences
 
 
-def report(repeated=1.0, first=0.0, previous_block=0, previous_score=0.9, induction_block=1, top1=(0.0, 0.0, 0.0, 1.0, 1.0)):
+def report(repeated=1.0, first=0.04, previous_block=0, previous_score=0.9, induction_block=1, top1=(0.0, 0.0, 0.0, 1.0, 1.0),
+           runner_up=0.1, clean=5.0, corrupt=-1.0):
     states = ["embedding", "block 0, after attention", "after block 0", "block 1, after attention", "after block 1 (the output)"]
     head = lambda kind, block, score: {"kind": kind, "block": block, "head": 2, "score": score,  # noqa: E731
                                        "above_threshold": score > 0.5, "runner_up": 0.1}
     return {
-        "halves": {"first": {"accuracy": first}, "repeated": {"accuracy": repeated}, "first_best_possible": 0.04},
+        "halves": {"first": {"accuracy": first, "predictions": 2500}, "repeated": {"accuracy": repeated},
+                   "first_best_possible": 0.04, "uniform_chance": 0.02},
+        "held_out": {"periods": [4, 8]},
+        "head_scores": {kind: [[runner_up, 0.0, (score if block == this else 0.0), 0.0] for block in range(2)]
+                        for kind, this, score in (("previous_token", previous_block, previous_score),
+                                                  ("induction", induction_block, 0.95))},
         "heads_found": {"previous_token": head("previous-token", previous_block, previous_score),
                         "induction": head("induction", induction_block, 0.95)},
         "head_rule_threshold": 0.5,
         "lens": {"held_out": {state: {"top1": value} for state, value in zip(states, top1)}},
-        "patching": {"rows": ["a", "b"], "recovery": [[0.1, 0.9], [0.2, 0.3]]},
+        "patching": {"rows": ["a", "b"], "recovery": [[0.1, 0.9], [0.2, 0.3]], "clean_metric": clean,
+                     "corrupt_metric": corrupt},
     }
 
 
 def test_accuracy_sentence_follows_the_accuracies():
     assert "has learned to predict the repeat" in sentences.accuracy_sentence(report())
     assert "has not reached the goal" in sentences.accuracy_sentence(report(repeated=0.6))
-    assert "no better than chance" in sentences.accuracy_sentence(report())
+    assert "at the chance level, 0.040" in sentences.accuracy_sentence(report())
     assert "shortcut" in sentences.accuracy_sentence(report(first=0.5))
+    # Below chance (beyond two standard errors of 2500 predictions, 0.008) is said and explained.
+    below = sentences.accuracy_sentence(report(first=0.02))
+    assert "below chance" in below and "already" in below and "0.008" in below
+    assert "at the chance level" in sentences.accuracy_sentence(report(first=0.035))
 
 
 def test_head_sentence_follows_the_rule_and_the_block():
     assert "where the mechanism needs it" in sentences.head_sentence(report(), "previous_token")
     assert "not in block 0" in sentences.head_sentence(report(previous_block=1), "previous_token")
     assert sentences.head_sentence(report(previous_score=0.3), "previous_token").startswith("No head attends mostly")
+    # the runner-up named by block and head; a near-equal runner-up makes a tie, said as one
+    assert "the next highest is 0.10, in block 0, head 0" in sentences.head_sentence(report(), "previous_token")
+    tie = sentences.head_sentence(report(runner_up=0.88), "previous_token")
+    assert tie.startswith("The highest previous-token scores are a tie: 0.90 in block 0, head 2 and 0.88 in block")
+
+
+def test_head_scores_are_read_against_a_head_that_attends_evenly():
+    null = sentences.uniform_attention_scores([4])
+    # n = 8 positions: previous-token weight 1/(t+1) for t = 1..7; induction weight 1/(t+1) for t = P..2P-1 = 4..7
+    assert abs(null["previous_token"] - sum(1 / (t + 1) for t in range(1, 8)) / 7) < 1e-6
+    assert abs(null["induction"] - sum(1 / (t + 1) for t in range(4, 8)) / 4) < 1e-6
+    assert f"attending evenly to every position it may read scores" in sentences.head_sentence(report(), "induction")
 
 
 def test_lens_and_patching_sentences_name_what_the_numbers_show():
     assert "at the state named block 1, after attention (" in sentences.lens_sentence(report())
     assert sentences.lens_sentence(report(top1=(0.0,) * 5)).startswith("At no state")
     assert "a at position 1 (R = 0.90)" in sentences.patching_sentence(report())
+    assert "uniform guess is right 0.020" in sentences.lens_sentence(report())
+    # a gap below the floor is not read at all
+    small = sentences.patching_sentence(report(clean=0.03, corrupt=0.0))
+    assert "no recovery is read" in small and "R =" not in small
 
 
 def test_no_sentence_holds_a_quote_mark():

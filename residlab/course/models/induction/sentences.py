@@ -5,58 +5,120 @@ shown as it is, and Quarto would print a string holding both kinds escaped."""
 
 from __future__ import annotations
 
+import math
+
 GOAL_ACCURACY = 0.95  # the issue's goal for the repeated half
+TIE_MARGIN = 0.05  # two head scores closer than this are a tie: the rule cannot tell the heads apart
+READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read
 
 
 def accuracy_sentence(report: dict) -> str:
+    """The repeated half against the goal; the first half against chance, the accuracy of a guess among the tokens
+    not yet seen (any such guess is right that often), with two standard errors of the pooled predictions."""
     halves = report["halves"]
     first, repeated = halves["first"]["accuracy"], halves["repeated"]["accuracy"]
     best = halves["first_best_possible"]
+    count = halves["first"].get("predictions")
+    margin = 2 * math.sqrt(best * (1 - best) / count) if count else 0.0
     learned = (f"it has learned to predict the repeat" if repeated >= GOAL_ACCURACY
                else f"it has not reached the goal of {GOAL_ACCURACY:.2f} on the repeat")  # fmt: skip
-    first_reading = ("no better than chance" if first <= 2 * best
-                     else "above what any predictor can reach without memory: it has found a shortcut the data leaves")  # fmt: skip
+    if first < best - margin:
+        first_reading = (f"below chance: any guess among the tokens not yet seen is right {best:.3f} of the time, "
+                         f"so a lower accuracy means the model often predicts a token the sequence has already "
+                         f"used, which its first half never repeats (the habit the repeat rewards)")  # fmt: skip
+    elif first <= best + margin:
+        first_reading = f"at the chance level, {best:.3f}, that a guess among the tokens not yet seen reaches"
+    else:
+        first_reading = (f"above the {best:.3f} that any predictor reaches without memory of other sequences: it has "
+                         f"found a shortcut the data leaves")  # fmt: skip
+    within = f" (two standard errors over its {count} predictions: {margin:.3f})" if count else ""
     return (f"On held-out sequences its top-1 accuracy is {repeated:.3f} on the repeated half: {learned}. On the "
-            f"first half it is {first:.3f}, {first_reading} (uniform guessing among the tokens not yet seen "
-            f"would score {best:.3f}).")  # fmt: skip
+            f"first half it is {first:.3f}, {first_reading}{within}.")  # fmt: skip
+
+
+def uniform_attention_scores(periods) -> dict[str, float]:
+    """The null of each head score: the score of a head that spreads its attention evenly over every position it may
+    read, computed by the same score functions on uniform causal weights, averaged over the periods as the scores are."""
+    import torch
+
+    from residlab.course.models.induction import measures
+
+    previous, induction = [], []
+    for period in periods:
+        n = 2 * period
+        weights = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1).unsqueeze(1)
+        previous.append(float(measures.previous_token_score(weights.unsqueeze(0))))
+        induction.append(float(measures.induction_score(weights.unsqueeze(0), period)))
+    return {"previous_token": sum(previous) / len(previous), "induction": sum(induction) / len(induction)}
+
+
+def _runner_up(report: dict, kind: str) -> tuple[int, int, float]:
+    """The block, head and score of the second-highest head of ``kind``, from the report's score table."""
+    head = report["heads_found"][kind]
+    cells = [(score, block, index) for block, row in enumerate(report["head_scores"][kind])
+             for index, score in enumerate(row) if (block, index) != (head["block"], head["head"])]  # fmt: skip
+    score, block, index = max(cells, key=lambda cell: (cell[0], -cell[1], -cell[2]))  # equal scores: the first head
+    return block, index, score
+
+
+def is_tie(report: dict, kind: str) -> bool:
+    """Whether the best head of ``kind`` is within TIE_MARGIN of the runner-up: the rule does not single it out."""
+    return report["heads_found"][kind]["score"] - _runner_up(report, kind)[2] < TIE_MARGIN
 
 
 def head_sentence(report: dict, kind: str) -> str:
     """What the rule found for ``kind`` ("previous_token" or "induction") and whether it is where the mechanism
-    puts it (the previous-token head in block 0, the induction head in block 1)."""
+    puts it (the previous-token head in block 0, the induction head in block 1); a tie called a tie, with the
+    runner-up's block and head; both read against a head that attends evenly."""
     head = report["heads_found"][kind]
     threshold = report["head_rule_threshold"]
     expected_block = 0 if kind == "previous_token" else 1
     where = f"block {head['block']}, head {head['head']}"
+    null = uniform_attention_scores(report["held_out"]["periods"])[kind]
+    even = f"a head attending evenly to every position it may read scores {null:.2f}"
     if not head["above_threshold"]:
         return (f"No head attends mostly as a {head['kind']} head would: the highest {head['kind']} score, "
-                f"{head['score']:.2f} ({where}), is below {threshold}.")  # fmt: skip
+                f"{head['score']:.2f} ({where}), is below {threshold} ({even}).")  # fmt: skip
+    block, index, second = _runner_up(report, kind)
+    if is_tie(report, kind):
+        return (f"The highest {head['kind']} scores are a tie: {head['score']:.2f} in {where} and {second:.2f} in "
+                f"block {block}, head {index}, closer than {TIE_MARGIN}, so the rule cannot single out one head "
+                f"({even}).")  # fmt: skip
     placed = ("where the mechanism needs it" if head["block"] == expected_block
               else f"not in block {expected_block}, where the two-step mechanism would put it")  # fmt: skip
-    return (f"The highest {head['kind']} score is {head['score']:.2f}, in {where}, {placed}; the next highest "
-            f"of any other head is {head['runner_up']:.2f}.")  # fmt: skip
+    return (f"The highest {head['kind']} score is {head['score']:.2f}, in {where}, {placed}; the next highest is "
+            f"{second:.2f}, in block {block}, head {index}, and {even}.")  # fmt: skip
 
 
 def lens_sentence(report: dict) -> str:
-    """Where along the depth the right next token first becomes the lens's top token on most repeated positions."""
+    """Where along the depth the right next token first becomes the lens's top token on most repeated positions,
+    beside chance (one token in the vocabulary)."""
     trajectory = report["lens"]["held_out"]
+    chance = report["halves"]["uniform_chance"]
     readable = [state for state, values in trajectory.items() if values["top1"] > 0.5]
     numbers = ", ".join(f"{state} {values['top1']:.2f}" for state, values in trajectory.items())
+    null = f"a uniform guess is right {chance:.3f} of the time"
     if not readable:
-        return f"At no state is the right next token the top token of the lens on most repeated positions ({numbers})."
+        return (f"At no state is the right next token the top token of the lens on most repeated positions "
+                f"({numbers}; {null}).")  # fmt: skip
     return (f"The right next token first becomes the top token of the lens on most repeated positions at the state "
-            f"named {readable[0]} (top-1 per state: {numbers}).")  # fmt: skip
+            f"named {readable[0]} (top-1 per state: {numbers}; {null}).")  # fmt: skip
 
 
 def patching_sentence(report: dict) -> str:
-    """Which cells of the heatmap recover at least half of the clean metric."""
+    """Which cells of the heatmap recover at least half of the clean metric; nothing is read when the gap between
+    the clean and corrupt metrics is below READABLE_GAP."""
     patching = report["patching"]
+    gap = patching["clean_metric"] - patching["corrupt_metric"]
+    if abs(gap) < READABLE_GAP:
+        return (f"The clean and corrupt runs differ by only {gap:.3f} in logit difference, below the {READABLE_GAP} "
+                f"this page reads, so no recovery is read: a ratio over so small a gap is noise.")  # fmt: skip
     cells = [(row, position, value) for row, values in zip(patching["rows"], patching["recovery"])
              for position, value in enumerate(values) if value is not None and value >= 0.5]  # fmt: skip
     if not cells:
-        return "No single patched activation recovers half of the clean metric."
+        return f"No single patched activation recovers half of the clean-corrupt gap of {gap:.2f}."
     listed = "; ".join(f"{row} at position {position} (R = {value:.2f})" for row, position, value in cells)
-    return f"The activations that recover at least half of the clean metric on their own: {listed}."
+    return f"The activations that recover at least half of the clean-corrupt gap of {gap:.2f} on their own: {listed}."
 
 
 def audit_sentence(verdict: dict) -> str:

@@ -51,7 +51,7 @@ random-weight specimen from a small configuration. Specimen numbers are NOT thos
 
 The audit stands on the capture floor (``residlab.capture``): the block tables say where each site is, the site
 names and the resolver come from ``capture.sites``, every run records through ``capture.recording.record_sites``
-(the declared write replaced by an ``at_position`` edit), and the identity tolerances are ``capture.blocks``'.
+(the declared write replaced by a ``capture.patching`` edit), and the identity tolerances are ``capture.blocks``'.
 Its modules, each importing only those above it and the capture floor:
 
 - ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).

@@ -12,8 +12,8 @@ before-and-after hash, as it was when every run was hashed. A parameter made und
 version counter: while the model has one, every run is hashed.
 
 Sites are named and found by the capture floor (``site_name``, ``resolve_sites``) and recorded by its one
-mechanism (``record_sites`` with an ``at_position`` edit); the hashes here (canonical JSON, tensor bytes) are
-what the packet's records and links are made of.
+mechanism (``record_sites``; an intervened run's edit is ``residlab.capture.patching.set_to``); the hashes here
+(canonical JSON, tensor bytes) are what the packet's records and links are made of.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from residlab.capture.blocks import canonical_path
-from residlab.capture.recording import SiteFiredTwice, at_position, record_sites
+from residlab.capture.patching import set_to
+from residlab.capture.recording import SiteFiredTwice, record_sites
 from residlab.capture.sites import SiteError, resolve_sites, site_name
 from residlab.audit.subject import AuditError, Subject, _import_torch
 
@@ -156,7 +157,7 @@ def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], watc
     torch = _import_torch()
     alone = watch is None
     site = intervention.get("site")
-    edits = None if site is None else {site.name: at_position(site.position, intervention["replacement"])}
+    edits = None if site is None else {site.name: set_to(intervention["replacement"], site.position)}
     try:
         sites = resolve_sites(subject.model, subject.block_type, len(subject.blocks))
     except SiteError as error:  # the table names a module this model lacks

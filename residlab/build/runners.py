@@ -87,7 +87,8 @@ RUNNERS = (
     Runner(
         "residual_stream_lab.py",
         (
-            TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/models/threads.py",
+            TORCH_CHECK, "capture/recording.py", "capture/patching.py", "audit/measures.py", "audit/attribution.py",
+            "course/models/threads.py",
             "course/models/copy_model.py", "course/models/gradient_profile.py", "course/models/lesson_lab.py",
         ),
         "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
@@ -131,8 +132,8 @@ RUNNERS = (
     Runner(
         "audit_residual_writes.py",
         (
-            "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/sites.py",
-            "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/attribution.py",
+            "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/patching.py",
+            "capture/sites.py", "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/attribution.py",
             "audit/packet.py",
             "capture/files.py", "audit/verify.py", "audit/cli.py",
         ),

@@ -5,7 +5,10 @@
 - ``sites``:     the one site-naming function (``site_name``) and the one resolver (``resolve_sites``), driven by
                  the tables.
 - ``recording``: ``record_sites``, the one hook mechanism every capture uses: hooks registered on enter, exactly
-                 those removed in ``finally``; optional edits (ablations, patches) at output sites.
+                 those removed in ``finally``; optional edits (ablations, patches) at any site, input or output.
+- ``patching``:  the one intervention primitive on it: the edits (``zeroed``, ``set_to``, ``taken_from`` another
+                 run's recording) at any positions, one patched run (``run_patched``) and the grid of
+                 (site, position) cells (``patch_grid``).
 - ``outdir``:    the one output rule (a new name or an empty real directory, written atomically).
 - ``files``:     the one read rule (``read_file_bytes``: no link, a regular file, bounded, unchanged while read).
 

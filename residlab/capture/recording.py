@@ -4,7 +4,8 @@ detached CPU copy of what its site carried at the moment it fired, all removed o
 Every capture in residlab records through ``record_sites``: Lab 05's observation, the audit, the Lesson 2.1
 copy model's trace and interventions, Lab 04's post-LN block and the glossary's cache layouts. They differ
 only in where their sites come from (``residlab.capture.sites`` resolves them from a block table, or a caller
-names its own modules) and in the edits some runs make (an ablation, a patch: ``edits``). As in
+names its own modules) and in the edits some runs make (an ablation, a patch: ``edits``, written by
+``residlab.capture.patching``). As in
 baukit's ``TraceDict``, hooks are registered on enter and exactly these handles are removed in ``finally``, also
 when the forward raised; hooks that other code registered are left as they were.
 
@@ -101,32 +102,39 @@ def _editing_hook(recorder: SiteRecorder, name: str, edit):
     return hook
 
 
-def at_position(position: int, vector):
-    """An edit for ``record_sites``: the site's tensor (1, n, d) with ``vector`` (d,) at ``position``."""
+def _editing_input_hook(recorder: SiteRecorder, name: str, edit):
+    """As ``_editing_hook``, for an input site: the module receives ``edit(input)`` in place of its input."""
 
-    def edit(tensor):
-        tensor = tensor.clone()
-        tensor[0, position] = vector
-        return tensor
+    def hook(module, args, kwargs):
+        if args:
+            tensor = edit(args[0])
+            args = (tensor, *args[1:])
+        else:
+            tensor = edit(kwargs["hidden_states"])
+            kwargs = {**kwargs, "hidden_states": tensor}
+        recorder.keep(name, tensor)
+        return args, kwargs
 
-    return edit
+    return hook
 
 
 @contextlib.contextmanager
 def record_sites(sites, edits: dict | None = None):
     """Register one hook per ``(name, module, kind)`` of ``sites``; yield the ``SiteRecorder``; remove exactly
-    these handles on exit. ``edits`` maps output-site names to functions tensor -> new tensor that intervene at
-    that site (``at_position`` puts one vector at one position)."""
+    these handles on exit. ``edits`` maps site names (input or output sites) to functions tensor -> new tensor
+    that intervene at that site (``residlab.capture.patching`` writes them: zero, set, take from another run)."""
     sites = list(sites)
     edits = edits or {}
     recorder = SiteRecorder([name for name, _, _ in sites])
-    output_sites = {name for name, _, kind in sites if kind == "output"}
-    stray = sorted(set(edits) - output_sites)
+    stray = sorted(set(edits) - set(recorder.names))
     if stray:
-        raise ValueError(f"edited site(s) {', '.join(map(repr, stray))} are not among the output sites recorded")
+        raise ValueError(f"edited site(s) {', '.join(map(repr, stray))} are not among the sites recorded")
     try:
         for name, module, kind in sites:
-            if kind == "input":
+            if kind == "input" and name in edits:
+                handle = module.register_forward_pre_hook(_editing_input_hook(recorder, name, edits[name]),
+                                                          with_kwargs=True)  # fmt: skip
+            elif kind == "input":
                 handle = module.register_forward_pre_hook(_input_hook(recorder, name), with_kwargs=True)
             elif name in edits:
                 handle = module.register_forward_hook(_editing_hook(recorder, name, edits[name]))

@@ -15,13 +15,13 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from dataclasses import asdict, dataclass
 
 import torch
 
+from residlab.capture.patching import set_to, zeroed
 from residlab.capture.recording import record_sites
 from residlab.audit.measures import logit_difference, measure_write, metric_direction
 from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
@@ -132,22 +132,23 @@ class RunOutput:
     trace: ResidualTrace
 
 
-def _position_write(write: torch.Tensor, replacement: torch.Tensor | None, ablate: bool) -> torch.Tensor:
-    """Apply an intervention to a (batch, seq, d) write: zero it, or replace its query-position row.
+def _write_edit(ablate: bool, replacement: torch.Tensor | None):
+    """The edit of one write (``residlab.capture.patching``): zero it, put ``replacement`` (batch, d) at its query
+    position, or both in that order. Each returns a new tensor, so the caller's tensors are never modified."""
+    zero = zeroed() if ablate else None
+    patch = None if replacement is None else set_to(replacement.unsqueeze(1), -1)
 
-    Returns a new tensor whenever it changes anything, so the caller's tensors are never modified in place.
-    """
-    if ablate:
-        write = torch.zeros_like(write)
-    if replacement is not None:
-        if replacement.shape != (write.shape[0], write.shape[2]):
+    def edit(write: torch.Tensor) -> torch.Tensor:
+        if replacement is not None and replacement.shape != (write.shape[0], write.shape[2]):
             raise ValueError(
                 f"a patch must have shape (batch, d_model) = {(write.shape[0], write.shape[2])}, "
                 f"got {tuple(replacement.shape)}"
             )
-        write = write.clone()
-        write[:, -1, :] = replacement
-    return write
+        for step in (zero, patch):
+            write = write if step is None else step(write)
+        return write
+
+    return edit
 
 
 def run_traced(
@@ -168,7 +169,7 @@ def run_traced(
         tokens = torch.tensor([tokens], dtype=torch.long)
     sites = [(name, getattr(model.block, point), "output") for name, point in TRACE_HOOK_POINTS.items()]
     edits = {
-        name: functools.partial(_position_write, replacement=patch, ablate=ablate)
+        name: _write_edit(ablate, patch)
         for name, ablate, patch in (("attn_write", ablate_attn, patch_attn), ("mlp_write", ablate_mlp, patch_mlp))
         if ablate or patch is not None
     }

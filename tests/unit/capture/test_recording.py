@@ -7,7 +7,8 @@ import platform
 import pytest
 import torch
 
-from residlab.capture.recording import SiteFiredTwice, at_position, record_sites
+from residlab.capture.patching import set_to
+from residlab.capture.recording import SiteFiredTwice, record_sites
 from residlab.capture.versions import library_versions
 
 
@@ -59,7 +60,7 @@ def test_a_record_taken_with_gradients_on_is_detached():
 def test_an_edit_puts_the_vector_at_its_position_before_downstream_reads_it():
     model, x = Tiny(), torch.randn(1, 3, 4)
     vector = torch.tensor([1.0, -2.0, 3.0, -4.0])
-    with record_sites(sites(model), edits={"first": at_position(1, vector)}) as recorder, torch.inference_mode():
+    with record_sites(sites(model), edits={"first": set_to(vector, 1)}) as recorder, torch.inference_mode():
         out = model(x)
     with torch.inference_mode():
         clean_first = model.first(x)
@@ -70,10 +71,10 @@ def test_an_edit_puts_the_vector_at_its_position_before_downstream_reads_it():
     assert torch.equal(out, expected_out) and torch.equal(recorder.records["out"], expected_out)
 
 
-def test_an_edit_at_a_site_that_is_not_a_recorded_output_is_refused_before_any_hook():
+def test_an_edit_at_a_site_that_is_not_recorded_is_refused_before_any_hook():
     model = Tiny()
-    with pytest.raises(ValueError, match=r"edited site\(s\) 'x' are not among the output sites"):
-        with record_sites(sites(model), edits={"x": at_position(0, torch.zeros(4))}):
+    with pytest.raises(ValueError, match=r"edited site\(s\) 'nowhere' are not among the sites recorded"):
+        with record_sites(sites(model), edits={"nowhere": set_to(torch.zeros(4), 0)}):
             pass
     assert hook_count(model) == 0
 

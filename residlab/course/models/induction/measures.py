@@ -11,8 +11,9 @@
   back at one position, for every site of ``PATCH_SITES`` and every position: the share of the clean metric
   recovered.
 
-Activations are read and replaced with the capture floor's one mechanism (``residlab.capture.recording``) at the
-sites its block table names (``residlab.capture.sites``); attention weights come from the model's own eager
+Activations are read with the capture floor's one mechanism (``residlab.capture.recording``) and replaced with
+its patching primitive (``residlab.capture.patching``), at the sites its block table names
+(``residlab.capture.sites``); attention weights come from the model's own eager
 attention (``output_attentions``).
 """
 
@@ -25,8 +26,9 @@ import torch.nn.functional as F
 
 from residlab.audit.measures import logit_difference, patch_recovery
 from residlab.capture.blocks import block_type_for
-from residlab.capture.recording import at_position, record_sites
-from residlab.capture.sites import resolve_paths, resolve_sites, site_name
+from residlab.capture.patching import patch_grid, taken_from
+from residlab.capture.recording import record_sites
+from residlab.capture.sites import resolve_sites, site_name
 from residlab.course.models.induction.recipe import PERIODS, VOCAB_SIZE, repeated_sequences
 from residlab.course.models.threads import single_thread
 
@@ -44,9 +46,9 @@ LENS_STATES = (
     ("block 1, after attention", 1, "resid_mid"),
     ("after block 1 (the output)", 1, "resid_post"),
 )
-# The patching heatmap's rows, in depth order: (label, module path in GPTNeoXForCausalLM or a capture site name).
+# The patching heatmap's rows, in depth order: (label, capture site name).
 PATCH_SITES = (
-    ("block 0 input (embedding)", "gpt_neox.emb_dropout"),
+    ("block 0 input (embedding)", site_name(0, "resid_pre")),
     ("block 0 attention write", site_name(0, "attn_write")),
     ("block 1 input (block 0 output)", site_name(0, "resid_post")),
     ("block 1 attention write", site_name(1, "attn_write")),
@@ -154,8 +156,9 @@ def find_heads(scores: dict[str, torch.Tensor]) -> dict[str, FoundHead]:
 
 
 def _readout(model, states: torch.Tensor) -> torch.Tensor:
-    """The logit lens: the model's final LayerNorm, then its unembedding."""
-    return model.get_output_embeddings()(model.gpt_neox.final_layer_norm(states))
+    """The logit lens: the model's final LayerNorm (where its block table says), then its unembedding."""
+    final_norm = model.get_submodule(block_type_for(model.config).final_norm)
+    return model.get_output_embeddings()(final_norm(states))
 
 
 def residual_states(model, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -212,15 +215,6 @@ def patching_experiment(sequence: torch.Tensor | None = None, seed: int = HELD_O
                               int(replacement[period - 1]), period - 1)  # fmt: skip
 
 
-def _patch_sites(model):
-    """(name, module, "output") of every PATCH_SITES row, resolved before any hook is registered."""
-    block_type = block_type_for(model.config)
-    capture = {name: (name, module, kind) for name, module, kind in
-               resolve_sites(model, block_type, model.config.num_hidden_layers)}  # fmt: skip
-    return [capture[path] if path in capture else resolve_paths(model, [(path, path, "output")])[0]
-            for _, path in PATCH_SITES]  # fmt: skip
-
-
 def _metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
     return logit_difference(logits[0, -1], experiment.target, experiment.rival)
 
@@ -230,22 +224,21 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
     R = (M(corrupt run with the clean activation at p) - M(corrupt)) / (M(clean) - M(corrupt)), None when the
     clean and corrupt metrics are equal (``residlab.audit.measures``)."""
     experiment = patching_experiment() if experiment is None else experiment
-    sites = _patch_sites(model)
+    sites = resolve_sites(model, block_type_for(model.config), model.config.num_hidden_layers)
+    names = [name for _, name in PATCH_SITES]
     clean_ids = torch.tensor([experiment.clean])
     corrupt_ids = torch.tensor([experiment.corrupt])
     with single_thread():
-        with record_sites(sites) as recorder, torch.inference_mode():
+        with record_sites(sites) as clean, torch.inference_mode():
             clean_metric = _metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
-        clean_values = {name: recorder.records[name][0] for name, _, _ in sites}
         corrupt_metric = _metric(_logits(model, corrupt_ids), experiment)
-        recovery = []
-        for name, _, _ in sites:
-            row = []
-            for position in range(len(experiment.clean)):
-                edit = {name: at_position(position, clean_values[name][position])}
-                with record_sites(sites, edits=edit), torch.inference_mode():
-                    patched = _metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
-                row.append(patch_recovery(clean_metric, corrupt_metric, patched))
-            recovery.append(row)
+
+        def patched_metric() -> float:
+            with torch.inference_mode():
+                return _metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
+
+        grid = patch_grid(patched_metric, sites, names, range(len(experiment.clean)),
+                          lambda name, position: taken_from(clean.records[name], position))  # fmt: skip
+    recovery = [[patch_recovery(clean_metric, corrupt_metric, patched) for patched in row] for row in grid]
     return {"rows": [label for label, _ in PATCH_SITES], "recovery": recovery, "clean_metric": clean_metric,
             "corrupt_metric": corrupt_metric}  # fmt: skip

@@ -93,7 +93,7 @@ def _small_report(gap: float, floor: float) -> dict:
     """A report of the shape ``run_lab`` writes, one design, numbers chosen by the test."""
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
     output = [[0.0, 0.0, 0.2], [0.0, 0.0, 0.5]]  # block 1's input is block 0's output
-    design = {"clean": [1, 2, 1], "corrupt": [3, 2, 1], "changed": [0], "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
+    design = {"clean": [1, 2, 1], "corrupt": [3, 2, 1], "target": 2, "rival": 4, "changed": [0], "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
               "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
               "activation": {d: {"resid_pre": grid, "attn_write": grid, "mlp_write": grid, "resid_post": output}
                              for d in ("denoising", "noising")},

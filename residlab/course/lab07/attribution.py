@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import torch
 
-from residlab.capture.recording import record_sites
+from residlab.capture.patching import run_patched
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import KINDS, Pair, activation_cells, head_delta
 from residlab.course.models.threads import single_thread
 
 
 def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
-    """Edit-site name -> dM/da (n, d) at the corrupt run, for every block site an edit can reach."""
+    """Block site name -> dM/da (n, d) at the corrupt run, for every site of the block table."""
     held: dict[str, torch.Tensor] = {}
 
     def holding(name):
@@ -31,14 +31,14 @@ def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
 
         return edit
 
-    edit_names = sorted({site[0] for site in pair.edit_sites.values()})
-    watched = [pair.edit_sites[name] for name in edit_names]
+    names = [name for name, _, _ in pair.sites if name.rsplit(".", 1)[1] in KINDS]
     ids = torch.tensor([pair.design.corrupt])
-    with single_thread(), torch.enable_grad(), record_sites(watched, edits={n: holding(n) for n in edit_names}):
-        logits = pair.model(input_ids=ids, use_cache=False).logits.float()
+    with single_thread(), torch.enable_grad():
+        logits = run_patched(lambda: pair.model(input_ids=ids, use_cache=False).logits.float(), pair.sites,
+                             {name: holding(name) for name in names})  # fmt: skip
         metric = logits[0, -1, pair.design.target] - logits[0, -1, pair.design.rival]
-        gradients = torch.autograd.grad(metric, [held[name] for name in edit_names])
-    return {name: gradient[0].detach() for name, gradient in zip(edit_names, gradients)}
+        gradients = torch.autograd.grad(metric, [held[name] for name in names])
+    return {name: gradient[0].detach() for name, gradient in zip(names, gradients)}
 
 
 def attribution_grids(pair: Pair, gradients: dict | None = None) -> dict[str, list[list[float | None]]]:
@@ -49,7 +49,7 @@ def attribution_grids(pair: Pair, gradients: dict | None = None) -> dict[str, li
         rows = []
         for block in range(pair.depth):
             name = site_name(block, kind)
-            gradient = gradients[pair.edit_sites[name][0]]
+            gradient = gradients[name]
             change = ((pair.clean[name] - pair.corrupt[name]) * gradient).sum(-1)
             rows.append([None if pair.gap == 0 else float(value) / pair.gap for value in change])
         grids[kind] = rows
@@ -61,7 +61,7 @@ def head_attribution(pair: Pair, gradients: dict | None = None) -> list[list[flo
     gradients = corrupt_gradients(pair) if gradients is None else gradients
     rows = []
     for block in range(pair.depth):
-        gradient = gradients[pair.edit_sites[site_name(block, "attn_write")][0]]
+        gradient = gradients[site_name(block, "attn_write")]
         rows.append([None if pair.gap == 0 else
                      float((head_delta(pair, block, head, pair.clean, pair.corrupt) * gradient).sum()) / pair.gap
                      for head in range(pair.model.config.num_attention_heads)])  # fmt: skip
@@ -81,6 +81,6 @@ def bend_measures(pair: Pair, kind: str, block: int) -> list[dict]:
     _, weights, final_states = activation_cells(pair, "denoising", kind, block, every, attention=True)
     last = pair.depth - 1
     moved = 0.5 * (weights[:, last, :, -1] - pair.corrupt_attention[last, :, -1]).abs().sum(-1).amax(-1)
-    corrupt_scale = _scale(pair.corrupt[site_name(last, "resid_post")][-1])
+    corrupt_scale = _scale(pair.corrupt[site_name(last, "resid_post")][-1])  # the final normaliser's input
     return [{"attention_moved": float(m), "scale_change": abs(_scale(state) / corrupt_scale - 1)}
             for m, state in zip(moved, final_states)]

@@ -9,8 +9,9 @@ M(corrupt) that the *clean* site carries, positive when the clean activation pus
 - noising (corrupt into clean): (M(clean) - M(clean, site from corrupt)) / G.
 
 A ``Pair`` holds both runs of one design on one model, recorded once at every site (the capture floor's
-``record_sites`` at the sites its block table names, plus two points inside the attention this module names,
-``ATTENTION_POINTS``); each patched run replaces one site's tensor through the same recorder's ``edits``.
+``record_sites`` at the sites its block table names, plus the points inside the attention this module names,
+``ATTENTION_POINTS``); each patched run is the capture floor's patching primitive (``run_patched``) with one edit,
+made for a batch: row i of the batch is cell i of a grid row, so a row of cells costs one forward.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from residlab.capture.blocks import block_type_for
+from residlab.capture.patching import run_patched
 from residlab.capture.recording import record_sites
 from residlab.capture.sites import block_path, resolve_paths, resolve_sites, site_name
 from residlab.course.lab07.designs import Design
@@ -31,11 +33,9 @@ STREAMS = ("queries", "keys", "values")
 
 # Inside GPT-NeoX's attention, which the block table does not split: the fused projection that computes every
 # head's [query | key | value] (one slice of 3 x head size per head, in that order) from the normalised block
-# input, and the output projection whose input is the heads' outputs side by side.
+# input, its normaliser, and the output projection whose input is the heads' outputs side by side.
 ATTENTION_POINTS = {"norm": "input_layernorm", "qkv": "attention.query_key_value", "heads_out": "attention.dense"}
-# The block input of block 0 is the embedding as the block receives it (the capture reads it as the block's input;
-# an edit needs the module that returns it).
-EMBEDDING_OUTPUT = "gpt_neox.emb_dropout"
+FINAL_INPUT = "final_norm.in"  # the final normaliser's input: the last state, after every edit
 
 
 def _metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
@@ -45,14 +45,12 @@ def _metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
 
 @dataclass
 class Pair:
-    """Both runs of ``design`` on ``model``: every site's tensor (n, d), the heads' outputs (n, d) per block, the
-    attention weights (blocks, heads, n, n) and the metrics."""
+    """Both runs of ``design`` on ``model``: every block site's tensor (n, d) and every block's heads' outputs
+    (n, d), the attention weights (blocks, heads, n, n) and the metrics."""
 
     model: object
     design: Design
-    sites: list  # (name, module, kind) of every block site, resolved once
-    edit_sites: dict  # block site name -> (name, module, "output"): where an edit of that site is made
-    qkv_sites: list  # per block: (name, qkv module, "output")
+    sites: list  # (name, module, kind): the block table's sites, then each block's fused q/k/v projection
     clean: dict
     corrupt: dict
     clean_metric: float
@@ -80,36 +78,23 @@ class Pair:
         return self.block(block).get_submodule(ATTENTION_POINTS["heads_out"]).weight.detach()
 
     def run(self, corrupt: bool, edits: dict | None = None, *, batch: int = 1, attention: bool = False):
-        """M (one per batch row, a list) of the clean or corrupt prompt repeated ``batch`` times, with ``edits``
-        (edit-site name -> tensor -> tensor); with ``attention`` also the attention weights (batch, blocks, heads,
-        n, n) and the final state at the readout (batch, d)."""
+        """M (one per batch row, a list) of the clean or corrupt prompt repeated ``batch`` times, patched by
+        ``edits`` (site name -> edit, the capture floor's ``run_patched``); with ``attention`` also the attention
+        weights (batch, blocks, heads, n, n) and the final state at the readout (batch, d)."""
         ids = torch.tensor([self.design.corrupt if corrupt else self.design.clean] * batch)
-        final = site_name(self.depth - 1, "resid_post")
-        named = {site[0]: site for site in [*self.edit_sites.values(), *self.qkv_sites]}
-        watched = [named[name] for name in (edits or {})]
-        if final not in (edits or {}):
-            watched.append(named[final])
-        with single_thread(), record_sites(watched, edits=edits) as recorder, torch.inference_mode():
-            output = self.model(input_ids=ids, use_cache=False, output_attentions=attention)
+
+        def forward():
+            return self.model(input_ids=ids, use_cache=False, output_attentions=attention)
+
+        block_type = block_type_for(self.model.config)
+        final = resolve_paths(self.model, [(FINAL_INPUT, block_type.final_norm, "input")])
+        with single_thread(), torch.inference_mode(), record_sites(final if attention else []) as recorder:
+            output = run_patched(forward, self.sites, edits or {})
         metric = _metric(output.logits.float(), self.design).tolist()
         if not attention:
             return metric
         weights = torch.stack([layer.float() for layer in output.attentions], dim=1)
-        return metric, weights, recorder.records[final][:, -1]
-
-
-def _edit_sites(model, depth: int) -> dict:
-    """Block site name -> the output site an edit of it is made at: each block's writes and output are module
-    outputs; block 0's input is the embedding module's output, block b's input block b-1's output."""
-    block_type = block_type_for(model.config)
-    outputs = {name: (name, module, kind) for name, module, kind in resolve_sites(model, block_type, depth)
-               if kind == "output"}  # fmt: skip
-    (embedding,) = resolve_paths(model, [(site_name(0, "resid_pre"), EMBEDDING_OUTPUT, "output")])
-    edit_sites = {site_name(0, "resid_pre"): embedding, **outputs}
-    for block in range(1, depth):
-        name, module, kind = outputs[site_name(block - 1, "resid_post")]
-        edit_sites[site_name(block, "resid_pre")] = (name, module, kind)
-    return edit_sites
+        return metric, weights, recorder.records[FINAL_INPUT][:, -1]
 
 
 def prepare(model, design: Design) -> Pair:
@@ -128,8 +113,8 @@ def prepare(model, design: Design) -> Pair:
         recorded[which] = {name: tensor[0] for name, tensor in recorder.records.items()}
         metrics[which] = float(_metric(output.logits.float(), design)[0])
         attentions[which] = torch.stack([layer[0].float() for layer in output.attentions])
-    pair = Pair(model, design, sites, _edit_sites(model, depth), qkv, recorded["clean"], recorded["corrupt"],
-                metrics["clean"], metrics["corrupt"], attentions["clean"], attentions["corrupt"])  # fmt: skip
+    pair = Pair(model, design, sites + qkv, recorded["clean"], recorded["corrupt"], metrics["clean"],
+                metrics["corrupt"], attentions["clean"], attentions["corrupt"])  # fmt: skip
     for block in range(1, depth):  # one tensor, two names: the patch of one is the patch of the other
         same = site_name(block, "resid_pre"), site_name(block - 1, "resid_post")
         if not torch.equal(pair.clean[same[0]], pair.clean[same[1]]):
@@ -167,7 +152,7 @@ def activation_cells(pair: Pair, direction: str, kind: str, block: int, position
     the site at that position replaced by the other run's tensor."""
     name = site_name(block, kind)
     source = pair.clean if direction == "denoising" else pair.corrupt
-    edit = {pair.edit_sites[name][0]: _replace_cells(positions, source[name][positions])}
+    edit = {name: _replace_cells(positions, source[name][positions])}
     return pair.run(direction == "denoising", edit, batch=len(positions), attention=attention)
 
 
@@ -195,7 +180,7 @@ def head_grid(pair: Pair, direction: str) -> list[list[float | None]]:
     heads = pair.model.config.num_attention_heads
     rows = []
     for block in range(pair.depth):
-        write = pair.edit_sites[site_name(block, "attn_write")][0]
+        write = site_name(block, "attn_write")
         deltas = torch.stack([head_delta(pair, block, head, source, target) for head in range(heads)])
         patched = pair.run(direction == "denoising", {write: lambda tensor, deltas=deltas: tensor + deltas}, batch=heads)
         rows.append([share(pair, direction, value) for value in patched])
@@ -229,8 +214,7 @@ def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, f
     delta = pair.clean[name] - pair.corrupt[name]
     shares = {}
     for stream in STREAMS:
-        qkv = pair.qkv_sites[receiver][0]
-        shares[stream] = share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, stream, delta)})[0])
-    write = pair.edit_sites[name][0]
-    shares["everything"] = share(pair, "denoising", pair.run(True, {write: _add(delta)})[0])
+        edit = {site_name(receiver, "qkv"): _stream_edit(pair, receiver, stream, delta)}
+        shares[stream] = share(pair, "denoising", pair.run(True, edit)[0])
+    shares["everything"] = share(pair, "denoising", pair.run(True, {name: _add(delta)})[0])
     return shares

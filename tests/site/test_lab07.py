@@ -1,0 +1,114 @@
+"""Lab 07 as this session's render built it, read back: the model is the one ``induction_training`` trained for
+this render (its stored weights loaded into a plain ``GPTNeoXForCausalLM``), the report is recomputed here from
+those weights with ``run_lab``, and the page must show that report: in its data island (every cell), in its SVG
+figures (every cell's value), in its sentences, and with the explorer's script and the runner served from the
+site itself."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+
+import pytest
+import torch
+from built_text import shown
+
+pytestmark = pytest.mark.slow
+
+PAGE = "labs/07-patching-methods.html"
+
+
+@pytest.fixture(scope="module")
+def report(built_site, tmp_path_factory):
+    from transformers import GPTNeoXForCausalLM
+
+    from residlab.course.lab07.lab import run_lab
+    from residlab.render import render_cache
+
+    folder = built_site.project / render_cache.RENDER_CACHE_DIR
+    uses = render_cache.read_uses(folder)
+    computed = [use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]
+    assert len(computed) == 1, computed
+    assert len([use for use in uses if use["name"] == "lab07_report" and use["how"] == "computed"]) == 1
+    (entry,) = folder.glob(f"*/{computed[0]['entry']}")
+    directory = tmp_path_factory.mktemp("induction-model")
+    for name, data in pickle.loads(entry.read_bytes()).model_files.items():
+        (directory / name).write_bytes(data)
+    model = GPTNeoXForCausalLM.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager").eval()
+    return json.loads(json.dumps(run_lab(model)))
+
+
+@pytest.fixture(scope="module")
+def page_html(built_site) -> str:
+    return (built_site.site / PAGE).read_text(encoding="utf-8")
+
+
+def _agree(shown_value, value, where: str) -> None:
+    """The same structure, every number within 1e-4 (the page's JSON and this test's may round differently)."""
+    if isinstance(value, dict):
+        assert set(shown_value) == set(value), where
+        for key in value:
+            _agree(shown_value[key], value[key], f"{where}/{key}")
+    elif isinstance(value, list):
+        assert len(shown_value) == len(value), where
+        for index, (a, b) in enumerate(zip(shown_value, value)):
+            _agree(a, b, f"{where}[{index}]")
+    elif isinstance(value, float):
+        assert shown_value == pytest.approx(value, abs=1e-4), where
+    else:
+        assert shown_value == value, where
+
+
+def test_the_data_island_holds_every_cell_of_the_report(page_html, report):
+    payload = re.search(r'<script type="application/json" id="patching-explorer-data">(.*?)</script>', page_html, re.S)
+    data = json.loads(payload.group(1))
+    for name, design in report["designs"].items():
+        for key in ("activation", "attribution", "error", "bends", "clean", "corrupt", "changed", "readable"):
+            _agree(data["designs"][name][key], design[key], f"{name}/{key}")
+
+
+def test_every_figure_cell_shows_the_report(page_html, report):
+    figures = re.findall(r'<svg[^>]*aria-label="activation patching shares, (\w+) design".*?</svg>', page_html, re.S)
+    assert sorted(figures) == sorted(report["designs"])
+    for name in report["designs"]:
+        svg = re.search(rf'aria-label="activation patching shares, {name} design".*?</svg>', page_html, re.S).group(0)
+        cells = re.findall(r"<title>(blocks\.(\d)\.(\w+)), position (\d+): ([^<]+)</title>", svg)
+        assert len(cells) == 2 * 4 * 2 * len(report["designs"][name]["clean"])  # directions x kinds x blocks x positions
+        values = {}
+        for _, block, kind, position, value in cells:
+            values.setdefault((kind, int(block), int(position)), []).append(value)
+        for (kind, block, position), pair in values.items():
+            for direction, value in zip(("denoising", "noising"), pair):
+                expected = report["designs"][name]["activation"][direction][kind][block][position]
+                assert abs(float(value) - expected) < 2e-3, (name, direction, kind, block, position)
+
+
+def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
+    from residlab.course.lab07 import sentences
+
+    text = shown(built_site.site, PAGE)
+    assert sentences.known_heads_sentence(report) in text
+    for name in report["designs"]:
+        assert sentences.gap_sentence(report, name) in text
+        assert sentences.path_sentence(report, name) in text
+        assert sentences.attribution_sentence(report, name) in text
+        for direction in ("denoising", "noising"):
+            assert sentences.grid_sentence(report, name, direction) in text
+
+
+def test_the_explorer_and_the_runner_are_served_by_the_site(built_site, page_html):
+    assert '<script src="../assets/explorers/patching-explorer.js" defer></script>' in page_html
+    assert (built_site.site / "assets/explorers/patching-explorer.js").is_file()
+    served = built_site.site / "assets/labs/patching_methods.py"
+    assert served.read_bytes() == (built_site.project / "assets/labs/patching_methods.py").read_bytes()
+    assert 'href="../assets/labs/patching_methods.py"' in page_html
+    assert not re.search(r'<script[^>]+src="https?://', page_html)  # no script from another site
+
+
+def test_the_page_cites_the_methods_it_runs(built_site):
+    text = shown(built_site.site, PAGE)
+    for cited in ("Vig et al. 2020", "Meng et al. 2022", "Zhang and Nanda 2024", "Heimersheim and Nanda 2024",
+                  "Wang et al. 2022", "Goldowsky-Dill et al. 2023", "Nanda 2023", "Syed et al. 2023",
+                  "Olsson et al. 2022"):  # fmt: skip
+        assert cited in text, cited

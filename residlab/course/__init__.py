@@ -69,6 +69,8 @@ _INTERFACE = {
     "profile_sentences": ("residlab.course.lesson.lesson_figures", "profile_sentences"),
     "retained_verdict": ("residlab.course.lesson.lesson_figures", "retained_verdict"),
     "attribution_contrast": ("residlab.course.lesson.lesson_figures", "attribution_contrast"),
+    "direct_effect_reading": ("residlab.course.lesson.lesson_figures", "direct_effect_reading"),
+    "total_effect_reading": ("residlab.course.lesson.lesson_figures", "total_effect_reading"),
     "plot_positional_encoding": ("residlab.course.lab04_paper.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary.glossary_figures", "draw_four_positions"),

@@ -47,6 +47,8 @@ INDUCTION = "tests/unit/course/test_induction.py::"
 INDUCTION_HEAD_TESTS = (INDUCTION + "test_head_scores_recomputed_by_a_float64_attention",)
 INDUCTION_ACCURACY_TESTS = (INDUCTION + "test_the_repeated_half_is_predicted_and_the_first_half_is_not",)
 LAB_PAGE_TESTS = ("tests/site/test_page_values.py::test_the_lab_page_shows_the_closed_form_solutions",)
+# One sign for every effect (what the write adds): a last write's direct and total effects are one number.
+ONE_SIGN_TESTS = ("tests/unit/audit/test_audit.py::test_a_last_write_has_one_effect_whether_removed_from_the_final_state_or_zeroed",)
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,34 @@ MUTATIONS = (
         "    for path, text in derived_files(root).items():\n        if not path.exists()",
         "    for path, text in derived_files(root).items():\n        if path.name == \"_variables.yml\":\n            continue\n        if not path.exists()",
         SYNC_TESTS,
+    ),
+    Mutation(  # the four effects' signs, one planted flip each: direct, DLA, total (zero ablation), patch
+        "effect-sign-direct-flipped",
+        "residlab/audit/measures.py",
+        "direct_effect = final - readout_metric(final_state - w)",
+        "direct_effect = readout_metric(final_state - w) - final",
+        ONE_SIGN_TESTS + LESSON_TESTS,
+    ),
+    Mutation(
+        "effect-sign-dla-flipped",
+        "residlab/audit/attribution.py",
+        "return float(readout @ (write - write.mean() if centres else write))",
+        "return -float(readout @ (write - write.mean() if centres else write))",
+        ("tests/unit/audit/test_attribution.py",),
+    ),
+    Mutation(
+        "effect-sign-total-flipped",
+        "residlab/audit/measures.py",
+        "total_effect=clean - ablated,",
+        "total_effect=ablated - clean,",
+        ONE_SIGN_TESTS + LESSON_TESTS,
+    ),
+    Mutation(
+        "effect-sign-patch-recovery-flipped",
+        "residlab/audit/measures.py",
+        "    gap = clean - corrupt\n    return None if gap == 0",
+        "    gap = corrupt - clean\n    return None if gap == 0",
+        LESSON_TESTS,
     ),
     Mutation(
         "induction-heads-swapped",

@@ -17,13 +17,13 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1730  residlab/audit/measures.py
-#   line 1802    measure_write
-#   line 1942  residlab/audit/packet.py
-#   line 2047    model_record
-#   line 2082    input_record
-#   line 2111    intervention_record
-#   line 2216    measurement_record
+#   line 1732  residlab/audit/measures.py
+#   line 1818    measure_write
+#   line 1958  residlab/audit/packet.py
+#   line 2065    model_record
+#   line 2100    input_record
+#   line 2129    intervention_record
+#   line 2234    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   49  residlab/capture/blocks.py
@@ -35,12 +35,12 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  991  residlab/audit/runs.py
 #   line 1327  residlab/capture/versions.py
 #   line 1348  residlab/audit/schema.py
-#   line 1730  residlab/audit/measures.py
-#   line 1830  residlab/audit/attribution.py
-#   line 1942  residlab/audit/packet.py
-#   line 2332  residlab/capture/files.py
-#   line 2424  residlab/audit/verify.py
-#   line 2792  residlab/audit/cli.py (the entry)
+#   line 1732  residlab/audit/measures.py
+#   line 1846  residlab/audit/attribution.py
+#   line 1958  residlab/audit/packet.py
+#   line 2352  residlab/capture/files.py
+#   line 2444  residlab/audit/verify.py
+#   line 2827  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1367,7 +1367,9 @@ import re
 
 # 3: direct logit attribution (dla_term, attribution). 4: site names: the block boundaries are resid_pre and
 # resid_post (TransformerLens's names, the lesson's), in the site table, the identity and the measurement's texts.
-SCHEMA = "residlab-audit-packet/4"
+# 5: one sign for every effect, what the write adds to the metric: ablation_effect (M(w zeroed) - M(clean)) became
+# total_effect (M(clean) - M(w zeroed)), its formula and tolerance in quantities with it.
+SCHEMA = "residlab-audit-packet/5"
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
 MAX_DEPTH = 10  # the deepest record nests 6 levels (intervention.runs[i].intervention.replacement.tolerance)
@@ -1690,7 +1692,7 @@ _WRITE = Fields({
     "site": TEXT, "position": POSITION, "norm": measured(), "direct_projection": measured(),
     "direct_effect_exact": measured(nullable=True), "dla_term": measured(nullable=True),
     "survival_cosine": measured(nullable=True),
-    "retained_fraction": measured(nullable=True), "ablation_effect": measured(), "patch_recovery": measured(nullable=True),
+    "retained_fraction": measured(nullable=True), "total_effect": measured(), "patch_recovery": measured(nullable=True),
 })  # fmt: skip
 _COMPARISON = Fields({
     "run": TEXT, "source_run": TEXT, "upstream_sites": Integer(0, 1 << 20), "upstream_identical": Integer(0, 1 << 20),
@@ -1733,15 +1735,19 @@ def check_record(name: str, value) -> dict:
 (``packet``), Lesson 2.1's lab (``residlab.course.models.lesson_lab``) and the runners that bundle either compute
 every measure here, so the page, the packet and the download cannot disagree on a formula.
 
-With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position:
+With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position, every
+effect is oriented one way, what the write adds to M: M(with it) - M(without it), positive when w pushes M up.
 
 - norm: |w|;
 - direct projection: d . w with d = u_target - u_rival (rows of the output embedding);
 - exact direct effect: M(readout(r_final)) - M(readout(r_final - w)), nothing downstream recomputed; defined only
   for a write at the readout position (elsewhere the write reaches the readout only through later attention);
+  for a write in the last block at the readout position nothing downstream is recomputed either way, so it equals
+  the total effect;
 - survival: cos(w, r_final) at w's position, and the retained fraction (w + every later write) . w / |w|^2;
-- ablation effect: M(clean run, w zeroed) - M(clean run);
-- patch recovery: (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)).
+- total effect: M(clean run) - M(clean run, w zeroed), what zeroing w removes (everything after w recomputed);
+- patch recovery (denoising): (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)), the
+  share of the clean-corrupt gap the clean write restores.
 
 A measure with no value is None (JSON null, "undefined" on a page), never a division by zero: a cosine or a
 retained fraction of a zero vector, and the patch recovery when the clean and corrupt metrics are equal.
@@ -1762,7 +1768,7 @@ class WriteMeasures:
     direct_effect_exact: float | None
     survival_cosine: float | None
     retained_fraction: float | None
-    ablation_effect: float
+    total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
 
 
@@ -1784,6 +1790,16 @@ def normaliser_epsilon(norm) -> float:
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
+
+
+def choose_rival(clean_logits, corrupt_logits, target: int) -> int:
+    """The rival, named before any intervention by the lesson's rule: the token the corrupt run prefers at the
+    readout; if that is the target itself, the clean run's best other token. Logits (vocab,) of each run."""
+    rival = int(corrupt_logits.argmax().item())
+    if rival == target:
+        ranked = clean_logits.argsort(descending=True).tolist()
+        rival = next(token for token in ranked if token != target)
+    return rival
 
 
 def cosine(a, b) -> float | None:
@@ -1822,7 +1838,7 @@ def measure_write(w, final_state, later_writes, direction, *, clean: float, corr
         direct_effect_exact=direct_effect,
         survival_cosine=cosine(w, final_state),
         retained_fraction=None if norm == 0 else float((carried @ w).item()) / norm**2,
-        ablation_effect=ablated - clean,
+        total_effect=clean - ablated,
         patch_recovery=patch_recovery(clean, corrupt, patched),
     )
 
@@ -1954,8 +1970,8 @@ from pathlib import Path
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
 # |recorded|. Re-runs in one environment agree exactly; the margin admits another thread count or library build
-# (float32 rounding). The ablation effect and the patch recovery are computed from metrics: their tolerances are
-# derived from the metric's, value by value (``ablation_tolerance``, ``recovery_tolerance``).
+# (float32 rounding). The total effect and the patch recovery are computed from metrics: their tolerances are
+# derived from the metric's, value by value (``total_effect_tolerance``, ``recovery_tolerance``).
 TOLERANCES = {
     "metric": {"absolute": 1e-5, "relative": 1e-5},
     "norm": {"absolute": 1e-5, "relative": 1e-5},
@@ -1976,8 +1992,9 @@ QUANTITIES = {
                "float32 rounding of two logits"),
     "norm": ("|w|: the Euclidean norm of the write w at its position", _CONSTANT),
     "direct_projection": ("d . w with d = u_target - u_rival, rows of the output embedding", _CONSTANT),
-    "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, for a write at the "
-                            "readout position; null elsewhere", _CONSTANT),
+    "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, what w adds to M with "
+                            "nothing downstream recomputed, for a write at the readout position; null elsewhere",
+                            _CONSTANT),
     "dla_term": ("direct logit attribution, the final normaliser's scale s frozen at r_final: (d * g) . P(w) / s, "
                  "g its gain, P the centring (LayerNorm) or the identity (RMSNorm), for a write at the readout "
                  "position; null elsewhere. Over every write (the embedding counted as one) the terms and the two "
@@ -1986,15 +2003,16 @@ QUANTITIES = {
                   "readout position", _CONSTANT),
     "survival_cosine": ("cos(w, r_final) at w's position; null when either is zero", _CONSTANT),
     "retained_fraction": ("(w + every later write at w's position) . w / |w|^2; null when w is zero", _CONSTANT),
-    "ablation_effect": ("A = M(clean run, w zeroed at its position) - M(clean run)",
-                        "t(M_clean + A) + t(M_clean): the two metrics' tolerances added (relative 0)"),
+    "total_effect": ("T = M(clean run) - M(clean run, w zeroed at its position): what zeroing w removes, everything "
+                     "after w recomputed; positive when w pushes M up, as the direct effect and the DLA term",
+                     "t(M_clean - T) + t(M_clean): the two metrics' tolerances added (relative 0)"),
     "patch_recovery": ("R = (M(corrupt run, w replaced by the clean run's w) - M(corrupt)) / g, the gap g = "
-                       "M(clean) - M(corrupt); null when g = 0",
+                       "M(clean) - M(corrupt): the share of the gap the clean w restores (denoising); null when g = 0",
                        "(t(M_patched) + |1 - R| t(M_corrupt) + |R| t(M_clean)) / (|g| - t(M_clean) - t(M_corrupt)) "
                        "with M_patched = M_corrupt + R g: a ratio's error when each metric is off by at most its "
                        "tolerance (relative 0); null, and R not compared, when |g| is within t(M_clean) + t(M_corrupt)"),
-    "replacement": ("the vector written in place of w: zeros (ablation) or the clean run's w (patch); sha256 of its "
-                    "float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
+    "replacement": ("the vector written in place of w: zeros (zero ablation, the total effect) or the clean run's w "
+                    "(patch); sha256 of its float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
     "block_identity": ("max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| less float32 "
                        "rounding at the block's scale", _CONSTANT),
 }  # fmt: skip
@@ -2005,9 +2023,9 @@ def metric_tolerance(metric: float) -> float:
     return tolerance["absolute"] + tolerance["relative"] * abs(metric)
 
 
-def ablation_tolerance(clean: float, effect: float) -> dict:
-    """The ablation effect A = M_ablated - M_clean is off by at most t(M_ablated) + t(M_clean)."""
-    return {"absolute": metric_tolerance(clean + effect) + metric_tolerance(clean), "relative": 0.0}
+def total_effect_tolerance(clean: float, effect: float) -> dict:
+    """The total effect T = M_clean - M_ablated is off by at most t(M_ablated) + t(M_clean), M_ablated = M_clean - T."""
+    return {"absolute": metric_tolerance(clean - effect) + metric_tolerance(clean), "relative": 0.0}
 
 
 def recovery_tolerance(clean: float, corrupt: float, recovery: float | None) -> dict:
@@ -2181,7 +2199,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
         "dla_term": _measured(dla_term, "dla_term"),
         "survival_cosine": _measured(measures.survival_cosine, "survival_cosine"),
         "retained_fraction": _measured(measures.retained_fraction, "retained_fraction"),
-        "ablation_effect": _measured(measures.ablation_effect, ablation_tolerance(metrics["clean"], measures.ablation_effect)),
+        "total_effect": _measured(measures.total_effect, total_effect_tolerance(metrics["clean"], measures.total_effect)),
         "patch_recovery": _measured(measures.patch_recovery,
                                     recovery_tolerance(metrics["clean"], metrics["corrupt"], measures.patch_recovery)),
     }
@@ -2318,11 +2336,13 @@ def summary_lines(packet: dict) -> list[str]:
         f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
         f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
     )
-    header = ("write", "norm", "d.w", "direct", "DLA", "ablation", "recovery", "cos", "retained")
+    lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
+                 "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
+    header = ("write", "norm", "d.w", "direct", "DLA", "total", "recovery", "cos", "retained")
     lines.append(f"{header[0]:<24}" + "".join(f"{h:>10}" for h in header[1:]))
     for row in measurement["results"]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
-                                                 "ablation_effect", "patch_recovery", "survival_cosine",
+                                                 "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
         cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
@@ -2441,6 +2461,22 @@ from pathlib import Path
 
 MAX_RECORD_BYTES = 64 * 2**20  # a record larger than this is refused unread
 _FILES = tuple(f"{name}.json" for name in RECORDS)
+# The checks a page names by their number, each under the one label the report prints: a page reads the number
+# back from the report's own lines (``check_number``), so its prose follows the report's order.
+CHECK_LABELS = {
+    "parameters": "parameter digest before and after every run equals the model record's",
+    "upstream": "recorded sites upstream of the declared site bit-identical to the source run",
+    "declared": "declared site equal to its replacement, its other positions untouched",
+}
+
+
+def check_number(lines, label: str) -> int:
+    """The number a verification report's ``lines`` gave the check labelled ``label``; KeyError when none."""
+    for line in lines:
+        number, _, rest = line.partition(": ")
+        if number.startswith("check ") and rest.startswith(label + ": "):
+            return int(number.removeprefix("check "))
+    raise KeyError(label)
 
 
 @dataclass
@@ -2701,10 +2737,10 @@ def check_replacements(record: dict, report: Verification) -> None:
 
 
 def _derived_tolerances(rerun: dict, recorded: dict) -> None:
-    """The ablation and recovery tolerances the packet should hold: derived from its own recorded metrics."""
+    """The total effect's and recovery's tolerances the packet should hold: derived from its own recorded metrics."""
     clean, corrupt = (recorded["baseline"][which]["value"] for which in ("clean", "corrupt"))
     for row, old in zip(rerun["results"], recorded["results"]):
-        row["ablation_effect"]["tolerance"] = ablation_tolerance(clean, old["ablation_effect"]["value"])
+        row["total_effect"]["tolerance"] = total_effect_tolerance(clean, old["total_effect"]["value"])
         row["patch_recovery"]["tolerance"] = recovery_tolerance(clean, corrupt, old["patch_recovery"]["value"])
 
 
@@ -2731,16 +2767,15 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     runs, comparisons = run_audit(subject, audit_input, sites, threads)
     recorded_digest = records["model"]["parameters"]["digest"]
     digests = [d for run in runs for d in (run.digest_before, run.digest_after)]
-    report.check("parameter digest before and after every run equals the model record's",
-                 sum(d == recorded_digest for d in digests), len(digests))  # fmt: skip
+    report.check(CHECK_LABELS["parameters"], sum(d == recorded_digest for d in digests), len(digests))  # fmt: skip
     if any(d != recorded_digest for d in digests):
         report.fail("record model, field parameters.digest: the model's parameters hash differently")
     upstream = sum(c["upstream_identical"] for c in comparisons)
     upstream_total = sum(c["upstream_sites"] for c in comparisons)
-    report.check("recorded sites upstream of the declared site bit-identical to the source run", upstream,
+    report.check(CHECK_LABELS["upstream"], upstream,
                  upstream_total, f" sites, over {len(comparisons)} intervened runs")  # fmt: skip
     replaced = sum(c["declared_equals_replacement"] and c["other_positions_identical"] for c in comparisons)
-    report.check("declared site equal to its replacement, its other positions untouched", replaced, len(comparisons))
+    report.check(CHECK_LABELS["declared"], replaced, len(comparisons))
     changed = sum(c["downstream_changed"] for c in comparisons)
     stray = (upstream_total - upstream) + (len(comparisons) - replaced)
     report.check("changed sites that lie downstream of the declared site", changed, changed + stray,

@@ -19,22 +19,22 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  592  residlab/course/models/copy_model.py
-#   line  649    PreNormBlock
-#   line  909  residlab/course/models/lesson_lab.py
-#   line 1038    run_traced
-#   line 1092    audit_model
+#   line  606  residlab/course/models/copy_model.py
+#   line  663    PreNormBlock
+#   line  923  residlab/course/models/lesson_lab.py
+#   line 1053    run_traced
+#   line 1098    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   43  residlab/course/models/needs_torch.py
 #   line   76  residlab/capture/recording.py
 #   line  237  residlab/capture/patching.py
 #   line  358  residlab/audit/measures.py
-#   line  458  residlab/audit/attribution.py
-#   line  570  residlab/course/models/threads.py
-#   line  592  residlab/course/models/copy_model.py
-#   line  796  residlab/course/models/gradient_profile.py
-#   line  909  residlab/course/models/lesson_lab.py (the entry)
+#   line  472  residlab/audit/attribution.py
+#   line  584  residlab/course/models/threads.py
+#   line  606  residlab/course/models/copy_model.py
+#   line  810  residlab/course/models/gradient_profile.py
+#   line  923  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -361,15 +361,19 @@ def patch_grid(run: Callable[[], object], sites, names: Sequence[str], positions
 (``packet``), Lesson 2.1's lab (``residlab.course.models.lesson_lab``) and the runners that bundle either compute
 every measure here, so the page, the packet and the download cannot disagree on a formula.
 
-With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position:
+With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position, every
+effect is oriented one way, what the write adds to M: M(with it) - M(without it), positive when w pushes M up.
 
 - norm: |w|;
 - direct projection: d . w with d = u_target - u_rival (rows of the output embedding);
 - exact direct effect: M(readout(r_final)) - M(readout(r_final - w)), nothing downstream recomputed; defined only
   for a write at the readout position (elsewhere the write reaches the readout only through later attention);
+  for a write in the last block at the readout position nothing downstream is recomputed either way, so it equals
+  the total effect;
 - survival: cos(w, r_final) at w's position, and the retained fraction (w + every later write) . w / |w|^2;
-- ablation effect: M(clean run, w zeroed) - M(clean run);
-- patch recovery: (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)).
+- total effect: M(clean run) - M(clean run, w zeroed), what zeroing w removes (everything after w recomputed);
+- patch recovery (denoising): (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)), the
+  share of the clean-corrupt gap the clean write restores.
 
 A measure with no value is None (JSON null, "undefined" on a page), never a division by zero: a cosine or a
 retained fraction of a zero vector, and the patch recovery when the clean and corrupt metrics are equal.
@@ -390,7 +394,7 @@ class WriteMeasures:
     direct_effect_exact: float | None
     survival_cosine: float | None
     retained_fraction: float | None
-    ablation_effect: float
+    total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
 
 
@@ -412,6 +416,16 @@ def normaliser_epsilon(norm) -> float:
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
+
+
+def choose_rival(clean_logits, corrupt_logits, target: int) -> int:
+    """The rival, named before any intervention by the lesson's rule: the token the corrupt run prefers at the
+    readout; if that is the target itself, the clean run's best other token. Logits (vocab,) of each run."""
+    rival = int(corrupt_logits.argmax().item())
+    if rival == target:
+        ranked = clean_logits.argsort(descending=True).tolist()
+        rival = next(token for token in ranked if token != target)
+    return rival
 
 
 def cosine(a, b) -> float | None:
@@ -450,7 +464,7 @@ def measure_write(w, final_state, later_writes, direction, *, clean: float, corr
         direct_effect_exact=direct_effect,
         survival_cosine=cosine(w, final_state),
         retained_fraction=None if norm == 0 else float((carried @ w).item()) / norm**2,
-        ablation_effect=ablated - clean,
+        total_effect=clean - ablated,
         patch_recovery=patch_recovery(clean, corrupt, patched),
     )
 
@@ -968,9 +982,10 @@ class ComponentAudit:
     # ... and the exact direct effect under the full readout: logit difference of readout(r_final) minus that
     # of readout(r_final - w), nothing downstream recomputed.
     direct_effect_exact: float
-    # use: zero the write and let the rest of the model recompute.
-    ablation_delta_p_target: float  # p(target) ablated - p(target) clean
-    ablation_delta_logit_difference: float
+    # use: zero the write and let the rest of the model recompute; the total effect is what zeroing it removes,
+    # oriented as every effect here: what the write adds, the clean run minus the run without it.
+    total_effect_p_target: float  # p(target) clean - p(target) with w zeroed
+    total_effect: float  # LD clean - LD with w zeroed
     # recovery: put the clean write into the corrupt run at the query position.
     patched_p_target: float
     # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery; None (undefined) when the clean and
@@ -1075,15 +1090,6 @@ def _logit_difference(logits: torch.Tensor, target: int, rival: int) -> float:
     return logit_difference(logits[0], target, rival)
 
 
-def choose_rival(clean_logits: torch.Tensor, corrupt_logits: torch.Tensor, target: int) -> int:
-    """The token the corrupt run prefers; if that is the target itself, the clean run's best other token."""
-    rival = _top(corrupt_logits)
-    if rival == target:
-        ranked = clean_logits[0].argsort(descending=True).tolist()
-        rival = next(token for token in ranked if token != target)
-    return rival
-
-
 def _query_vector(states: torch.Tensor) -> torch.Tensor:
     """(batch=1, seq, d) -> (d,) at the query position."""
     return states[0, -1, :]
@@ -1105,7 +1111,7 @@ def audit_model(
     with single_thread():
         clean = run_traced(model, clean_tokens)
         corrupt = run_traced(model, corrupt_tokens)
-        rival = choose_rival(clean.logits, corrupt.logits, target)
+        rival = choose_rival(clean.logits[0], corrupt.logits[0], target)  # named before any intervention
         clean_attn = _query_vector(clean.trace.attn_write).unsqueeze(0)  # (1, d)
         clean_mlp = _query_vector(clean.trace.mlp_write).unsqueeze(0)  # (1, d)
         runs = {
@@ -1199,8 +1205,8 @@ def _component_audit(
         write_norm=measures.norm,
         direct_projection=measures.direct_projection,
         direct_effect_exact=measures.direct_effect_exact,
-        ablation_delta_p_target=_p(runs[ablated].logits, target) - _p(clean.logits, target),
-        ablation_delta_logit_difference=measures.ablation_effect,
+        total_effect_p_target=_p(clean.logits, target) - _p(runs[ablated].logits, target),
+        total_effect=measures.total_effect,
         patched_p_target=_p(runs[patched].logits, target),
         patch_recovery=measures.patch_recovery,
         survival_cosine=measures.survival_cosine,
@@ -1254,12 +1260,13 @@ def format_report(result: LessonResult) -> str:
     lines += ["", "Write norms at the query position"]
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
-    header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
+    lines.append("(direct, total dP and total dLD: what the write adds, the clean run minus the run without it)")
+    header = ("component", "norm", "d^T w", "direct", "total dP", "total dLD", "patch P", "recovery",
               "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
-        values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
-                  c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
+        values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.total_effect_p_target,
+                  c.total_effect, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
         lines.append(f"{c.component:16s}" + "".join(f"{'undefined':>11s}" if v is None else f"{v:11.3f}" for v in values))
     attribution = audit.attribution

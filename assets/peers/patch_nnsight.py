@@ -1,4 +1,5 @@
-# nnsight 0.8: the same patch and ablation, set on the Hugging Face module's output inside a trace.
+# nnsight 0.8: the same patch and zero ablation, set on the Hugging Face module's output inside a trace (the
+# total effect is the clean run's logit difference minus `ablated`).
 from nnsight import NNsight
 
 traced = NNsight(hf_model)

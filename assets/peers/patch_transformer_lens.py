@@ -1,4 +1,5 @@
-# TransformerLens 4.3: patch one attention write (clean into corrupt: denoising) and zero it (zero ablation).
+# TransformerLens 4.3: patch one attention write (clean into corrupt: denoising) and zero it (zero ablation;
+# the total effect is the clean run's logit difference minus `ablated`, what zeroing the write removes).
 from transformer_lens import TransformerBridge
 
 bridge = TransformerBridge.boot_transformers(model_dir, hf_model=hf_model, device="cpu")

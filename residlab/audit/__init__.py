@@ -12,7 +12,10 @@ For each declared write w (a block's attention or MLP write at one position), wi
 unembedding rows); the exact direct effect M(N(r_final)) - M(N(r_final - w)) through the final normaliser N;
 its direct logit attribution term with N's scale frozen (``attribution``; with the frozen scale and the two bias
 terms, recorded once per packet, every write's term sums to M); survival (cosine with the final state, and the share of w that w and every later write keep along w); the
-ablation effect (w zeroed at its position in the clean run); and the clean-into-corrupt patch recovery.
+total effect M(clean) - M(clean with w zeroed at its position); and the clean-into-corrupt patch recovery
+(M(corrupt, clean w) - M(corrupt)) / (M(clean) - M(corrupt)). Every effect has one sign: what the write adds to M,
+M(with it) - M(without it), so for a write in the last block at the readout position the direct and total effects
+are one number.
 
 The packet (model.json, input.json, intervention.json, measurement.json) is written by the one output rule
 (``residlab.capture.outdir``): into a new name or an empty real directory, all four records or none, and the
@@ -36,7 +39,7 @@ line naming the record, the field and what was expected. Every field is then re-
 re-run (exactly, or within the tolerance the packet declares, itself re-derived), from the tokenizer (a prompt's or
 token's ``text`` must tokenize to the recorded ids; without a tokenizer a packet holds no text), or from the records
 (every link's SHA-256 and per-field digests, each replacement's SHA-256 from its values). The library versions are
-declared informational: reported, never trusted. The ablation effect's tolerance is the sum of its two metrics'
+declared informational: reported, never trusted. The total effect's tolerance is the sum of its two metrics'
 tolerances, and the patch recovery's is a ratio's error: (t(M_patched) + |1 - R| t(M_corrupt) + |R| t(M_clean)) /
 (|gap| - t(M_clean) - t(M_corrupt)); ``measurement.json`` states every quantity's formula and tolerance (field
 ``quantities``). A packet verified against another model is refused in one line naming the model it was made with
@@ -69,7 +72,9 @@ Its modules, each importing only those above it and the capture floor:
                ``write_term``, ``bias_terms``): per-write terms and the two named bias terms, summing to the metric;
                a packet measure since schema 3 (``dla_term`` per write at the readout, ``attribution``), which the
                lesson and Lab 06 show beside the removal effects. Schema 4 names the block boundaries resid_pre and
-               resid_post; a packet of an older schema is refused in one line.
+               resid_post; schema 5 records the total effect (``total_effect``, M(clean) - M(w zeroed)) where
+               schema 4 recorded its negative (``ablation_effect``); a packet of an older schema is refused in one
+               line.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """
@@ -115,7 +120,6 @@ from residlab.audit.packet import (
     LIBRARIES,
     QUANTITIES,
     TOLERANCES,
-    ablation_tolerance,
     audit_to_directory,
     block_identity_excesses,
     build_packet,
@@ -129,13 +133,16 @@ from residlab.audit.packet import (
     record_body,
     recovery_tolerance,
     summary_lines,
+    total_effect_tolerance,
     write_packet,
 )
 from residlab.audit.verify import (
+    CHECK_LABELS,
     MAX_RECORD_BYTES,
     Verification,
     check_labels,
     check_links,
+    check_number,
     check_replacements,
     check_subject,
     compare_values,
@@ -145,15 +152,15 @@ from residlab.audit.verify import (
 )
 
 __all__ = [
-    "AuditError", "AuditInput", "BLOCK_SITES", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
+    "AuditError", "AuditInput", "BLOCK_SITES", "CHECK_LABELS", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
     "IDENTITY_RELATIVE", "INFORMATIONAL", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_SEED", "MAX_THREADS", "MODEL_FILES",
     "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification", "ParameterWatch",
-    "ablation_tolerance", "audit_to_directory", "block_identity_excesses", "build_packet", "build_specimen",
-    "canonical_json", "check_input", "check_labels", "check_links", "check_record", "check_replacements",
+    "audit_to_directory", "block_identity_excesses", "build_packet", "build_specimen",
+    "canonical_json", "check_input", "check_labels", "check_links", "check_number", "check_record", "check_replacements",
     "check_subject", "compare_to_source", "compare_values", "execute", "input_record", "intervention_record",
     "invariant_problems", "linked_records", "load_model_directory", "measurement_record", "model_directory_files",
     "model_record", "packet_files", "parameter_digests", "parse_ids", "parse_record", "parse_site",
     "read_json_object", "read_packet", "record_body", "recovery_tolerance", "run_audit", "run_audit_measured", "sha256_json",
-    "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt", "verify_packet",
-    "write_packet",
+    "single_token", "subject_from_packet", "summary_lines", "tensor_sha256", "tokenize_prompt", "total_effect_tolerance",
+    "verify_packet", "write_packet",
 ]  # fmt: skip

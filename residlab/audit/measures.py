@@ -2,15 +2,19 @@
 (``packet``), Lesson 2.1's lab (``residlab.course.models.lesson_lab``) and the runners that bundle either compute
 every measure here, so the page, the packet and the download cannot disagree on a formula.
 
-With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position:
+With the metric M = logit(target) - logit(rival) at the readout position and a write w at one position, every
+effect is oriented one way, what the write adds to M: M(with it) - M(without it), positive when w pushes M up.
 
 - norm: |w|;
 - direct projection: d . w with d = u_target - u_rival (rows of the output embedding);
 - exact direct effect: M(readout(r_final)) - M(readout(r_final - w)), nothing downstream recomputed; defined only
   for a write at the readout position (elsewhere the write reaches the readout only through later attention);
+  for a write in the last block at the readout position nothing downstream is recomputed either way, so it equals
+  the total effect;
 - survival: cos(w, r_final) at w's position, and the retained fraction (w + every later write) . w / |w|^2;
-- ablation effect: M(clean run, w zeroed) - M(clean run);
-- patch recovery: (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)).
+- total effect: M(clean run) - M(clean run, w zeroed), what zeroing w removes (everything after w recomputed);
+- patch recovery (denoising): (M(corrupt run, clean w patched in) - M(corrupt)) / (M(clean) - M(corrupt)), the
+  share of the clean-corrupt gap the clean write restores.
 
 A measure with no value is None (JSON null, "undefined" on a page), never a division by zero: a cosine or a
 retained fraction of a zero vector, and the patch recovery when the clean and corrupt metrics are equal.
@@ -33,7 +37,7 @@ class WriteMeasures:
     direct_effect_exact: float | None
     survival_cosine: float | None
     retained_fraction: float | None
-    ablation_effect: float
+    total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
 
 
@@ -55,6 +59,16 @@ def normaliser_epsilon(norm) -> float:
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
+
+
+def choose_rival(clean_logits, corrupt_logits, target: int) -> int:
+    """The rival, named before any intervention by the lesson's rule: the token the corrupt run prefers at the
+    readout; if that is the target itself, the clean run's best other token. Logits (vocab,) of each run."""
+    rival = int(corrupt_logits.argmax().item())
+    if rival == target:
+        ranked = clean_logits.argsort(descending=True).tolist()
+        rival = next(token for token in ranked if token != target)
+    return rival
 
 
 def cosine(a, b) -> float | None:
@@ -93,6 +107,6 @@ def measure_write(w, final_state, later_writes, direction, *, clean: float, corr
         direct_effect_exact=direct_effect,
         survival_cosine=cosine(w, final_state),
         retained_fraction=None if norm == 0 else float((carried @ w).item()) / norm**2,
-        ablation_effect=ablated - clean,
+        total_effect=clean - ablated,
         patch_recovery=patch_recovery(clean, corrupt, patched),
     )

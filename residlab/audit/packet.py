@@ -24,8 +24,8 @@ from residlab.audit.attribution import FINAL_NORM_BIAS, OUTPUT_BIAS, bias_terms,
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
 # |recorded|. Re-runs in one environment agree exactly; the margin admits another thread count or library build
-# (float32 rounding). The ablation effect and the patch recovery are computed from metrics: their tolerances are
-# derived from the metric's, value by value (``ablation_tolerance``, ``recovery_tolerance``).
+# (float32 rounding). The total effect and the patch recovery are computed from metrics: their tolerances are
+# derived from the metric's, value by value (``total_effect_tolerance``, ``recovery_tolerance``).
 TOLERANCES = {
     "metric": {"absolute": 1e-5, "relative": 1e-5},
     "norm": {"absolute": 1e-5, "relative": 1e-5},
@@ -46,8 +46,9 @@ QUANTITIES = {
                "float32 rounding of two logits"),
     "norm": ("|w|: the Euclidean norm of the write w at its position", _CONSTANT),
     "direct_projection": ("d . w with d = u_target - u_rival, rows of the output embedding", _CONSTANT),
-    "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, for a write at the "
-                            "readout position; null elsewhere", _CONSTANT),
+    "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, what w adds to M with "
+                            "nothing downstream recomputed, for a write at the readout position; null elsewhere",
+                            _CONSTANT),
     "dla_term": ("direct logit attribution, the final normaliser's scale s frozen at r_final: (d * g) . P(w) / s, "
                  "g its gain, P the centring (LayerNorm) or the identity (RMSNorm), for a write at the readout "
                  "position; null elsewhere. Over every write (the embedding counted as one) the terms and the two "
@@ -56,15 +57,16 @@ QUANTITIES = {
                   "readout position", _CONSTANT),
     "survival_cosine": ("cos(w, r_final) at w's position; null when either is zero", _CONSTANT),
     "retained_fraction": ("(w + every later write at w's position) . w / |w|^2; null when w is zero", _CONSTANT),
-    "ablation_effect": ("A = M(clean run, w zeroed at its position) - M(clean run)",
-                        "t(M_clean + A) + t(M_clean): the two metrics' tolerances added (relative 0)"),
+    "total_effect": ("T = M(clean run) - M(clean run, w zeroed at its position): what zeroing w removes, everything "
+                     "after w recomputed; positive when w pushes M up, as the direct effect and the DLA term",
+                     "t(M_clean - T) + t(M_clean): the two metrics' tolerances added (relative 0)"),
     "patch_recovery": ("R = (M(corrupt run, w replaced by the clean run's w) - M(corrupt)) / g, the gap g = "
-                       "M(clean) - M(corrupt); null when g = 0",
+                       "M(clean) - M(corrupt): the share of the gap the clean w restores (denoising); null when g = 0",
                        "(t(M_patched) + |1 - R| t(M_corrupt) + |R| t(M_clean)) / (|g| - t(M_clean) - t(M_corrupt)) "
                        "with M_patched = M_corrupt + R g: a ratio's error when each metric is off by at most its "
                        "tolerance (relative 0); null, and R not compared, when |g| is within t(M_clean) + t(M_corrupt)"),
-    "replacement": ("the vector written in place of w: zeros (ablation) or the clean run's w (patch); sha256 of its "
-                    "float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
+    "replacement": ("the vector written in place of w: zeros (zero ablation, the total effect) or the clean run's w "
+                    "(patch); sha256 of its float32 bytes", _CONSTANT + ", entry by entry; the sha256 is recomputed from the values"),
     "block_identity": ("max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| less float32 "
                        "rounding at the block's scale", _CONSTANT),
 }  # fmt: skip
@@ -75,9 +77,9 @@ def metric_tolerance(metric: float) -> float:
     return tolerance["absolute"] + tolerance["relative"] * abs(metric)
 
 
-def ablation_tolerance(clean: float, effect: float) -> dict:
-    """The ablation effect A = M_ablated - M_clean is off by at most t(M_ablated) + t(M_clean)."""
-    return {"absolute": metric_tolerance(clean + effect) + metric_tolerance(clean), "relative": 0.0}
+def total_effect_tolerance(clean: float, effect: float) -> dict:
+    """The total effect T = M_clean - M_ablated is off by at most t(M_ablated) + t(M_clean), M_ablated = M_clean - T."""
+    return {"absolute": metric_tolerance(clean - effect) + metric_tolerance(clean), "relative": 0.0}
 
 
 def recovery_tolerance(clean: float, corrupt: float, recovery: float | None) -> dict:
@@ -251,7 +253,7 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
         "dla_term": _measured(dla_term, "dla_term"),
         "survival_cosine": _measured(measures.survival_cosine, "survival_cosine"),
         "retained_fraction": _measured(measures.retained_fraction, "retained_fraction"),
-        "ablation_effect": _measured(measures.ablation_effect, ablation_tolerance(metrics["clean"], measures.ablation_effect)),
+        "total_effect": _measured(measures.total_effect, total_effect_tolerance(metrics["clean"], measures.total_effect)),
         "patch_recovery": _measured(measures.patch_recovery,
                                     recovery_tolerance(metrics["clean"], metrics["corrupt"], measures.patch_recovery)),
     }
@@ -388,11 +390,13 @@ def summary_lines(packet: dict) -> list[str]:
         f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
         f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
     )
-    header = ("write", "norm", "d.w", "direct", "DLA", "ablation", "recovery", "cos", "retained")
+    lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
+                 "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
+    header = ("write", "norm", "d.w", "direct", "DLA", "total", "recovery", "cos", "retained")
     lines.append(f"{header[0]:<24}" + "".join(f"{h:>10}" for h in header[1:]))
     for row in measurement["results"]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
-                                                 "ablation_effect", "patch_recovery", "survival_cosine",
+                                                 "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
         cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")

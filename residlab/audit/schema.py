@@ -23,7 +23,9 @@ from residlab.audit.runs import COMPONENTS, MAX_THREADS
 
 # 3: direct logit attribution (dla_term, attribution). 4: site names: the block boundaries are resid_pre and
 # resid_post (TransformerLens's names, the lesson's), in the site table, the identity and the measurement's texts.
-SCHEMA = "residlab-audit-packet/4"
+# 5: one sign for every effect, what the write adds to the metric: ablation_effect (M(w zeroed) - M(clean)) became
+# total_effect (M(clean) - M(w zeroed)), its formula and tolerance in quantities with it.
+SCHEMA = "residlab-audit-packet/5"
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
 MAX_DEPTH = 10  # the deepest record nests 6 levels (intervention.runs[i].intervention.replacement.tolerance)
@@ -346,7 +348,7 @@ _WRITE = Fields({
     "site": TEXT, "position": POSITION, "norm": measured(), "direct_projection": measured(),
     "direct_effect_exact": measured(nullable=True), "dla_term": measured(nullable=True),
     "survival_cosine": measured(nullable=True),
-    "retained_fraction": measured(nullable=True), "ablation_effect": measured(), "patch_recovery": measured(nullable=True),
+    "retained_fraction": measured(nullable=True), "total_effect": measured(), "patch_recovery": measured(nullable=True),
 })  # fmt: skip
 _COMPARISON = Fields({
     "run": TEXT, "source_run": TEXT, "upstream_sites": Integer(0, 1 << 20), "upstream_identical": Integer(0, 1 << 20),

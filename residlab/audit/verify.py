@@ -24,12 +24,28 @@ from residlab.audit.runs import (
 )
 from residlab.audit.schema import INFORMATIONAL, RECORDS, check_record, child_path, parse_record
 from residlab.audit.packet import (
-    LIBRARIES, ablation_tolerance, block_identity_excesses, input_record, intervention_record, linked_records,
-    measurement_record, model_record, record_body, recovery_tolerance,
+    LIBRARIES, block_identity_excesses, input_record, intervention_record, linked_records,
+    measurement_record, model_record, record_body, recovery_tolerance, total_effect_tolerance,
 )
 
 MAX_RECORD_BYTES = 64 * 2**20  # a record larger than this is refused unread
 _FILES = tuple(f"{name}.json" for name in RECORDS)
+# The checks a page names by their number, each under the one label the report prints: a page reads the number
+# back from the report's own lines (``check_number``), so its prose follows the report's order.
+CHECK_LABELS = {
+    "parameters": "parameter digest before and after every run equals the model record's",
+    "upstream": "recorded sites upstream of the declared site bit-identical to the source run",
+    "declared": "declared site equal to its replacement, its other positions untouched",
+}
+
+
+def check_number(lines, label: str) -> int:
+    """The number a verification report's ``lines`` gave the check labelled ``label``; KeyError when none."""
+    for line in lines:
+        number, _, rest = line.partition(": ")
+        if number.startswith("check ") and rest.startswith(label + ": "):
+            return int(number.removeprefix("check "))
+    raise KeyError(label)
 
 
 @dataclass
@@ -290,10 +306,10 @@ def check_replacements(record: dict, report: Verification) -> None:
 
 
 def _derived_tolerances(rerun: dict, recorded: dict) -> None:
-    """The ablation and recovery tolerances the packet should hold: derived from its own recorded metrics."""
+    """The total effect's and recovery's tolerances the packet should hold: derived from its own recorded metrics."""
     clean, corrupt = (recorded["baseline"][which]["value"] for which in ("clean", "corrupt"))
     for row, old in zip(rerun["results"], recorded["results"]):
-        row["ablation_effect"]["tolerance"] = ablation_tolerance(clean, old["ablation_effect"]["value"])
+        row["total_effect"]["tolerance"] = total_effect_tolerance(clean, old["total_effect"]["value"])
         row["patch_recovery"]["tolerance"] = recovery_tolerance(clean, corrupt, old["patch_recovery"]["value"])
 
 
@@ -320,16 +336,15 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     runs, comparisons = run_audit(subject, audit_input, sites, threads)
     recorded_digest = records["model"]["parameters"]["digest"]
     digests = [d for run in runs for d in (run.digest_before, run.digest_after)]
-    report.check("parameter digest before and after every run equals the model record's",
-                 sum(d == recorded_digest for d in digests), len(digests))  # fmt: skip
+    report.check(CHECK_LABELS["parameters"], sum(d == recorded_digest for d in digests), len(digests))  # fmt: skip
     if any(d != recorded_digest for d in digests):
         report.fail("record model, field parameters.digest: the model's parameters hash differently")
     upstream = sum(c["upstream_identical"] for c in comparisons)
     upstream_total = sum(c["upstream_sites"] for c in comparisons)
-    report.check("recorded sites upstream of the declared site bit-identical to the source run", upstream,
+    report.check(CHECK_LABELS["upstream"], upstream,
                  upstream_total, f" sites, over {len(comparisons)} intervened runs")  # fmt: skip
     replaced = sum(c["declared_equals_replacement"] and c["other_positions_identical"] for c in comparisons)
-    report.check("declared site equal to its replacement, its other positions untouched", replaced, len(comparisons))
+    report.check(CHECK_LABELS["declared"], replaced, len(comparisons))
     changed = sum(c["downstream_changed"] for c in comparisons)
     stray = (upstream_total - upstream) + (len(comparisons) - replaced)
     report.check("changed sites that lie downstream of the declared site", changed, changed + stray,

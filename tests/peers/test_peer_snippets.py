@@ -1,5 +1,5 @@
 """Every TransformerLens and nnsight snippet a page shows runs here, on the synthetic specimen (Pythia-14M's
-architecture, random weights), and gives residlab's numbers: the captures bit for bit, the patch and the ablation
+architecture, random weights), and gives residlab's numbers: the captures bit for bit, the patch and the zero ablation
 within the tolerance the audit's packet declares."""
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def within(value: float, measured: dict) -> bool:
 
 @pytest.mark.parametrize("peer", PATCHES)
 @pytest.mark.parametrize("block", [0, 5])
-def test_a_patch_snippet_gives_the_audits_ablation_effect_and_patch_recovery(peer, block, specimen_dir,
-                                                                               specimen_model, part3_packet):
+def test_a_patch_snippet_gives_the_audits_total_effect_and_patch_recovery(peer, block, specimen_dir,
+                                                                          specimen_model, part3_packet):
     audit_input, measurement = part3_packet
     position = len(audit_input.clean_ids) - 1
     found = run_snippet(PATCHES[peer], model_dir=str(specimen_dir), hf_model=specimen_model,
@@ -79,7 +79,7 @@ def test_a_patch_snippet_gives_the_audits_ablation_effect_and_patch_recovery(pee
                         block=block, position=position, target=audit_input.target, rival=audit_input.rival)  # fmt: skip
     result = next(r for r in measurement["results"] if r["site"] == f"blocks.{block}.attn_write")
     clean, corrupt = (measurement["baseline"][run]["value"] for run in ("clean", "corrupt"))
-    assert within(found["ablated"] - clean, result["ablation_effect"]), (peer, found["ablated"] - clean, result)
+    assert within(clean - found["ablated"], result["total_effect"]), (peer, clean - found["ablated"], result)
     assert within((found["patched"] - corrupt) / (clean - corrupt), result["patch_recovery"]), (peer, result)
     # Not vacuous: the intervention moved the metric (a snippet that changed nothing would give 0 and R = 0).
-    assert abs(result["ablation_effect"]["value"]) > 1e-4 and abs(result["patch_recovery"]["value"]) > 1e-4
+    assert abs(result["total_effect"]["value"]) > 1e-4 and abs(result["patch_recovery"]["value"]) > 1e-4

@@ -380,7 +380,7 @@ def packet_refusals(directory: Path, base: Path):
         handle.truncate(open_run.packet_opener_config()["max_bytes"] + 1)
     limit = open_run.packet_opener_config()["max_bytes"]
     return {
-        "a changed value": (write("value", lambda p: p["measurement"]["results"][0]["ablation_effect"].update(value=p["measurement"]["results"][0]["ablation_effect"]["value"] + 0.5)),
+        "a changed value": (write("value", lambda p: p["measurement"]["results"][0]["total_effect"].update(value=p["measurement"]["results"][0]["total_effect"]["value"] + 0.5)),
                             "NOT verified: record measurement was changed: field(s) results no longer match"),
         "a changed link": (write("link", lambda p: p["input"]["links"]["model"].update(sha256="0" * 64)),
                            "NOT verified: record input, field links.model: names a SHA-256 that is not record model's"),

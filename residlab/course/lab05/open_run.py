@@ -29,9 +29,9 @@ AUDIT_RUNNER = "audit_residual_writes.py"
 MEASUREMENT_COLUMNS = {
     "norm": "norm",
     "direct_projection": "d.w",
-    "direct_effect_exact": "direct",
+    "direct_effect_exact": "direct (what w adds)",
     "dla_term": "DLA",
-    "ablation_effect": "ablation",
+    "total_effect": "total (what zeroing w removes)",
     "patch_recovery": "recovery",
     "survival_cosine": "cos",
     "retained_fraction": "retained",

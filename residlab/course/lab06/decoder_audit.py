@@ -20,7 +20,7 @@ SPECIMEN = "gpt_neox"
 CLEAN_IDS = (5, 17, 3, 40, 2, 61)
 CORRUPT_IDS = (9, 17, 3, 40, 2, 61)
 TARGET_ID, RIVAL_ID = 12, 30
-TAMPERED_SHIFT = 0.5  # added to the first write's recorded ablation effect
+TAMPERED_SHIFT = 0.5  # added to the first write's recorded total effect
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def run_decoder_audit(seed: int = 0) -> DecoderAudit:
         verification = audit.verify_packet(packet_dir, subject)
 
         records = {name: json.loads((packet_dir / f"{name}.json").read_text(encoding="utf-8")) for name in audit.RECORDS}
-        records["measurement"]["results"][0]["ablation_effect"]["value"] += TAMPERED_SHIFT
+        records["measurement"]["results"][0]["total_effect"]["value"] += TAMPERED_SHIFT
         tampered = audit.write_packet(records, work / "packet-tampered")
         relinked = audit.write_packet(
             audit.linked_records({n: audit.record_body(r) for n, r in records.items()}), work / "packet-relinked"
@@ -55,3 +55,11 @@ def run_decoder_audit(seed: int = 0) -> DecoderAudit:
             relinked_failures=tuple(audit.verify_packet(relinked, subject).failures),
         )
 
+
+
+def checks_sentence(lines) -> str:
+    """Which numbered checks of a verification report (its ``lines``) the page's reading names, read back from the
+    report itself (``audit.check_number``), so the prose follows the report's own order."""
+    number = {key: audit.check_number(lines, label) for key, label in audit.CHECK_LABELS.items()}
+    return (f"Check {number['parameters']} says the parameters were the same frozen tensors in every run; checks "
+            f"{number['upstream']} and {number['declared']} are the lesson's second invariant")

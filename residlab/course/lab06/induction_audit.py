@@ -2,8 +2,9 @@
 
 The model is saved as its directory (config.json and model.safetensors) and loaded back by the audit tool itself
 (``residlab.audit.load_model_directory``, what ``residlab audit --model DIR`` does); the input is the patching
-experiment of ``measures`` (clean: a repeated sequence cut before its last token; corrupt: its first half
-replaced; target and rival: what induction predicts in each). The declared writes are both writes of both blocks
+experiment of ``measures`` (clean: a repeated sequence cut before its last token; corrupt: the same with only the
+token after the earlier occurrence of the readout's token replaced; target: what induction predicts in the clean
+run; rival: by the lesson's rule, the corrupt run's top token). The declared writes are both writes of both blocks
 at the readout position, and block 0's attention write at the position after the earlier occurrence of the
 readout's token, where the mechanism says the previous-token head writes.
 
@@ -40,7 +41,7 @@ def declared_sites(experiment: PatchingExperiment) -> list:
 
 
 def audit_induction_model(model, experiment: PatchingExperiment | None = None) -> InductionAudit:
-    experiment = patching_experiment() if experiment is None else experiment
+    experiment = patching_experiment(model) if experiment is None else experiment
     audit_input = audit.AuditInput(experiment.clean, experiment.corrupt, experiment.target, experiment.rival)
     with tempfile.TemporaryDirectory(prefix="residlab-lab06-induction-") as scratch:
         model_dir = Path(scratch) / "induction-model"
@@ -64,7 +65,7 @@ def write_rows(packet: dict) -> list[dict]:
             "position": result["position"],
             "norm": result["norm"]["value"],
             "direct_effect": (result.get("direct_effect_exact") or {}).get("value"),
-            "ablation_effect": result["ablation_effect"]["value"],
+            "total_effect": result["total_effect"]["value"],
             "patch_recovery": (result.get("patch_recovery") or {}).get("value"),
         })  # fmt: skip
     return rows
@@ -72,16 +73,16 @@ def write_rows(packet: dict) -> list[dict]:
 
 def readout_write_verdict(packet: dict) -> dict:
     """Whether the write the mechanism predicts (block 1's attention at the readout position) is the one with the
-    largest patch recovery and the largest ablation effect (in size) among the declared writes."""
+    largest patch recovery and the largest total effect (in size) among the declared writes."""
     rows = write_rows(packet)
     readout = packet["input"]["readout_position"]
     predicted = next(r for r in rows if (r["component"], r["block"]) == PREDICTED_WRITE and r["position"] == readout)
     by_recovery = max(rows, key=lambda r: -1e300 if r["patch_recovery"] is None else r["patch_recovery"])
-    by_ablation = max(rows, key=lambda r: abs(r["ablation_effect"]))
+    by_total = max(rows, key=lambda r: abs(r["total_effect"]))
     return {
         "predicted": predicted,
         "largest_recovery": by_recovery,
-        "largest_ablation": by_ablation,
+        "largest_total": by_total,
         "found_by_recovery": by_recovery is predicted,
-        "found_by_ablation": by_ablation is predicted,
+        "found_by_total": by_total is predicted,
     }

@@ -33,6 +33,7 @@ class PythiaAudit:
     synthetic: bool
     lock_label: str
     files: tuple  # (name, sha256 the model record holds, the lock's sha256 or None)
+    corrupt_top: str = ""  # the corrupt run's top token at the readout, decoded: the rival by the lesson's rule
 
 
 def build_files(environ: dict | None = None):
@@ -61,6 +62,7 @@ def run_pythia_audit(verified) -> PythiaAudit:
     corrupt = audit.tokenize_prompt(subject, CORRUPT, "corrupt")
     target, rival = audit.single_token(subject, TARGET, "target"), audit.single_token(subject, RIVAL, "rival")
     audit_input = audit.AuditInput(tuple(clean), tuple(corrupt), target, rival, CLEAN, CORRUPT, TARGET, RIVAL)
+    corrupt_top = subject.tokenizer.decode([_top_token(subject, corrupt)])
     sites = [audit.DeclaredSite(c, b, len(clean) - 1) for b in range(len(subject.blocks)) for c in ("attn", "mlp")]
     with tempfile.TemporaryDirectory(prefix="residlab-lab06-pythia-") as scratch:
         packet_dir = Path(scratch) / "pythia-packet-01"
@@ -69,7 +71,26 @@ def run_pythia_audit(verified) -> PythiaAudit:
     lock = verified.lock
     recorded = {entry["name"]: entry["sha256"] for entry in packet["model"]["source"]["files"]}
     files = tuple((entry.name, recorded.get(entry.name), entry.sha256) for entry in lock.files if entry.name in recorded)
-    return PythiaAudit(packet, verification, lock.repository, lock.revision, lock.synthetic, lock_label(lock), files)
+    return PythiaAudit(packet, verification, lock.repository, lock.revision, lock.synthetic, lock_label(lock), files,
+                       corrupt_top)
+
+
+def _top_token(subject, ids) -> int:
+    """The model's top token at the last position of ``ids``."""
+    import torch
+
+    with torch.inference_mode():
+        return int(subject.model(input_ids=torch.tensor([list(ids)]), use_cache=False).logits[0, -1].argmax())
+
+
+def rival_sentence(result: PythiaAudit) -> str:
+    """Whether the rival the command names is the one the lesson's rule names (the corrupt run's top token)."""
+    if result.corrupt_top == RIVAL:
+        return (f"The rival {RIVAL!r} is also the one the lesson's rule names: the model's top token after the "
+                "corrupt prompt.")  # fmt: skip
+    return (f"By the lesson's rule the rival would be the model's top token after the corrupt prompt, "
+            f"{result.corrupt_top!r}; the command names the token copying would give there, {RIVAL!r}, which this "
+            "model does not put first.")  # fmt: skip
 
 
 def differences(result: PythiaAudit) -> tuple[float, float]:

@@ -231,3 +231,35 @@ def recovery_control_sentence(mlp_recovery: float | None, gap: float) -> str:
                 f"token's identity; the MLP write, computed from it, is not enough on its own.")  # fmt: skip
     return (f"The control does not separate them: the MLP's clean write alone recovers {mlp_recovery:.2f} of the "
             f"gap of {gap:.2f} too, so this patch cannot tell the attention write's content from any clean write.")
+def _removal(effect: float) -> str:
+    """What removing a write does to the logit difference, from its effect (what it adds), as printed to 2 decimals."""
+    shown = round(effect, 2)
+    if shown == 0:
+        return "leaves the logit difference unchanged to two decimals"
+    return f"{'lowers' if shown > 0 else 'raises'} the logit difference by {abs(shown):.2f}"
+
+
+def direct_effect_reading(projection: float, direct: float) -> str:
+    """How a write's raw projection d.w and its exact direct effect (both what the write adds) compare, and what
+    removing the write from the final state does, as printed to 2 decimals."""
+    p, d = round(projection, 2), round(direct, 2)
+    sense = ("in the same sense as the projection" if p * d > 0
+             else "against the sense of the projection" if p * d < 0 else "")  # fmt: skip
+    effect = f"its exact direct effect is {d:.2f}: removing it from the final state, keeping every other write, {_removal(direct)}"
+    return f"{effect}{', ' + sense if sense else ''}"
+
+
+def total_effect_reading(total: float, direct: float) -> str:
+    """How an earlier write's total effect (zeroed, the later write recomputed) compares with its direct effect,
+    as printed to 2 decimals; both are what the write adds. The part the direct effect leaves out runs through
+    the later write, which reads the state this one built."""
+    t, d = round(total, 2), round(direct, 2)
+    opening = f"zeroing it and letting the MLP recompute {_removal(total)}: its total effect is {t:.2f}"
+    if t == d:
+        return f"{opening}, its direct effect to two decimals, so nothing it does runs through the MLP"
+    if t * d < 0:
+        return f"{opening}, of the opposite sign to its direct effect ({d:.2f}), so through the MLP it does the reverse of what it does directly"
+    through = "most" if abs(t - d) > abs(d) else "part"
+    if abs(t) > abs(d):
+        return f"{opening}, more than its direct effect ({d:.2f}): {through} of its leverage is exercised through the MLP"
+    return f"{opening}, less than its direct effect ({d:.2f}): the recomputed MLP undoes part of it"

@@ -216,6 +216,21 @@ def _labels(capture: PageCapture) -> list[str]:
     return [math_label(row["label"]) for row in capture.observation["boundaries"]]
 
 
+def boundary_key(capture: PageCapture) -> str:
+    """What the figures' H_i stand for, from the observation's own rows (each boundary's label and site name, as
+    the observations table prints them): H_0 = blocks.0.resid_pre, H_1 = blocks.0.resid_post, ..., the last."""
+    rows = capture.observation["boundaries"]
+    shown = rows if len(rows) <= 3 else rows[:2] + rows[-1:]
+    pairs = [f"{math_label(row['label'])} = {row['name']}" for row in shown]
+    return ", ".join(pairs[:2] + (["…"] if len(rows) > 3 else []) + pairs[2:])
+
+
+def update_labels(capture: PageCapture) -> list[str]:
+    """Each block update as 'H_i→H_j', from the boundaries its row names (its ``from`` and ``to`` sites)."""
+    label = {row["name"]: math_label(row["label"]) for row in capture.observation["boundaries"]}
+    return [f"{label[row['from']]}→{label[row['to']]}" for row in capture.observation["block_updates"]]
+
+
 def plot_boundary_norms(capture: PageCapture):
     """Norm of each raw state H_0..H_L at the selected position (the final LayerNorm output left out)."""
     import matplotlib.pyplot as plt
@@ -224,7 +239,7 @@ def plot_boundary_norms(capture: PageCapture):
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     axes.plot(range(len(norms)), norms, marker="o")
     axes.set_xticks(range(len(norms)), _labels(capture))
-    axes.set_xlabel("boundary ($H_0$ = first block's input, $H_i$ = block i's raw output)")
+    axes.set_xlabel(f"raw boundary state ({boundary_key(capture)})", fontsize=8)
     axes.set_ylabel("raw state's L2 norm\n(selected position)")
     axes.set_ylim(bottom=0)
     axes.grid(alpha=0.3)
@@ -237,7 +252,7 @@ def plot_consecutive_cosines(capture: PageCapture):
     import matplotlib.pyplot as plt
 
     cosines = consecutive_cosines(capture)
-    names = [f"{math_label(f'H_{i}')}→{math_label(f'H_{i + 1}')}" for i in range(len(cosines))]
+    names = update_labels(capture)
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     values = [value if value is not None else 0.0 for value in cosines]
     bars = axes.bar(names, values, color="tab:green")
@@ -263,9 +278,10 @@ def plot_write_norms(capture: PageCapture):
     figure, axes = plt.subplots(figsize=(6.4, 3.4))
     axes.bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
     axes.bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
-    axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update $H_{i+1} - H_i$")
-    axes.set_xticks(blocks, [f"block {b}" for b in blocks])
-    axes.set_xlabel("block")
+    axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width,
+             label="update (its boundaries' difference)")
+    axes.set_xticks(blocks, [f"block {b}\n{update}" for b, update in zip(blocks, update_labels(capture))])
+    axes.set_xlabel("block, and the boundaries its update lies between")
     axes.set_ylabel("L2 norm\n(selected position)")
     tallest = max((max(row["attn_write_norm"], row["mlp_write_norm"], row["difference_norm"]) for row in updates), default=0.0)
     axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars

@@ -23,7 +23,7 @@ import torch
 
 from residlab.capture.patching import set_to, zeroed
 from residlab.capture.recording import record_sites
-from residlab.audit.measures import logit_difference, measure_write, metric_direction
+from residlab.audit.measures import choose_rival, logit_difference, measure_write, metric_direction
 from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
 from residlab.course.models.copy_model import (
     BATCH_SIZE, D_MODEL, LEARNING_RATE, N_HEADS, SEQUENCE_LENGTH, TRAINING_SEED, TRAINING_STEPS, VOCAB_SIZE,
@@ -84,9 +84,10 @@ class ComponentAudit:
     # ... and the exact direct effect under the full readout: logit difference of readout(r_final) minus that
     # of readout(r_final - w), nothing downstream recomputed.
     direct_effect_exact: float
-    # use: zero the write and let the rest of the model recompute.
-    ablation_delta_p_target: float  # p(target) ablated - p(target) clean
-    ablation_delta_logit_difference: float
+    # use: zero the write and let the rest of the model recompute; the total effect is what zeroing it removes,
+    # oriented as every effect here: what the write adds, the clean run minus the run without it.
+    total_effect_p_target: float  # p(target) clean - p(target) with w zeroed
+    total_effect: float  # LD clean - LD with w zeroed
     # recovery: put the clean write into the corrupt run at the query position.
     patched_p_target: float
     # (LD patched - LD corrupt) / (LD clean - LD corrupt); 1 = full recovery; None (undefined) when the clean and
@@ -191,15 +192,6 @@ def _logit_difference(logits: torch.Tensor, target: int, rival: int) -> float:
     return logit_difference(logits[0], target, rival)
 
 
-def choose_rival(clean_logits: torch.Tensor, corrupt_logits: torch.Tensor, target: int) -> int:
-    """The token the corrupt run prefers; if that is the target itself, the clean run's best other token."""
-    rival = _top(corrupt_logits)
-    if rival == target:
-        ranked = clean_logits[0].argsort(descending=True).tolist()
-        rival = next(token for token in ranked if token != target)
-    return rival
-
-
 def _query_vector(states: torch.Tensor) -> torch.Tensor:
     """(batch=1, seq, d) -> (d,) at the query position."""
     return states[0, -1, :]
@@ -221,7 +213,7 @@ def audit_model(
     with single_thread():
         clean = run_traced(model, clean_tokens)
         corrupt = run_traced(model, corrupt_tokens)
-        rival = choose_rival(clean.logits, corrupt.logits, target)
+        rival = choose_rival(clean.logits[0], corrupt.logits[0], target)  # named before any intervention
         clean_attn = _query_vector(clean.trace.attn_write).unsqueeze(0)  # (1, d)
         clean_mlp = _query_vector(clean.trace.mlp_write).unsqueeze(0)  # (1, d)
         runs = {
@@ -315,8 +307,8 @@ def _component_audit(
         write_norm=measures.norm,
         direct_projection=measures.direct_projection,
         direct_effect_exact=measures.direct_effect_exact,
-        ablation_delta_p_target=_p(runs[ablated].logits, target) - _p(clean.logits, target),
-        ablation_delta_logit_difference=measures.ablation_effect,
+        total_effect_p_target=_p(clean.logits, target) - _p(runs[ablated].logits, target),
+        total_effect=measures.total_effect,
         patched_p_target=_p(runs[patched].logits, target),
         patch_recovery=measures.patch_recovery,
         survival_cosine=measures.survival_cosine,
@@ -370,12 +362,13 @@ def format_report(result: LessonResult) -> str:
     lines += ["", "Write norms at the query position"]
     lines += [f"attention {audit.write_norms.attention:.4f}", f"MLP       {audit.write_norms.mlp:.4f}"]
     lines += ["", f"Residual Contribution Audit (target {audit.target} vs rival {audit.rival}, query position)"]
-    header = ("component", "norm", "d^T w", "direct", "ablate dP", "ablate dLD", "patch P", "recovery",
+    lines.append("(direct, total dP and total dLD: what the write adds, the clean run minus the run without it)")
+    header = ("component", "norm", "d^T w", "direct", "total dP", "total dLD", "patch P", "recovery",
               "cos(w,out)", "retained", "centred")  # fmt: skip
     lines.append(f"{header[0]:16s}" + "".join(f"{h:>11s}" for h in header[1:]))
     for c in audit.components:
-        values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.ablation_delta_p_target,
-                  c.ablation_delta_logit_difference, c.patched_p_target, c.patch_recovery, c.survival_cosine,
+        values = (c.write_norm, c.direct_projection, c.direct_effect_exact, c.total_effect_p_target,
+                  c.total_effect, c.patched_p_target, c.patch_recovery, c.survival_cosine,
                   c.retained_fraction, c.centred_fraction)  # fmt: skip
         lines.append(f"{c.component:16s}" + "".join(f"{'undefined':>11s}" if v is None else f"{v:11.3f}" for v in values))
     attribution = audit.attribution

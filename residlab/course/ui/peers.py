@@ -60,8 +60,8 @@ BOXES = {
         "and `rival`, two token ids; `torch` imported",
         "result": "`patched`, logit(target) − logit(rival) at the last position of the corrupt run with the clean "
         "write patched in, and `ablated`, the same of the clean run with the write zeroed: the tests find both "
-        "within the audit's declared tolerance of its packet (patch recovery and ablation effect) on the "
-        "synthetic specimen",
+        "within the audit's declared tolerance of its packet (patch recovery, and total effect: the clean run's "
+        "logit difference minus `ablated`) on the synthetic specimen",
         "files": {"TransformerLens": "patch_transformer_lens.py", "nnsight": "patch_nnsight.py"},
         "traps": TRAPS,
     },

@@ -66,6 +66,42 @@ def test_each_specimen_gets_a_packet_that_verifies(name, tmp_path, capsys):
     assert "check 9" in out and "[FAIL]" not in out
 
 
+@pytest.mark.parametrize("name", list(blocks.SPECIMEN_CONFIGS))
+def test_a_last_write_has_one_effect_whether_removed_from_the_final_state_or_zeroed(name):
+    """Every effect is what the write adds. A write after which nothing is recomputed (the last block's MLP write;
+    in a parallel block its attention write too, which the MLP does not read) has the same direct and total effect,
+    in sign and value, within the two quantities' declared tolerances."""
+    subject = audit.build_specimen(name)
+    last, readout = len(subject.blocks) - 1, 4
+    parallel = subject.block_type.sites.mlp_reads == "resid_pre"
+    sites = [audit.DeclaredSite("mlp", last, readout)] + ([audit.DeclaredSite("attn", last, readout)] if parallel else [])
+    audit_input = audit.AuditInput((5, 17, 3, 40, 2), (9, 17, 3, 40, 2), 12, 30)
+    for row in audit.build_packet(subject, audit_input, sites)["measurement"]["results"]:
+        direct, total = row["direct_effect_exact"], row["total_effect"]
+        allowed = direct["tolerance"]["absolute"] + direct["tolerance"]["relative"] * abs(direct["value"]) + (
+            total["tolerance"]["absolute"])
+        assert abs(direct["value"]) > 10 * allowed, (name, row["site"])  # not vacuous: a sign to agree on
+        assert abs(direct["value"] - total["value"]) <= allowed, (name, row["site"], direct, total)
+
+
+def test_the_checks_lab06_names_are_read_back_from_the_report(gpt2_packet):
+    """Lab 06's enumeration ("check N says ...") comes from the report's own lines: each number it states is the
+    line that says what the sentence says it does, and a report with one more check before them shifts them."""
+    import re
+
+    from residlab.course.lab06_audit import decoder_audit
+
+    report = audit.verify_packet(gpt2_packet, audit.build_specimen("gpt2"))
+    meant = ("parameter digest", "upstream of the declared site bit-identical", "declared site equal to its replacement")
+    for lines in (report.lines, ["check 1: labels the tokenizer turns into the recorded ids: 4 of 4 [ok]"]
+                  + [re.sub(r"^check (\d+)", lambda m: f"check {int(m[1]) + 1}", line) for line in report.lines]):
+        found = re.findall(r"[Cc]hecks? (\d+)|and (\d+)", decoder_audit.checks_sentence(lines))
+        numbers = [int(n) for pair in found for n in pair if n]
+        assert len(numbers) == 3
+        for number, words in zip(numbers, meant):
+            assert lines[number - 1].startswith(f"check {number}: ") and words in lines[number - 1], (number, lines)
+
+
 def test_the_packet_records_what_the_issue_lists(gpt2_packet):
     records = audit.read_packet(gpt2_packet)
     model = records["model"]
@@ -87,16 +123,16 @@ def test_the_packet_records_what_the_issue_lists(gpt2_packet):
         for quantity in ("norm", "direct_projection", "direct_effect_exact", "dla_term", "survival_cosine"):
             assert row[quantity]["tolerance"] == audit.TOLERANCES[quantity]
         # derived from the metrics' tolerance, written out here: t(M) = 1e-5 + 1e-5 |M|
-        ablation, recovery = row["ablation_effect"]["value"], row["patch_recovery"]["value"]
-        assert row["ablation_effect"]["tolerance"]["relative"] == row["patch_recovery"]["tolerance"]["relative"] == 0
-        assert row["ablation_effect"]["tolerance"]["absolute"] == pytest.approx(
-            1e-5 + 1e-5 * abs(clean + ablation) + 1e-5 + 1e-5 * abs(clean), rel=1e-12)
+        total, recovery = row["total_effect"]["value"], row["patch_recovery"]["value"]
+        assert row["total_effect"]["tolerance"]["relative"] == row["patch_recovery"]["tolerance"]["relative"] == 0
+        assert row["total_effect"]["tolerance"]["absolute"] == pytest.approx(  # M(w zeroed) = M(clean) - T
+            1e-5 + 1e-5 * abs(clean - total) + 1e-5 + 1e-5 * abs(clean), rel=1e-12)
         gap, patched = clean - corrupt, corrupt + recovery * (clean - corrupt)
         spread = (1e-5 + 1e-5 * abs(patched)) + abs(1 - recovery) * (1e-5 + 1e-5 * abs(corrupt)) + abs(recovery) * (
             1e-5 + 1e-5 * abs(clean))
         room = abs(gap) - (1e-5 + 1e-5 * abs(clean)) - (1e-5 + 1e-5 * abs(corrupt))
         assert row["patch_recovery"]["tolerance"]["absolute"] == pytest.approx(spread / room, rel=1e-12)
-    assert set(records["measurement"]["quantities"]) == set(audit.TOLERANCES) | {"ablation_effect", "patch_recovery"}
+    assert set(records["measurement"]["quantities"]) == set(audit.TOLERANCES) | {"total_effect", "patch_recovery"}
     checks = records["measurement"]["checks"]
     assert all(c["upstream_identical"] == c["upstream_sites"] for c in checks["intervened_runs"])
     assert all(c["declared_equals_replacement"] for c in checks["intervened_runs"])
@@ -125,8 +161,8 @@ def _set(path: list, value):
         ("input", ["clean", "ids"], [6, 17, 3, 40, 2], False, "record input was changed: field(s) clean"),
         ("intervention", ["held_fixed"], [], False, "record intervention was changed: field(s) held_fixed"),
         ("measurement", ["metric"], "p(target)", False, "record measurement was changed: field(s) metric"),
-        ("measurement", ["results", 2, "ablation_effect", "value"], 0.5, True,
-         "record measurement, field results[2].ablation_effect.value"),
+        ("measurement", ["results", 2, "total_effect", "value"], 0.5, True,
+         "record measurement, field results[2].total_effect.value"),
         ("measurement", ["results", 0, "patch_recovery", "tolerance", "absolute"], 10.0, True,
          "record measurement, field results[0].patch_recovery.tolerance"),
         ("measurement", ["results", 1, "dla_term", "value"], 0.25, True, "record measurement, field results[1].dla_term.value"),
@@ -203,14 +239,14 @@ def test_copy_model_packet_equals_the_lesson(tmp_path):
     packet = copy_audit.write_copy_model_packet(tmp_path / "copy")
     lesson = lesson_lab.audit_model(lesson_lab.default_training()[0])
     results = {row["site"]: row for row in packet["measurement"]["results"]}
-    published = {"blocks.0.attn_write": ("1.359", "-1.734", "-9.553", "1.000"),
-                 "blocks.0.mlp_write": ("6.775", "5.554", "-5.554", "0.351")}  # fmt: skip
+    published = {"blocks.0.attn_write": ("1.359", "-1.734", "9.553", "1.000"),
+                 "blocks.0.mlp_write": ("6.775", "5.554", "5.554", "0.351")}  # fmt: skip
     for component, (site, figures) in zip(lesson.components, published.items()):
         row = results[site]
-        ours = (row["direct_projection"], row["direct_effect_exact"], row["ablation_effect"], row["patch_recovery"])
+        ours = (row["direct_projection"], row["direct_effect_exact"], row["total_effect"], row["patch_recovery"])
         assert tuple(f"{q['value']:.3f}" for q in ours) == figures
         theirs = (component.direct_projection, component.direct_effect_exact,
-                  component.ablation_delta_logit_difference, component.patch_recovery)  # fmt: skip
+                  component.total_effect, component.patch_recovery)  # fmt: skip
         assert [q["value"] for q in ours] == pytest.approx(theirs, abs=1e-6)
         assert row["norm"]["value"] == pytest.approx(component.write_norm, abs=1e-6)
     assert packet["input"]["rival"]["id"] == lesson.rival

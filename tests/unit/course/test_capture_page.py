@@ -199,3 +199,51 @@ def test_page_figures_have_labelled_axes():
     writes = capture_page.plot_write_norms(shown)
     assert [text.get_text() for text in writes.axes[0].get_legend().get_texts()][:2] == ["attention write", "MLP write"]
     plt.close(writes)
+
+
+def _table_rows(table: str) -> list[list[str]]:
+    """The cells of a pipe table's body rows."""
+    lines = table.strip().splitlines()[2:]
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines]
+
+
+def test_the_figures_name_each_boundary_as_the_observations_table_does():
+    """Labels and index conventions come from the same names the table prints: every 'H_i = site' the norm
+    figure's axis states is a row of the observations table, its ticks are the table's states in order, and each
+    bar of the cosine and write figures lies between two consecutive rows of that table (block i: H_i to H_i+1)."""
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = capture_page.read_capture(CACHED_CAPTURE)
+    rows = [row for row in _table_rows(capture_page.observations_table(shown)) if row[0].startswith("$")]
+    table = {row[0]: row[1].strip("`") for row in rows}  # "$H_{1}$" -> "blocks.0.resid_post"
+    states = [row[0] for row in rows]
+    assert table[states[0]] == "blocks.0.resid_pre" and table[states[1]] == "blocks.0.resid_post"
+
+    norms = capture_page.plot_boundary_norms(shown)
+    axes = norms.axes[0]
+    stated = re.findall(r"(\$H_\{\d+\}\$) = (\S+?)(?:,|\))", axes.get_xlabel())
+    assert len(stated) >= 3 and all(table[label] == name for label, name in stated), (axes.get_xlabel(), table)
+    assert [tick.get_text() for tick in axes.get_xticklabels()] == states
+    plt.close(norms)
+
+    cosines = capture_page.plot_consecutive_cosines(shown)
+    bars = [tick.get_text() for tick in cosines.axes[0].get_xticklabels()]
+    assert bars == [f"{before}→{after}" for before, after in zip(states, states[1:])]
+    plt.close(cosines)
+
+    writes = capture_page.plot_write_norms(shown)
+    ticks = [tick.get_text().split("\n") for tick in writes.axes[0].get_xticklabels()]
+    alignment = [row[0] for row in _table_rows(capture_page.alignment_table(shown))]  # "block 0", ...
+    assert [block for block, _ in ticks] == alignment
+    assert [between for _, between in ticks] == bars
+    for block, between in ticks:  # block i's update lies between blocks.i.resid_pre and blocks.i.resid_post
+        index = int(block.removeprefix("block "))
+        before, after = between.split("→")
+        assert (table[before], table[after]) == (f"blocks.{index}.resid_pre" if index == 0 else
+                                                 f"blocks.{index - 1}.resid_post", f"blocks.{index}.resid_post")
+    plt.close(writes)

@@ -115,6 +115,14 @@ def test_lab06_says_whether_the_model_separates_the_prompts_from_the_two_differe
     assert ("wrong way round" in sentence) == (corrupt - clean >= 1)
 
 
+def test_lab06_says_whether_its_rival_is_the_one_the_lessons_rule_names():
+    named = dataclasses.replace(audit_with(1.0, 0.0), corrupt_top=pythia_audit.RIVAL)
+    assert "is also the one the lesson's rule names" in pythia_audit.rival_sentence(named)
+    other = dataclasses.replace(named, corrupt_top=" the")
+    assert f"would be the model's top token after the corrupt prompt, ' the'; the command names" in (
+        pythia_audit.rival_sentence(other))
+
+
 def test_only_the_pinned_repositorys_own_files_are_called_pythia(committed):
     real = audit_with(1.0, 0.0)
     assert "`someone/model`" in pythia_audit.model_callout(real) and "Pythia-14M," not in pythia_audit.model_callout(real)

@@ -72,12 +72,53 @@ def test_no_sentence_holds_a_quote_mark():
 
 
 def test_audit_sentence_says_what_was_found_either_way():
-    predicted = {"site": "blocks.1.attn_write", "position": 14, "ablation_effect": -9.0, "patch_recovery": 1.0}
-    other = {"site": "blocks.0.attn_write", "position": 7, "ablation_effect": -1.0, "patch_recovery": 0.8}
-    found = {"predicted": predicted, "largest_recovery": predicted, "largest_ablation": predicted,
-             "found_by_recovery": True, "found_by_ablation": True}
+    predicted = {"site": "blocks.1.attn_write", "position": 14, "total_effect": 9.0, "patch_recovery": 1.0}
+    other = {"site": "blocks.0.attn_write", "position": 7, "total_effect": 1.0, "patch_recovery": 0.8}
+    found = {"predicted": predicted, "largest_recovery": predicted, "largest_total": predicted,
+             "found_by_recovery": True, "found_by_total": True}
     assert sentences.audit_sentence(found).startswith("The audit finds the write the mechanism predicts")
     missed = dict(found, largest_recovery=other, found_by_recovery=False)
     text = sentences.audit_sentence(missed)
     assert "By patch recovery it does not: blocks.0.attn_write at position 7 has a larger one (0.80)." in text
-    assert "By ablation effect (in size) the audit finds it" in text
+    assert "By total effect (in size) the audit finds it" in text
+
+
+def test_experiment_sentence_names_the_one_changed_token_and_how_the_rule_named_the_rival():
+    experiment = {"clean": (4, 9, 2, 8, 4, 9), "corrupt": (4, 9, 30, 8, 4, 9), "target": 2, "rival": 30,
+                  "first_occurrence_next": 2, "corrupt_top": 30}
+    text = sentences.experiment_sentence(experiment)
+    assert "changes only the token at position 2, the one after the earlier occurrence of the last token, from 2 to 30" in text
+    assert "top prediction of the corrupted run, token 30: the token induction would copy there." in text
+    other = sentences.experiment_sentence(dict(experiment, rival=11, corrupt_top=11))
+    assert "token 11: not the token induction would copy there, 30." in other
+    fallback = sentences.experiment_sentence(dict(experiment, rival=8, corrupt_top=2))
+    assert "still predicts the target 2, so by the rule of Lesson 2.1 the rival is the best other token of the clean run, 8." in fallback
+    assert not any(mark in text + other + fallback for mark in "'\"`")
+
+
+def test_the_corrupt_input_changes_only_the_token_induction_copies():
+    """The design that isolates induction (Lab 06 Part 3's): the repeat is kept, one token differs, the one after
+    the readout token's earlier occurrence; the rival follows the lesson's rule on the model's own logits."""
+    import torch
+
+    from residlab.audit.measures import choose_rival
+    from residlab.course.induction import measures
+
+    class Fixed(torch.nn.Module):  # a stand-in decoder whose readout prefers token 5, then 7
+        def forward(self, input_ids, use_cache=False):
+            logits = torch.zeros(input_ids.shape[0], input_ids.shape[1], measures.VOCAB_SIZE)
+            logits[..., 5], logits[..., 7] = 2.0, 1.0
+            return type("Output", (), {"logits": logits})()
+
+    experiment = measures.patching_experiment(Fixed())
+    period = measures.EXAMPLE_PERIOD
+    differing = [p for p, (a, b) in enumerate(zip(experiment.clean, experiment.corrupt)) if a != b]
+    assert differing == [experiment.first_occurrence_next] == [period - 1]
+    assert experiment.clean[period:] == experiment.clean[: period - 1]  # the repeat, in the clean input ...
+    assert experiment.corrupt[period:] == experiment.corrupt[: period - 1]  # ... and kept in the corrupt one
+    assert experiment.corrupt[period - 1] not in experiment.clean
+    assert experiment.target == measures.example_sequence()[2 * period - 1]
+    assert experiment.corrupt_top == 5 and experiment.rival == (7 if experiment.target == 5 else 5)
+    logits = torch.zeros(measures.VOCAB_SIZE)
+    logits[experiment.target] = 3.0
+    assert choose_rival(logits, logits, experiment.target) != experiment.target  # the rule never names the target

@@ -12,7 +12,7 @@ import torch
 
 from residlab.course.models import lesson_lab
 from residlab.course.models.copy_model import HookPoint
-from residlab.course.lesson.lesson_figures import plot_gradient_profile
+from residlab.course.lesson.lesson_figures import plot_gradient_profile, total_effect_reading
 from residlab.course.ui.tables import markdown_table
 
 pytestmark = pytest.mark.slow
@@ -127,8 +127,11 @@ def test_contribution_audit_is_consistent_with_the_trace(model, audit):
         assert mlp.direct_projection == pytest.approx(torch.dot(direction, trace.mlp_write[0, -1]).item())
     assert attention.write_norm == pytest.approx(audit.write_norms.attention)
     assert mlp.write_norm == pytest.approx(audit.write_norms.mlp)
-    # The MLP write is the last write: zeroing it and removing it from the final state are the same change.
-    assert mlp.ablation_delta_logit_difference == pytest.approx(-mlp.direct_effect_exact, abs=1e-4)
+    # The MLP write is the last write: zeroing it and removing it from the final state are the same change, and
+    # both effects are what the write adds, so they agree in sign and value.
+    assert mlp.total_effect == pytest.approx(mlp.direct_effect_exact, abs=1e-4)
+    assert mlp.total_effect_p_target == pytest.approx(
+        by_name(audit.interventions, "case")["clean"].p_target - by_name(audit.interventions, "case")["MLP ablated"].p_target)
     # Nothing is written after the MLP, so all of its direction is retained.
     assert mlp.retained_fraction == pytest.approx(1.0)
     # Patching the clean attention write restores the clean logit difference in this one-block model.
@@ -174,8 +177,11 @@ def test_the_statements_the_lesson_page_makes_about_the_audit(audit):
     assert mlp.direct_projection > attention.direct_projection > 0
     # "The final normaliser breaks the simple sum": positive projection, opposite-signed exact effect.
     assert attention.direct_effect_exact < 0
-    # "Use runs through later computation": ablating attention costs more than its direct effect.
-    assert attention.ablation_delta_logit_difference < attention.direct_effect_exact
+    # "Use runs through later computation": zeroing attention removes far more than its direct effect adds, and
+    # with the other sign (both are what the write adds: through the MLP it does the reverse of its direct effect).
+    assert attention.total_effect > 0 > attention.direct_effect_exact
+    assert "of the opposite sign to its direct effect" in total_effect_reading(attention.total_effect,
+                                                                               attention.direct_effect_exact)
     # Survival: the later MLP write adds to the attention write's direction.
     assert attention.retained_fraction > 1
     # Recovery: full for attention (by construction), partial for the MLP, whose patch leaves the rival on top.

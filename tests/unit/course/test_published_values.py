@@ -286,8 +286,8 @@ def test_every_audit_quantity_matches_the_float64_reference(audit, reference_run
             "write_norm": w.norm().item(),
             "direct_projection": (direction @ w).item(),
             "direct_effect_exact": ld_clean - logit_difference(forward.readout(final - w)),
-            "ablation_delta_p_target": p_target(reference_runs[ablated]["logits"]) - p_target(clean["logits"]),
-            "ablation_delta_logit_difference": logit_difference(reference_runs[ablated]["logits"]) - ld_clean,
+            "total_effect_p_target": p_target(clean["logits"]) - p_target(reference_runs[ablated]["logits"]),
+            "total_effect": ld_clean - logit_difference(reference_runs[ablated]["logits"]),
             "patched_p_target": p_target(reference_runs[patched]["logits"]),
             "patch_recovery": (logit_difference(reference_runs[patched]["logits"]) - ld_corrupt) / (ld_clean - ld_corrupt),
             "survival_cosine": ((w @ final) / (w.norm() * final.norm())).item(),
@@ -303,6 +303,8 @@ def test_every_audit_quantity_matches_the_float64_reference(audit, reference_run
     # the MLP's patch recovers little and the MLP is the last write, so nothing later removes any of it.
     assert expected["MLP write"]["patch_recovery"] < 0.5
     assert expected["MLP write"]["retained_fraction"] == pytest.approx(1.0, abs=1e-12)  # w.w / w.w in float64
+    # One sign for every effect: the last write's total effect is its direct effect, in sign and value.
+    assert expected["MLP write"]["total_effect"] == pytest.approx(expected["MLP write"]["direct_effect_exact"], abs=1e-9)
 
 
 # ---- the gradient profile (Figure 5): a median over seeds, computed here -------------------------------------

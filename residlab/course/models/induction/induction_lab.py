@@ -52,7 +52,7 @@ def measure(model) -> dict:
     found = measures.find_heads(scores)
     example = measures.example_sequence()
     weights = measures.attention_weights(model, example.unsqueeze(0))[:, :, 0]  # (blocks, heads, n, n)
-    experiment = measures.patching_experiment(example)
+    experiment = measures.patching_experiment(model, example)
     return {
         "held_out": {"seed": measures.HELD_OUT_SEED, "per_period": measures.HELD_OUT_PER_PERIOD,
                      "periods": sorted(held_out)},  # fmt: skip

@@ -7,9 +7,9 @@
   occurrence); the heads are found by the rule "highest score of its kind over every head", never named by hand.
 - ``lens_trajectory``: the logit lens (the model's own final LayerNorm and unembedding) at every residual state
   of a repeated sequence, as the probability and rank of the right next token.
-- ``patching_heatmap``: the corrupted run (its first half replaced by other tokens) with one clean activation put
-  back at one position, for every site of ``PATCH_SITES`` and every position: the share of the clean metric
-  recovered.
+- ``patching_experiment`` and ``patching_heatmap``: the corrupted run (the repeat kept, only the token after the
+  earlier occurrence of the readout's token changed) with one clean activation put back at one position, for
+  every site of ``PATCH_SITES`` and every position: the share of the clean metric recovered.
 
 Activations are read with the capture floor's one mechanism (``residlab.capture.recording``) and replaced with
 its patching primitive (``residlab.capture.patching``), at the sites its block table names
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from residlab.audit.measures import logit_difference, patch_recovery
+from residlab.audit.measures import choose_rival, logit_difference, patch_recovery
 from residlab.capture.blocks import block_type_for
 from residlab.capture.patching import patch_grid, taken_from
 from residlab.capture.recording import record_sites
@@ -196,23 +196,34 @@ def lens_trajectory(model, tokens: torch.Tensor) -> dict:
 
 @dataclass(frozen=True)
 class PatchingExperiment:
+    """Clean and corrupt inputs that differ only in what induction copies. Both keep the repeat, so the readout's
+    token occurs earlier in both and the previous-token step finds the same position; only the token there, the
+    one induction copies, differs. A recovery therefore cannot come from which tokens are present or repeated."""
+
     clean: tuple[int, ...]  # the example's first 2P - 1 tokens: the readout predicts the last token of the repeat
-    corrupt: tuple[int, ...]  # its first half replaced by P tokens that occur nowhere in the clean sequence
+    corrupt: tuple[int, ...]  # the same, with only position P - 1 (the target's earlier occurrence) replaced by a
+    # token that occurs nowhere in the clean sequence
     target: int  # the right next token in the clean run (what induction predicts)
-    rival: int  # the corrupted input's token where the clean one has the target's earlier occurrence (P - 1)
+    rival: int  # by the lesson's rule (``choose_rival``): the corrupted run's top token at the readout, or the clean
+    # run's best other token if that is the target; induction predicts the token that replaced the target
     first_occurrence_next: int  # P - 1: the position after the earlier occurrence of the readout's token
+    corrupt_top: int  # the corrupted run's top token at the readout, which the rule reads
 
 
-def patching_experiment(sequence: torch.Tensor | None = None, seed: int = HELD_OUT_SEED) -> PatchingExperiment:
+def patching_experiment(model, sequence: torch.Tensor | None = None, seed: int = HELD_OUT_SEED) -> PatchingExperiment:
     sequence = example_sequence() if sequence is None else sequence
     period = sequence.shape[0] // 2
     clean = sequence[: 2 * period - 1]
     unused = torch.tensor([t for t in range(VOCAB_SIZE) if t not in set(sequence.tolist())])
     generator = torch.Generator().manual_seed(seed + 1)
-    replacement = unused[torch.randperm(len(unused), generator=generator)[:period]]
-    corrupt = torch.cat([replacement, clean[period:]])
-    return PatchingExperiment(tuple(clean.tolist()), tuple(corrupt.tolist()), int(sequence[2 * period - 1]),
-                              int(replacement[period - 1]), period - 1)  # fmt: skip
+    corrupt = clean.clone()
+    corrupt[period - 1] = unused[torch.randint(len(unused), (1,), generator=generator)]
+    target = int(sequence[2 * period - 1])
+    with single_thread():
+        clean_logits, corrupt_logits = (_logits(model, ids.unsqueeze(0))[0, -1] for ids in (clean, corrupt))
+    return PatchingExperiment(tuple(clean.tolist()), tuple(corrupt.tolist()), target,
+                              choose_rival(clean_logits, corrupt_logits, target), period - 1,
+                              int(corrupt_logits.argmax().item()))  # fmt: skip
 
 
 def _metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
@@ -223,7 +234,7 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
     """Metric M = logit(target) - logit(rival) at the last position. For every PATCH_SITES row and position p:
     R = (M(corrupt run with the clean activation at p) - M(corrupt)) / (M(clean) - M(corrupt)), None when the
     clean and corrupt metrics are equal (``residlab.audit.measures``)."""
-    experiment = patching_experiment() if experiment is None else experiment
+    experiment = patching_experiment(model) if experiment is None else experiment
     sites = resolve_sites(model, block_type_for(model.config), model.config.num_hidden_layers)
     names = [name for _, name in PATCH_SITES]
     clean_ids = torch.tensor([experiment.clean])

@@ -123,23 +123,46 @@ def patching_sentence(report: dict) -> str:
 
 def audit_sentence(verdict: dict) -> str:
     """Whether the audit found the write the mechanism predicts (block 1's attention at the readout position), by
-    patch recovery and by ablation effect, each said as it came out."""
+    patch recovery and by total effect (what zeroing it removes), each said as it came out."""
     predicted = verdict["predicted"]
     recovery = predicted["patch_recovery"]
     recovery_text = "undefined" if recovery is None else f"{recovery:.2f}"
-    described = (f"the attention write of block 1 at position {predicted['position']} (ablation effect "
-                 f"{predicted['ablation_effect']:.2f}, patch recovery {recovery_text})")  # fmt: skip
-    if verdict["found_by_recovery"] and verdict["found_by_ablation"]:
+    described = (f"the attention write of block 1 at position {predicted['position']} (total effect "
+                 f"{predicted['total_effect']:.2f}, patch recovery {recovery_text})")  # fmt: skip
+    if verdict["found_by_recovery"] and verdict["found_by_total"]:
         return (f"The audit finds the write the mechanism predicts: of the declared writes, {described} has both "
-                f"the largest patch recovery and the largest ablation effect.")  # fmt: skip
+                f"the largest patch recovery and the largest total effect (in size).")  # fmt: skip
     sentences = [f"The write the mechanism predicts is {described}."]
     for key, found, measure in (("largest_recovery", "found_by_recovery", "patch recovery"),
-                                ("largest_ablation", "found_by_ablation", "ablation effect (in size)")):  # fmt: skip
+                                ("largest_total", "found_by_total", "total effect (in size)")):  # fmt: skip
         row = verdict[key]
         if verdict[found]:
             sentences.append(f"By {measure} the audit finds it: no declared write has a larger one.")
         else:
-            value = row["patch_recovery"] if key == "largest_recovery" else row["ablation_effect"]
+            value = row["patch_recovery"] if key == "largest_recovery" else row["total_effect"]
             sentences.append(f"By {measure} it does not: {row['site']} at position {row['position']} has a larger "
                              f"one ({value:.2f}).")  # fmt: skip
     return " ".join(sentences)
+
+
+def experiment_sentence(experiment: dict) -> str:
+    """The corrupted input and the rival, said as they came out: which one token the corruption changed, and how
+    the lesson's rule (the corrupted run's top token; the clean run's best other token if that is the target)
+    named the rival. ``experiment``: a ``PatchingExperiment`` as a dict."""
+    position = experiment["first_occurrence_next"]
+    clean, corrupt = experiment["clean"][position], experiment["corrupt"][position]
+    design = (f"The corrupted input keeps the repeat and changes only the token at position {position}, the one "
+              f"after the earlier occurrence of the last token, from {clean} to {corrupt}, a token that occurs "
+              f"nowhere in the clean input. Both inputs hold the same tokens but that one, and the last token "
+              f"occurs earlier at the same place in both, so a recovery cannot come from which tokens are present; "
+              f"only the token induction would copy differs.")  # fmt: skip
+    top, rival = experiment["corrupt_top"], experiment["rival"]
+    if top == experiment["target"]:
+        named = (f"The corrupted run still predicts the target {top}, so by the rule of Lesson 2.1 the rival is the "
+                 f"best other token of the clean run, {rival}.")  # fmt: skip
+    else:
+        copied = ("the token induction would copy there" if top == corrupt
+                  else f"not the token induction would copy there, {corrupt}")  # fmt: skip
+        named = (f"The rival, named by the rule of Lesson 2.1, is the top prediction of the corrupted run, token "
+                 f"{rival}: {copied}.")  # fmt: skip
+    return f"{design} {named}"

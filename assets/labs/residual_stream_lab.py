@@ -19,22 +19,22 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  606  residlab/course/models/copy_model.py
-#   line  663    PreNormBlock
-#   line  923  residlab/course/models/lesson_lab.py
-#   line 1053    run_traced
-#   line 1098    audit_model
+#   line  602  residlab/course/models/copy_model.py
+#   line  659    PreNormBlock
+#   line  919  residlab/course/models/lesson_lab.py
+#   line 1049    run_traced
+#   line 1094    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   43  residlab/course/models/needs_torch.py
 #   line   76  residlab/capture/recording.py
 #   line  237  residlab/capture/patching.py
-#   line  358  residlab/audit/measures.py
-#   line  472  residlab/audit/attribution.py
-#   line  584  residlab/course/models/threads.py
-#   line  606  residlab/course/models/copy_model.py
-#   line  810  residlab/course/models/gradient_profile.py
-#   line  923  residlab/course/models/lesson_lab.py (the entry)
+#   line  354  residlab/audit/measures.py
+#   line  468  residlab/audit/attribution.py
+#   line  580  residlab/course/models/threads.py
+#   line  602  residlab/course/models/copy_model.py
+#   line  806  residlab/course/models/gradient_profile.py
+#   line  919  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -253,11 +253,7 @@ entry).
 Positions: ``None`` (every position), an int, a sequence of ints or a slice, along dimension 1 of a
 (batch, positions, ...) tensor; every batch row is edited alike.
 
-    from residlab.capture.patching import patch_grid, run_patched, set_to, taken_from, zeroed
-    from residlab.capture.recording import record_sites
-    from residlab.capture.sites import resolve_sites, site_name
-
-    sites = resolve_sites(model, block_type, depth)
+    sites = resolve_sites(model, block_type, depth)      # residlab.capture.sites; record_sites: .recording
     with record_sites(sites) as clean:                    # (a) a recording of another run is the source
         model(input_ids=clean_ids)
     name = site_name(1, "resid_pre")                      # block 1's input, patched like any other site

@@ -144,6 +144,24 @@ RUNNERS = (
             ReadFirst("audit/packet.py", ("model_record", "input_record", "intervention_record", "measurement_record")),
         ),
     ),
+    Runner(
+        "patching_methods.py",
+        (
+            TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/patching.py",
+            "audit/measures.py", "course/models/threads.py", "capture/files.py", "pythia/lock.py",
+            "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "course/models/induction/recipe.py",
+            "course/models/induction/measures.py", "course/lab07/designs.py", "course/lab07/patching.py",
+            "course/lab07/attribution.py", "course/lab07/lab.py",
+        ),
+        "Lab 07: activation, path and attribution patching on the induction model, against a random-weight null",
+        "the designs and the patched runs",
+        (
+            ReadFirst("course/lab07/designs.py", ("make_design",)),
+            ReadFirst("course/lab07/patching.py", ("activation_grids", "path_patching")),
+            ReadFirst("course/lab07/attribution.py", ("attribution_grids",)),
+        ),
+    ),
+
 )
 
 

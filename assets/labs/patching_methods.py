@@ -21,40 +21,41 @@ models of the same shape (the null), as one report of plain data.
   floor), the activation-patching grids (both directions, every site kind), the attribution grid, its error per
   cell and the two bend measures per cell, the per-head grids and path patching;
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
-  block is the known head (``head_verdict``).
+  block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
+  attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 2250  residlab/course/lab07/designs.py
-#   line 2312    make_design
-#   line 2340  residlab/course/lab07/patching.py
-#   line 2492    activation_grids
-#   line 2542    path_patching
-#   line 2556  residlab/course/lab07/attribution.py
-#   line 2595    attribution_grids
+#   line 2251  residlab/course/lab07/designs.py
+#   line 2313    make_design
+#   line 2341  residlab/course/lab07/patching.py
+#   line 2493    activation_grids
+#   line 2543    path_patching
+#   line 2566  residlab/course/lab07/attribution.py
+#   line 2605    attribution_grids
 #
 # Contents (the line where each section's marker starts):
-#   line   63  residlab/course/models/needs_torch.py
-#   line   96  residlab/capture/blocks.py
-#   line  300  residlab/capture/sites.py
-#   line  405  residlab/capture/recording.py
-#   line  566  residlab/capture/patching.py
-#   line  687  residlab/audit/measures.py
-#   line  787  residlab/course/models/threads.py
-#   line  809  residlab/capture/files.py
-#   line  901  residlab/pythia/lock.py
-#   line 1104  residlab/pythia/hub.py
-#   line 1437  residlab/pythia/artifacts.py
-#   line 1696  residlab/pythia/load.py
-#   line 1828  residlab/course/models/induction/recipe.py
-#   line 2011  residlab/course/models/induction/measures.py
-#   line 2250  residlab/course/lab07/designs.py
-#   line 2340  residlab/course/lab07/patching.py
-#   line 2556  residlab/course/lab07/attribution.py
-#   line 2640  residlab/course/lab07/lab.py (the entry)
+#   line   64  residlab/course/models/needs_torch.py
+#   line   97  residlab/capture/blocks.py
+#   line  301  residlab/capture/sites.py
+#   line  406  residlab/capture/recording.py
+#   line  567  residlab/capture/patching.py
+#   line  688  residlab/audit/measures.py
+#   line  788  residlab/course/models/threads.py
+#   line  810  residlab/capture/files.py
+#   line  902  residlab/pythia/lock.py
+#   line 1105  residlab/pythia/hub.py
+#   line 1438  residlab/pythia/artifacts.py
+#   line 1697  residlab/pythia/load.py
+#   line 1829  residlab/course/models/induction/recipe.py
+#   line 2012  residlab/course/models/induction/measures.py
+#   line 2251  residlab/course/lab07/designs.py
+#   line 2341  residlab/course/lab07/patching.py
+#   line 2566  residlab/course/lab07/attribution.py
+#   line 2650  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2553,6 +2554,15 @@ def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, f
     return shares
 
 
+def head_path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> list[float | None]:
+    """Per head of block ``sender``: its output's clean-minus-corrupt difference (every position, through the
+    output projection) sent into block ``receiver``'s keys only; the denoising share of the gap."""
+    qkv = site_name(receiver, "qkv")
+    return [share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, "keys",
+                                                                      head_delta(pair, sender, head, pair.clean, pair.corrupt))})[0])
+            for head in range(pair.model.config.num_attention_heads)]  # fmt: skip
+
+
 # ---- residlab/course/lab07/attribution.py --------------------------------------------------------
 
 """Attribution patching: the first-order approximation of every denoising cell from one forward and one backward
@@ -2650,7 +2660,7 @@ REPORT_SCHEMA = "residlab-lab07-report/1"
 NULL_SEEDS = (0, 1, 2)
 READ_FACTOR = 3.0  # a gap is read when it exceeds this many noise floors
 TIE_MARGIN = 0.05  # two heads whose shares differ by less than this (a twentieth of the gap) are tied
-HEAD_METHODS = ("denoising", "noising", "attribution")
+HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 
 
 def _round(value):
@@ -2705,7 +2715,8 @@ def measure_design(model, design) -> dict:
         "error": {kind: _grid(grid) for kind, grid in error.items()},
         "bends": bends,
         "heads": {"denoising": _grid(head_grid(pair, "denoising")), "noising": _grid(head_grid(pair, "noising")),
-                  "attribution": _grid(head_attribution(pair, gradients))},  # fmt: skip
+                  "attribution": _grid(head_attribution(pair, gradients)),
+                  "path_keys": _grid([head_path_patching(pair), [None] * model.config.num_attention_heads])},  # fmt: skip
         "path": {key: _round(value) for key, value in path_patching(pair).items()},
     }
 
@@ -2748,7 +2759,8 @@ def verdicts(report: dict) -> dict:
         floor_share = report["null"]["designs"][name]["largest_cell_effect"] / abs(design["gap"])
         out[name] = {method: {kind: head_verdict(design["heads"][method][head["block"]],
                                                  known_heads(scores, head["block"], kind), floor_share)
-                              for kind, head in report["heads"]["found"].items()}
+                              for kind, head in report["heads"]["found"].items()
+                              if None not in design["heads"][method][head["block"]]}
                      for method in HEAD_METHODS}  # fmt: skip
     return out
 

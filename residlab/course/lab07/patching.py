@@ -218,3 +218,12 @@ def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, f
         shares[stream] = share(pair, "denoising", pair.run(True, edit)[0])
     shares["everything"] = share(pair, "denoising", pair.run(True, {name: _add(delta)})[0])
     return shares
+
+
+def head_path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> list[float | None]:
+    """Per head of block ``sender``: its output's clean-minus-corrupt difference (every position, through the
+    output projection) sent into block ``receiver``'s keys only; the denoising share of the gap."""
+    qkv = site_name(receiver, "qkv")
+    return [share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, "keys",
+                                                                      head_delta(pair, sender, head, pair.clean, pair.corrupt))})[0])
+            for head in range(pair.model.config.num_attention_heads)]  # fmt: skip

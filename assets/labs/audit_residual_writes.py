@@ -17,13 +17,13 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1730  residlab/audit/measures.py
-#   line 1802    measure_write
-#   line 1942  residlab/audit/packet.py
-#   line 2047    model_record
-#   line 2082    input_record
-#   line 2111    intervention_record
-#   line 2216    measurement_record
+#   line 1726  residlab/audit/measures.py
+#   line 1798    measure_write
+#   line 1938  residlab/audit/packet.py
+#   line 2043    model_record
+#   line 2078    input_record
+#   line 2107    intervention_record
+#   line 2212    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   49  residlab/capture/blocks.py
@@ -31,16 +31,16 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line  365  residlab/audit/subject.py
 #   line  604  residlab/capture/recording.py
 #   line  765  residlab/capture/patching.py
-#   line  886  residlab/capture/sites.py
-#   line  991  residlab/audit/runs.py
-#   line 1327  residlab/capture/versions.py
-#   line 1348  residlab/audit/schema.py
-#   line 1730  residlab/audit/measures.py
-#   line 1830  residlab/audit/attribution.py
-#   line 1942  residlab/audit/packet.py
-#   line 2332  residlab/capture/files.py
-#   line 2424  residlab/audit/verify.py
-#   line 2792  residlab/audit/cli.py (the entry)
+#   line  882  residlab/capture/sites.py
+#   line  987  residlab/audit/runs.py
+#   line 1323  residlab/capture/versions.py
+#   line 1344  residlab/audit/schema.py
+#   line 1726  residlab/audit/measures.py
+#   line 1826  residlab/audit/attribution.py
+#   line 1938  residlab/audit/packet.py
+#   line 2328  residlab/capture/files.py
+#   line 2420  residlab/audit/verify.py
+#   line 2788  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -781,11 +781,7 @@ entry).
 Positions: ``None`` (every position), an int, a sequence of ints or a slice, along dimension 1 of a
 (batch, positions, ...) tensor; every batch row is edited alike.
 
-    from residlab.capture.patching import patch_grid, run_patched, set_to, taken_from, zeroed
-    from residlab.capture.recording import record_sites
-    from residlab.capture.sites import resolve_sites, site_name
-
-    sites = resolve_sites(model, block_type, depth)
+    sites = resolve_sites(model, block_type, depth)      # residlab.capture.sites; record_sites: .recording
     with record_sites(sites) as clean:                    # (a) a recording of another run is the source
         model(input_ids=clean_ids)
     name = site_name(1, "resid_pre")                      # block 1's input, patched like any other site

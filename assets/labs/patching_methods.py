@@ -29,13 +29,13 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 2251  residlab/course/lab07/designs.py
-#   line 2313    make_design
-#   line 2341  residlab/course/lab07/patching.py
-#   line 2493    activation_grids
-#   line 2543    path_patching
-#   line 2566  residlab/course/lab07/attribution.py
-#   line 2605    attribution_grids
+#   line 2247  residlab/course/lab07/designs.py
+#   line 2309    make_design
+#   line 2337  residlab/course/lab07/patching.py
+#   line 2489    activation_grids
+#   line 2539    path_patching
+#   line 2562  residlab/course/lab07/attribution.py
+#   line 2601    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   64  residlab/course/models/needs_torch.py
@@ -43,19 +43,19 @@ train`` writes), otherwise it trains one as the site does.
 #   line  301  residlab/capture/sites.py
 #   line  406  residlab/capture/recording.py
 #   line  567  residlab/capture/patching.py
-#   line  688  residlab/audit/measures.py
-#   line  788  residlab/course/models/threads.py
-#   line  810  residlab/capture/files.py
-#   line  902  residlab/pythia/lock.py
-#   line 1105  residlab/pythia/hub.py
-#   line 1438  residlab/pythia/artifacts.py
-#   line 1697  residlab/pythia/load.py
-#   line 1829  residlab/course/models/induction/recipe.py
-#   line 2012  residlab/course/models/induction/measures.py
-#   line 2251  residlab/course/lab07/designs.py
-#   line 2341  residlab/course/lab07/patching.py
-#   line 2566  residlab/course/lab07/attribution.py
-#   line 2650  residlab/course/lab07/lab.py (the entry)
+#   line  684  residlab/audit/measures.py
+#   line  784  residlab/course/models/threads.py
+#   line  806  residlab/capture/files.py
+#   line  898  residlab/pythia/lock.py
+#   line 1101  residlab/pythia/hub.py
+#   line 1434  residlab/pythia/artifacts.py
+#   line 1693  residlab/pythia/load.py
+#   line 1825  residlab/course/models/induction/recipe.py
+#   line 2008  residlab/course/models/induction/measures.py
+#   line 2247  residlab/course/lab07/designs.py
+#   line 2337  residlab/course/lab07/patching.py
+#   line 2562  residlab/course/lab07/attribution.py
+#   line 2646  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -583,11 +583,7 @@ entry).
 Positions: ``None`` (every position), an int, a sequence of ints or a slice, along dimension 1 of a
 (batch, positions, ...) tensor; every batch row is edited alike.
 
-    from residlab.capture.patching import patch_grid, run_patched, set_to, taken_from, zeroed
-    from residlab.capture.recording import record_sites
-    from residlab.capture.sites import resolve_sites, site_name
-
-    sites = resolve_sites(model, block_type, depth)
+    sites = resolve_sites(model, block_type, depth)      # residlab.capture.sites; record_sites: .recording
     with record_sites(sites) as clean:                    # (a) a recording of another run is the source
         model(input_ids=clean_ids)
     name = site_name(1, "resid_pre")                      # block 1's input, patched like any other site

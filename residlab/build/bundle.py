@@ -30,8 +30,9 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from residlab.course.pages import TORCH_CHECK  # stops a runner that needs torch, in one line (the registry names it)
+
 PACKAGE_NAME = "residlab"
-TORCH_CHECK = "course/models/needs_torch.py"  # stops a runner that needs torch, in one line, when torch is missing
 FUTURE_IMPORT = "from __future__ import annotations"
 
 

@@ -4,8 +4,9 @@ A runner is the download form of the same code: one file holding the sources of 
 package's internal imports removed and its data (the pinned lock) written in. Nothing in a runner is edited by
 hand; ``residlab sync`` writes them and ``residlab sync --check`` (run by the tests) fails when one has drifted.
 
-A runner is declared in ``RUNNERS``, the one place that says what each runner holds: its file name, its modules
-in the order a learner reads them (the entry module last), its purpose, what a learner is asked to check first
+A runner is declared with its page family in the registry (``residlab/course/pages.py``; ``RUNNERS`` here is
+every family's, in order), the one place that says what each runner holds: its file name, its modules in the
+order a learner reads them (the entry module last), its purpose, what a learner is asked to check first
 (``ReadFirst``: a module and top-level names in it) and its data sections. ``residlab/build/bundle.py`` reads the
 modules and checks the list against their code; its docstring gives the conventions a listed module follows
 (ordinary ``from residlab.a.b import X, Y`` statements, which the runner drops).
@@ -37,6 +38,8 @@ from pathlib import Path
 from residlab.build.bundle import (
     FUTURE_IMPORT, PACKAGE_NAME, TORCH_CHECK, Module, bound_names, defined_names, read_bundle,
 )
+from residlab.course import pages
+from residlab.course.pages import DataSection, ReadFirst, Runner  # noqa: F401  (the runner's parts, declared there)
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 SYNC_COMMAND = "residlab sync"
@@ -44,125 +47,8 @@ MARKER_PREFIX = "# ---- "
 MARKER_WIDTH = 100
 
 
-@dataclass(frozen=True)
-class DataSection:
-    name: str  # the module-level name the runner binds to the text
-    source: str  # a JSON file, relative to the package directory
-    what: str  # what it is, for the table of contents
-
-
-@dataclass(frozen=True)
-class ReadFirst:
-    section: str  # one of the runner's modules, relative to the package directory
-    names: tuple[str, ...] = ()  # top-level names defined in it, each listed with its line
-
-
-@dataclass(frozen=True)
-class Runner:
-    filename: str
-    modules: tuple[str, ...]  # relative to the package directory, in reading order; the last is the entry
-    purpose: str
-    check: str  # what a learner is asked to check first
-    read_first: tuple[ReadFirst, ...]
-    data: tuple[DataSection, ...] = ()
-
-    @property
-    def entry(self) -> str:
-        return self.modules[-1]
-
-
-PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "the pinned lock")
-
-RUNNERS = (
-    Runner(
-        "trace_residual_toy.py",
-        ("course/lab05/exact_vectors.py", "course/lab05/toy.py"),
-        "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
-        "the exact arithmetic and the update rules",
-        (
-            ReadFirst("course/lab05/exact_vectors.py", ("Vector",)),
-            ReadFirst("course/lab05/toy.py", ("first_update", "second_update", "readout")),
-        ),
-    ),
-    Runner(
-        "residual_stream_lab.py",
-        (
-            TORCH_CHECK, "capture/recording.py", "capture/patching.py", "audit/measures.py", "audit/attribution.py",
-            "course/models/threads.py",
-            "course/models/copy_model.py", "course/models/gradient_profile.py", "course/models/lesson_lab.py",
-        ),
-        "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
-        "the audit of the copy model",
-        (
-            ReadFirst("course/models/copy_model.py", ("PreNormBlock",)),
-            ReadFirst("course/models/lesson_lab.py", ("run_traced", "audit_model")),
-        ),
-    ),
-    Runner(
-        "inspect_residual_stream.py",
-        (
-            # The capture first, in the order it runs: the block table, the site names, the recording, the
-            # observation; then the download and verification of the pinned files it reads; the command line last.
-            "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/versions.py",
-            "pythia/observe.py", "capture/outdir.py", "capture/files.py", "pythia/lock.py", "pythia/hub.py",
-            "pythia/artifacts.py", "pythia/load.py", "pythia/runner.py",
-        ),
-        "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
-        "the capture: the site table, record_sites and the checks",
-        (
-            ReadFirst("capture/blocks.py", ("BLOCK_TYPES",)),
-            ReadFirst("capture/sites.py", ("site_name", "resolve_sites")),
-            ReadFirst("capture/recording.py", ("record_sites",)),
-            ReadFirst("pythia/observe.py", ("capture_residuals", "run_checks")),
-        ),
-        data=(PINNED_LOCK,),
-    ),
-    Runner(
-        "read_transformer_paper.py",
-        (
-            TORCH_CHECK, "course/models/threads.py", "course/models/gradient_profile.py",
-            "course/lab04/positional_encoding.py", "capture/recording.py", "course/lab04/traced_block.py",
-            "course/lab04/paper_lab.py",
-        ),
-        "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient routes "
-        "(needs only torch)",
-        "the traced block",
-        (ReadFirst("course/lab04/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
-    ),
-    Runner(
-        "audit_residual_writes.py",
-        (
-            "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/patching.py",
-            "capture/sites.py", "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/attribution.py",
-            "audit/packet.py",
-            "capture/files.py", "audit/verify.py", "audit/cli.py",
-        ),
-        "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
-        "the measures: the records and the measurement",
-        (
-            ReadFirst("audit/measures.py", ("measure_write",)),
-            ReadFirst("audit/packet.py", ("model_record", "input_record", "intervention_record", "measurement_record")),
-        ),
-    ),
-    Runner(
-        "patching_methods.py",
-        (
-            TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/patching.py",
-            "audit/measures.py", "course/models/threads.py", "capture/files.py", "pythia/lock.py",
-            "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "course/models/induction/recipe.py",
-            "course/models/induction/measures.py", "course/lab07/designs.py", "course/lab07/patching.py",
-            "course/lab07/attribution.py", "course/lab07/lab.py",
-        ),
-        "Lab 07: activation, path and attribution patching on the induction model, against a random-weight null",
-        "the designs and the patched runs",
-        (
-            ReadFirst("course/lab07/designs.py", ("make_design",)),
-            ReadFirst("course/lab07/patching.py", ("activation_grids", "path_patching")),
-            ReadFirst("course/lab07/attribution.py", ("attribution_grids",)),
-        ),
-    ),
-
-)
+# The runners are declared with their page families, in the registry (``residlab/course/pages.py``).
+RUNNERS = pages.runners()
 
 
 def _marker(title: str) -> str:

@@ -115,8 +115,24 @@ def read_page(path: Path) -> Page:
     return page
 
 
+def _merged(base, extra):
+    """Quarto's merge of a metadata file into the project's: mappings merged key by key, lists concatenated."""
+    if isinstance(base, dict) and isinstance(extra, dict):
+        return {**base, **{key: _merged(base.get(key), value) for key, value in extra.items()}}
+    if isinstance(base, list) and isinstance(extra, list):
+        return base + extra
+    return extra
+
+
 def load_config(root: Path) -> dict:
-    return yaml.safe_load((root / "_quarto.yml").read_text(encoding="utf-8"))
+    """``_quarto.yml`` with its ``metadata-files`` merged in, as Quarto reads the project."""
+    config = yaml.safe_load((root / "_quarto.yml").read_text(encoding="utf-8"))
+    for name in config.get("metadata-files", []):
+        path = root / name
+        if not path.is_file():
+            raise ValueError(f"_quarto.yml includes {name} (metadata-files), which does not exist: run `residlab sync`")
+        config = _merged(config, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return config
 
 
 def _entries(contents) -> list[str]:

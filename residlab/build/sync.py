@@ -1,7 +1,8 @@
 """``residlab sync``: write (or, with ``--check``, verify) every file derived from the package.
 
-Derived files: the runners in ``assets/labs/``, ``assets/labs/residual-requirements.txt`` and
-``_variables.yml``. The tests run the check, so a page, a runner and the pins cannot drift apart.
+Derived files: the runners in ``assets/labs/``, ``assets/labs/residual-requirements.txt``, ``_variables.yml`` and
+``_pages.yml`` (the navbar, the sidebar and the resources, from the registry of page families,
+``residlab/course/pages.py``), and the README's table of pages (between its markers). The tests run the check, so a page, a runner and the pins cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from residlab.build import pins
 from residlab.build import runners
+from residlab.course import pages
 
 
 LOCK_NAME = "residlab/locks/pythia-14m.lock.json"
@@ -26,6 +28,10 @@ def derived_files(site_root: Path) -> dict[Path, str]:
     lock = pins.load_lock_data()
     outputs = runners.runner_outputs(site_root / "assets" / "labs")
     outputs.update(pins.pinned_outputs(site_root, lock))
+    outputs[site_root / pages.METADATA_FILE] = pages.metadata_yaml()
+    readme = site_root / "README.md"
+    if readme.is_file():  # the table of pages between its markers; the rest of the README is written by hand
+        outputs[readme] = pages.readme_with_table(readme.read_text(encoding="utf-8"))
     return outputs
 
 

@@ -15,11 +15,7 @@ entry).
 Positions: ``None`` (every position), an int, a sequence of ints or a slice, along dimension 1 of a
 (batch, positions, ...) tensor; every batch row is edited alike.
 
-    from residlab.capture.patching import patch_grid, run_patched, set_to, taken_from, zeroed
-    from residlab.capture.recording import record_sites
-    from residlab.capture.sites import resolve_sites, site_name
-
-    sites = resolve_sites(model, block_type, depth)
+    sites = resolve_sites(model, block_type, depth)      # residlab.capture.sites; record_sites: .recording
     with record_sites(sites) as clean:                    # (a) a recording of another run is the source
         model(input_ids=clean_ids)
     name = site_name(1, "resid_pre")                      # block 1's input, patched like any other site

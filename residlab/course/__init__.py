@@ -19,7 +19,8 @@ A room imports no other page-family room; what several share lives in two shared
   specimen capture a page shows, one CPU thread for torch, a runner's stop when torch is missing;
 - ``ui/``: Markdown tables and math labels, box-and-arrow diagrams, the peer boxes (TransformerLens and nnsight).
 
-``shared`` declares the values several pages show, computed once per render (``residlab/render/`` holds the
+``pages`` is the registry of page families (each page, its room, runners, scripts, downloads, place in the
+sidebar and on the learning path); ``shared`` declares the values several pages show, computed once per render (``residlab/render/`` holds the
 cache). Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits,
 the audit tool); this door names each one once, with the module that owns it, so no page reaches into a floor's
 internals.
@@ -53,10 +54,9 @@ _INTERFACE = {
     "induction_figures": ("residlab.course.models.induction.figures", None),
     "induction_sentences": ("residlab.course.models.induction.sentences", None),
     "peers": ("residlab.course.ui.peers", None),
-    "patching_lab": ("residlab.course.lab07.lab", None),
-    "patching_page": ("residlab.course.lab07.page", None),
-    "patching_sentences": ("residlab.course.lab07.sentences", None),
-    "patching_figures": ("residlab.course.lab07.figures", None),
+    "downloads_table": ("residlab.course.pages", "downloads_table"),
+    "learning_path": ("residlab.course.pages", "learning_path"),
+    "patching_methods": ("residlab.course.lab07.page", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.shared", "trained_copy_model"),
     "training_log": ("residlab.course.shared", "training_log"),

@@ -229,9 +229,10 @@ def test_lab_solutions_stay_collapsed_until_clicked(base_url, browser):
 def test_every_download_link_serves_the_runner(base_url, browser):
     from selenium.webdriver.common.by import By
 
+    from residlab.course import pages
+
     served = set()
-    for page in ("index.html", "labs/04-read-transformer-paper.html", "labs/05-trace-residual-stream.html",
-                 "labs/06-audit-a-decoder.html", "lessons/04-residual-stream.html"):
+    for page in ["index.html"] + [family.page.replace(".qmd", ".html") for family in pages.FAMILIES if family.runners]:
         open_page(browser, f"{base_url}/{page}")
         for link in browser.find_elements(By.CSS_SELECTOR, "a[href*='assets/labs/']"):
             url = link.get_attribute("href")
@@ -239,8 +240,7 @@ def test_every_download_link_serves_the_runner(base_url, browser):
             with urllib.request.urlopen(url, timeout=10) as response:
                 assert response.read() == (ROOT / "assets" / "labs" / name).read_bytes(), url
             served.add(name)
-    assert served == {"trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                      "read_transformer_paper.py", "audit_residual_writes.py"}
+    assert served == {path.rsplit("/", 1)[1] for path in pages.served_downloads()}
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -48,10 +48,10 @@ from residlab.render import render_cache
 
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site_verify.verify_build(built_site.project, built_site.site) == []
-    downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                 "read_transformer_paper.py", "audit_residual_writes.py")
-    for name in downloads:
-        assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
+    from residlab.course import pages
+
+    for path in pages.served_downloads():
+        assert (built_site.site / path).read_bytes() == (ROOT / path).read_bytes()
 
 
 def sidebar_pages(entries) -> list[str]:
@@ -68,18 +68,17 @@ def sidebar_pages(entries) -> list[str]:
 
 
 def test_home_page_links_every_sidebar_page_and_every_runner(built_site):
-    import yaml
+    from residlab.build.site_check import load_config
+    from residlab.course import pages
 
-    from residlab.build.runners import RUNNERS
-
-    config = yaml.safe_load((built_site.project / "_quarto.yml").read_text(encoding="utf-8"))
+    config = load_config(built_site.project)
     html = (built_site.site / "index.html").read_text(encoding="utf-8")
     main = html.split("<main", 1)[1]  # the page itself, not the sidebar
     links = {link.removeprefix("./") for link in re.findall(r'<a href="([^"#]+)"', main)}
     expected = {page.replace(".qmd", ".html") for page in sidebar_pages(config["website"]["sidebar"]["contents"])}
     expected -= {"index.html"}
-    expected |= {f"assets/labs/{runner.filename}" for runner in RUNNERS}
-    assert len(RUNNERS) == 5 and "labs/06-audit-a-decoder.html" in expected
+    assert expected == {page.replace(".qmd", ".html") for family in pages.FAMILIES for page in family.pages[:1]} - {"index.html"}
+    expected |= {runner.path for runner in pages.runners()}
     assert sorted(expected - links) == []
 
 

@@ -1,7 +1,8 @@
 """`residlab sync` covers every derived file: a runner, pin file or generated page input left out of it fails
 here, not only one that drifts.
 
-The expected list is written out by hand on purpose: it is the reference the sync code is checked against.
+The runners are the registry's (``residlab/course/pages.py``); the other derived files are named here, each with
+what it is for, and the downloads folder on disk is checked against both.
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from pathlib import Path
 
 from residlab.build import runners
 from residlab.build import sync
+from residlab.course import pages
 
 ROOT = Path(__file__).resolve().parents[3]
 
-EXPECTED_RUNNERS = (
-    "trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
-    "audit_residual_writes.py",
-)
 EXPECTED_DERIVED = {
-    *(f"assets/labs/{name}" for name in EXPECTED_RUNNERS),  # the downloads
-    "assets/labs/residual-requirements.txt",  # what learners install
+    *(runner.path for runner in pages.runners()),  # the downloads
+    pages.RUNNER_REQUIREMENTS,  # what learners install
     "_variables.yml",  # what the pages show through {{< var >}}
+    pages.METADATA_FILE,  # the navbar, sidebar and resources, from the registry
     "tests/compat-requirements.txt",  # the second test environment
 }
 
@@ -33,11 +32,12 @@ def relative(paths) -> set[str]:
 
 
 def test_sync_derives_exactly_the_expected_files():
-    assert relative(sync.derived_files(ROOT)) == EXPECTED_DERIVED
+    # and, where there is a README (the repository's; not a bare site), its table of pages
+    assert relative(sync.derived_files(ROOT)) == EXPECTED_DERIVED | {"README.md"}
 
 
 def test_every_published_runner_is_built_by_sync():
-    assert tuple(runner.filename for runner in runners.RUNNERS) == EXPECTED_RUNNERS
+    assert runners.RUNNERS == pages.runners() and len({runner.filename for runner in runners.RUNNERS}) == len(runners.RUNNERS)
     # Nothing in the downloads folder is hand-made: every file there is one sync writes.
     on_disk = {path.relative_to(ROOT).as_posix() for path in (ROOT / "assets" / "labs").iterdir()}
     assert on_disk == {name for name in EXPECTED_DERIVED if name.startswith("assets/labs/")}

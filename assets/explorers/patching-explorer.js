@@ -60,7 +60,7 @@
       const rows = grid.map((row, b) => element("tr", {}, [element("th", { scope: "row" }, `blocks.${b}.${kind.select.value}`),
         ...row.map((value, p) => {
           const cell = element("td", { tabindex: "0", "data-block": String(b), "data-position": String(p),
-            "data-value": fixed(value), style: `background:${colour(value)}`,
+            "data-value": fixed(value), style: `background:${colour(value)};color:#000`,
             "aria-label": `blocks.${b}.${kind.select.value}, position ${p}: ${fixed(value)}` }, fixed(value).replace(/^(-?)0\./, "$1."));
           cell.addEventListener("mouseenter", () => describe(cell));
           cell.addEventListener("focus", () => describe(cell));

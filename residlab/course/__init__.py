@@ -54,12 +54,9 @@ _INTERFACE = {
     "induction_figures": ("residlab.course.models.induction.figures", None),
     "induction_sentences": ("residlab.course.models.induction.sentences", None),
     "peers": ("residlab.course.ui.peers", None),
-    "patching_lab": ("residlab.course.lab07.lab", None),
-    "patching_page": ("residlab.course.lab07.page", None),
-    "patching_sentences": ("residlab.course.lab07.sentences", None),
-    "patching_figures": ("residlab.course.lab07.figures", None),
     "downloads_table": ("residlab.course.pages", "downloads_table"),
     "learning_path": ("residlab.course.pages", "learning_path"),
+    "patching_methods": ("residlab.course.lab07.page", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.shared", "trained_copy_model"),
     "training_log": ("residlab.course.shared", "training_log"),

@@ -246,7 +246,41 @@ FAMILIES = (
         downloads=(RUNNER_REQUIREMENTS,),
     ),
     PageFamily(
-        "glossary/index.qmd", room="glossary", section="Glossary", path_step=5,
+        "labs/07-patching-methods.qmd", label="Lab 07", room="lab07", section="Labs", path_step=5,
+        summary="activation patching both ways, path patching and attribution patching on the site's induction "
+        "model, whose mechanism is known, each read against a random-weight null; an explorer of every cell",
+        path=("Then do", "Run four patching methods on a two-block induction model whose mechanism is known, and "
+              "check which of them find its previous-token and induction heads, and where attribution patching's "
+              "first-order estimate fails."),
+        runners=(
+            Runner(
+                "patching_methods.py",
+                (
+                    TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
+                    "capture/patching.py", "audit/measures.py", "course/models/threads.py", "capture/files.py",
+                    "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py",
+                    "course/models/induction/recipe.py", "course/models/induction/measures.py",
+                    "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
+                    "course/lab07/lab.py",
+                ),
+                "Lab 07: activation, path and attribution patching on the induction model, against a random-weight "
+                "null",
+                "the designs and the patched runs",
+                (
+                    ReadFirst("course/lab07/designs.py", ("make_design",)),
+                    ReadFirst("course/lab07/patching.py", ("activation_grids", "path_patching")),
+                    ReadFirst("course/lab07/attribution.py", ("attribution_grids",)),
+                ),
+                summary="Lab 07: trains (or loads) the induction model, runs every patching method and writes the "
+                "page's report as JSON",
+                needs=REQUIREMENTS_LINK,
+            ),
+        ),
+        explorers=("patching-explorer.js",),
+        downloads=(RUNNER_REQUIREMENTS,),
+    ),
+    PageFamily(
+        "glossary/index.qmd", room="glossary", section="Glossary", path_step=6,
         summary='"Residual stream" and the entries it links',
         path=("Look terms up in the", "Whenever a word is doing more work than you expected: each entry is defined "
               "once, precisely, with an executed example where one helps."),

@@ -11,7 +11,8 @@ models of the same shape (the null), as one report of plain data.
   floor), the activation-patching grids (both directions, every site kind), the attribution grid, its error per
   cell and the two bend measures per cell, the per-head grids and path patching;
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
-  block is the known head (``head_verdict``).
+  block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
+  attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
@@ -29,14 +30,16 @@ from residlab.course.models.induction.measures import find_heads, head_scores, h
 from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
 from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients, head_attribution
 from residlab.course.lab07.designs import all_designs
-from residlab.course.lab07.patching import DIRECTIONS, KINDS, activation_grids, head_grid, path_patching, prepare
+from residlab.course.lab07.patching import (
+    DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
+)
 from residlab.course.models.threads import single_thread
 
 REPORT_SCHEMA = "residlab-lab07-report/1"
 NULL_SEEDS = (0, 1, 2)
 READ_FACTOR = 3.0  # a gap is read when it exceeds this many noise floors
 TIE_MARGIN = 0.05  # two heads whose shares differ by less than this (a twentieth of the gap) are tied
-HEAD_METHODS = ("denoising", "noising", "attribution")
+HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 
 
 def _round(value):
@@ -91,7 +94,8 @@ def measure_design(model, design) -> dict:
         "error": {kind: _grid(grid) for kind, grid in error.items()},
         "bends": bends,
         "heads": {"denoising": _grid(head_grid(pair, "denoising")), "noising": _grid(head_grid(pair, "noising")),
-                  "attribution": _grid(head_attribution(pair, gradients))},  # fmt: skip
+                  "attribution": _grid(head_attribution(pair, gradients)),
+                  "path_keys": _grid([head_path_patching(pair), [None] * model.config.num_attention_heads])},  # fmt: skip
         "path": {key: _round(value) for key, value in path_patching(pair).items()},
     }
 
@@ -134,7 +138,8 @@ def verdicts(report: dict) -> dict:
         floor_share = report["null"]["designs"][name]["largest_cell_effect"] / abs(design["gap"])
         out[name] = {method: {kind: head_verdict(design["heads"][method][head["block"]],
                                                  known_heads(scores, head["block"], kind), floor_share)
-                              for kind, head in report["heads"]["found"].items()}
+                              for kind, head in report["heads"]["found"].items()
+                              if None not in design["heads"][method][head["block"]]}
                      for method in HEAD_METHODS}  # fmt: skip
     return out
 

@@ -1,6 +1,6 @@
-"""What Lab 07's page reads: the report of ``lab.run_lab`` on the induction model this render trained (the one the
-glossary and Lab 06 show), computed once per render through the render cache, and the
-build-time checks the page asserts."""
+"""What Lab 07's page reads, its one name at the front door (``patching_methods``): the report of ``lab.run_lab``
+on the induction model this render trained (the one the glossary and Lab 06 show), computed once per render
+through the render cache, the build-time checks the page asserts, and the room's ``sentences`` and ``figures``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import tempfile
 from pathlib import Path
 
 from residlab.course.models.induction.recipe import load_induction_model
-from residlab.course.lab07.lab import run_lab
+from residlab.course.lab07 import figures, sentences  # noqa: F401 (the page reads them from here)
+from residlab.course.lab07.lab import HEAD_METHODS, run_lab  # noqa: F401
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
 from residlab.render.render_cache import render_cached
 

@@ -38,7 +38,7 @@ ATTENTION_POINTS = {"norm": "input_layernorm", "qkv": "attention.query_key_value
 FINAL_INPUT = "final_norm.in"  # the final normaliser's input: the last state, after every edit
 
 
-def _metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
+def _readout_metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
     """(batch,): M at the readout of every row."""
     return logits[:, -1, design.target] - logits[:, -1, design.rival]
 
@@ -90,7 +90,7 @@ class Pair:
         final = resolve_paths(self.model, [(FINAL_INPUT, block_type.final_norm, "input")])
         with single_thread(), torch.inference_mode(), record_sites(final if attention else []) as recorder:
             output = run_patched(forward, self.sites, edits or {})
-        metric = _metric(output.logits.float(), self.design).tolist()
+        metric = _readout_metric(output.logits.float(), self.design).tolist()
         if not attention:
             return metric
         weights = torch.stack([layer.float() for layer in output.attentions], dim=1)
@@ -111,7 +111,7 @@ def prepare(model, design: Design) -> Pair:
         with single_thread(), record_sites(sites + heads) as recorder, torch.inference_mode():
             output = model(input_ids=torch.tensor([prompt]), use_cache=False, output_attentions=True)
         recorded[which] = {name: tensor[0] for name, tensor in recorder.records.items()}
-        metrics[which] = float(_metric(output.logits.float(), design)[0])
+        metrics[which] = float(_readout_metric(output.logits.float(), design)[0])
         attentions[which] = torch.stack([layer[0].float() for layer in output.attentions])
     pair = Pair(model, design, sites + qkv, recorded["clean"], recorded["corrupt"], metrics["clean"],
                 metrics["corrupt"], attentions["clean"], attentions["corrupt"])  # fmt: skip
@@ -218,3 +218,12 @@ def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, f
         shares[stream] = share(pair, "denoising", pair.run(True, edit)[0])
     shares["everything"] = share(pair, "denoising", pair.run(True, {name: _add(delta)})[0])
     return shares
+
+
+def head_path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> list[float | None]:
+    """Per head of block ``sender``: its output's clean-minus-corrupt difference (every position, through the
+    output projection) sent into block ``receiver``'s keys only; the denoising share of the gap."""
+    qkv = site_name(receiver, "qkv")
+    return [share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, "keys",
+                                                                      head_delta(pair, sender, head, pair.clean, pair.corrupt))})[0])
+            for head in range(pair.model.config.num_attention_heads)]  # fmt: skip

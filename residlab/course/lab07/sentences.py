@@ -181,7 +181,7 @@ def heads_sentence(report: dict, name: str, method: str, kind: str) -> str:
     text = f"{OUTCOME[verdict['outcome']]}: in block {block} the largest share is {top}; the known {known}"
     shares = ", ".join(f"{share:.2f}" for share in verdict["known_shares"])
     if verdict["outcome"] in ("other", "nothing") and max(verdict["known_shares"]) <= floor_share(report, name):
-        return f"{text} carry {shares}, nothing above the null: in this design their input is the same in both runs."
+        return f"{text} carry {shares}, nothing above the null in this design."
     return f"{text} carr{'ies' if len(verdict['known']) == 1 else 'y'} {shares}."
 
 
@@ -200,3 +200,33 @@ def known_heads_sentence(report: dict) -> str:
     null = report["null"]["highest_head_score"]
     return ("By the model's own attention scores, " + "; ".join(parts) + f". In the random-weight models no head "
             f"scores above {null['previous_token']:.3f} (previous-token) or {null['induction']:.3f} (induction).")
+
+
+METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
+                "path_keys": "path patching into block 1's keys"}  # fmt: skip
+
+
+def methods_sentence(report: dict) -> str:
+    """How often each method finds a known head, over the designs whose gap is read and the heads it can reach;
+    and how attribution's per-head shares compare with the exact denoising ones."""
+    counts = {method: [0, 0] for method in METHOD_NAMES}
+    smaller, compared = 0, 0
+    for name, verdicts in report["verdicts"].items():
+        if verdicts is None:
+            continue
+        for method, kinds in verdicts.items():
+            for verdict in kinds.values():
+                counts[method][0] += verdict["outcome"] == "found"
+                counts[method][1] += 1
+        design, floor = report["designs"][name], floor_share(report, name)
+        for exact_row, approximate_row in zip(design["heads"]["denoising"], design["heads"]["attribution"]):
+            for exact, approximate in zip(exact_row, approximate_row):
+                if abs(exact) > floor:
+                    compared += 1
+                    smaller += abs(approximate) < abs(exact)
+    if not any(total for _, total in counts.values()):
+        return "No design's gap is read, so no method is asked to find a head."
+    found = "; ".join(f"{METHOD_NAMES[method]} {hits} of {total}" for method, (hits, total) in counts.items() if total)
+    return (f"Cases where the method finds a known head (design by head kind): {found}. Of the {compared} heads whose "
+            f"exact denoising share passes the null, attribution gives {smaller} a smaller share in size than the exact "
+            f"patch does.")  # fmt: skip

@@ -8,7 +8,7 @@ The course floor holds what the pages compute and draw, one room (subpackage) pe
 - ``lab05_toy/``: Lab 05 Parts 1-3, the toy hand trace (standard library only);
 - ``lesson/``: Lesson 2.1, the trained copy model, its audit and the gradient profile;
 - ``lab04_paper/``: Lab 04, section 3 of the original paper checked by code;
-- ``glossary/``: the glossary's activation caches and figures;
+- ``glossary/``: the glossary's activation caches, figures and tokenizer facts;
 - ``lab05_observation/``: Lab 05 Part 4, a GPT-NeoX capture shown and explored, and the openers of a reader's files;
 - ``lab06_audit/``: Lab 06, the audit tool's worked packet;
 - ``induction/``: the two-block induction model the site trains itself, what it learned, measured, and its audit

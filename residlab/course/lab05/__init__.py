@@ -5,7 +5,8 @@
   library only).
 - ``exact_vectors``: ``Vector``, exact rational entries with norms kept in exact form; the toy explorer and the
   answer checker (``assets/explorers/``) repeat this arithmetic in JavaScript.
-- ``capture_reading``: the sentences that interpret a capture, each chosen from its numbers.
+- ``capture_reading``: the sentences that interpret a capture, each chosen from its numbers and read against its
+  null (the analytic spread of a cosine in d dimensions; the random-weight run of the same shape).
 - ``explorer_data``: what the capture explorer shows for every token position.
 - ``open_run``: the HTML blocks with which a reader opens their own capture (Lab 05) or packet (Lab 06) in the
   browser, checked there and never uploaded (the Lab 06 page takes them through the front door).

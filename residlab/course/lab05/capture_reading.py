@@ -198,8 +198,8 @@ def verdict_sentence(capture: PageCapture) -> str:
             f"all but 0.3% of the time (its cosine with any fixed vector has standard deviation 1/√{null['width']} = "
             f"{number(null['typical'], 3)})")  # fmt: skip
     numbers = (f"the orthogonal accumulation predicts {number(seen['predicted'])} for the observed "
-               f"{number(seen['observed'])}, and cosines inside the band allow anything from {number(seen['null_low'])} "
-               f"to {number(seen['null_high'])}")  # fmt: skip
+               f"{number(seen['observed'])} (cosines inside the band allow anything from {number(seen['null_low'])} "
+               f"to {number(seen['null_high'])})")  # fmt: skip
     if seen["favoured"] == "null":
         return (f"In this capture the numbers **cannot tell the updates from writes unrelated to the state**: every "
                 f"update's cosine with the state it lands on (largest |cos| {number(seen['largest_abs_cosine'], 3)}) "

@@ -187,7 +187,7 @@ def _readability(p: float, chance: float) -> str:
     if p >= 0.9:
         return "nearly certain"
     if p > 0.5:
-        return "readable, the top token"
+        return "readable as the top token"
     if p >= 2 * chance:
         return "above chance but not the top token for sure"
     return "no more readable than chance"
@@ -227,8 +227,9 @@ def recovery_control_sentence(mlp_recovery: float | None, gap: float) -> str:
                 f"below the {READABLE_GAP} this page reads, so no recovery means anything here.")  # fmt: skip
     if mlp_recovery < 0.5:
         return (f"The informative control is the MLP: its clean write recovers only {mlp_recovery:.2f} of the gap of "
-                f"{gap:.2f}, so any clean write would do is ruled out. The attention write carries the first "
-                f"token's identity; the MLP write, computed from it, is not enough on its own.")  # fmt: skip
+                f"{gap:.2f}, so the rival explanation, that any clean write would do, is ruled out. The attention "
+                f"write carries the first token's identity; the MLP write, computed from it, is not enough on its "
+                f"own.")  # fmt: skip
     return (f"The control does not separate them: the MLP's clean write alone recovers {mlp_recovery:.2f} of the "
             f"gap of {gap:.2f} too, so this patch cannot tell the attention write's content from any clean write.")
 def _removal(effect: float) -> str:

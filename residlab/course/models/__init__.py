@@ -15,7 +15,8 @@ No page-family room imports another; what two of them need lives here (or in ``u
 - ``capture_page``: a GPT-NeoX capture read and checked as one run, its tables, figures and provenance (Lab 05
   Part 4, Lab 06 Part 3).
 - ``capture_source``: which capture a page shows (fresh from verified files, the committed capture of the lock's
-  files, or the synthetic specimen's), and the words that say which, of which repository, revision and lock.
+  files, or the synthetic specimen's), and the words that say which, of which repository, revision and lock; the
+  lock's pins and how each was obtained.
 - ``threads``: one CPU thread for the torch experiments (their numbers do not depend on the machine's cores).
 - ``needs_torch``: a runner's one-line stop when torch is missing (bundled first by the runners that need torch).
 """

@@ -267,3 +267,11 @@ def test_positions_count_from_zero_on_every_page():
     one_based = re.compile(r"h_\{\\ell,1\}|positions \$1, \\dots|\$x_1, \\dots, x_n\$")
     for page in LEARNER_PAGES:
         assert not one_based.search((ROOT / page).read_text(encoding="utf-8")), page
+
+
+def test_no_page_writes_a_state_or_normaliser_in_the_retired_symbols():
+    # One notation (glossary/notation.qmd): states H, sublayers Attn and MLP, normalisers N^attn, N^mlp, N^final.
+    retired = re.compile(r"(?<![A-Za-z\\])r_(?:\\ell|\{\\ell|\{L|L\b|0\b)|N\^\{\(\d\)\}|N_\{\\text\{final\}\}|A_\\ell\\big")
+    for page in LEARNER_PAGES:
+        found = retired.findall((ROOT / page).read_text(encoding="utf-8"))
+        assert not found, (page, found)

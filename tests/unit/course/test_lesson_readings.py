@@ -9,7 +9,7 @@ from residlab.course.lesson.lesson_figures import accuracy_sentence, readout_sen
 def test_the_readout_is_worded_against_chance():
     text = readout_sentence(0.05, 0.7, 0.99, vocab=10)
     assert text.startswith("The target is no more readable than chance from the embedding (p = 0.050)")
-    assert "readable, the top token after the attention write (0.700)" in text
+    assert "readable as the top token after the attention write (0.700)" in text
     assert "nearly certain after the MLP (0.990)" in text and "against the 0.100 of a uniform guess" in text
     assert "above chance but not the top token for sure from the embedding" in readout_sentence(0.3, 0.7, 0.99, vocab=10)
 

@@ -65,7 +65,8 @@ def _frozen_readout(norm, head, state, target: int, rival: int):
     """(the linear map every write goes through with s frozen at ``state``: (d * g) / s, whether P centres, s)."""
     centres = _centres(norm)
     scale = frozen_scale(norm, state)
-    gain = norm.weight.detach() if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
+    # The gain moved to the state's device and dtype (the audit measures float32 records on the CPU).
+    gain = norm.weight.detach().to(state) if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
     direction = metric_direction(head.weight, target, rival)
     return direction * gain / scale, centres, scale
 
@@ -87,7 +88,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     norm_bias = getattr(norm, "bias", None)
     head_bias = getattr(head, "bias", None)
     return {
-        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach()),
+        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
         OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
     }
 

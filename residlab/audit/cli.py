@@ -4,9 +4,14 @@
     residlab audit verify p1
     residlab audit --model DIR --clean TEXT --corrupt TEXT --target TOKEN --rival TOKEN [--site attn:0:-1 ...] --output p2
     residlab audit verify p2 --model DIR
+    residlab audit --model DIR ... --dtype bfloat16 --device cuda --output p3
+    residlab audit --model DIR ... --device-map auto --max-memory cpu=2GB --output p4   (needs accelerate)
+    residlab audit verify p4 --model DIR --device-map auto --max-memory cpu=2GB
 
-Without ``--site``, both writes of every block are audited at the last position. Exit status: 0 done (or
-verified), 1 refused or not verified, 2 bad arguments.
+Without ``--site``, both writes of every block are audited at the last position. ``--device``, ``--device-map``
+and ``--max-memory`` say where the model runs, ``--dtype`` what in (``placement``); verify re-runs in the
+packet's dtype wherever it is told to run. Exit status: 0 done (or verified), 1 refused or not verified, 2 bad
+arguments.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from pathlib import Path
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory
-from residlab.audit.subject import MAX_SEED, AuditError, build_specimen, load_model_directory
+from residlab.audit.subject import DTYPES, MAX_SEED, AuditError
+from residlab.audit.placement import (
+    ACCELERATE_PIN, Placement, check_device, parse_max_memory, place_directory, place_specimen,
+)  # fmt: skip
 from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt
 from residlab.audit.packet import audit_to_directory, summary_lines
-from residlab.audit.verify import subject_from_packet, verify_packet
+from residlab.audit.verify import read_packet, subject_from_packet, verify_packet
 
 
 def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -> None:
@@ -31,6 +39,18 @@ def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -
     for name, (help_text, _) in extra_sources.items():
         group.add_argument(f"--{name}", action="store_true", help=help_text)
     parser.add_argument("--seed", type=seed_argument, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps, where present")
+    parser.add_argument("--device-map", metavar="auto", help=f"auto: spread the model over the accelerators, the CPU "
+                        f"and disk with accelerate (pip install {ACCELERATE_PIN})")  # fmt: skip
+    parser.add_argument("--max-memory", metavar="DEVICE=SIZE,...", help="with --device-map auto: each device's "
+                        "budget, e.g. cpu=2GB or 0=20GiB,cpu=64GiB; what no budget holds is offloaded to disk")  # fmt: skip
+
+
+def placement_of(args, dtype: str) -> Placement:
+    """The placement the arguments ask for, every value checked before any model is built or loaded."""
+    max_memory = None if args.max_memory is None else parse_max_memory(args.max_memory)
+    device = check_device(args.device)
+    return Placement(device, dtype, args.device_map, max_memory)
 
 
 def seed_argument(text: str) -> int:
@@ -64,20 +84,30 @@ def build_audit_parser(prog: str, extra_sources: dict) -> argparse.ArgumentParse
         group.add_argument(f"--{which}-id", type=int, metavar="ID", help=f"the {which} token id")
     parser.add_argument("--site", action="append", default=[], metavar="COMPONENT:BLOCK:POSITION",
                         help="a write to audit, e.g. attn:2:-1 (repeatable; default: every write at the last position)")
+    parser.add_argument("--dtype", default="float32", help=f"{', '.join(DTYPES)}: float32 (default), or a declared "
+                        "approximation whose tolerances the packet records")  # fmt: skip
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: reproducible sums)")
     parser.add_argument("--output", type=Path, metavar="DIR", required=True, help="an empty or new directory")
     return parser
 
 
-def load_subject(args, extra_sources: dict):
+def load_subject(args, extra_sources: dict, placement: Placement):
     for name, (_, loader) in extra_sources.items():
         if getattr(args, name.replace("-", "_"), False):
+            if placement != Placement():
+                raise AuditError(f"--{name} runs in float32 on the CPU only: leave out --device, --dtype and --device-map")
             return loader()
     if args.model is not None:
-        return load_model_directory(args.model)
+        return place_directory(args.model, placement)
     if args.specimen is not None:
-        return build_specimen(args.specimen, args.seed or 0)
+        return place_specimen(args.specimen, args.seed or 0, placement)
     return None
+
+
+def _release(subject) -> None:
+    """A dispatched model's offload folder removed now, not at interpreter exit."""
+    if subject is not None and subject.offload_folder is not None:
+        subject.offload_folder.cleanup()
 
 
 def _prompt(subject, args, which: str) -> tuple[list[int], str | None]:
@@ -103,9 +133,16 @@ def run_audit_command(args, extra_sources: dict) -> int:
     _check_seed(args)
     if not 1 <= args.threads <= MAX_THREADS:
         raise AuditError(f"--threads must be from 1 to {MAX_THREADS}")
-    subject = load_subject(args, extra_sources)
+    subject = load_subject(args, extra_sources, placement_of(args, args.dtype))
     if subject is None:
         raise AuditError("give --model DIR or --specimen NAME")
+    try:
+        return _audit(subject, args)
+    finally:
+        _release(subject)
+
+
+def _audit(subject, args) -> int:
     clean, clean_text = _prompt(subject, args, "clean")
     corrupt, corrupt_text = _prompt(subject, args, "corrupt")
     target, target_text = _token(subject, args, "target")
@@ -120,6 +157,8 @@ def run_audit_command(args, extra_sources: dict) -> int:
     packet = audit_to_directory(subject, audit_input, sites, args.output, threads=args.threads)
     for line in summary_lines(packet):
         print(line)
+    print(f"ran in {subject.dtype} on {subject.placement}" + ("" if subject.dtype == "float32" else
+          f": a declared approximation, tolerances float32's x {packet['model']['execution']['tolerance_scale']}"))
     print(f"wrote model.json, input.json, intervention.json, measurement.json into {args.output}")
     return 0
 
@@ -130,8 +169,13 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
     _add_model_arguments(parser, extra_sources)
     args = parser.parse_args(argv)
     _check_seed(args)
-    subject = load_subject(args, extra_sources) or subject_from_packet(args.packet)
-    report = verify_packet(args.packet, subject)
+    dtype = read_packet(args.packet)["model"]["execution"]["dtype"]  # the re-run's, whatever the device
+    placement = placement_of(args, dtype)
+    subject = load_subject(args, extra_sources, placement) or subject_from_packet(args.packet, placement)
+    try:
+        report = verify_packet(args.packet, subject)
+    finally:
+        _release(subject)
     for line in report.lines:
         print(line)
     for failure in report.failures:

@@ -42,8 +42,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
+    return float((logits[target].float() - logits[rival].float()).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -58,7 +58,8 @@ def normaliser_epsilon(norm) -> float:
 
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
-    return (output_embedding[target] - output_embedding[rival]).detach()
+    # Taken in float32 on the CPU, where the records are measured (no copy for a float32 CPU weight).
+    return (output_embedding[target].float() - output_embedding[rival].float()).detach().cpu()
 
 
 def choose_rival(clean_logits, corrupt_logits, target: int) -> int:

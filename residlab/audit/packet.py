@@ -1,7 +1,9 @@
 """The packet: the four records of one audit (model, input, intervention, measurement), linked to one another by
 the SHA-256 of their canonical JSON and one digest per top-level field; built from the runs, checked against the
 packet's own invariants (the block identity, frozen parameters, interventions confined to their site), written
-by the one output rule (``capture.outdir``), and summarised for the terminal.
+by the one output rule (``capture.outdir``), and summarised for the terminal. A run in a dtype other than float32
+declares its approximation: every tolerance is float32's constants times ``placement.tolerance_scale`` of the
+dtype, recorded with the dtype in the model record (``execution.dtype``, ``execution.tolerance_scale``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from residlab.capture.outdir import check_output_directory, write_directory
 from residlab.capture.versions import library_versions
 from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table
 from residlab.audit.subject import AuditError, Subject, _import_torch
+from residlab.audit.placement import tolerance_scale
 from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )
@@ -25,7 +28,8 @@ LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 # Reproduction tolerance of each directly computed quantity: |re-run - recorded| <= absolute + relative *
 # |recorded|. Re-runs in one environment agree exactly; the margin admits another thread count or library build
 # (float32 rounding). The total effect and the patch recovery are computed from metrics: their tolerances are
-# derived from the metric's, value by value (``total_effect_tolerance``, ``recovery_tolerance``).
+# derived from the metric's, value by value (``total_effect_tolerance``, ``recovery_tolerance``). These are
+# float32's; a packet measured in another dtype declares them times its tolerance scale (``tolerances``).
 TOLERANCES = {
     "metric": {"absolute": 1e-5, "relative": 1e-5},
     "norm": {"absolute": 1e-5, "relative": 1e-5},
@@ -39,11 +43,23 @@ TOLERANCES = {
     "block_identity": {"absolute": 1e-4, "relative": 0.0},
 }
 _CONSTANT = "absolute + relative x |recorded|, the constants in this field's tolerance"
+
+
+def tolerances(scale: int = 1) -> dict:
+    """Each directly computed quantity's tolerance constants in a packet of tolerance scale ``scale``."""
+    return {name: {key: value * scale for key, value in tolerance.items()} for name, tolerance in TOLERANCES.items()}
+
+
+def _metric_rule(scale: int = 1) -> str:
+    metric = tolerances(scale)["metric"]
+    return (f"t(M) = {metric['absolute']:g} + {metric['relative']:g} x |M|: float32 rounding of two logits"
+            + ("" if scale == 1 else f", times {scale} for the run's dtype (the packet's execution.tolerance_scale)"))
+
+
 # Each quantity's formula and tolerance, written into measurement.json (field quantities).
 QUANTITIES = {
     "metric": ("M = logit(target) - logit(rival) at the readout position (baseline.clean, baseline.corrupt)",
-               f"t(M) = {TOLERANCES['metric']['absolute']:g} + {TOLERANCES['metric']['relative']:g} x |M|: "
-               "float32 rounding of two logits"),
+               _metric_rule()),
     "norm": ("|w|: the Euclidean norm of the write w at its position", _CONSTANT),
     "direct_projection": ("d . w with d = u_target - u_rival, rows of the output embedding", _CONSTANT),
     "direct_effect_exact": ("M(N(r_final)) - M(N(r_final - w)) through the final normaliser N, what w adds to M with "
@@ -72,32 +88,39 @@ QUANTITIES = {
 }  # fmt: skip
 
 
-def metric_tolerance(metric: float) -> float:
+def quantities(scale: int = 1) -> dict:
+    """``QUANTITIES`` as a packet of tolerance scale ``scale`` states them (only the metric's rule names numbers)."""
+    return QUANTITIES | {"metric": (QUANTITIES["metric"][0], _metric_rule(scale))}
+
+
+def metric_tolerance(metric: float, scale: int = 1) -> float:
     tolerance = TOLERANCES["metric"]
-    return tolerance["absolute"] + tolerance["relative"] * abs(metric)
+    return scale * (tolerance["absolute"] + tolerance["relative"] * abs(metric))
 
 
-def total_effect_tolerance(clean: float, effect: float) -> dict:
+def total_effect_tolerance(clean: float, effect: float, scale: int = 1) -> dict:
     """The total effect T = M_clean - M_ablated is off by at most t(M_ablated) + t(M_clean), M_ablated = M_clean - T."""
-    return {"absolute": metric_tolerance(clean - effect) + metric_tolerance(clean), "relative": 0.0}
+    return {"absolute": metric_tolerance(clean - effect, scale) + metric_tolerance(clean, scale), "relative": 0.0}
 
 
-def recovery_tolerance(clean: float, corrupt: float, recovery: float | None) -> dict:
+def recovery_tolerance(clean: float, corrupt: float, recovery: float | None, scale: int = 1) -> dict:
     """R = (M_patched - M_corrupt) / g, g = M_clean - M_corrupt. With each metric off by e_i, |e_i| <= t(M_i):
     R' - R = (e_patched - (1 - R) e_corrupt - R e_clean) / (g + e_clean - e_corrupt), whose size is at most the
     value below; unbounded (None) when the gap is within the metrics' tolerances."""
     gap = clean - corrupt
-    room = abs(gap) - metric_tolerance(clean) - metric_tolerance(corrupt)
+    room = abs(gap) - metric_tolerance(clean, scale) - metric_tolerance(corrupt, scale)
     if recovery is None or room <= 0:
         return {"absolute": None, "relative": 0.0}
     patched = corrupt + recovery * gap
-    spread = metric_tolerance(patched) + abs(1 - recovery) * metric_tolerance(corrupt) + abs(recovery) * metric_tolerance(clean)
+    spread = (metric_tolerance(patched, scale) + abs(1 - recovery) * metric_tolerance(corrupt, scale)
+              + abs(recovery) * metric_tolerance(clean, scale))
     return {"absolute": spread / room, "relative": 0.0}
 
 
-def _measured(value, quantity: str | dict) -> dict:
-    """A value and its tolerance: a quantity's constants, or a tolerance derived for this value."""
-    return {"value": value, "tolerance": dict(TOLERANCES[quantity] if isinstance(quantity, str) else quantity)}
+def _measured(value, quantity: str | dict, scale: int = 1) -> dict:
+    """A value and its tolerance: a quantity's constants (times the packet's tolerance scale), or a tolerance
+    derived for this value."""
+    return {"value": value, "tolerance": dict(tolerances(scale)[quantity] if isinstance(quantity, str) else quantity)}
 
 
 def _vector_values(vector) -> list[float]:
@@ -145,8 +168,9 @@ def model_record(subject: Subject, threads: int, parameters: dict | None = None)
         },
         "output_embedding": _module_path(subject.model, subject.head),
         "parameters": parameters or parameter_digests(subject.model),
-        "execution": {"dtype": "float32", "device": "cpu", "threads": threads, "attention": "eager",
-                      "gradients": "off (torch.inference_mode)", "mode": "eval"},  # fmt: skip
+        # No device: the numbers verify on any device, and under any placement.
+        "execution": {"dtype": subject.dtype, "tolerance_scale": tolerance_scale(subject.dtype), "threads": threads,
+                      "attention": "eager", "gradients": "off (torch.inference_mode)", "mode": "eval"},  # fmt: skip
         "libraries": library_versions(LIBRARIES),
     }
 
@@ -166,12 +190,12 @@ def input_record(audit_input: AuditInput, sites: list[DeclaredSite]) -> dict:
     }
 
 
-def _run_entry(run: Run) -> dict:
+def _run_entry(run: Run, scale: int) -> dict:
     entry = {"id": run.run_id, "input": run.input_name}
     if run.site is None:
         return entry | {"intervention": None}
     replacement = {"kind": run.replacement_kind, "values": _vector_values(run.replacement),
-                   "sha256": tensor_sha256(run.replacement), "tolerance": dict(TOLERANCES["replacement"])}  # fmt: skip
+                   "sha256": tensor_sha256(run.replacement), "tolerance": tolerances(scale)["replacement"]}  # fmt: skip
     if run.replacement_kind == "clean write":
         replacement["from_run"] = "clean"
     return entry | {
@@ -180,13 +204,13 @@ def _run_entry(run: Run) -> dict:
     }
 
 
-def intervention_record(runs: list[Run], sites: list[DeclaredSite]) -> dict:
+def intervention_record(runs: list[Run], sites: list[DeclaredSite], scale: int = 1) -> dict:
     return {
         "declared_sites": [
             {"name": s.name, "component": s.component, "block": s.block, "position": s.position} for s in sites
         ],
         "recorded_sites": list(runs[0].sites),  # every site each run recorded, in forward order
-        "runs": [_run_entry(run) for run in runs],
+        "runs": [_run_entry(run, scale) for run in runs],
         "held_fixed": [
             "every parameter tensor (model record digest, checked before and after every run)",
             "the input ids and attention mask of the run the intervention is applied to",
@@ -204,6 +228,7 @@ def _metric(logits, audit_input: AuditInput) -> float:
 def _attribution(subject, audit_input, clean) -> dict:
     """What every write's DLA term shares at the readout position: the frozen scale and the two bias terms."""
     torch = _import_torch()
+    subject_scale = tolerance_scale(subject.dtype)
     final_state = clean.sites[site_name(len(subject.blocks) - 1, "resid_post")][len(audit_input.clean_ids) - 1]
     with torch.inference_mode():
         scale = float(frozen_scale(subject.final_norm, final_state))
@@ -211,9 +236,9 @@ def _attribution(subject, audit_input, clean) -> dict:
     return {
         "rule": "M = sum over every write w at the readout position (the embedding counted as one) of dla_term(w) "
         "+ final_normaliser_bias + output_bias, the scale s frozen: additive attribution, not a removal effect",
-        "scale": _measured(scale, "dla_scale"),
-        "final_normaliser_bias": _measured(biases[FINAL_NORM_BIAS], "dla_term"),
-        "output_bias": _measured(biases[OUTPUT_BIAS], "dla_term"),
+        "scale": _measured(scale, "dla_scale", subject_scale),
+        "final_normaliser_bias": _measured(biases[FINAL_NORM_BIAS], "dla_term", subject_scale),
+        "output_bias": _measured(biases[OUTPUT_BIAS], "dla_term", subject_scale),
     }
 
 
@@ -244,37 +269,38 @@ def _write_result(subject, audit_input, site, runs_by_id, direction, final_metri
         measures = measure_write(w, final_state, [clean.sites[name][site.position] for name in later], direction,
                                  readout_metric=readout_metric, final_metric=final_metric.get(site.position),
                                  **metrics)  # fmt: skip
+    scale = tolerance_scale(subject.dtype)
     return {
         "site": site.name,
         "position": site.position,
-        "norm": _measured(measures.norm, "norm"),
-        "direct_projection": _measured(measures.direct_projection, "direct_projection"),
-        "direct_effect_exact": _measured(measures.direct_effect_exact, "direct_effect_exact"),
-        "dla_term": _measured(dla_term, "dla_term"),
-        "survival_cosine": _measured(measures.survival_cosine, "survival_cosine"),
-        "retained_fraction": _measured(measures.retained_fraction, "retained_fraction"),
-        "total_effect": _measured(measures.total_effect, total_effect_tolerance(metrics["clean"], measures.total_effect)),
+        **{name: _measured(getattr(measures, name), name, scale) for name in
+           ("norm", "direct_projection", "direct_effect_exact")},
+        "dla_term": _measured(dla_term, "dla_term", scale),
+        **{name: _measured(getattr(measures, name), name, scale) for name in ("survival_cosine", "retained_fraction")},
+        "total_effect": _measured(measures.total_effect,
+                                  total_effect_tolerance(metrics["clean"], measures.total_effect, scale)),
         "patch_recovery": _measured(measures.patch_recovery,
-                                    recovery_tolerance(metrics["clean"], metrics["corrupt"], measures.patch_recovery)),
-    }
+                                    recovery_tolerance(metrics["clean"], metrics["corrupt"], measures.patch_recovery, scale)),
+    }  # fmt: skip
 
 
 def block_identity_excesses(subject: Subject, run: Run) -> list[float]:
     """Per block: |resid_post - (resid_pre + attn_write + mlp_write)| at its largest, less the float32 allowance
     for the block's scale (IDENTITY_RELATIVE x its largest entry); at most IDENTITY_ABSOLUTE when the site
-    table matches the block."""
-    excesses = []
+    table matches the block. Both allowances are float32's, times the tolerance scale of the run's dtype."""
+    excesses, identity_relative = [], IDENTITY_RELATIVE * tolerance_scale(subject.dtype)
     for b in range(len(subject.blocks)):
         parts = [run.sites[site_name(b, s)] for s in BLOCK_SITES]
         error = float((parts[3] - (parts[0] + parts[1] + parts[2])).abs().max())
-        excesses.append(error - IDENTITY_RELATIVE * max(float(p.abs().max()) for p in parts))
+        excesses.append(error - identity_relative * max(float(p.abs().max()) for p in parts))
     return excesses
 
 
 def invariant_problems(subject: Subject, runs: list[Run], comparisons: list[dict]) -> list[str]:
     """What breaks the packet's invariants: the block identity, frozen parameters, interventions confined."""
     problems = [f"block {b}: output differs from input + attention write + MLP write by more than float32 rounding"
-                for b, excess in enumerate(block_identity_excesses(subject, runs[0])) if excess > IDENTITY_ABSOLUTE]
+                for b, excess in enumerate(block_identity_excesses(subject, runs[0]))
+                if excess > IDENTITY_ABSOLUTE * tolerance_scale(subject.dtype)]
     problems += [f"run {run.run_id}: the parameters changed during the run" for run in runs
                  if run.digest_before != run.digest_after]  # fmt: skip
     for c in comparisons:
@@ -290,6 +316,7 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
     direction = metric_direction(subject.head.weight, audit_input.target, audit_input.rival)
     final_metric: dict[int, float] = {}
     clean, corrupt = runs_by_id["clean"], runs_by_id["corrupt"]
+    scale = tolerance_scale(subject.dtype)
     return {
         "metric": "logit(target) - logit(rival) at the readout position",
         "readout": (
@@ -302,10 +329,11 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
         "survival_rule": "cosine of w with the final state at w's position; retained = (w + every later write) . w / |w|^2",
         "tolerance_rule": "reproduced when |re-run - recorded| <= absolute + relative * |recorded|; an absolute of "
         "null: not determined, not compared",
-        "quantities": {name: {"formula": formula, "tolerance": tolerance} for name, (formula, tolerance) in QUANTITIES.items()},
+        "quantities": {name: {"formula": formula, "tolerance": tolerance}
+                       for name, (formula, tolerance) in quantities(scale).items()},
         "baseline": {
-            "clean": _measured(_metric(clean.logits, audit_input), "metric"),
-            "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric"),
+            "clean": _measured(_metric(clean.logits, audit_input), "metric", scale),
+            "corrupt": _measured(_metric(corrupt.logits, audit_input), "metric", scale),
         },
         "attribution": _attribution(subject, audit_input, clean),
         "results": [_write_result(subject, audit_input, site, runs_by_id, direction, final_metric) for site in sites],
@@ -316,8 +344,8 @@ def measurement_record(subject, audit_input, sites, runs, comparisons) -> dict:
             "intervened_runs": comparisons,
             "block_identity": {
                 "what": "max over blocks of |resid_post - (resid_pre + attn_write + mlp_write)| in the clean run, "
-                f"less {IDENTITY_RELATIVE:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE:g}",
-                "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity"),
+                f"less {IDENTITY_RELATIVE * scale:g} x the block's largest entry; at most {IDENTITY_ABSOLUTE * scale:g}",
+                "excess": _measured(max(block_identity_excesses(subject, clean)), "block_identity", scale),
             },
         },
     }
@@ -344,7 +372,7 @@ def build_packet(subject: Subject, audit_input: AuditInput, sites: list[Declared
     bodies = {
         "model": model_record(subject, threads, parameters),
         "input": input_record(audit_input, sites),
-        "intervention": intervention_record(runs, sites),
+        "intervention": intervention_record(runs, sites, tolerance_scale(subject.dtype)),
         "measurement": measurement_record(subject, audit_input, sites, runs, comparisons),
     }
     return linked_records(bodies)

@@ -9,7 +9,11 @@ too) and its storage address show whether a run wrote to it. A run that did is r
 recorded, so the packet names it. A write that bypasses the counter (through ``tensor.data`` or a NumPy view)
 is caught by the closing hash when it persists; one undone before the audit ends is invisible to any
 before-and-after hash, as it was when every run was hashed. A parameter made under ``inference_mode`` keeps no
-version counter: while the model has one, every run is hashed.
+version counter: while the model has one, every run is hashed. Every tensor is hashed where it lives, one at a
+time (an accelerator's tensor copied alone to the host, an offloaded one read alone from accelerate's offload
+store: ``subject.parameter_value``), so no hash gathers the model. An offloaded parameter (on the meta device
+between forwards) is never written by a forward, which works on a copy its hook loads: it is carried between
+the two hashes while it stays offloaded, and a change to its store is caught by the closing hash.
 
 Sites are named and found by the capture floor (``site_name``, ``resolve_sites``) and recorded by its one
 mechanism (``record_sites``; an intervened run's edit is ``residlab.capture.patching.set_to``); the hashes here
@@ -30,7 +34,7 @@ from residlab.capture.blocks import canonical_path
 from residlab.capture.patching import set_to
 from residlab.capture.recording import SiteFiredTwice, record_sites
 from residlab.capture.sites import SiteError, resolve_sites, site_name
-from residlab.audit.subject import AuditError, Subject, _import_torch
+from residlab.audit.subject import AuditError, Subject, _import_torch, parameter_value
 
 COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
 MAX_THREADS = 1024
@@ -59,7 +63,7 @@ def parameter_digests(model) -> dict:
     # hashlib releases the GIL on large buffers, so the tensors hash in parallel; each digest is still its
     # tensor's own bytes, and the total is taken in registration order.
     with ThreadPoolExecutor(max_workers=HASH_THREADS) as pool:
-        hashes = list(pool.map(tensor_sha256, (parameter for _, parameter in named)))
+        hashes = list(pool.map(lambda item: tensor_sha256(parameter_value(model, *item)), named))
     tensors = []
     total = hashlib.sha256()
     for (name, parameter), digest in zip(named, hashes):
@@ -91,7 +95,9 @@ class ParameterWatch:
     def _versions(self) -> list:
         # The tensors themselves are held (not only their ids), so a replaced one cannot hand its id on.
         # An inference tensor (made under inference_mode) keeps no version counter: None, and it is re-hashed.
-        return [(name, p, id(p), p.data_ptr(), None if p.is_inference() else p._version)
+        # An offloaded one (meta) is replaced by its hook at every forward: only its staying offloaded is compared.
+        return [(name, None, "offloaded", p.dtype, p.shape) if p.is_meta else
+                (name, p, id(p), p.data_ptr(), None if p.is_inference() else p._version)
                 for name, p in self.model.named_parameters()]  # fmt: skip
 
     def _unchanged(self, state: list) -> bool:
@@ -166,7 +172,8 @@ def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], watc
     before = watch.digest
     try:
         with record_sites(sites, edits=edits) as recorder, torch.inference_mode():
-            logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach().clone()
+            logits = subject.last_logits(torch.tensor([ids], dtype=torch.long)).detach()
+            logits = logits.to(device="cpu", dtype=torch.float32).clone()
     except SiteFiredTwice as error:  # one run = one forward: the table misreads the model
         raise AuditError(str(error)) from None
     missing = recorder.missing()
@@ -176,7 +183,9 @@ def execute(subject: Subject, run_id: str, input_name: str, ids: list[int], watc
     if alone:
         after = watch.close()["digest"]
     return Run(
-        run_id=run_id, input_name=input_name, sites={name: recorder.records[name][0] for name in recorder.names},
+        # Records are measured in float32 (a no-op for a float32 run): the dtype approximates the forward only.
+        run_id=run_id, input_name=input_name,
+        sites={name: recorder.records[name][0].float() for name in recorder.names},
         logits=logits,
         digest_before=before, digest_after=after, site=site,
         replacement=intervention.get("replacement"), source_run=intervention.get("source_run"),

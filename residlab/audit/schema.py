@@ -18,13 +18,14 @@ import math
 import re
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS
-from residlab.audit.subject import MAX_SEED, AuditError
+from residlab.audit.subject import DTYPES, MAX_SEED, AuditError
 from residlab.audit.runs import COMPONENTS, MAX_THREADS
 
 # 3: direct logit attribution (dla_term, attribution). 4: site names: the block boundaries are resid_pre and
 # resid_post (TransformerLens's names, the lesson's), in the site table, the identity and the measurement's texts.
 # 5: one sign for every effect, what the write adds to the metric: ablation_effect (M(w zeroed) - M(clean)) became
-# total_effect (M(clean) - M(w zeroed)), its formula and tolerance in quantities with it.
+# total_effect (M(clean) - M(w zeroed)), its formula and tolerance in quantities with it; and the model record's
+# execution holds the dtype (float32, bfloat16, float16) and its tolerance_scale, no device.
 SCHEMA = "residlab-audit-packet/5"
 RECORDS = ("model", "input", "intervention", "measurement")
 INFORMATIONAL = {"model": ("libraries",)}  # reported beside the verdict, never compared or trusted
@@ -316,8 +317,9 @@ _MODEL = {
     "parameters": Fields({"order": TEXT, "count": Integer(0, 1 << 20), "elements": Integer(0, 2**53), "digest": HEX64,
                           "tensors": Array(Fields({"name": TEXT, "shape": Array(Integer(0, 2**40), 0, 8),
                                                    "dtype": TEXT, "sha256": HEX64}), 0, 1 << 20)}),
-    "execution": Fields({"dtype": TEXT, "device": TEXT, "threads": Integer(1, MAX_THREADS), "attention": TEXT,
-                         "gradients": TEXT, "mode": TEXT}),
+    # Schema 5: the dtype the numbers were measured in and the tolerance scale it declares; no device.
+    "execution": Fields({"dtype": Text(choices=DTYPES), "tolerance_scale": Integer(1, 1 << 20),
+                         "threads": Integer(1, MAX_THREADS), "attention": TEXT, "gradients": TEXT, "mode": TEXT}),
     "libraries": Mapping(Text(nullable=True, max_length=200), 32),
 }  # fmt: skip
 _IDS = Array(TOKEN_ID, 1, MAX_TOKENS)

@@ -2,8 +2,10 @@
 read once under the one read rule and checked against its schema before any value is used), check every link
 and digest against the record it names, re-run the audit the packet records on the model it names, and compare
 every field of every record with the re-run (exactly, or within the tolerance a field carries, which is itself
-re-derived). Labels are re-derived from the tokenizer. ``subject_from_packet`` rebuilds the specimen a packet
-names; a model directory must be given.
+re-derived). Labels are re-derived from the tokenizer. The re-run is in the dtype the packet was measured in (its
+model record's ``execution.dtype``), on whatever device or device map the verifier chooses, and every
+tolerance is re-derived from that dtype's tolerance scale. ``subject_from_packet`` rebuilds the specimen a
+packet names, in its dtype; a model directory must be given.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from pathlib import Path
 from residlab.capture.blocks import IDENTITY_ABSOLUTE
 from residlab.capture.files import UnsafeFileError, read_file_bytes
 from residlab.capture.versions import library_versions
-from residlab.audit.subject import AuditError, Subject, _import_torch, build_specimen
+from residlab.audit.subject import AuditError, Subject, _import_torch
+from residlab.audit.placement import Placement, place_specimen, tolerance_scale
 from residlab.audit.runs import (
     AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json, tensor_sha256,
 )
@@ -305,19 +308,26 @@ def check_replacements(record: dict, report: Verification) -> None:
     report.check("replacement digests recomputed from their values", matched, total)
 
 
-def _derived_tolerances(rerun: dict, recorded: dict) -> None:
+def _derived_tolerances(rerun: dict, recorded: dict, scale: int) -> None:
     """The total effect's and recovery's tolerances the packet should hold: derived from its own recorded metrics."""
     clean, corrupt = (recorded["baseline"][which]["value"] for which in ("clean", "corrupt"))
     for row, old in zip(rerun["results"], recorded["results"]):
-        row["total_effect"]["tolerance"] = total_effect_tolerance(clean, old["total_effect"]["value"])
-        row["patch_recovery"]["tolerance"] = recovery_tolerance(clean, corrupt, old["patch_recovery"]["value"])
+        row["total_effect"]["tolerance"] = total_effect_tolerance(clean, old["total_effect"]["value"], scale)
+        row["patch_recovery"]["tolerance"] = recovery_tolerance(clean, corrupt, old["patch_recovery"]["value"], scale)
 
 
 def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     """Re-run the audit a packet records on ``subject`` and check every record, link, digest and result."""
     records = read_packet(packet_dir)
     check_subject(records["model"], subject)
+    dtype = records["model"]["execution"]["dtype"]
+    if subject.dtype != dtype:
+        raise AuditError(f"record model, field execution.dtype: the packet was measured in {dtype}; the model given "
+                         f"here runs in {subject.dtype} (verify re-runs in the packet's dtype)")  # fmt: skip
+    scale = tolerance_scale(dtype)
     report = Verification()
+    report.lines.append(f"re-run in {dtype}, the packet's dtype: " + (
+        "float32's tolerances" if scale == 1 else f"its declared tolerances, float32's x {scale}"))
     check_links(records, report)
     threads = records["model"]["execution"]["threads"]
     inputs = records["input"]
@@ -352,18 +362,18 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     if upstream != upstream_total or replaced != len(comparisons):
         report.fail("an intervention changed a site other than its declared one and those downstream of it")
     excesses = block_identity_excesses(subject, runs[0])
-    identity_holds = sum(excess <= IDENTITY_ABSOLUTE for excess in excesses)
-    report.check("blocks whose output is input + attention write + MLP write within float32 rounding",
+    identity_holds = sum(excess <= IDENTITY_ABSOLUTE * scale for excess in excesses)
+    report.check(f"blocks whose output is input + attention write + MLP write within {dtype} rounding",
                  identity_holds, len(excesses))  # fmt: skip
     if identity_holds != len(excesses):
         report.fail("the block identity fails: the site table does not describe this model")
     rerun = {name: record_body(record) for name, record in linked_records({
         "model": model_record(subject, threads),
         "input": input_record(audit_input, sites),
-        "intervention": intervention_record(runs, sites),
+        "intervention": intervention_record(runs, sites, scale),
         "measurement": measurement_record(subject, audit_input, sites, runs, comparisons),
     }).items()}  # fmt: skip
-    _derived_tolerances(rerun["measurement"], records["measurement"])
+    _derived_tolerances(rerun["measurement"], records["measurement"], scale)
     for name in RECORDS:
         counts = dict.fromkeys(("exact", "exact_ok", "numbers", "numbers_ok", "tolerances", "tolerances_ok"), 0)
         informational = INFORMATIONAL.get(name, ())  # reported, never compared
@@ -383,11 +393,14 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
 # Sources: rebuild the model a packet names.
 
 
-def subject_from_packet(packet_dir: Path) -> Subject:
-    """The specimen a packet names (a model directory must be given with --model, the copy model with
-    --copy-model)."""
-    source = read_packet(packet_dir)["model"]["source"]
+def subject_from_packet(packet_dir: Path, placement: Placement | None = None) -> Subject:
+    """The specimen a packet names, in the packet's dtype, placed as ``placement`` asks (a model directory must
+    be given with --model, the copy model with --copy-model)."""
+    model = read_packet(packet_dir)["model"]
+    source, dtype = model["source"], model["execution"]["dtype"]
     if source["kind"] == "specimen":
-        return build_specimen(source["name"], source["seed"])
+        placement = placement or Placement()
+        return place_specimen(source["name"], source["seed"],
+                              Placement(placement.device, dtype, placement.device_map, placement.max_memory))
     raise AuditError(f"record model, field source.kind: the packet was made with {describe_source(source)}: "
                      f"{how_to_verify(source)}")  # fmt: skip

@@ -106,7 +106,7 @@ def test_the_packet_records_what_the_issue_lists(gpt2_packet):
     records = audit.read_packet(gpt2_packet)
     model = records["model"]
     assert model["parameters"]["count"] == len(model["parameters"]["tensors"]) > 0
-    assert model["execution"] == {"dtype": "float32", "device": "cpu", "threads": 1, "attention": "eager",
+    assert model["execution"] == {"dtype": "float32", "tolerance_scale": 1, "threads": 1, "attention": "eager",
                                   "gradients": "off (torch.inference_mode)", "mode": "eval"}  # fmt: skip
     assert model["normaliser"]["type"] == "LayerNorm" and model["normaliser"]["epsilon"] == 1e-5
     assert set(model["libraries"]) >= {"torch", "transformers"}
@@ -356,8 +356,8 @@ def _no_model_work(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model was built or loaded before the output directory was checked")
 
-    monkeypatch.setattr(audit_cli, "build_specimen", refuse)  # what the command line calls
-    monkeypatch.setattr(audit_cli, "load_model_directory", refuse)
+    monkeypatch.setattr(audit_cli, "place_specimen", refuse)  # what the command line calls
+    monkeypatch.setattr(audit_cli, "place_directory", refuse)
 
 
 def _assert_nothing_created(root: Path, before: list) -> None:

@@ -29,13 +29,13 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 2272  residlab/course/lab07/designs.py
-#   line 2334    make_design
-#   line 2362  residlab/course/lab07/patching.py
-#   line 2514    activation_grids
-#   line 2564    path_patching
-#   line 2587  residlab/course/lab07/attribution.py
-#   line 2626    attribution_grids
+#   line 2273  residlab/course/lab07/designs.py
+#   line 2335    make_design
+#   line 2363  residlab/course/lab07/patching.py
+#   line 2515    activation_grids
+#   line 2565    path_patching
+#   line 2588  residlab/course/lab07/attribution.py
+#   line 2627    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   64  residlab/course/models/needs_torch.py
@@ -44,18 +44,18 @@ train`` writes), otherwise it trains one as the site does.
 #   line  406  residlab/capture/recording.py
 #   line  567  residlab/capture/patching.py
 #   line  684  residlab/audit/measures.py
-#   line  798  residlab/course/models/threads.py
-#   line  820  residlab/capture/files.py
-#   line  912  residlab/pythia/lock.py
-#   line 1115  residlab/pythia/hub.py
-#   line 1448  residlab/pythia/artifacts.py
-#   line 1707  residlab/pythia/load.py
-#   line 1839  residlab/course/models/induction/recipe.py
-#   line 2022  residlab/course/models/induction/measures.py
-#   line 2272  residlab/course/lab07/designs.py
-#   line 2362  residlab/course/lab07/patching.py
-#   line 2587  residlab/course/lab07/attribution.py
-#   line 2671  residlab/course/lab07/lab.py (the entry)
+#   line  799  residlab/course/models/threads.py
+#   line  821  residlab/capture/files.py
+#   line  913  residlab/pythia/lock.py
+#   line 1116  residlab/pythia/hub.py
+#   line 1449  residlab/pythia/artifacts.py
+#   line 1708  residlab/pythia/load.py
+#   line 1840  residlab/course/models/induction/recipe.py
+#   line 2023  residlab/course/models/induction/measures.py
+#   line 2273  residlab/course/lab07/designs.py
+#   line 2363  residlab/course/lab07/patching.py
+#   line 2588  residlab/course/lab07/attribution.py
+#   line 2672  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -725,8 +725,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
+    return float((logits[target].float() - logits[rival].float()).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -741,7 +741,8 @@ def normaliser_epsilon(norm) -> float:
 
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
-    return (output_embedding[target] - output_embedding[rival]).detach()
+    # Taken in float32 on the CPU, where the records are measured (no copy for a float32 CPU weight).
+    return (output_embedding[target].float() - output_embedding[rival].float()).detach().cpu()
 
 
 def choose_rival(clean_logits, corrupt_logits, target: int) -> int:

@@ -19,22 +19,22 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  602  residlab/course/models/copy_model.py
-#   line  659    PreNormBlock
-#   line  919  residlab/course/models/lesson_lab.py
-#   line 1049    run_traced
-#   line 1094    audit_model
+#   line  604  residlab/course/models/copy_model.py
+#   line  661    PreNormBlock
+#   line  921  residlab/course/models/lesson_lab.py
+#   line 1051    run_traced
+#   line 1096    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   43  residlab/course/models/needs_torch.py
 #   line   76  residlab/capture/recording.py
 #   line  237  residlab/capture/patching.py
 #   line  354  residlab/audit/measures.py
-#   line  468  residlab/audit/attribution.py
-#   line  580  residlab/course/models/threads.py
-#   line  602  residlab/course/models/copy_model.py
-#   line  806  residlab/course/models/gradient_profile.py
-#   line  919  residlab/course/models/lesson_lab.py (the entry)
+#   line  469  residlab/audit/attribution.py
+#   line  582  residlab/course/models/threads.py
+#   line  604  residlab/course/models/copy_model.py
+#   line  808  residlab/course/models/gradient_profile.py
+#   line  921  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -395,8 +395,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
+    return float((logits[target].float() - logits[rival].float()).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -411,7 +411,8 @@ def normaliser_epsilon(norm) -> float:
 
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
-    return (output_embedding[target] - output_embedding[rival]).detach()
+    # Taken in float32 on the CPU, where the records are measured (no copy for a float32 CPU weight).
+    return (output_embedding[target].float() - output_embedding[rival].float()).detach().cpu()
 
 
 def choose_rival(clean_logits, corrupt_logits, target: int) -> int:
@@ -531,7 +532,8 @@ def _frozen_readout(norm, head, state, target: int, rival: int):
     """(the linear map every write goes through with s frozen at ``state``: (d * g) / s, whether P centres, s)."""
     centres = _centres(norm)
     scale = frozen_scale(norm, state)
-    gain = norm.weight.detach() if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
+    # The gain moved to the state's device and dtype (the audit measures float32 records on the CPU).
+    gain = norm.weight.detach().to(state) if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
     direction = metric_direction(head.weight, target, rival)
     return direction * gain / scale, centres, scale
 
@@ -553,7 +555,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     norm_bias = getattr(norm, "bias", None)
     head_bias = getattr(head, "bias", None)
     return {
-        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach()),
+        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
         OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
     }
 

@@ -228,7 +228,7 @@ FAMILIES = (
                     "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py",
                     "capture/patching.py", "capture/sites.py", "audit/runs.py", "capture/versions.py",
                     "audit/schema.py", "audit/measures.py", "audit/attribution.py",
-                    "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
+                    "audit/placement.py", "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
                 ),
                 "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
                 "the measures: the records and the measurement",

@@ -17,29 +17,29 @@ verified), 1 refused or not verified, 2 bad arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1600  residlab/audit/measures.py
-#   line 1672    measure_write
-#   line 1812  residlab/audit/packet.py
-#   line 1917    model_record
-#   line 1952    input_record
-#   line 1981    intervention_record
-#   line 2086    measurement_record
+#   line 1624  residlab/audit/measures.py
+#   line 1696    measure_write
+#   line 1836  residlab/audit/packet.py
+#   line 1941    model_record
+#   line 1976    input_record
+#   line 2005    intervention_record
+#   line 2110    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   48  residlab/capture/blocks.py
 #   line  252  residlab/capture/outdir.py
 #   line  364  residlab/audit/subject.py
-#   line  603  residlab/capture/recording.py
-#   line  756  residlab/capture/sites.py
-#   line  861  residlab/audit/runs.py
-#   line 1197  residlab/capture/versions.py
-#   line 1218  residlab/audit/schema.py
-#   line 1600  residlab/audit/measures.py
-#   line 1700  residlab/audit/attribution.py
-#   line 1812  residlab/audit/packet.py
-#   line 2202  residlab/capture/files.py
-#   line 2294  residlab/audit/verify.py
-#   line 2662  residlab/audit/cli.py (the entry)
+#   line  616  residlab/capture/recording.py
+#   line  769  residlab/capture/sites.py
+#   line  874  residlab/audit/runs.py
+#   line 1210  residlab/capture/versions.py
+#   line 1242  residlab/audit/schema.py
+#   line 1624  residlab/audit/measures.py
+#   line 1724  residlab/audit/attribution.py
+#   line 1836  residlab/audit/packet.py
+#   line 2226  residlab/capture/files.py
+#   line 2318  residlab/audit/verify.py
+#   line 2686  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -373,6 +373,7 @@ with eager attention. torch and transformers are imported when a model is built 
 ``AuditError`` when they are missing.
 """
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -430,6 +431,18 @@ class Subject:
     def readout(self, state):
         """One residual vector (d,) -> logits (vocab,): the final normaliser, then the unembedding."""
         return self.head(self.final_norm(state.unsqueeze(0)))[0]
+
+
+def seed_argument(text: str) -> int:
+    """An argparse type for a seed of torch's generator (what ``--seed`` takes in the audit and in ``residlab
+    induction``)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
+    return seed
 
 
 def _import_torch():
@@ -1197,9 +1210,11 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
 # ---- residlab/capture/versions.py ----------------------------------------------------------------
 
 """``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in."""
+a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
+Transformers that a page's kernel can make without a warning line."""
 
 import platform
+import warnings
 
 
 def library_versions(names) -> dict:
@@ -1213,6 +1228,15 @@ def library_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def import_transformers_quietly():
+    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
+    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+    return transformers
 
 
 # ---- residlab/audit/schema.py --------------------------------------------------------------------
@@ -2675,17 +2699,6 @@ def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -
     for name, (help_text, _) in extra_sources.items():
         group.add_argument(f"--{name}", action="store_true", help=help_text)
     parser.add_argument("--seed", type=seed_argument, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
-
-
-def seed_argument(text: str) -> int:
-    """An argparse type for a seed of torch's generator (what ``--seed`` takes here and in ``residlab induction``)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
-    return seed
 
 
 def _check_seed(args) -> None:

@@ -24,24 +24,24 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 #   line  346    resolve_sites
 #   line  359  residlab/capture/recording.py
 #   line  474    record_sites
-#   line  533  residlab/pythia/observe.py
-#   line  625    capture_residuals
-#   line  692    run_checks
+#   line  544  residlab/pythia/observe.py
+#   line  636    capture_residuals
+#   line  703    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
 #   line  254  residlab/capture/sites.py
 #   line  359  residlab/capture/recording.py
 #   line  512  residlab/capture/versions.py
-#   line  533  residlab/pythia/observe.py
-#   line 1044  residlab/capture/outdir.py
-#   line 1156  residlab/capture/files.py
-#   line 1248  residlab/pythia/lock.py
-#   line 1451  residlab/pythia/hub.py
-#   line 1784  residlab/pythia/artifacts.py
-#   line 2043  residlab/pythia/load.py
-#   line 2175  residlab/pythia/runner.py (the entry)
-#   line 2280  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  544  residlab/pythia/observe.py
+#   line 1055  residlab/capture/outdir.py
+#   line 1167  residlab/capture/files.py
+#   line 1259  residlab/pythia/lock.py
+#   line 1462  residlab/pythia/hub.py
+#   line 1795  residlab/pythia/artifacts.py
+#   line 2054  residlab/pythia/load.py
+#   line 2176  residlab/pythia/runner.py (the entry)
+#   line 2281  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -512,9 +512,11 @@ def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
 # ---- residlab/capture/versions.py ----------------------------------------------------------------
 
 """``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in."""
+a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
+Transformers that a page's kernel can make without a warning line."""
 
 import platform
+import warnings
 
 
 def library_versions(names) -> dict:
@@ -528,6 +530,15 @@ def library_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def import_transformers_quietly():
+    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
+    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+    return transformers
 
 
 # ---- residlab/pythia/observe.py ------------------------------------------------------------------
@@ -2057,17 +2068,7 @@ runner's ``--plan`` works before anything is installed.
 """
 
 import json
-import warnings
 
-
-
-def import_transformers_quietly():
-    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
-    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        import transformers
-    return transformers
 
 
 class ObservationError(RuntimeError):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory
-from residlab.audit.subject import MAX_SEED, AuditError, build_specimen, load_model_directory
+from residlab.audit.subject import AuditError, build_specimen, load_model_directory, seed_argument
 from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt
 from residlab.audit.packet import audit_to_directory, summary_lines
 from residlab.audit.verify import subject_from_packet, verify_packet
@@ -31,17 +31,6 @@ def _add_model_arguments(parser: argparse.ArgumentParser, extra_sources: dict) -
     for name, (help_text, _) in extra_sources.items():
         group.add_argument(f"--{name}", action="store_true", help=help_text)
     parser.add_argument("--seed", type=seed_argument, default=None, help="the specimen's weight seed (default 0; only with --specimen)")
-
-
-def seed_argument(text: str) -> int:
-    """An argparse type for a seed of torch's generator (what ``--seed`` takes here and in ``residlab induction``)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
-    return seed
 
 
 def _check_seed(args) -> None:

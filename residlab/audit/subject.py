@@ -10,6 +10,7 @@ with eager attention. torch and transformers are imported when a model is built 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -68,6 +69,18 @@ class Subject:
     def readout(self, state):
         """One residual vector (d,) -> logits (vocab,): the final normaliser, then the unembedding."""
         return self.head(self.final_norm(state.unsqueeze(0)))[0]
+
+
+def seed_argument(text: str) -> int:
+    """An argparse type for a seed of torch's generator (what ``--seed`` takes in the audit and in ``residlab
+    induction``)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
+    return seed
 
 
 def _import_torch():

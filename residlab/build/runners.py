@@ -142,6 +142,21 @@ RUNNERS = (
             ReadFirst("audit/measures.py", ("measure_write",)),
             ReadFirst("audit/packet.py", ("model_record", "input_record", "intervention_record", "measurement_record")),
         ),
+    ),    Runner(
+        "induction_model.py",
+        (
+            TORCH_CHECK, "course/threads.py", "capture/versions.py", "course/induction/recipe.py", "capture/blocks.py",
+            "capture/sites.py", "capture/recording.py", "audit/measures.py", "course/induction/measures.py",
+            "course/induction/induction_lab.py", "capture/outdir.py", "capture/files.py", "audit/subject.py",
+            "audit/runs.py", "audit/schema.py", "audit/attribution.py", "audit/packet.py", "audit/verify.py",
+            "course/induction/induction_audit.py", "course/induction/cli.py",
+        ),
+        "Lab 06 Part 2: the two-block induction model trained, described, audited on the lab's input and verified",
+        "the recipe and the audit's input: the training, then the declared writes",
+        (
+            ReadFirst("course/induction/recipe.py", ("MODEL_CONFIG", "train_induction_model")),
+            ReadFirst("course/induction/induction_audit.py", ("declared_sites",)),
+        ),
     ),
 )
 

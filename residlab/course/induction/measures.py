@@ -221,7 +221,7 @@ def _patch_sites(model):
             for _, path in PATCH_SITES]  # fmt: skip
 
 
-def _metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
+def _experiment_metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
     return logit_difference(logits[0, -1], experiment.target, experiment.rival)
 
 
@@ -235,16 +235,16 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
     corrupt_ids = torch.tensor([experiment.corrupt])
     with single_thread():
         with record_sites(sites) as recorder, torch.inference_mode():
-            clean_metric = _metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
+            clean_metric = _experiment_metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
         clean_values = {name: recorder.records[name][0] for name, _, _ in sites}
-        corrupt_metric = _metric(_logits(model, corrupt_ids), experiment)
+        corrupt_metric = _experiment_metric(_logits(model, corrupt_ids), experiment)
         recovery = []
         for name, _, _ in sites:
             row = []
             for position in range(len(experiment.clean)):
                 edit = {name: at_position(position, clean_values[name][position])}
                 with record_sites(sites, edits=edit), torch.inference_mode():
-                    patched = _metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
+                    patched = _experiment_metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
                 row.append(patch_recovery(clean_metric, corrupt_metric, patched))
             recovery.append(row)
     return {"rows": [label for label, _ in PATCH_SITES], "recovery": recovery, "clean_metric": clean_metric,

@@ -19,6 +19,7 @@ import functools
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -404,10 +405,30 @@ def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> in
     )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
     parser.add_argument("--skip-profile", action="store_true", help="leave out the gradient profile")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    parser.epilog = (f"{prog} packet DIR: write the audit of the copy model as a packet; "
+                     f"{prog} verify DIR: retrain the model from its seed and verify that packet")  # fmt: skip
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["packet"], ["verify"]):
+        return _packet_main(argv, prog)
+    args = parser.parse_args(argv)
     result = run_lesson(include_profile=not args.skip_profile)
     print(result_as_json(result) if args.json else format_report(result))
     return 0
+
+
+def _packet_main(argv: list[str], prog: str) -> int:
+    from residlab.capture.outdir import OutputDirectoryError
+    from residlab.audit.subject import AuditError
+    from residlab.course.lesson.copy_packet import packet_command
+
+    parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description="The copy model's audit packet.")
+    parser.add_argument("directory", help="the packet directory (for packet: new or empty)")
+    args = parser.parse_args(argv[1:])
+    try:
+        return packet_command(argv[0], Path(args.directory))
+    except (AuditError, OutputDirectoryError) as refused:  # a refusal: one line, nothing written
+        print(f"{prog}: {refused}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ what it learned, measured (the glossary's attention, logit-lens and activation-p
 - ``induction_audit``: Lab 06 Part 2, the Residual Contribution Audit of the model loaded back from its directory
   by ``residlab.audit``, and what it says about the write the mechanism predicts.
 - ``figures``: the two heads' patterns, the lens trajectory and the patching heatmap, drawn from a report.
-- ``cli``: ``residlab induction train --output DIR``.
+- ``cli``: ``residlab induction`` and the runner ``assets/labs/induction_model.py``: ``train --output DIR``,
+  ``describe DIR``, ``audit DIR --output PACKET``, ``verify PACKET --model DIR``.
 
 Pages reach it through the front door: ``induction_training()`` (the report and the audit, trained once per render,
 ``residlab.course.render.shared``) and the modules under ``induction_*`` names.

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 EXPECTED_RUNNERS = (
     "trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
-    "audit_residual_writes.py",
+    "audit_residual_writes.py", "induction_model.py",
 )
 EXPECTED_DERIVED = {
     *(f"assets/labs/{name}" for name in EXPECTED_RUNNERS),  # the downloads

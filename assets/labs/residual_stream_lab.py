@@ -6,8 +6,7 @@
 # residlab/course/lesson/gradient_profile.py, residlab/capture/blocks.py, residlab/capture/sites.py,
 # residlab/capture/versions.py, residlab/capture/outdir.py, residlab/capture/files.py,
 # residlab/audit/subject.py, residlab/audit/runs.py, residlab/audit/schema.py, residlab/audit/packet.py,
-# residlab/audit/verify.py, residlab/course/lesson/copy_packet.py, residlab/course/lesson/lesson_lab.py; edit
-# those, not this file.
+# residlab/audit/verify.py, residlab/course/lesson/lesson_lab.py; edit those, not this file.
 """Lesson 2.1 lab: train a one-block copy model, audit its residual writes, and profile pre-LN vs post-LN gradients.
 
 The copy model and its training are ``residlab.course.lesson.copy_model``; the gradient profile is
@@ -20,14 +19,16 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
     python3 residual_stream_lab.py                 # training log, readouts, interventions, audit, profiles
     python3 residual_stream_lab.py --json          # the same results as one JSON document
     python3 residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
+    python3 residual_stream_lab.py packet DIR      # the audit of the copy model as a packet, written into DIR
+    python3 residual_stream_lab.py verify DIR      # the model retrained from its seed, and that packet verified
 """
 
 # Read this first: the audit of the copy model.
 #   line  477  residlab/course/lesson/copy_model.py
 #   line  534    PreNormBlock
-#   line 3136  residlab/course/lesson/lesson_lab.py
-#   line 3266    run_traced
-#   line 3320    audit_model
+#   line 3067  residlab/course/lesson/lesson_lab.py
+#   line 3197    run_traced
+#   line 3251    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/course/needs_torch.py
@@ -47,8 +48,7 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line 1927  residlab/audit/schema.py
 #   line 2309  residlab/audit/packet.py
 #   line 2699  residlab/audit/verify.py
-#   line 3067  residlab/course/lesson/copy_packet.py
-#   line 3136  residlab/course/lesson/lesson_lab.py (the entry)
+#   line 3067  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -3064,75 +3064,6 @@ def subject_from_packet(packet_dir: Path) -> Subject:
                      f"{how_to_verify(source)}")  # fmt: skip
 
 
-# ---- residlab/course/lesson/copy_packet.py -------------------------------------------------------
-
-"""The lesson's audit of the trained copy model as a packet, written and verified: what ``residual_stream_lab.py
-packet DIR`` and ``verify DIR`` run (and ``residlab audit --copy-model``, through ``copy_audit``).
-
-The subject is the copy model trained from its seed (``copy_model.default_training``); the input is the lesson's
-clean and corrupt sequences and target, with the rival its rule picks (``lesson_lab.audit_model``); the declared
-writes are both writes of the one block at the query position. Verifying retrains the model from its seed, so a
-packet verifies on any machine whose torch trains it to the same weights.
-"""
-
-from pathlib import Path
-
-
-
-def copy_model_subject(model=None) -> Subject:
-    """The lesson's trained copy model (700 steps, seed 7): ``model`` if given (a page passes the one its render
-    trained), else trained once per process."""
-    source = {
-        "kind": "copy_model",
-        "training": {"seed": TRAINING_SEED, "steps": TRAINING_STEPS, "batch": BATCH_SIZE,
-                     "learning_rate": LEARNING_RATE},  # fmt: skip
-        "code": "residlab.course.lesson.copy_model.train_copy_model",
-    }
-    model = default_training()[0] if model is None else model
-    return Subject(model, COPY_MODEL, source, fixed_length=SEQUENCE_LENGTH)
-
-
-def lesson_audit_input(subject: Subject) -> AuditInput:
-    """The lesson's clean and corrupt sequences, target, and the rival its rule picks for the subject's model."""
-    audit = audit_model(subject.model)
-    return AuditInput(audit.clean_tokens, audit.corrupt_tokens, audit.target, audit.rival)
-
-
-def lesson_sites() -> list[DeclaredSite]:
-    """Both writes of the one block, at the query position."""
-    query = SEQUENCE_LENGTH - 1
-    return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
-
-
-def write_copy_model_packet(output_dir: Path, model=None) -> dict:
-    """The lesson's audit as a packet (one thread, as the lesson computes it); ``model`` as ``copy_model_subject``."""
-    subject = copy_model_subject(model)
-    return audit_to_directory(subject, lesson_audit_input(subject), lesson_sites(), output_dir, threads=1)
-
-
-def verify_copy_model_packet(packet_dir: Path, model=None):
-    return verify_packet(packet_dir, copy_model_subject(model))
-
-
-def packet_command(command: str, directory: Path) -> int:
-    """``packet DIR``: write the packet (DIR new or empty, checked before training); ``verify DIR``: retrain the
-    model from its seed and check the packet against it. Prints what the audit command prints; 0, or 1 when the
-    packet is not verified."""
-    if command == "packet":
-        check_output_directory(directory)
-        for line in summary_lines(write_copy_model_packet(directory)):
-            print(line)
-        print(f"wrote model.json, input.json, intervention.json, measurement.json into {directory}")
-        return 0
-    report = verify_copy_model_packet(directory)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
-    return 0 if report.passed else 1
-
-
 # ---- residlab/course/lesson/lesson_lab.py --------------------------------------------------------
 
 import argparse
@@ -3510,6 +3441,66 @@ def result_as_json(result: LessonResult) -> str:
     return json.dumps(asdict(result), indent=2)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# The audit as a packet: written and verified (the runner's `packet DIR` and `verify DIR`; `residlab audit
+# --copy-model` through copy_audit). Verifying retrains the model from its seed.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def copy_model_subject(model=None) -> Subject:
+    """The lesson's trained copy model (700 steps, seed 7): ``model`` if given (a page passes the one its render
+    trained), else trained once per process."""
+    source = {
+        "kind": "copy_model",
+        "training": {"seed": TRAINING_SEED, "steps": TRAINING_STEPS, "batch": BATCH_SIZE,
+                     "learning_rate": LEARNING_RATE},  # fmt: skip
+        "code": "residlab.course.lesson.copy_model.train_copy_model",
+    }
+    model = default_training()[0] if model is None else model
+    return Subject(model, COPY_MODEL, source, fixed_length=SEQUENCE_LENGTH)
+
+
+def lesson_audit_input(subject: Subject) -> AuditInput:
+    """The lesson's clean and corrupt sequences, target, and the rival its rule picks for the subject's model."""
+    audited = audit_model(subject.model)
+    return AuditInput(audited.clean_tokens, audited.corrupt_tokens, audited.target, audited.rival)
+
+
+def lesson_sites() -> list[DeclaredSite]:
+    """Both writes of the one block, at the query position."""
+    query = SEQUENCE_LENGTH - 1
+    return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
+
+
+def write_copy_model_packet(output_dir: Path, model=None) -> dict:
+    """The lesson's audit as a packet (one thread, as the lesson computes it); ``model`` as ``copy_model_subject``."""
+    subject = copy_model_subject(model)
+    return audit_to_directory(subject, lesson_audit_input(subject), lesson_sites(), output_dir, threads=1)
+
+
+def verify_copy_model_packet(packet_dir: Path, model=None):
+    return verify_packet(packet_dir, copy_model_subject(model))
+
+
+def packet_command(command: str, directory: Path) -> int:
+    """``packet DIR``: write the packet (DIR new or empty, checked before training); ``verify DIR``: retrain the
+    model from its seed and check the packet against it. Prints what the audit command prints; 0, or 1 when the
+    packet is not verified."""
+    if command == "packet":
+        check_output_directory(directory)
+        for line in summary_lines(write_copy_model_packet(directory)):
+            print(line)
+        print(f"wrote model.json, input.json, intervention.json, measurement.json into {directory}")
+        return 0
+    report = verify_copy_model_packet(directory)
+    for line in report.lines:
+        print(line)
+    for failure in report.failures:
+        print(f"FAIL {failure}")
+    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    return 0 if report.passed else 1
+
+
 def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> int:
     parser = argparse.ArgumentParser(
         prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
@@ -3529,7 +3520,6 @@ def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> in
 
 
 def _packet_main(argv: list[str], prog: str) -> int:
-
     parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description="The copy model's audit packet.")
     parser.add_argument("directory", help="the packet directory (for packet: new or empty)")
     args = parser.parse_args(argv[1:])

@@ -90,8 +90,7 @@ RUNNERS = (
             TORCH_CHECK, "capture/recording.py", "audit/measures.py", "audit/attribution.py", "course/threads.py",
             "course/lesson/copy_model.py", "course/lesson/gradient_profile.py", "capture/blocks.py",
             "capture/sites.py", "capture/versions.py", "capture/outdir.py", "capture/files.py", "audit/subject.py",
-            "audit/runs.py", "audit/schema.py", "audit/packet.py", "audit/verify.py", "course/lesson/copy_packet.py",
-            "course/lesson/lesson_lab.py",
+            "audit/runs.py", "audit/schema.py", "audit/packet.py", "audit/verify.py", "course/lesson/lesson_lab.py",
         ),
         "Lesson 2.1: the copy-model audit, its packet written and verified, and the pre-LN/post-LN gradient "
         "profile (needs only torch)",

@@ -64,14 +64,14 @@ def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
 
 @pytest.mark.slow  # the copy model trained three times: the packet, its verification, the package's packet
 def test_lesson_runner_alone_writes_and_verifies_the_packet_the_package_writes(tmp_path):
-    from residlab.course.lesson import copy_packet
+    from residlab.course.lesson import lesson_lab
 
     written = run_alone("residual_stream_lab.py", ["packet", "copy-model-audit-packet"], tmp_path)
     assert written.returncode == 0, written.stderr
     verified = run_alone("residual_stream_lab.py", ["verify", "copy-model-audit-packet"], tmp_path)
     assert verified.returncode == 0, verified.stderr
     assert verified.stdout.splitlines()[-1] == "verified: every check passed"
-    copy_packet.write_copy_model_packet(tmp_path / "package-packet")
+    lesson_lab.write_copy_model_packet(tmp_path / "package-packet")
     for name in ("input.json", "intervention.json", "measurement.json"):
         ran = json.loads((tmp_path / "copy-model-audit-packet" / name).read_text())
         assert ran == json.loads((tmp_path / "package-packet" / name).read_text()), name

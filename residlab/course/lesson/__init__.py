@@ -5,9 +5,8 @@
   given sequences occur in the training batches (``training_sequence_counts``) and its weight identity.
 - ``lesson_lab``: the lesson's lab: readouts, interventions and the Residual Contribution Audit of the trained
   model, with its direct logit attribution (``residlab.audit.attribution``); the report of ``residlab lesson``
-  and of the runner ``assets/labs/residual_stream_lab.py``.
-- ``copy_packet``: the lesson's audit of this model as a packet, written and verified (the runner's ``packet`` and
-  ``verify``).
+  and of the runner ``assets/labs/residual_stream_lab.py``; the audit as a packet, written and verified (the
+  runner's ``packet DIR`` and ``verify DIR``).
 - ``copy_audit``: ``residlab audit --copy-model``, the audit tool pointed at this model.
 - ``gradient_profile``: matched pre-LN and post-LN stacks at initialisation and the control (the pre-LN stack
   with a final LayerNorm), median gradient norm per depth (Lab 04 shows it too).

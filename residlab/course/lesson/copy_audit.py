@@ -1,13 +1,13 @@
 """``residlab audit``: the audit command of the package, which can also audit Lesson 2.1's trained copy model.
 
-The copy model's packet is written and verified by ``copy_packet`` (the lesson's runner bundles it:
+The copy model's packet is written and verified by ``lesson_lab`` (the lesson's runner:
 ``residual_stream_lab.py packet DIR`` and ``verify DIR``); the downloadable audit runner does not, so the
 ``--copy-model`` source is offered here only; everything else is ``residlab.audit.cli``.
 """
 
 from __future__ import annotations
 
-from residlab.course.lesson.copy_packet import (  # noqa: F401  (also reached here: tests and pages)
+from residlab.course.lesson.lesson_lab import (  # noqa: F401  (also reached here: tests and pages)
     copy_model_subject, lesson_audit_input, lesson_sites, verify_copy_model_packet, write_copy_model_packet,
 )
 

@@ -39,7 +39,7 @@ verified), 1 refused or not verified, 2 bad arguments.
 #   line 1836  residlab/audit/packet.py
 #   line 2226  residlab/capture/files.py
 #   line 2318  residlab/audit/verify.py
-#   line 2686  residlab/audit/cli.py (the entry)
+#   line 2691  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2354,6 +2354,11 @@ class Verification:
     def passed(self) -> bool:
         return not self.failures
 
+    def printed(self) -> list[str]:
+        """What a verify command prints: every check, every failure, then the verdict."""
+        verdict = "verified: every check passed" if self.passed else f"NOT verified: {len(self.failures)} problem(s)"
+        return [*self.lines, *(f"FAIL {failure}" for failure in self.failures), verdict]
+
 
 def _what_it_is(mode: int) -> str:
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -2789,11 +2794,7 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
     _check_seed(args)
     subject = load_subject(args, extra_sources) or subject_from_packet(args.packet)
     report = verify_packet(args.packet, subject)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

@@ -32,8 +32,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  151  residlab/course/induction/recipe.py
 #   line  204    MODEL_CONFIG
 #   line  273    train_induction_model
-#   line 3302  residlab/course/induction/induction_audit.py
-#   line 3334    declared_sites
+#   line 3307  residlab/course/induction/induction_audit.py
+#   line 3339    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   64  residlab/course/needs_torch.py
@@ -54,8 +54,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 2432  residlab/audit/attribution.py
 #   line 2544  residlab/audit/packet.py
 #   line 2934  residlab/audit/verify.py
-#   line 3302  residlab/course/induction/induction_audit.py
-#   line 3392  residlab/course/induction/cli.py (the entry)
+#   line 3307  residlab/course/induction/induction_audit.py
+#   line 3397  residlab/course/induction/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2970,6 +2970,11 @@ class Verification:
     def passed(self) -> bool:
         return not self.failures
 
+    def printed(self) -> list[str]:
+        """What a verify command prints: every check, every failure, then the verdict."""
+        verdict = "verified: every check passed" if self.passed else f"NOT verified: {len(self.failures)} problem(s)"
+        return [*self.lines, *(f"FAIL {failure}" for failure in self.failures), verdict]
+
 
 def _what_it_is(mode: int) -> str:
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -3462,11 +3467,7 @@ def audit(model_dir: Path, output: Path) -> int:
 
 def verify(packet_dir: Path, model_dir: Path) -> int:
     report = verify_packet(packet_dir, load_model_directory(model_dir))
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

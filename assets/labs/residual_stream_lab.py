@@ -26,9 +26,9 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 # Read this first: the audit of the copy model.
 #   line  477  residlab/course/lesson/copy_model.py
 #   line  534    PreNormBlock
-#   line 3067  residlab/course/lesson/lesson_lab.py
-#   line 3197    run_traced
-#   line 3251    audit_model
+#   line 3072  residlab/course/lesson/lesson_lab.py
+#   line 3202    run_traced
+#   line 3256    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/course/needs_torch.py
@@ -48,7 +48,7 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line 1927  residlab/audit/schema.py
 #   line 2309  residlab/audit/packet.py
 #   line 2699  residlab/audit/verify.py
-#   line 3067  residlab/course/lesson/lesson_lab.py (the entry)
+#   line 3072  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2735,6 +2735,11 @@ class Verification:
     def passed(self) -> bool:
         return not self.failures
 
+    def printed(self) -> list[str]:
+        """What a verify command prints: every check, every failure, then the verdict."""
+        verdict = "verified: every check passed" if self.passed else f"NOT verified: {len(self.failures)} problem(s)"
+        return [*self.lines, *(f"FAIL {failure}" for failure in self.failures), verdict]
+
 
 def _what_it_is(mode: int) -> str:
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -3493,11 +3498,7 @@ def packet_command(command: str, directory: Path) -> int:
         print(f"wrote model.json, input.json, intervention.json, measurement.json into {directory}")
         return 0
     report = verify_copy_model_packet(directory)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

@@ -121,11 +121,7 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
     _check_seed(args)
     subject = load_subject(args, extra_sources) or subject_from_packet(args.packet)
     report = verify_packet(args.packet, subject)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

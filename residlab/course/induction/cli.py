@@ -102,11 +102,7 @@ def audit(model_dir: Path, output: Path) -> int:
 
 def verify(packet_dir: Path, model_dir: Path) -> int:
     report = verify_packet(packet_dir, load_model_directory(model_dir))
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

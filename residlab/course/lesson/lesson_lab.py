@@ -458,11 +458,7 @@ def packet_command(command: str, directory: Path) -> int:
         print(f"wrote model.json, input.json, intervention.json, measurement.json into {directory}")
         return 0
     report = verify_copy_model_packet(directory)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

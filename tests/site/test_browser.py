@@ -240,7 +240,7 @@ def test_every_download_link_serves_the_runner(base_url, browser):
                 assert response.read() == (ROOT / "assets" / "labs" / name).read_bytes(), url
             served.add(name)
     assert served == {"trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                      "read_transformer_paper.py", "audit_residual_writes.py"}
+                      "read_transformer_paper.py", "audit_residual_writes.py", "induction_model.py"}
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -48,7 +48,7 @@ def test_each_shared_value_was_computed_once_and_prefetched(built_site):
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site_verify.verify_build(built_site.project, built_site.site) == []
     downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                 "read_transformer_paper.py", "audit_residual_writes.py")
+                 "read_transformer_paper.py", "audit_residual_writes.py", "induction_model.py")
     for name in downloads:
         assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
 

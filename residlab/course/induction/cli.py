@@ -78,10 +78,9 @@ def train(output: Path, seed: int | None) -> int:
 
 def describe(model_dir: Path) -> int:
     from residlab.course.induction.induction_lab import measure
-    from residlab.course.induction.recipe import load_induction_model
 
-    load_model_directory(model_dir)  # the audit's checks of the directory: one line if it is not a model
-    for line in report_lines(measure(load_induction_model(model_dir))):
+    # Loaded as the audit loads it (offline, safetensors, eager attention, float32): one line if it is no model.
+    for line in report_lines(measure(load_model_directory(model_dir).model)):
         print(line)
     return 0
 

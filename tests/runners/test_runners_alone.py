@@ -97,7 +97,7 @@ def test_induction_runner_alone_trains_describes_audits_and_verifies_as_the_pack
     assert ran("describe", "induction-model") == "\n".join(trained.splitlines()[1:]) + "\n"
     audited = ran("audit", "induction-model", "--output", "packet-induction")
     assert cli.main(["audit", str(tmp_path / "induction-model"), "--output", str(tmp_path / "package-packet")]) == 0
-    assert capsys.readouterr().out.replace("package-packet", "packet-induction") == audited
+    assert capsys.readouterr().out.replace(str(tmp_path / "package-packet"), "packet-induction") == audited
     for name in ("input.json", "intervention.json", "measurement.json"):
         assert json.loads((tmp_path / "packet-induction" / name).read_text()) == json.loads(
             (tmp_path / "package-packet" / name).read_text()), name

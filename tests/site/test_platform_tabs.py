@@ -25,7 +25,7 @@ AGENTS = {
               "Safari/537.36", "MacIntel", "macOS"),
     "Windows": ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/130.0 "
                 "Safari/537.36", "Win32", "Windows"),
-    None: ("Mozilla/5.0 (compatible; SomeReader/1.0)", "", ""),
+    None: ("Mozilla/5.0 (compatible; SomeReader/1.0)", "Plan 9", "Unknown"),
 }  # fmt: skip
 
 

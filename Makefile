@@ -75,8 +75,9 @@ test:
 	$(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
 		test-site test-rest test-compat test-peers
 
-test-site: $(VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
-	$(BIN)/python -m pytest $(SITE_SUITE)
+# The site suite runs the pages' commands with the learners' environment too (tests/site/test_page_commands.py).
+test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
 
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)

@@ -15,7 +15,7 @@ COMMANDS = {
     "paper": ("residlab.course.lab04.paper_lab", "Lab 04: positional encoding, the post-LN block traced and checked, gradient routes"),
     "pythia": ("residlab.pythia.cli", "Pythia-14M specimen: plan, fetch, verify, pin, observe"),
     "audit": ("residlab.course.lab06.copy_audit", "the Residual Contribution Audit: write a verifiable packet, or verify one"),
-    "induction": ("residlab.course.models.induction.cli", "train the two-block induction model and save it with its manifest"),
+    "induction": ("residlab.course.lab06.induction_cli", "the two-block induction model: train, describe, audit, verify"),
     "site": ("residlab.build.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.build.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
     "pins": ("residlab.build.pins_command", "how far the pins are behind (outdated); whether the newest releases work (try-latest)"),
@@ -23,7 +23,7 @@ COMMANDS = {
 
 
 # Their modules are also the downloadable runners, whose help carries the runner's name unless given the command's.
-RUNNER_COMMANDS = ("toy", "lesson", "paper")
+RUNNER_COMMANDS = ("toy", "lesson", "paper", "induction")
 
 
 def build_parser() -> argparse.ArgumentParser:

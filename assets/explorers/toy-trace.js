@@ -11,6 +11,10 @@
   const EXPONENT_LIMIT = 30;
   const DEFAULT_INPUT = ["1", "2", "-1"];
   const DEFAULT_SECOND = ["-2", "0", "3"];
+  // The explorer opens on another input than the lab's, so it shows none of Parts 1 and 2's answers before the
+  // learner has worked them (they type the lab's input to check their trace).
+  const START_INPUT = ["2", "-1", "3"];
+  const START_SECOND = ["1", "-3", "2"];
   const SUBSCRIPTS = ["₁", "₂", "₃"];
 
   // ---- exact fractions -------------------------------------------------------------------------------
@@ -255,8 +259,8 @@
   }
 
   function build(root) {
-    const first = vectorInputs("x (position 1)", "toy-x", DEFAULT_INPUT);
-    const second = vectorInputs("x̃ (position 2)", "toy-second", DEFAULT_SECOND);
+    const first = vectorInputs("x (position 1)", "toy-x", START_INPUT);
+    const second = vectorInputs("x̃ (position 2)", "toy-second", START_SECOND);
     const status = element("p", { class: "rl-status", id: "toy-explorer-status", role: "status", "aria-live": "polite" });
     let groups = 0;
     const section = (title, lines) => {

@@ -23,31 +23,31 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1809  residlab/audit/measures.py
-#   line 1896    measure_write
-#   line 2262  residlab/audit/packet.py
-#   line 2391    model_record
-#   line 2427    input_record
-#   line 2456    intervention_record
-#   line 2563    measurement_record
+#   line 1833  residlab/audit/measures.py
+#   line 1920    measure_write
+#   line 2286  residlab/audit/packet.py
+#   line 2415    model_record
+#   line 2451    input_record
+#   line 2480    intervention_record
+#   line 2587    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   56  residlab/capture/blocks.py
 #   line  260  residlab/capture/outdir.py
 #   line  372  residlab/audit/subject.py
-#   line  674  residlab/capture/recording.py
-#   line  835  residlab/capture/patching.py
-#   line  952  residlab/capture/sites.py
-#   line 1057  residlab/audit/runs.py
-#   line 1402  residlab/capture/versions.py
-#   line 1423  residlab/audit/schema.py
-#   line 1809  residlab/audit/measures.py
-#   line 1924  residlab/audit/attribution.py
-#   line 2037  residlab/audit/placement.py
-#   line 2262  residlab/audit/packet.py
-#   line 2683  residlab/capture/files.py
-#   line 2775  residlab/audit/verify.py
-#   line 3170  residlab/audit/cli.py (the entry)
+#   line  687  residlab/capture/recording.py
+#   line  848  residlab/capture/patching.py
+#   line  965  residlab/capture/sites.py
+#   line 1070  residlab/audit/runs.py
+#   line 1415  residlab/capture/versions.py
+#   line 1447  residlab/audit/schema.py
+#   line 1833  residlab/audit/measures.py
+#   line 1948  residlab/audit/attribution.py
+#   line 2061  residlab/audit/placement.py
+#   line 2286  residlab/audit/packet.py
+#   line 2707  residlab/capture/files.py
+#   line 2799  residlab/audit/verify.py
+#   line 3199  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -384,6 +384,7 @@ are read from accelerate's offload store one tensor at a time (``parameter_value
 transformers are imported when a model is built or loaded, with a clear ``AuditError`` when they are missing.
 """
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -450,6 +451,18 @@ class Subject:
         torch = _import_torch()
         state = state.to(device=self.device, dtype=torch_dtype(self.dtype))
         return self.head(self.final_norm(state.unsqueeze(0)))[0].to(device="cpu", dtype=torch.float32)
+
+
+def seed_argument(text: str) -> int:
+    """An argparse type for a seed of torch's generator (what ``--seed`` takes in the audit and in ``residlab
+    induction``)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
+    return seed
 
 
 def _import_torch():
@@ -1402,9 +1415,11 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
 # ---- residlab/capture/versions.py ----------------------------------------------------------------
 
 """``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in."""
+a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
+Transformers that a page's kernel can make without a warning line."""
 
 import platform
+import warnings
 
 
 def library_versions(names) -> dict:
@@ -1418,6 +1433,15 @@ def library_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def import_transformers_quietly():
+    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
+    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+    return transformers
 
 
 # ---- residlab/audit/schema.py --------------------------------------------------------------------
@@ -2829,6 +2853,11 @@ class Verification:
     def passed(self) -> bool:
         return not self.failures
 
+    def printed(self) -> list[str]:
+        """What a verify command prints: every check, every failure, then the verdict."""
+        verdict = "verified: every check passed" if self.passed else f"NOT verified: {len(self.failures)} problem(s)"
+        return [*self.lines, *(f"FAIL {failure}" for failure in self.failures), verdict]
+
 
 def _what_it_is(mode: int) -> str:
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -3197,17 +3226,6 @@ def placement_of(args, dtype: str) -> Placement:
     return Placement(device, dtype, args.device_map, max_memory)
 
 
-def seed_argument(text: str) -> int:
-    """An argparse type for a seed of torch's generator (what ``--seed`` takes here and in ``residlab induction``)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
-    return seed
-
-
 def _check_seed(args) -> None:
     """--seed chooses a specimen's weights: with any other source it could not apply, so it is refused."""
     if args.seed is not None and args.specimen is None:
@@ -3320,11 +3338,7 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
         report = verify_packet(args.packet, subject)
     finally:
         _release(subject)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

@@ -24,24 +24,24 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 #   line  346    resolve_sites
 #   line  359  residlab/capture/recording.py
 #   line  480    record_sites
-#   line  541  residlab/pythia/observe.py
-#   line  633    capture_residuals
-#   line  700    run_checks
+#   line  552  residlab/pythia/observe.py
+#   line  644    capture_residuals
+#   line  711    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
 #   line  254  residlab/capture/sites.py
 #   line  359  residlab/capture/recording.py
 #   line  520  residlab/capture/versions.py
-#   line  541  residlab/pythia/observe.py
-#   line 1052  residlab/capture/outdir.py
-#   line 1164  residlab/capture/files.py
-#   line 1256  residlab/pythia/lock.py
-#   line 1459  residlab/pythia/hub.py
-#   line 1792  residlab/pythia/artifacts.py
-#   line 2051  residlab/pythia/load.py
-#   line 2183  residlab/pythia/runner.py (the entry)
-#   line 2288  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  552  residlab/pythia/observe.py
+#   line 1063  residlab/capture/outdir.py
+#   line 1175  residlab/capture/files.py
+#   line 1267  residlab/pythia/lock.py
+#   line 1470  residlab/pythia/hub.py
+#   line 1803  residlab/pythia/artifacts.py
+#   line 2062  residlab/pythia/load.py
+#   line 2184  residlab/pythia/runner.py (the entry)
+#   line 2289  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -520,9 +520,11 @@ def hook_snapshot(model) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
 # ---- residlab/capture/versions.py ----------------------------------------------------------------
 
 """``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in."""
+a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
+Transformers that a page's kernel can make without a warning line."""
 
 import platform
+import warnings
 
 
 def library_versions(names) -> dict:
@@ -536,6 +538,15 @@ def library_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def import_transformers_quietly():
+    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
+    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+    return transformers
 
 
 # ---- residlab/pythia/observe.py ------------------------------------------------------------------
@@ -2065,17 +2076,7 @@ runner's ``--plan`` works before anything is installed.
 """
 
 import json
-import warnings
 
-
-
-def import_transformers_quietly():
-    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
-    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        import transformers
-    return transformers
 
 
 class ObservationError(RuntimeError):

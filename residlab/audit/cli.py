@@ -22,7 +22,7 @@ from pathlib import Path
 
 from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory
-from residlab.audit.subject import DTYPES, MAX_SEED, AuditError
+from residlab.audit.subject import DTYPES, AuditError, seed_argument
 from residlab.audit.placement import (
     ACCELERATE_PIN, Placement, check_device, parse_max_memory, place_directory, place_specimen,
 )  # fmt: skip
@@ -51,17 +51,6 @@ def placement_of(args, dtype: str) -> Placement:
     max_memory = None if args.max_memory is None else parse_max_memory(args.max_memory)
     device = check_device(args.device)
     return Placement(device, dtype, args.device_map, max_memory)
-
-
-def seed_argument(text: str) -> int:
-    """An argparse type for a seed of torch's generator (what ``--seed`` takes here and in ``residlab induction``)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
-    if not 0 <= seed <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
-    return seed
 
 
 def _check_seed(args) -> None:
@@ -176,11 +165,7 @@ def run_verify_command(argv: list[str], prog: str, extra_sources: dict) -> int:
         report = verify_packet(args.packet, subject)
     finally:
         _release(subject)
-    for line in report.lines:
-        print(line)
-    for failure in report.failures:
-        print(f"FAIL {failure}")
-    print("verified: every check passed" if report.passed else f"NOT verified: {len(report.failures)} problem(s)")
+    print("\n".join(report.printed()))
     return 0 if report.passed else 1
 
 

@@ -13,6 +13,7 @@ transformers are imported when a model is built or loaded, with a clear ``AuditE
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import json
@@ -80,6 +81,18 @@ class Subject:
         torch = _import_torch()
         state = state.to(device=self.device, dtype=torch_dtype(self.dtype))
         return self.head(self.final_norm(state.unsqueeze(0)))[0].to(device="cpu", dtype=torch.float32)
+
+
+def seed_argument(text: str) -> int:
+    """An argparse type for a seed of torch's generator (what ``--seed`` takes in the audit and in ``residlab
+    induction``)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not an integer") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is outside 0 to 2**64 - 1, the seeds torch's generator takes")
+    return seed
 
 
 def _import_torch():

@@ -68,6 +68,11 @@ class Verification:
     def passed(self) -> bool:
         return not self.failures
 
+    def printed(self) -> list[str]:
+        """What a verify command prints: every check, every failure, then the verdict."""
+        verdict = "verified: every check passed" if self.passed else f"NOT verified: {len(self.failures)} problem(s)"
+        return [*self.lines, *(f"FAIL {failure}" for failure in self.failures), verdict]
+
 
 def _what_it_is(mode: int) -> str:
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),

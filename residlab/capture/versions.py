@@ -1,9 +1,11 @@
 """``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in."""
+a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
+Transformers that a page's kernel can make without a warning line."""
 
 from __future__ import annotations
 
 import platform
+import warnings
 
 
 def library_versions(names) -> dict:
@@ -17,3 +19,12 @@ def library_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def import_transformers_quietly():
+    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
+    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+    return transformers

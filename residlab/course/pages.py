@@ -130,15 +130,20 @@ FAMILIES = (
                 (
                     TORCH_CHECK, "capture/recording.py", "capture/patching.py", "audit/measures.py",
                     "audit/attribution.py", "course/models/threads.py", "course/models/copy_model.py",
-                    "course/models/gradient_profile.py", "course/models/lesson_lab.py",
+                    "course/models/gradient_profile.py", "capture/blocks.py", "capture/sites.py",
+                    "capture/versions.py", "capture/outdir.py", "capture/files.py", "audit/subject.py",
+                    "audit/runs.py", "audit/schema.py", "audit/placement.py", "audit/packet.py", "audit/verify.py",
+                    "course/models/lesson_lab.py",
                 ),
-                "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
+                "Lesson 2.1: the copy-model audit, its packet written and verified, and the pre-LN/post-LN gradient "
+                "profile (needs only torch)",
                 "the audit of the copy model",
                 (
                     ReadFirst("course/models/copy_model.py", ("PreNormBlock",)),
                     ReadFirst("course/models/lesson_lab.py", ("run_traced", "audit_model")),
                 ),
-                summary="Lesson 2.1: trains the copy model, audits it, profiles pre-LN vs post-LN gradients",
+                summary="Lesson 2.1: trains the copy model, audits it, profiles pre-LN vs post-LN gradients; writes and "
+                "verifies the audit's packet",
                 needs=PYTORCH,
             ),
         ),
@@ -241,6 +246,28 @@ FAMILIES = (
                 "specimen, written as a verifiable packet, and `verify PACKET` to re-check one",
                 needs=REQUIREMENTS_LINK,
             ),
+            Runner(
+                "induction_model.py",
+                (
+                    TORCH_CHECK, "course/models/threads.py", "capture/versions.py", "course/models/induction/recipe.py",
+                    "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/patching.py",
+                    "audit/measures.py", "course/models/induction/measures.py",
+                    "course/models/induction/induction_lab.py", "capture/outdir.py", "capture/files.py",
+                    "audit/subject.py", "audit/runs.py", "audit/schema.py", "audit/attribution.py",
+                    "audit/placement.py", "audit/packet.py", "audit/verify.py", "course/lab06/induction_audit.py",
+                    "course/lab06/induction_cli.py",
+                ),
+                "Lab 06 Part 2: the two-block induction model trained, described, audited on the lab's input and "
+                "verified",
+                "the recipe and the audit's input: the training, then the declared writes",
+                (
+                    ReadFirst("course/models/induction/recipe.py", ("MODEL_CONFIG", "train_induction_model")),
+                    ReadFirst("course/lab06/induction_audit.py", ("declared_sites",)),
+                ),
+                summary="Lab 06 Part 2: trains the two-block induction model, describes it, audits it on the lab's "
+                "input as a packet, and verifies that packet",
+                needs=REQUIREMENTS_LINK,
+            ),
         ),
         explorers=("open-packet.js", "python-json.js"),
         downloads=(RUNNER_REQUIREMENTS,),
@@ -257,8 +284,7 @@ FAMILIES = (
                 "patching_methods.py",
                 (
                     TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
-                    "capture/patching.py", "audit/measures.py", "course/models/threads.py", "capture/files.py",
-                    "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py",
+                    "capture/patching.py", "audit/measures.py", "course/models/threads.py", "capture/versions.py",
                     "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
                     "course/lab07/lab.py",

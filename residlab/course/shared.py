@@ -148,7 +148,7 @@ def induction_training():
 
     run = induction_lab.train_and_measure()
     return induction_lab.InductionResults(run.report, induction_audit.audit_induction_model(run.model),
-                                          recipe.model_directory_files(run.model))  # fmt: skip
+                                          recipe.saved_model_files(run.model))  # fmt: skip
 
 
 # ---- the prefetch --------------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def test_toy_runner_takes_large_entries_whose_intermediate_values_used_to_be_ref
 # ---- runners that need torch, run with a Python that lacks it ----------------------------------------------------
 
 
-@pytest.mark.parametrize("runner", ["residual_stream_lab.py", "read_transformer_paper.py"])
+@pytest.mark.parametrize("runner", ["residual_stream_lab.py", "read_transformer_paper.py", "induction_model.py"])
 def test_torch_runners_without_torch_say_so_in_one_line(tmp_path, python_without_torch, runner):
     completed = run_alone(python_without_torch, runner, ["--skip-profile"], tmp_path)
     assert completed.returncode == 1 and completed.stdout == ""
@@ -96,7 +96,7 @@ def test_torch_runners_without_torch_say_so_in_one_line(tmp_path, python_without
     )
 
 
-@pytest.mark.parametrize("runner", ["residual_stream_lab.py", "read_transformer_paper.py"])
+@pytest.mark.parametrize("runner", ["residual_stream_lab.py", "read_transformer_paper.py", "induction_model.py"])
 def test_the_torch_check_comes_before_every_torch_import_in_the_runner(runner):
     lines = (LABS / runner).read_text(encoding="utf-8").splitlines()
     check = lines.index("require_torch()")

@@ -1,7 +1,7 @@
 """Lab 06 Part 2: the Residual Contribution Audit of the trained induction model, as a learner would run it.
 
 The model is saved as its directory (config.json and model.safetensors) and loaded back by the audit tool itself
-(``residlab.audit.load_model_directory``, what ``residlab audit --model DIR`` does); the input is the patching
+(``residlab.audit.subject.load_model_directory``, what ``residlab audit --model DIR`` does); the input is the patching
 experiment of ``measures`` (clean: a repeated sequence cut before its last token; corrupt: the same with only the
 token after the earlier occurrence of the readout's token replaced; target: what induction predicts in the clean
 run; rival: by the lesson's rule, the corrupt run's top token). The declared writes are both writes of both blocks
@@ -19,9 +19,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from residlab import audit
+from residlab.audit.packet import audit_to_directory
+from residlab.audit.runs import AuditInput, DeclaredSite
+from residlab.audit.subject import load_model_directory
+from residlab.audit.verify import verify_packet
 from residlab.course.models.induction.measures import PatchingExperiment, patching_experiment
-from residlab.course.models.induction.recipe import model_directory_files
+from residlab.course.models.induction.recipe import saved_model_files
 
 PREDICTED_WRITE = ("attn", 1)  # block 1's attention write at the readout position: the induction head's write
 
@@ -36,22 +39,26 @@ class InductionAudit:
 
 def declared_sites(experiment: PatchingExperiment) -> list:
     readout = len(experiment.clean) - 1
-    sites = [audit.DeclaredSite(component, block, readout) for block in (0, 1) for component in ("attn", "mlp")]
-    return sites + [audit.DeclaredSite("attn", 0, experiment.first_occurrence_next)]
+    sites = [DeclaredSite(component, block, readout) for block in (0, 1) for component in ("attn", "mlp")]
+    return sites + [DeclaredSite("attn", 0, experiment.first_occurrence_next)]
+
+
+def experiment_input(experiment: PatchingExperiment) -> AuditInput:
+    return AuditInput(experiment.clean, experiment.corrupt, experiment.target, experiment.rival)
 
 
 def audit_induction_model(model, experiment: PatchingExperiment | None = None) -> InductionAudit:
     experiment = patching_experiment(model) if experiment is None else experiment
-    audit_input = audit.AuditInput(experiment.clean, experiment.corrupt, experiment.target, experiment.rival)
+    audit_input = experiment_input(experiment)
     with tempfile.TemporaryDirectory(prefix="residlab-lab06-induction-") as scratch:
         model_dir = Path(scratch) / "induction-model"
         model_dir.mkdir()
-        for name, data in model_directory_files(model).items():
+        for name, data in saved_model_files(model).items():
             (model_dir / name).write_bytes(data)
-        subject = audit.load_model_directory(model_dir)
+        subject = load_model_directory(model_dir)
         packet_dir = Path(scratch) / "packet-induction"
-        packet = audit.audit_to_directory(subject, audit_input, declared_sites(experiment), packet_dir)
-        verification = audit.verify_packet(packet_dir, subject)
+        packet = audit_to_directory(subject, audit_input, declared_sites(experiment), packet_dir)
+        verification = verify_packet(packet_dir, subject)
     return InductionAudit(packet, tuple(verification.lines), bool(verification.passed), experiment)
 
 

@@ -10,6 +10,8 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
     python3 residual_stream_lab.py                 # training log, readouts, interventions, audit, profiles
     python3 residual_stream_lab.py --json          # the same results as one JSON document
     python3 residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
+    python3 residual_stream_lab.py packet DIR      # the audit of the copy model as a packet, written into DIR
+    python3 residual_stream_lab.py verify DIR      # the model retrained from its seed, and that packet verified
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ import argparse
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
 from residlab.capture.patching import set_to, zeroed
+from residlab.audit.packet import audit_to_directory, summary_lines
+from residlab.audit.runs import AuditInput, DeclaredSite
+from residlab.audit.subject import AuditError, Subject
+from residlab.audit.verify import verify_packet
+from residlab.capture.blocks import COPY_MODEL
+from residlab.capture.outdir import OutputDirectoryError, check_output_directory
 from residlab.capture.recording import record_sites
 from residlab.audit.measures import choose_rival, logit_difference, measure_write, metric_direction
 from residlab.audit.attribution import LogitAttribution, direct_logit_attribution
@@ -391,6 +400,62 @@ def result_as_json(result: LessonResult) -> str:
     return json.dumps(asdict(result), indent=2)
 
 
+# --------------------------------------------------------------------------------------------------------------
+# The audit as a packet: written and verified (the runner's `packet DIR` and `verify DIR`; `residlab audit
+# --copy-model` through copy_audit). Verifying retrains the model from its seed.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def copy_model_subject(model=None) -> Subject:
+    """The lesson's trained copy model (700 steps, seed 7): ``model`` if given (a page passes the one its render
+    trained), else trained once per process."""
+    source = {
+        "kind": "copy_model",
+        "training": {"seed": TRAINING_SEED, "steps": TRAINING_STEPS, "batch": BATCH_SIZE,
+                     "learning_rate": LEARNING_RATE},  # fmt: skip
+        "code": "residlab.course.lesson.copy_model.train_copy_model",
+    }
+    model = default_training()[0] if model is None else model
+    return Subject(model, COPY_MODEL, source, fixed_length=SEQUENCE_LENGTH)
+
+
+def lesson_audit_input(subject: Subject) -> AuditInput:
+    """The lesson's clean and corrupt sequences, target, and the rival its rule picks for the subject's model."""
+    audited = audit_model(subject.model)
+    return AuditInput(audited.clean_tokens, audited.corrupt_tokens, audited.target, audited.rival)
+
+
+def lesson_sites() -> list[DeclaredSite]:
+    """Both writes of the one block, at the query position."""
+    query = SEQUENCE_LENGTH - 1
+    return [DeclaredSite("attn", 0, query), DeclaredSite("mlp", 0, query)]
+
+
+def write_copy_model_packet(output_dir: Path, model=None) -> dict:
+    """The lesson's audit as a packet (one thread, as the lesson computes it); ``model`` as ``copy_model_subject``."""
+    subject = copy_model_subject(model)
+    return audit_to_directory(subject, lesson_audit_input(subject), lesson_sites(), output_dir, threads=1)
+
+
+def verify_copy_model_packet(packet_dir: Path, model=None):
+    return verify_packet(packet_dir, copy_model_subject(model))
+
+
+def packet_command(command: str, directory: Path) -> int:
+    """``packet DIR``: write the packet (DIR new or empty, checked before training); ``verify DIR``: retrain the
+    model from its seed and check the packet against it. Prints what the audit command prints; 0, or 1 when the
+    packet is not verified."""
+    if command == "packet":
+        check_output_directory(directory)
+        for line in summary_lines(write_copy_model_packet(directory)):
+            print(line)
+        print(f"wrote model.json, input.json, intervention.json, measurement.json into {directory}")
+        return 0
+    report = verify_copy_model_packet(directory)
+    print("\n".join(report.printed()))
+    return 0 if report.passed else 1
+
+
 def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> int:
     parser = argparse.ArgumentParser(
         prog=prog,  # the runner's name, or the command's (`residlab ...`) when it runs this
@@ -398,11 +463,26 @@ def main(argv: list[str] | None = None, prog: str = "residual_stream_lab") -> in
     )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON document")
     parser.add_argument("--skip-profile", action="store_true", help="leave out the gradient profile")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    parser.epilog = (f"{prog} packet DIR: write the audit of the copy model as a packet; "
+                     f"{prog} verify DIR: retrain the model from its seed and verify that packet")  # fmt: skip
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["packet"], ["verify"]):
+        return _packet_main(argv, prog)
+    args = parser.parse_args(argv)
     result = run_lesson(include_profile=not args.skip_profile)
     print(result_as_json(result) if args.json else format_report(result))
     return 0
 
+
+def _packet_main(argv: list[str], prog: str) -> int:
+    parser = argparse.ArgumentParser(prog=f"{prog} {argv[0]}", description="The copy model's audit packet.")
+    parser.add_argument("directory", help="the packet directory (for packet: new or empty)")
+    args = parser.parse_args(argv[1:])
+    try:
+        return packet_command(argv[0], Path(args.directory))
+    except (AuditError, OutputDirectoryError) as refused:  # a refusal: one line, nothing written
+        print(f"{prog}: {refused}", file=sys.stderr)
+        return 1
 
 if __name__ == "__main__":
     sys.exit(main())

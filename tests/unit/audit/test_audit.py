@@ -89,7 +89,7 @@ def test_the_checks_lab06_names_are_read_back_from_the_report(gpt2_packet):
     line that says what the sentence says it does, and a report with one more check before them shifts them."""
     import re
 
-    from residlab.course.lab06_audit import decoder_audit
+    from residlab.course.lab06 import decoder_audit
 
     report = audit.verify_packet(gpt2_packet, audit.build_specimen("gpt2"))
     meant = ("parameter digest", "upstream of the declared site bit-identical", "declared site equal to its replacement")

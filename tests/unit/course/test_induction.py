@@ -257,7 +257,7 @@ def test_train_refuses_an_unusable_output_in_one_line_before_training(tmp_path, 
     monkeypatch.setattr(induction_lab, "train_and_measure", lambda *a: pytest.fail("trained despite the refusal"))
     output, reason = occupy(tmp_path)
     before = {path: path.read_bytes() if path.is_file() else None for path in tmp_path.rglob("*")}
-    assert residlab_main(["induction", "train", "--output", str(output)]) == 2
+    assert residlab_main(["induction", "train", "--output", str(output)]) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("residlab induction: ") and reason in error
     assert {path: path.read_bytes() if path.is_file() else None for path in tmp_path.rglob("*")} == before

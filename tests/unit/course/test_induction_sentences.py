@@ -102,7 +102,7 @@ def test_the_corrupt_input_changes_only_the_token_induction_copies():
     import torch
 
     from residlab.audit.measures import choose_rival
-    from residlab.course.induction import measures
+    from residlab.course.models.induction import measures
 
     class Fixed(torch.nn.Module):  # a stand-in decoder whose readout prefers token 5, then 7
         def forward(self, input_ids, use_cache=False):

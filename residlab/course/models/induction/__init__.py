@@ -12,9 +12,9 @@ what it learned, measured (the glossary's attention, logit-lens and activation-p
   pages read of one training) and the manifest.
 - ``figures``: the two heads' patterns, the lens trajectory and the patching heatmap, drawn from a report.
 - ``sentences``: the sentences chosen from a report's numbers.
-- ``cli``: ``residlab induction train --output DIR``.
 
-Its audit (Lab 06 Part 2) is ``residlab.course.lab06.induction_audit``.
+Its audit (Lab 06 Part 2) is ``residlab.course.lab06.induction_audit``; the command ``residlab induction`` and the
+runner ``assets/labs/induction_model.py`` (train, describe, audit, verify) are ``residlab.course.lab06.induction_cli``.
 
 Pages reach it through the front door: ``induction_training()`` (the report and the audit, trained once per render,
 ``residlab.course.shared``) and the modules under ``induction_*`` names.

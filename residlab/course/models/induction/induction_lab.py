@@ -14,10 +14,14 @@ from dataclasses import asdict, dataclass
 import torch
 
 from residlab.capture.versions import library_versions
-from residlab.course.models.induction import measures
-from residlab.course.models.induction.recipe import TRAINING_SEED, model_directory_files, recipe, train_induction_model
+from residlab.course.models.induction.measures import (
+    EXAMPLE_PERIOD, HEAD_RULE_THRESHOLD, HELD_OUT_PER_PERIOD, HELD_OUT_SEED, HalfScores, attention_weights,
+    example_sequence, find_heads, half_scores, head_scores, held_out_sequences, lens_trajectory, patching_experiment,
+    patching_heatmap,
+)
+from residlab.course.models.induction.recipe import TRAINING_SEED, saved_model_files, recipe, train_induction_model
 
-LIBRARIES = ("torch", "transformers", "safetensors", "numpy")
+TRAINING_LIBRARIES = ("torch", "transformers", "safetensors", "numpy")
 
 
 @dataclass
@@ -46,31 +50,31 @@ def _rounded(values) -> list:
 
 def measure(model) -> dict:
     """Every measurement of the report, on the held-out sequences and the example."""
-    held_out = measures.held_out_sequences()
-    halves = measures.half_scores(model, held_out)
-    scores = measures.head_scores(model, held_out)
-    found = measures.find_heads(scores)
-    example = measures.example_sequence()
-    weights = measures.attention_weights(model, example.unsqueeze(0))[:, :, 0]  # (blocks, heads, n, n)
-    experiment = measures.patching_experiment(model, example)
+    held_out = held_out_sequences()
+    halves = half_scores(model, held_out)
+    scores = head_scores(model, held_out)
+    found = find_heads(scores)
+    example = example_sequence()
+    weights = attention_weights(model, example.unsqueeze(0))[:, :, 0]  # (blocks, heads, n, n)
+    experiment = patching_experiment(model, example)
     return {
-        "held_out": {"seed": measures.HELD_OUT_SEED, "per_period": measures.HELD_OUT_PER_PERIOD,
+        "held_out": {"seed": HELD_OUT_SEED, "per_period": HELD_OUT_PER_PERIOD,
                      "periods": sorted(held_out)},  # fmt: skip
-        "halves": {key: asdict(value) if isinstance(value, measures.HalfScores) else value
+        "halves": {key: asdict(value) if isinstance(value, HalfScores) else value
                    for key, value in halves.items()},  # fmt: skip
         "head_scores": {kind: _rounded(table) for kind, table in scores.items()},
         "heads_found": {kind: asdict(head) for kind, head in found.items()},
-        "head_rule_threshold": measures.HEAD_RULE_THRESHOLD,
+        "head_rule_threshold": HEAD_RULE_THRESHOLD,
         "example": {
             "tokens": example.tolist(),
-            "period": measures.EXAMPLE_PERIOD,
+            "period": EXAMPLE_PERIOD,
             "attention": {kind: _rounded(weights[head.block, head.head]) for kind, head in found.items()},
         },
         "lens": {
-            "example": measures.lens_trajectory(model, example.unsqueeze(0)),
-            "held_out": measures.lens_trajectory(model, held_out[measures.EXAMPLE_PERIOD]),
+            "example": lens_trajectory(model, example.unsqueeze(0)),
+            "held_out": lens_trajectory(model, held_out[EXAMPLE_PERIOD]),
         },
-        "patching": {"experiment": asdict(experiment), **measures.patching_heatmap(model, experiment)},
+        "patching": {"experiment": asdict(experiment), **patching_heatmap(model, experiment)},
     }
 
 
@@ -100,10 +104,10 @@ def manifest(run: InductionRun, files: dict[str, bytes]) -> dict:
     """What the saved directory's manifest.json holds."""
     return {
         "what": "a two-block GPTNeoXForCausalLM trained by residlab on repeated random tokens (issue 27)",
-        "written_by": "residlab induction train (residlab.course.models.induction.cli)",
+        "written_by": "residlab induction train (residlab.course.lab06.induction_cli)",
         "recipe": recipe(),
         "seed": run.seed,
-        "versions": library_versions(LIBRARIES),
+        "versions": library_versions(TRAINING_LIBRARIES),
         "training_seconds": round(run.training_seconds, 3),
         "training_cpu_seconds": round(run.training_cpu_seconds, 3),
         "weights_sha256": weights_sha256(run.model),
@@ -113,4 +117,4 @@ def manifest(run: InductionRun, files: dict[str, bytes]) -> dict:
 
 
 def model_files(run: InductionRun) -> dict[str, bytes]:
-    return model_directory_files(run.model)
+    return saved_model_files(run.model)

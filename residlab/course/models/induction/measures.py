@@ -226,7 +226,7 @@ def patching_experiment(model, sequence: torch.Tensor | None = None, seed: int =
                               int(corrupt_logits.argmax().item()))  # fmt: skip
 
 
-def _metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
+def _experiment_metric(logits: torch.Tensor, experiment: PatchingExperiment) -> float:
     return logit_difference(logits[0, -1], experiment.target, experiment.rival)
 
 
@@ -241,12 +241,12 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
     corrupt_ids = torch.tensor([experiment.corrupt])
     with single_thread():
         with record_sites(sites) as clean, torch.inference_mode():
-            clean_metric = _metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
-        corrupt_metric = _metric(_logits(model, corrupt_ids), experiment)
+            clean_metric = _experiment_metric(model(input_ids=clean_ids, use_cache=False).logits, experiment)
+        corrupt_metric = _experiment_metric(_logits(model, corrupt_ids), experiment)
 
         def patched_metric() -> float:
             with torch.inference_mode():
-                return _metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
+                return _experiment_metric(model(input_ids=corrupt_ids, use_cache=False).logits, experiment)
 
         grid = patch_grid(patched_metric, sites, names, range(len(experiment.clean)),
                           lambda name, position: taken_from(clean.records[name], position))  # fmt: skip

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from residlab.course.models.threads import single_thread
-from residlab.pythia.load import import_transformers_quietly
+from residlab.capture.versions import import_transformers_quietly
 
 VOCAB_SIZE = 32
 PERIODS = tuple(range(4, 13))  # P, the tokens of each half: the distance from a token to its repeat
@@ -60,7 +60,7 @@ MODEL_CONFIG = {
     "hidden_act": "gelu", "attention_bias": True, "attention_dropout": 0.0, "hidden_dropout": 0.0,
     "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 0, "initializer_range": 0.02,
 }  # fmt: skip
-MODEL_FILES = ("config.json", "model.safetensors")  # what the saved directory holds, nothing else
+SAVED_MODEL_FILES = ("config.json", "model.safetensors")  # what the saved directory holds, nothing else
 
 
 def recipe() -> dict:
@@ -82,7 +82,7 @@ def recipe() -> dict:
     }
 
 
-def model_config():
+def induction_config():
     """A fresh ``GPTNeoXConfig`` of the recipe, with eager attention (the attention weights are read)."""
     transformers = import_transformers_quietly()
     values = {key: value for key, value in MODEL_CONFIG.items() if key != "model_type"}
@@ -94,7 +94,7 @@ def model_config():
 def build_model():
     """A model of the recipe with Transformers' initialisation from the global generator as it stands."""
     transformers = import_transformers_quietly()
-    return transformers.GPTNeoXForCausalLM(model_config()).to(torch.float32)
+    return transformers.GPTNeoXForCausalLM(induction_config()).to(torch.float32)
 
 
 def new_model(seed: int):
@@ -154,7 +154,7 @@ def train_induction_model(seed: int = TRAINING_SEED, steps: int = TRAINING_STEPS
     return model.eval()
 
 
-def model_directory_files(model) -> dict[str, bytes]:
+def saved_model_files(model) -> dict[str, bytes]:
     """The model as a directory Transformers (and ``residlab audit --model``) loads: config.json and
     model.safetensors, as ``save_pretrained`` writes them, and nothing else."""
     logging = import_transformers_quietly().utils.logging
@@ -163,7 +163,7 @@ def model_directory_files(model) -> dict[str, bytes]:
     try:
         with tempfile.TemporaryDirectory(prefix="residlab-induction-") as scratch:
             model.save_pretrained(scratch, safe_serialization=True)
-            files = {name: (Path(scratch) / name).read_bytes() for name in MODEL_FILES}
+            files = {name: (Path(scratch) / name).read_bytes() for name in SAVED_MODEL_FILES}
     finally:
         if bars:
             logging.enable_progress_bar()

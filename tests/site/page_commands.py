@@ -1,0 +1,272 @@
+"""Run a built page's shell blocks as a learner would: read them from the HTML, fetch what the page links, run each
+command in the page's folder (``test_page_commands.py`` runs every learner-facing page of the built site; its
+unit tests run these functions on small pages of their own).
+
+- ``read_page(html, path)``: the page's shell blocks (``pre.sourceCode`` in bash, sh, shell, console, bat,
+  powershell or cmd) in page order, each with its tab when it sits in a platform tabset (tabs Linux, macOS and
+  Windows); the downloads it links (files under ``assets/labs/``); and the earlier page whose folder it continues
+  in, named by a link to that page's ``#...-folder`` anchor ("work in the folder of Lab 05 Part 4").
+- ``variant_problems(page)``: where a tabset's macOS or Windows block differs from its Linux block in more than
+  the platform demands. Both are normalised first (``.venv\\Scripts\\python.exe`` is ``.venv/bin/python``,
+  ``py -3.12`` is ``python3.12``, ``py`` is ``python3``), and the torch install lines, which differ by platform
+  (PyTorch's CPU index on Linux and Windows), are set aside.
+- ``run_page(page, folder, fetch, learner)``: the Linux block of each tabset and every other block, line by line.
+  What a line may be: a virtual environment made (``python3.12 -m venv .venv-residual``: the learners' environment
+  stands in for it), a pip line (checked to install only a requirement file the site served into this folder or
+  the pinned torch, then skipped), or a Python runner run with that environment. Anything else is a command the
+  test cannot run, and fails like a command that exits non-zero.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import posixpath
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SHELL_LANGUAGES = {"bash", "sh", "shell", "console", "bat", "powershell", "cmd"}
+PLATFORMS = ("Linux", "macOS", "Windows")
+DOWNLOADS = "assets/labs/"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+COMMAND_TIMEOUT = 900  # seconds: the slowest command (a lesson's training with its gradient profile) takes a few minutes
+
+
+@dataclass(frozen=True)
+class Block:
+    lines: tuple[str, ...]
+    tabset: int | None = None  # which platform tabset of the page it sits in
+    platform: str | None = None  # its tab there
+
+
+@dataclass
+class Page:
+    path: str  # site-relative, e.g. labs/06-audit-a-decoder.html
+    blocks: list[Block] = field(default_factory=list)
+    downloads: list[str] = field(default_factory=list)  # site-relative paths, in link order, no repeats
+    folder_of: str | None = None  # the page whose folder this one works in
+
+
+class _Reader(html.parser.HTMLParser):
+    def __init__(self, path: str):
+        super().__init__(convert_charrefs=True)
+        self.page = Page(path)
+        self.in_main = 0
+        self.stack: list[tuple[str, dict]] = []  # open elements inside <main>: (tag, what it opened)
+        self.tab_labels: dict[str, str] = {}  # tab pane id -> its tab's label
+        self.tabset_count = 0
+        self.tabsets: list[int] = []  # the platform tabsets open, innermost last
+        self.pane: str | None = None
+        self.code: list[str] | None = None
+        self.label: list[str] | None = None
+        self.label_target: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        if tag == "main":
+            self.in_main += 1
+        if not self.in_main or tag in ("br", "img", "input", "meta", "link", "hr", "wbr", "source"):
+            return
+        opened = {}
+        if tag == "div" and "panel-tabset" in classes:
+            self.tabset_count += 1
+            self.tabsets.append(self.tabset_count)
+            opened["tabset"] = True
+        if tag == "div" and "tab-pane" in classes:
+            opened["pane"] = self.pane
+            self.pane = attributes.get("id")
+        if tag == "a":
+            target = attributes.get("data-bs-target")
+            if target and target.startswith("#"):
+                self.label, self.label_target = [], target[1:]
+                opened["label"] = True
+            self._link(attributes.get("href") or "")
+        if tag == "pre" and "sourceCode" in classes and SHELL_LANGUAGES & set(classes):
+            self.code = []
+            opened["code"] = True
+        self.stack.append((tag, opened))
+
+    def handle_endtag(self, tag):
+        if tag == "main":
+            self.in_main -= 1
+            return
+        if not self.in_main or tag not in (open_tag for open_tag, _ in self.stack):
+            return  # an end tag with nothing open to close: HTML's implied ends need no bookkeeping here
+        while self.stack:
+            open_tag, opened = self.stack.pop()
+            self._close(opened)
+            if open_tag == tag:
+                break
+
+    def _close(self, opened: dict) -> None:
+        if "pane" in opened:
+            self.pane = opened["pane"]
+        if opened.get("tabset"):
+            self.tabsets.pop()
+        if opened.get("label") and self.label is not None:
+            self.tab_labels[self.label_target] = "".join(self.label).strip()
+            self.label = None
+        if opened.get("code") and self.code is not None:
+            lines = tuple(line.rstrip() for line in "".join(self.code).splitlines() if line.strip())
+            platform = self.tab_labels.get(self.pane) if self.pane else None
+            in_platform_tabs = bool(self.tabsets) and platform in PLATFORMS
+            self.page.blocks.append(Block(lines, self.tabsets[-1] if in_platform_tabs else None,
+                                          platform if in_platform_tabs else None))  # fmt: skip
+            self.code = None
+
+    def handle_data(self, data):
+        if self.code is not None:
+            self.code.append(data)
+        if self.label is not None:
+            self.label.append(data)
+
+    def _link(self, href: str) -> None:
+        if not href or re.match(r"^[a-z]+:", href) or href.startswith("#"):
+            return
+        address, _, fragment = href.partition("#")
+        if not address:
+            return
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(self.page.path), address))
+        if target.startswith(DOWNLOADS) and target not in self.page.downloads:
+            self.page.downloads.append(target)
+        if fragment.endswith("-folder") and target.endswith(".html") and target != self.page.path:
+            self.page.folder_of = target
+
+
+def read_page(text: str, path: str) -> Page:
+    reader = _Reader(path)
+    reader.feed(text)
+    reader.close()
+    return reader.page
+
+
+# ---- the platforms' variants -----------------------------------------------------------------------------------
+
+
+def normalise(line: str) -> str:
+    """A Windows or macOS line in the Linux form, comments and surplus spaces dropped."""
+    line = re.sub(r"\s+#.*$", "", line).strip()
+    line = re.sub(r"(\S+)\\Scripts\\python\.exe\b", lambda m: m.group(1).replace("\\", "/") + "/bin/python", line)
+    line = re.sub(r"^py -(\d+\.\d+) ", r"python\1 ", line)
+    line = re.sub(r"^py ", "python3 ", line)
+    return " ".join(line.split())
+
+
+def is_torch_install(line: str) -> bool:
+    words = line.split()
+    return "pip" in words and "install" in words and any(word.startswith("torch==") for word in words)
+
+
+def variant_problems(page: Page) -> list[str]:
+    problems = []
+    tabsets: dict[int, dict[str, Block]] = {}
+    for block in page.blocks:
+        if block.tabset is not None:
+            tabsets.setdefault(block.tabset, {})[block.platform] = block
+    for number, variants in tabsets.items():
+        if "Linux" not in variants:
+            problems.append(f"{page.path}: platform tabset {number} has no Linux block")
+            continue
+        reference = [normalise(line) for line in variants["Linux"].lines if not is_torch_install(line)]
+        for platform, block in variants.items():
+            lines = [normalise(line) for line in block.lines if not is_torch_install(line)]
+            if lines != reference:
+                problems.append(f"{page.path}: tabset {number}'s {platform} block differs from its Linux block beyond "
+                                f"the platform: {lines} against {reference}")  # fmt: skip
+    return problems
+
+
+# ---- running the commands --------------------------------------------------------------------------------------
+
+
+class CommandFailed(AssertionError):
+    """A command of a page that the test cannot run, or that did not exit 0; the message names both."""
+
+
+@dataclass
+class Folder:
+    path: Path
+    served: set[str] = field(default_factory=set)  # files the site served into it
+    environments: set[str] = field(default_factory=set)  # virtual environments made in it
+
+
+@dataclass(frozen=True)
+class Learner:
+    python: str  # the learners' environment: stands in for every virtual environment a page makes
+    torch_pin: str  # the torch version the site's requirement file pins
+    env: dict  # the environment commands run in (the fake hub's HF_ENDPOINT)
+
+
+def fetch_downloads(page: Page, folder: Folder, fetch) -> None:
+    """Save every file the page links under assets/labs/ into the folder, by name, as a browser would."""
+    for path in page.downloads:
+        name = posixpath.basename(path)
+        (folder.path / name).write_bytes(fetch(path))
+        folder.served.add(name)
+
+
+def _python_of(word: str, folder: Folder) -> bool:
+    """Whether the word runs a Python: python3, python3.12, or the python of an environment made in the folder."""
+    if re.fullmatch(r"python3(\.\d+)?", word):
+        return True
+    environment = word.removesuffix("/bin/python")
+    if environment != word:
+        if environment not in folder.environments:
+            raise CommandFailed(f"{word}: no earlier command made the environment {environment}")
+        return True
+    return False
+
+
+def _check_pip(words: list[str], folder: Folder, learner: Learner, line: str) -> None:
+    arguments = words[words.index("install") + 1 :] if "install" in words else []
+    if words[1:3] != ["-m", "pip"] or not arguments:
+        raise CommandFailed(f"{line}: not a pip install the test knows")
+    if arguments[0] == "-r" and len(arguments) == 2:
+        if arguments[1] not in folder.served:
+            raise CommandFailed(f"{line}: installs {arguments[1]}, which the site did not serve into this folder")
+        return
+    if arguments[0].startswith("torch==") and arguments[1:] in ([], ["--index-url", TORCH_CPU_INDEX]):
+        if arguments[0] != f"torch=={learner.torch_pin}":
+            raise CommandFailed(f"{line}: installs {arguments[0]}, not the pinned torch=={learner.torch_pin}")
+        return
+    raise CommandFailed(f"{line}: installs something other than a served requirement file or the pinned torch")
+
+
+def run_line(line: str, folder: Folder, learner: Learner) -> subprocess.CompletedProcess | None:
+    """Run one command line of a page in its folder; None for a line checked and skipped (an environment, pip)."""
+    words = shlex.split(re.sub(r"\s+#.*$", "", line))
+    if not words:
+        return None
+    if not _python_of(words[0], folder):
+        raise CommandFailed(f"{line}: the test cannot run {words[0]!r} (only Python and the site's runners)")
+    if words[1:3] == ["-m", "venv"] and len(words) == 4:
+        folder.environments.add(words[3])
+        return None
+    if words[1:3] == ["-m", "pip"]:
+        _check_pip(words, folder, learner, line)
+        return None
+    if len(words) < 2 or not words[1].endswith(".py") or words[1] not in folder.served:
+        raise CommandFailed(f"{line}: runs no runner the site served into this folder")
+    completed = subprocess.run([learner.python, *words[1:]], cwd=folder.path, env=learner.env, capture_output=True,
+                               text=True, timeout=COMMAND_TIMEOUT)  # fmt: skip
+    if completed.returncode != 0:
+        raise CommandFailed(f"{line}: exit status {completed.returncode}\n{completed.stderr[-2000:]}")
+    return completed
+
+
+def lines_to_run(page: Page) -> list[str]:
+    """Every block outside platform tabsets, and each tabset's Linux block, in page order."""
+    return [line for block in page.blocks if block.platform in (None, "Linux") for line in block.lines]
+
+
+def run_page(page: Page, folder: Folder, fetch, learner: Learner) -> list[str]:
+    """Fetch the page's downloads into the folder, then run its lines in order; returns the lines run or skipped."""
+    fetch_downloads(page, folder, fetch)
+    done = []
+    for line in lines_to_run(page):
+        run_line(line, folder, learner)
+        done.append(line)
+    return done

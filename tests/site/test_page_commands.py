@@ -1,0 +1,228 @@
+"""Every command a learner-facing page shows runs, as written, from what the site serves.
+
+The pages (home, lesson, labs, glossary) are read from the built HTML in page order; each page's shell blocks run
+in a fresh folder that holds only the files the page links under ``assets/labs/``, fetched over HTTP from the
+built site served on 127.0.0.1, or, for a page that names an earlier lab's folder, in that folder after that lab's
+commands ran (``page_commands``: what a line may be, how the platforms' variants are compared). The learners'
+environment (``.venv-runner``, RESIDLAB_RUNNER_PYTHON) stands in for every virtual environment a page makes; the
+Hub is the fake hub on 127.0.0.1 serving the synthetic specimen under its own lock, which stands in for the lock
+the observation runner carries (its ``EMBEDDED_LOCK_JSON`` data section, replaced in the fetched copy). Every
+command must exit 0; one the test cannot run fails it, and so does a file a command reads that no earlier
+command wrote (the command fails).
+
+``make test`` runs it on the session's render (``built_site``); RESIDLAB_BUILT_SITE=path/to/_site runs it on a
+site already built (``make page`` renders pages into _site/ one at a time), checking the pages found there.
+The small pages below check the reader and the runner themselves: a broken command fails, cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from page_commands import (
+    CommandFailed, Folder, Learner, normalise, read_page, run_line, run_page, variant_problems,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+LEARNER_PYTHON = os.environ.get("RESIDLAB_RUNNER_PYTHON")
+BUILT_SITE = os.environ.get("RESIDLAB_BUILT_SITE")
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+LEARNER_PAGES = ("index.html", "lessons/*.html", "labs/*.html", "glossary/*.html")  # in the order a learner goes
+OBSERVATION_RUNNER = "assets/labs/inspect_residual_stream.py"
+REQUIREMENTS = "assets/labs/residual-requirements.txt"
+
+
+def learner_pages(site: Path) -> list[str]:
+    pages = []
+    for pattern in LEARNER_PAGES:
+        pages += sorted(path.relative_to(site).as_posix() for path in site.glob(pattern))
+    return pages
+
+
+def torch_pin(requirements: str) -> str:
+    return next(line.split("==", 1)[1].split()[0] for line in requirements.splitlines() if line.startswith("torch=="))
+
+
+def with_lock(runner: bytes, lock: dict) -> bytes:
+    """The observation runner with another lock in its data section, as the fake hub's specimen needs."""
+    text = runner.decode("utf-8")
+    section = re.compile(r'^EMBEDDED_LOCK_JSON = r"""\n.*?\n"""$', re.S | re.M)
+    assert len(section.findall(text)) == 1, "the observation runner has no EMBEDDED_LOCK_JSON data section"
+    body = json.dumps(lock, indent=1, sort_keys=True)
+    return section.sub(lambda _: f'EMBEDDED_LOCK_JSON = r"""\n{body}\n"""', text).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def site(request) -> Path:
+    if BUILT_SITE:
+        return Path(BUILT_SITE).resolve()
+    return request.getfixturevalue("built_site").site
+
+
+@pytest.fixture
+def learner_python():
+    if not LEARNER_PYTHON:
+        message = "RESIDLAB_RUNNER_PYTHON is unset: `make test` builds the learners' environment and sets it"
+        if IN_CI:
+            pytest.fail(f"{message}; in CI these tests must run, never skip")
+        pytest.skip(message)
+    return LEARNER_PYTHON
+
+
+@pytest.mark.slow  # every page's commands: the lesson's, Lab 04's and the induction model's trainings among them
+def test_every_command_of_every_learner_page_runs_as_written(site, served, learner_python, hub_env,
+                                                             specimen_lock_data, tmp_path):  # fmt: skip
+    base = served(site)
+
+    def fetch(path: str) -> bytes:
+        with urllib.request.urlopen(f"{base}/{path}", timeout=60) as response:
+            data = response.read()
+        return with_lock(data, specimen_lock_data) if path == OBSERVATION_RUNNER else data
+
+    learner = Learner(learner_python, torch_pin(fetch(REQUIREMENTS).decode("utf-8")), hub_env)
+    folders: dict[str, Folder] = {}
+    ran = {}
+    for path in learner_pages(site):
+        page = read_page((site / path).read_text(encoding="utf-8"), path)
+        if not page.blocks:
+            continue
+        if page.folder_of is not None:
+            assert page.folder_of in folders, f"{path} works in {page.folder_of}'s folder, which no earlier page made"
+            folder = folders[page.folder_of]
+        else:
+            folder = Folder(tmp_path / path.replace("/", "-").removesuffix(".html"))
+            folder.path.mkdir()
+        folders[path] = folder
+        try:
+            ran[path] = run_page(page, folder, fetch, learner)
+        except CommandFailed as failed:
+            pytest.fail(f"{path}: {failed}", pytrace=False)
+    # The pages that teach a command line show one (a page that lost its blocks would pass unseen otherwise).
+    for expected in ("lessons/04-residual-stream.html", "labs/05-trace-residual-stream.html",
+                     "labs/06-audit-a-decoder.html"):  # fmt: skip
+        if (site / expected).exists() or not BUILT_SITE:
+            assert ran.get(expected), f"{expected} shows no command"
+
+
+def test_the_platforms_commands_differ_only_where_the_platform_demands(site):
+    problems, tabsets = [], 0
+    for path in learner_pages(site):
+        page = read_page((site / path).read_text(encoding="utf-8"), path)
+        problems += variant_problems(page)
+        tabsets += len({block.tabset for block in page.blocks if block.tabset is not None})
+    assert not problems
+    assert tabsets, "no page shows platform tabs"
+
+
+# ---- the reader and the runner on small pages of their own -----------------------------------------------------
+
+TOY_RUNNER = """import pathlib, sys
+if sys.argv[1] == "write":
+    pathlib.Path(sys.argv[2]).write_text("made")
+else:
+    sys.exit(0 if pathlib.Path(sys.argv[2]).read_text() == "made" else 1)
+"""
+
+
+def code(language: str, lines: list[str]) -> str:
+    spans = "".join(f'<span id="cb1-{n}"><a href="#cb1-{n}" aria-hidden="true" tabindex="-1"></a>{line}</span>\n'
+                    for n, line in enumerate(lines, 1))  # fmt: skip
+    return (f'<div class="sourceCode" id="cb1"><pre class="sourceCode {language} code-with-copy">'
+            f'<code class="sourceCode {language}">{spans}</code></pre></div>')
+
+
+def tabset(variants: dict[str, list[str]]) -> str:
+    links = "".join(f'<li class="nav-item"><a class="nav-link" data-bs-toggle="tab" data-bs-target="#tabset-1-{n}" '
+                    f'href="">{name}</a></li>' for n, name in enumerate(variants, 1))  # fmt: skip
+    panes = "".join(f'<div id="tabset-1-{n}" class="tab-pane"><p>Note.</p>'
+                    f'{code("bat" if name == "Windows" else "bash", lines)}</div>'
+                    for n, (name, lines) in enumerate(variants.items(), 1))  # fmt: skip
+    return f'<div class="panel-tabset"><ul class="nav nav-tabs">{links}</ul><div class="tab-content">{panes}</div></div>'
+
+
+def small_page(*blocks: str) -> str:
+    return ('<html><body><nav><a href="../assets/labs/not-this.py">x</a></nav><main><p>Save the '
+            '<a href="../assets/labs/toy.py">runner</a> and the <a href="../assets/labs/reqs.txt">pins</a>.</p>'
+            + "".join(blocks) + "</main></body></html>")  # fmt: skip
+
+
+GOOD = {
+    "Linux": ["python3.12 -m venv .venv-x", ".venv-x/bin/python -m pip install torch==2.0.0 --index-url "
+              "https://download.pytorch.org/whl/cpu", ".venv-x/bin/python -m pip install -r reqs.txt",
+              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt"],
+    "macOS": ["python3.12 -m venv .venv-x", ".venv-x/bin/python -m pip install -r reqs.txt",
+              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt"],
+    "Windows": ["py -3.12 -m venv .venv-x", ".venv-x\\Scripts\\python.exe -m pip install torch==2.0.0 --index-url "
+                "https://download.pytorch.org/whl/cpu", ".venv-x\\Scripts\\python.exe -m pip install -r reqs.txt",
+                ".venv-x\\Scripts\\python.exe toy.py write made.txt", ".venv-x\\Scripts\\python.exe toy.py read made.txt"],
+}  # fmt: skip
+
+
+def run_small(html: str, tmp_path: Path) -> list[str]:
+    page = read_page(html, "labs/small.html")
+    folder = Folder(tmp_path / "folder")
+    folder.path.mkdir(parents=True)
+    files = {"assets/labs/toy.py": TOY_RUNNER.encode(), "assets/labs/reqs.txt": b"torch==2.0.0\n"}
+    return run_page(page, folder, lambda path: files[path], Learner(sys.executable, "2.0.0", dict(os.environ)))
+
+
+def test_the_reader_finds_blocks_tabs_downloads_and_folder_in_page_order():
+    page = read_page(small_page(code("bash", ["python3 toy.py write a"]), tabset(GOOD),
+                                '<p>In <a href="05-lab.html#sec-part4-folder">that folder</a>.</p>',
+                                code("python", ["print(1)"])), "labs/small.html")  # fmt: skip
+    assert page.downloads == ["assets/labs/toy.py", "assets/labs/reqs.txt"]  # main's links only
+    assert page.folder_of == "labs/05-lab.html"
+    assert [(block.tabset, block.platform, block.lines[0]) for block in page.blocks] == [
+        (None, None, "python3 toy.py write a"), (1, "Linux", GOOD["Linux"][0]), (1, "macOS", GOOD["macOS"][0]),
+        (1, "Windows", GOOD["Windows"][0])]  # fmt: skip
+    assert not variant_problems(page)
+    assert normalise(GOOD["Windows"][4]) == GOOD["Linux"][4]
+
+
+def test_a_page_whose_commands_work_runs_and_skips_only_environment_and_pip_lines(tmp_path):
+    assert run_small(small_page(tabset(GOOD)), tmp_path) == GOOD["Linux"]
+    assert (tmp_path / "folder" / "made.txt").read_text() == "made"
+
+
+@pytest.mark.parametrize("broken, reason", [
+    (".venv-x/bin/python toy.py read missing.txt", "exit status 1"),  # reads a file no command wrote
+    (".venv-x/bin/python toy.py write", "exit status 1"),  # a runner refusing its arguments
+    ("residlab audit verify made.txt", "the test cannot run 'residlab'"),  # not from the site
+    (".venv-x/bin/python other.py", "runs no runner the site served"),
+    (".venv-x/bin/python -m pip install residlab", "installs something other"),
+    (".venv-x/bin/python -m pip install -r other.txt", "did not serve"),
+    (".venv-x/bin/python -m pip install torch==1.0 --index-url https://download.pytorch.org/whl/cpu", "not the pinned"),
+    (".venv-y/bin/python toy.py read made.txt", "no earlier command made the environment .venv-y"),
+])  # fmt: skip
+def test_breaking_one_command_fails_the_page(tmp_path, broken, reason):
+    lines = [*GOOD["Linux"][:4], broken]
+    with pytest.raises(CommandFailed, match=re.escape(reason)):
+        run_small(small_page(tabset({**GOOD, "Linux": lines})), tmp_path)
+
+
+def test_a_variant_that_differs_beyond_its_platform_is_named():
+    macos = [*GOOD["macOS"][:2], ".venv-x/bin/python toy.py write other.txt", GOOD["macOS"][3]]
+    problems = variant_problems(read_page(small_page(tabset({**GOOD, "macOS": macos})), "labs/small.html"))
+    assert len(problems) == 1 and "macOS block differs" in problems[0]
+
+
+def test_a_line_outside_any_tab_runs_too(tmp_path):
+    page = small_page(code("bash", ["python3 toy.py write made.txt"]), code("bash", ["python3 toy.py read made.txt"]))
+    assert len(run_small(page, tmp_path)) == 2
+    with pytest.raises(CommandFailed, match="exit status 1"):
+        run_small(small_page(code("bash", ["python3 toy.py read made.txt"])), tmp_path / "again")
+
+
+def test_the_observation_runner_takes_the_specimen_lock_in_its_data_section():
+    runner = (ROOT / OBSERVATION_RUNNER).read_text(encoding="utf-8")
+    changed = with_lock(runner.encode(), {"repository": "residlab-tests/x"}).decode()
+    start = runner.index('EMBEDDED_LOCK_JSON = r"""')
+    end = runner.index('"""', start + len('EMBEDDED_LOCK_JSON = r"""'))
+    assert changed == runner[:start] + 'EMBEDDED_LOCK_JSON = r"""\n{\n "repository": "residlab-tests/x"\n}\n' + runner[end:]

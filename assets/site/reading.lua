@@ -128,25 +128,23 @@ local function Table(tbl)
     colspecs[i] = {colspec[1]}
   end
   tbl.colspecs = colspecs
-  for _, row in ipairs(body_rows(tbl)) do
-    for _, cell in ipairs(row.cells) do
-      if utf8.len(cell_text(cell)) >= PROSE_CHARACTERS then
-        cell.classes:insert("rl-prose")
-      end
-    end
-  end
+  local names = {}
   if is_record_table(tbl, header) then
     table.insert(classes, "rl-records")
-    local names = {}
     for i, cell in ipairs(header.cells) do
       names[i] = cell_text(cell)
     end
-    for _, row in ipairs(body_rows(tbl)) do
-      for i, cell in ipairs(row.cells) do
-        if names[i] and names[i] ~= "" then
-          cell.attributes["data-label"] = names[i]
-        end
+  end
+  for _, row in ipairs(body_rows(tbl)) do
+    for i, cell in ipairs(row.cells) do
+      local cell_classes, cell_attributes = cell.attr.classes, cell.attr.attributes
+      if utf8.len(cell_text(cell)) >= PROSE_CHARACTERS then
+        cell_classes:insert("rl-prose")
       end
+      if names[i] and names[i] ~= "" then
+        cell_attributes["data-label"] = names[i]
+      end
+      cell.attr = pandoc.Attr(cell.attr.identifier, cell_classes, cell_attributes)
     end
   end
   -- The caption goes above the box, where it wraps at the column's width instead of the table's (a <caption>

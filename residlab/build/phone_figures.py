@@ -18,7 +18,7 @@ from pathlib import Path
 
 from residlab.build.first_paint import IMAGE_SOURCE, _pixels, _site_file, svg_size
 from residlab.course.ui.figure_widths import PHONE_FIGURES, PHONE_ID_PREFIX, PHONE_MEDIA
-from residlab.course.render.render_cache import RENDER_CACHE_DIR
+from residlab.render.render_cache import RENDER_CACHE_DIR
 
 SOURCE_END = 'type="image/svg+xml">'  # the end of the <source> written before an image already offered so
 FIGURE_IMAGE = re.compile(r'(?<!' + re.escape(SOURCE_END) + r')<img\b(?=[^>]*\bclass="[^"]*\bfigure-img\b)[^>]*>')

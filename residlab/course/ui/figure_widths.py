@@ -83,7 +83,7 @@ def both_widths(draw: Callable[[bool], object]):
             _check_width(figure, column, name)
         root = os.environ.get("QUARTO_PROJECT_ROOT")
         if root:
-            from residlab.course.render.render_cache import RENDER_CACHE_DIR
+            from residlab.render.render_cache import RENDER_CACHE_DIR
 
             svg = _svg(narrow)
             name = hashlib.sha256(svg).hexdigest()[:20]

@@ -34,6 +34,8 @@ import importlib
 _INTERFACE = {
     # what the pages compute
     "toy": ("residlab.course.lab05_toy.toy", None),
+    "toy_code_check": ("residlab.course.lab05_toy.code_check", None),
+    "toy_skeleton": ("residlab.course.lab05_toy.toy_skeleton", None),
     "lesson_lab": ("residlab.course.lesson.lesson_lab", None),
     "copy_audit": ("residlab.course.lesson.copy_audit", None),
     "paper_lab": ("residlab.course.lab04_paper.paper_lab", None),

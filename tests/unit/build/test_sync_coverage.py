@@ -17,11 +17,12 @@ from residlab.build import sync
 ROOT = Path(__file__).resolve().parents[3]
 
 EXPECTED_RUNNERS = (
-    "trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
+    "trace_residual_toy.py", "check_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "read_transformer_paper.py",
     "audit_residual_writes.py",
 )
 EXPECTED_DERIVED = {
     *(f"assets/labs/{name}" for name in EXPECTED_RUNNERS),  # the downloads
+    "assets/labs/my_toy.py",  # Lab 05 Part 3's skeleton
     "assets/labs/residual-requirements.txt",  # what learners install
     "_variables.yml",  # what the pages show through {{< var >}}
     "tests/compat-requirements.txt",  # the second test environment

@@ -76,7 +76,7 @@ PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "t
 RUNNERS = (
     Runner(
         "trace_residual_toy.py",
-        ("course/lab05_toy/exact_vectors.py", "course/lab05_toy/toy.py"),
+        ("course/lab05_toy/exact_vectors.py", "course/lab05_toy/notation.py", "course/lab05_toy/toy.py"),
         "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
         "the exact arithmetic and the update rules",
         (
@@ -86,7 +86,10 @@ RUNNERS = (
     ),
     Runner(
         "check_toy.py",
-        ("course/lab05_toy/exact_vectors.py", "course/lab05_toy/toy.py", "course/lab05_toy/code_check.py"),
+        (
+            "course/lab05_toy/exact_vectors.py", "course/lab05_toy/notation.py", "course/lab05_toy/toy.py",
+            "course/lab05_toy/code_check.py",
+        ),
         "Lab 05 Part 3: checks a learner's toy (my_toy.py) on held-out inputs (standard library only)",
         "the checks, one per function, and the named mistakes",
         (

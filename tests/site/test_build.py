@@ -48,7 +48,7 @@ def test_each_shared_value_was_computed_once_and_prefetched(built_site):
 def test_built_site_is_complete_and_self_contained(built_site):
     assert site_verify.verify_build(built_site.project, built_site.site) == []
     downloads = ("trace_residual_toy.py", "residual_stream_lab.py", "inspect_residual_stream.py", "residual-requirements.txt",
-                 "read_transformer_paper.py", "audit_residual_writes.py")
+                 "read_transformer_paper.py", "audit_residual_writes.py", "check_toy.py", "my_toy.py")
     for name in downloads:
         assert (built_site.site / "assets/labs" / name).read_bytes() == (ROOT / "assets/labs" / name).read_bytes()
 
@@ -78,7 +78,7 @@ def test_home_page_links_every_sidebar_page_and_every_runner(built_site):
     expected = {page.replace(".qmd", ".html") for page in sidebar_pages(config["website"]["sidebar"]["contents"])}
     expected -= {"index.html"}
     expected |= {f"assets/labs/{runner.filename}" for runner in RUNNERS}
-    assert len(RUNNERS) == 5 and "labs/06-audit-a-decoder.html" in expected
+    assert len(RUNNERS) == 6 and "labs/06-audit-a-decoder.html" in expected
     assert sorted(expected - links) == []
 
 

@@ -102,12 +102,14 @@
         code.setRangeText("\n" + indent, start, code.selectionEnd, "end");
       } else if (event.key === "Tab" && !tabFree && !event.altKey && !event.ctrlKey && !event.metaKey) {
         event.preventDefault();
-        const lineStart = code.value.lastIndexOf("\n", code.selectionStart - 1) + 1;
-        if (event.shiftKey) {
-          const removed = code.value.slice(lineStart, lineStart + INDENT.length).match(/^ */)[0].length;
-          if (removed) code.setRangeText("", lineStart, lineStart + removed, "preserve");
-        } else {
-          code.setRangeText(INDENT, code.selectionStart, code.selectionEnd, "end");
+        const { value, selectionStart: start, selectionEnd: end } = code;
+        if (!event.shiftKey && !value.slice(start, end).includes("\n")) {
+          code.setRangeText(INDENT, start, end, "end");
+        } else { // every line the selection touches (or the cursor's line), indented or dedented by one step
+          const lineStart = value.lastIndexOf("\n", start - 1) + 1;
+          const lines = value.slice(lineStart, end).split("\n");
+          const changed = lines.map((line) => (event.shiftKey ? line.replace(/^ {1,4}/, "") : INDENT + line)).join("\n");
+          code.setRangeText(changed, lineStart, end, start === end ? "end" : "select");
         }
       } else {
         return;

@@ -21,6 +21,9 @@ PEERS_VENV := .venv-peers
 BIN := $(VENV)/bin
 # Lighthouse for the site tests (tests/site/test_lighthouse.py), pinned by its package-lock.json, installed by npm ci.
 LIGHTHOUSE := tests/site/lighthouse
+# Pyodide (CPython in WebAssembly) for Lab 05 Part 3's editor, pinned by its package-lock.json, installed by npm ci;
+# a render copies the files the site serves from it (residlab/build/pyodide_files.py, a post-render step).
+PYODIDE := assets/pyodide
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
@@ -35,7 +38,7 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
+.PHONY: render page pyodide pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
 
@@ -54,6 +57,12 @@ $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 
 $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/package-lock.json
 	npm ci --prefix $(LIGHTHOUSE) --no-audit --no-fund --loglevel=error
+	touch $@
+
+pyodide: $(PYODIDE)/node_modules/.installed
+
+$(PYODIDE)/node_modules/.installed: $(PYODIDE)/package.json $(PYODIDE)/package-lock.json
+	npm ci --prefix $(PYODIDE) --no-audit --no-fund --loglevel=error
 	touch $@
 
 # TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
@@ -76,10 +85,10 @@ test:
 		test-site test-rest test-compat test-peers
 
 # The site suite runs the pages' commands with the learners' environment too (tests/site/test_page_commands.py).
-test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed
+test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
 
-test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed
+test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
@@ -101,7 +110,7 @@ sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
 # A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
-render: $(VENV)/.installed
+render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
 	rm -rf _freeze .residlab-render-cache
@@ -118,9 +127,9 @@ pythia: $(VENV)/.installed
 pythia-capture: $(VENV)/.installed
 	$(BIN)/residlab pythia capture --captures assets/captures
 
-page: $(VENV)/.installed
+page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed
 	@test -n "$(PAGE)" || { echo "usage: make page PAGE=path/to/page.qmd"; exit 2; }
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(LIGHTHOUSE)/node_modules _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules _site _freeze .residlab-render-cache .quarto

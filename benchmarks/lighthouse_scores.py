@@ -39,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("site", nargs="?", type=Path, default=ROOT / "_site", help="the built site (default: _site)")
     parser.add_argument("--preset", choices=["mobile", "desktop"], default="mobile")
     parser.add_argument("--against", type=Path, help="another built site, measured the same way and shown beside")
+    parser.add_argument("--page", action="append", metavar="PATH",
+                        help="only this page (repeatable), e.g. labs/05-trace-residual-stream.html: a build of one page")
     args = parser.parse_args(argv)
     for folder in filter(None, (args.site, args.against)):
         if not (folder / "index.html").is_file():
             parser.error(f"{folder} holds no built site (no index.html): run `make render` first")
-    pages = [str(page.relative_to(ROOT).with_suffix(".html")) for page in site_check.site_pages(ROOT)]
+    pages = args.page or [str(page.relative_to(ROOT).with_suffix(".html")) for page in site_check.site_pages(ROOT)]
     try:
         audits, seconds = measure(args.site, pages, args.preset)
         # pages the other build does not have (an older one, say) are shown without a comparison
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         if page in other:
             before = other[page]
             line += (f" | {before.largest_paint_ms / 1000:6.2f} {before.transferred_bytes / 1024:7.0f}"
-                     f" {audit.largest_paint_ms / before.largest_paint_ms:6.2f} {audit.transferred_bytes / before.transferred_bytes:6.2f}")
+                     f" {audit.largest_paint_ms / before.largest_paint_ms:6.2f} {audit.transferred_bytes / before.transferred_bytes:6.3f}")
         print(line)
         if args.preset == "mobile":
             short += audit.failed(GOALS)

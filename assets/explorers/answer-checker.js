@@ -4,19 +4,22 @@
 // The expected values are computed here, in the page, by the toy explorer's exact arithmetic
 // (toy-trace.js exports it as window.residlabToyArithmetic): fractions of BigInts, a norm kept as the root
 // of its exact square. A typed value is one of
-//   an integer, a fraction (-1/2), a root with an optional rational factor and divisor (sqrt(17), 2*sqrt(2),
-//   √8, sqrt(17)/2) -- all compared exactly, so sqrt(32) equals 4*sqrt(2) -- or a decimal (4.123), which is
-//   right when it equals the value exactly or, given to three or more places, lies within 0.0005 of it.
-// A vector is three such values, separated by commas (or spaces), in optional [ ] or ( ), optionally transposed
-// as the solutions print it ([3, −2, 0]ᵀ, or ]^T). The characters the site itself prints are read as the page
-// means them (PRINTED_AS_TYPED): a learner who copies a label, a hint or a solution is read correctly.
+//   a number as the toy explorer and the runner read it (toy-trace.js's parseEntry, the grammar of
+//   residlab/course/lab05/notation.py: an integer, a fraction such as -1/2, a decimal such as 4.123), or a root
+//   with an optional rational factor and divisor (sqrt(17), 2*sqrt(2), √8, sqrt(17)/2). Exact forms are compared
+//   exactly, so sqrt(32) equals 4*sqrt(2). A decimal with d places is right when it equals the value or, with
+//   three or more places, lies less than 10^-d from it: rounded or truncated at the precision shown, never an
+//   arithmetic mistake. With fewer places and as close, it is "imprecise": right as far as it goes.
+// A vector is three such values as the toy reads one (toy-trace.js's vectorPieces): separated by commas, spaces
+// or semicolons (the column [3;-2;0]), in optional [ ] or ( ), optionally transposed as the solutions print it
+// ([3, −2, 0]ᵀ, or ]^T). The characters the site itself prints are read as the page means them
+// (asTyped): a learner who copies a label, a hint or a solution is read correctly.
 // Each entry element names the toy quantity it asks for (data-key); the site's tests type into the form and
 // compare every verdict with residlab.course.lab05.toy.
 (function () {
   "use strict";
 
   const INPUT_MAX_CHARACTERS = 80;
-  const HALF_THOUSANDTH = { n: 1n, d: 2000n };
   const ORDINALS = ["first", "second", "third"];
 
   // ---- the entries: what each asks for, and how to recompute it without being told the answer ---------------
@@ -84,29 +87,33 @@
 
   // ---- reading what the learner typed ------------------------------------------------------------------
 
-  // What the page prints -> what the grammar below reads: the minus sign U+2212 (and the dashes a keyboard or a
-  // copy may put in its place), the multiplication signs, the fraction and division slashes, and the transpose
-  // mark after a vector. Unicode spaces (no-break, thin) are already whitespace to \s.
-  const PRINTED_AS_TYPED = [
-    [/[\u2212\u2012\u2013\uFE63\uFF0D]/g, "-"],
-    [/[\u00D7\u00B7\u22C5\u2219]/g, "*"],
-    [/[\u2044\u2215\u00F7]/g, "/"],
-    [/([\])])\s*(?:\^\s*)?(?:\u1D40|T|\{T\}|\\mathsf\{T\})\s*$/, "$1"],
-  ];
-  const asTyped = (text) => PRINTED_AS_TYPED.reduce((result, [pattern, ascii]) => result.replace(pattern, ascii), text);
+  // What the page prints -> what the grammar below reads (asTyped): the toy's own minus signs and slashes
+  // (toy-trace.js, as residlab/course/lab05/notation.py reads them) and the multiplication signs of a root;
+  // a vector's transpose mark is the toy's vectorPieces'. Unicode spaces (no-break, thin) are whitespace to \s.
+  const asTyped = (T, text) =>
+    text.replace(T.MINUS_SIGNS, "-").replace(T.SLASHES, "/").replace(/[\u00D7\u00B7\u22C5\u2219]/g, "*");
 
   const NUMBER = "(\\d+(?:\\.\\d*)?(?:/\\d+)?|\\.\\d+)";
   const TYPED = new RegExp(`^([+-]?)(?:${NUMBER}(?:\\*(?=sqrt|√))?)?(?:(?:sqrt|√)\\(?${NUMBER}\\)?)?(?:/(\\d+))?$`, "i");
 
+  const unreadable = (text) => `“${text.trim()}” is not a number I can read: type an integer, a fraction such as -1/2, a root such as 2*sqrt(2), or a decimal such as 4.123.`;
+
   // {value: {sign, square}, decimals} (decimals: places typed, or null for an exact form) or {error}.
   function readNumber(T, text) {
     const compact = text.replace(/\s+/g, "");
-    const match = TYPED.exec(compact);
-    if (!compact || !match || (match[2] === undefined && match[3] === undefined)) {
-      return { error: `“${text.trim()}” is not a number I can read: type an integer, a fraction such as -1/2, a root such as 2*sqrt(2), or a decimal such as 4.123.` };
+    if (compact && !/sqrt|√/i.test(compact)) { // a rational number: the toy's own grammar
+      const entry = T.parseEntry(text, "it"); // spaces inside a number are refused, as the toy refuses them
+      if (entry.error) return { error: /zero denominator/.test(entry.error) ? `“${text.trim()}” divides by zero.` : unreadable(text) };
+      const decimal = /^[+-]?[\d_]*\.([\d_]*)$/.exec(compact);
+      const value = entry.value;
+      return { value: { sign: value.n === 0n ? 0 : (value.n < 0n ? -1 : 1), square: T.mul(value, value) },
+        decimals: decimal ? decimal[1].replaceAll("_", "").length : null, rational: value };
     }
+    const match = TYPED.exec(compact);
+    if (!compact || !match || (match[2] === undefined && match[3] === undefined)) return { error: unreadable(text) };
     const [, sign, factorText, radicandText, divisorText] = match;
     const parts = [factorText, radicandText].map((piece) => (piece === undefined ? { value: T.frac(1n) } : T.parseEntry(piece, "a part")));
+    if (parts.some((piece) => piece.error && !/zero denominator/.test(piece.error))) return { error: unreadable(text) };
     if (parts.some((piece) => piece.error) || (divisorText !== undefined && BigInt(divisorText) === 0n)) {
       return { error: `“${text.trim()}” divides by zero.` };
     }
@@ -116,15 +123,14 @@
     const square = T.mul(T.mul(factor, factor), radicand);
     const negative = sign === "-";
     const value = { sign: square.n === 0n ? 0 : (negative ? -1 : 1), square };
-    const decimal = radicandText === undefined && /\./.test(factorText || "") && divisorText === undefined && !/\//.test(factorText);
-    return { value, decimals: decimal ? factorText.split(".")[1].length : null, rational: negative ? T.neg(factor) : factor };
+    return { value, decimals: null, rational: negative ? T.neg(factor) : factor }; // a root is an exact form
   }
 
   function readVector(T, text) {
-    const inner = text.trim().replace(/^[[(]\s*/, "").replace(/\s*[\])]$/, "");
-    const pieces = inner.includes(",") ? inner.split(",") : inner.split(/\s+/);
-    if (pieces.length !== 3 || pieces.some((piece) => !piece.trim())) {
-      return { error: `a vector here has 3 coordinates, such as [1, -1/2, 0]; “${text.trim()}” has ${inner ? pieces.filter((p) => p.trim()).length : 0}.` };
+    const pieces = T.vectorPieces(text);
+    if (pieces === null) return { error: `“${text.trim()}” mixes commas and semicolons: separate the coordinates one way, as in [1, -1/2, 0] or [1; -1/2; 0].` };
+    if (pieces.length !== 3 || pieces.some((piece) => !piece)) {
+      return { error: `a vector here has 3 coordinates, such as [1, -1/2, 0] or [1; -1/2; 0]; “${text.trim()}” has ${pieces.filter(Boolean).length}.` };
     }
     const numbers = pieces.map((piece) => readNumber(T, piece));
     const bad = numbers.find((number) => number.error);
@@ -135,29 +141,32 @@
 
   const sameValue = (a, b) => a.sign === b.sign && a.square.n === b.square.n && a.square.d === b.square.d;
 
-  // |typed - expected| <= 1/2000, with the typed decimal exact and the expected value sign * sqrt(square).
-  function withinHalfThousandth(T, typed, expected) {
-    const low = T.sub(typed, HALF_THOUSANDTH), high = T.add(typed, HALF_THOUSANDTH);
-    const [a, b] = expected.sign < 0 ? [T.neg(high), T.neg(low)] : [low, high]; // the interval for |expected|
-    if (b.n < 0n) return false;
-    const aboveLow = a.n <= 0n || !T.greater(T.mul(a, a), expected.square);
-    return aboveLow && !T.greater(expected.square, T.mul(b, b)) && (expected.sign !== 0 || a.n <= 0n);
+  // |typed - expected| < bound, with the typed decimal exact and the expected value sign * sqrt(square).
+  function closerThan(T, typed, expected, bound) {
+    let low = T.sub(typed, bound), high = T.add(typed, bound);
+    if (expected.sign < 0) [low, high] = [T.neg(high), T.neg(low)]; // the open interval for sqrt(square)
+    if (high.n <= 0n) return false;
+    return T.greater(T.mul(high, high), expected.square) && (low.n < 0n || T.greater(expected.square, T.mul(low, low)));
   }
 
-  function numberIsRight(T, typed, expected) {
-    if (sameValue(typed.value, expected)) return true;
-    return typed.decimals !== null && typed.decimals >= 3 && withinHalfThousandth(T, typed.rational, expected);
+  // "right", "imprecise" (a decimal of fewer than three places, right to the places it has) or "wrong".
+  function numberVerdict(T, typed, expected) {
+    if (sameValue(typed.value, expected)) return "right";
+    if (typed.decimals === null || !closerThan(T, typed.rational, expected, T.frac(1n, 10n ** BigInt(typed.decimals)))) return "wrong";
+    return typed.decimals >= 3 ? "right" : "imprecise";
   }
+  const IMPRECISE_HINT = "right to the places you gave: give a decimal to three places, or the exact form (a fraction or a root).";
 
   function judge(T, expected, kind, how, text) {
     if (!text.trim()) return { verdict: "empty", hint: "" };
     if (text.length > INPUT_MAX_CHARACTERS) return { verdict: "malformed", hint: `that is ${text.length} characters; an answer here needs far fewer.` };
-    text = asTyped(text);
+    text = asTyped(T, text);
     if (kind === VECTOR) {
       const typed = readVector(T, text);
       if (typed.error) return { verdict: "malformed", hint: typed.error };
-      const wrong = typed.numbers.map((number, i) => (numberIsRight(T, number, expected.value[i]) ? null : i)).filter((i) => i !== null);
-      if (!wrong.length) return { verdict: "right", hint: "" };
+      const verdicts = typed.numbers.map((number, i) => numberVerdict(T, number, expected.value[i]));
+      const wrong = verdicts.map((verdict, i) => (verdict === "wrong" ? i : null)).filter((i) => i !== null);
+      if (!wrong.length) return verdicts.includes("imprecise") ? { verdict: "imprecise", hint: IMPRECISE_HINT } : { verdict: "right", hint: "" };
       if (wrong.length === 1) {
         const i = wrong[0];
         const flipped = { sign: -typed.numbers[i].value.sign, square: typed.numbers[i].value.square };
@@ -168,10 +177,8 @@
     }
     const typed = readNumber(T, text);
     if (typed.error) return { verdict: "malformed", hint: typed.error };
-    if (numberIsRight(T, typed, expected.value)) return { verdict: "right", hint: "" };
-    if (typed.decimals !== null && typed.decimals < 3) {
-      return { verdict: "wrong", hint: "give a decimal to three places, or the exact form (a fraction or a root)." };
-    }
+    const verdict = numberVerdict(T, typed, expected.value);
+    if (verdict !== "wrong") return { verdict, hint: verdict === "imprecise" ? IMPRECISE_HINT : "" };
     if (kind === NORM) {
       if (typed.value.sign < 0) return { verdict: "wrong", hint: "a norm is never negative." };
       const squaredNorm = expected.value.square; // typed that number itself: its square is squaredNorm squared
@@ -194,7 +201,7 @@
     return node;
   }
 
-  const VERDICT_TEXT = { right: "right", wrong: "not yet", malformed: "can't read this", empty: "" };
+  const VERDICT_TEXT = { right: "right", imprecise: "nearly", wrong: "not yet", malformed: "can't read this", empty: "" };
 
   function build(T, values, root) {
     const part = root.dataset.part;
@@ -222,7 +229,7 @@
 
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      const counts = { right: 0, wrong: 0, malformed: 0, empty: 0 };
+      const counts = { right: 0, imprecise: 0, wrong: 0, malformed: 0, empty: 0 };
       const notes = [];
       for (const row of rows) {
         const result = judge(T, values[row.key], row.kind, row.how, row.input.value);
@@ -259,6 +266,12 @@
       judge(key, text) {
         const entry = Object.values(ENTRIES).flat().find(([name]) => name === key);
         return judge(T, values[key], entry[2], entry[3], text);
+      },
+      // How typed rational numbers, or a vector of them, are read (tests/unit/course/test_notation.py): their exact
+      // values ("p/q"), or the error.
+      read(text, kind) {
+        const typed = kind === VECTOR ? readVector(T, asTyped(T, text)) : readNumber(T, asTyped(T, text));
+        return typed.error ? { error: typed.error } : { values: (typed.numbers || [typed]).map((number) => T.exactText(number.rational)) };
       },
       keys: Object.freeze(Object.fromEntries(Object.entries(ENTRIES).map(([part, entries]) => [part, entries.map(([key, , kind]) => [key, kind])]))),
     });

@@ -190,15 +190,19 @@
 
   // ---- reading the entries -----------------------------------------------------------------------------
 
-  // Python's Fraction("...") grammar: an integer ratio, or a decimal with an optional exponent; digit groups
-  // may be separated by single underscores.
+  // The grammar of residlab/course/lab05/notation.py, which the runner reads with (tests/unit/course/
+  // test_notation.py runs one list of typed inputs through both). A number: Python's Fraction("...") grammar, an
+  // integer ratio or a decimal with an optional exponent, digit groups separated by single underscores; its sign
+  // may be the minus sign the page prints or a dash a copy puts in its place (MINUS_SIGNS), its slash a fraction
+  // or division slash (SLASHES).
+  const MINUS_SIGNS = /[\u2212\u2012\u2013\uFE63\uFF0D]/g, SLASHES = /[\u2044\u2215\u00F7]/g;
   const DIGITS = "\\d+(?:_\\d+)*";
   const NUMBER = new RegExp(`^([+-]?)(?:(${DIGITS})/(${DIGITS})|(${DIGITS})?(?:\\.(${DIGITS})?)?(?:[eE]([+-]?${DIGITS}))?)$`);
   const digitsOf = (text) => (text || "").replaceAll("_", "");
 
   // An entry's exact value, or a sentence saying what is wrong with it.
   function parseEntry(text, name) {
-    const trimmed = text.trim();
+    const trimmed = text.trim().replace(MINUS_SIGNS, "-").replace(SLASHES, "/");
     if (trimmed === "") return { error: `${name} is empty: enter a number such as 2, -0.5 or 1/3.` };
     if (trimmed.length > ENTRY_MAX_CHARACTERS) {
       return { error: `${name} has ${trimmed.length} characters; the explorer takes at most ${ENTRY_MAX_CHARACTERS} (the runner takes more).` };
@@ -225,6 +229,18 @@
       value = shift >= 0 ? frac(digits * 10n ** BigInt(shift)) : frac(digits, 10n ** BigInt(-shift));
     }
     return { value: negative ? neg(value) : value };
+  }
+
+  // A vector: entries separated by commas (a row), semicolons (a column, as in [3;-2;0]) or spaces, in optional
+  // [ ] or ( ), optionally followed by a transpose mark (ᵀ, ^T, T). The entries as typed, or null for mixed , and ;.
+  const TRANSPOSED = /([\])])\s*(?:\^\s*)?(?:\u1D40|T|\{T\}|\\mathsf\{T\})\s*$/;
+  function vectorPieces(text) {
+    let inner = text.trim().replace(TRANSPOSED, "$1");
+    const close = { "[": "]", "(": ")" }[inner[0]];
+    if (close && inner.endsWith(close)) inner = inner.slice(1, -1).trim();
+    if (inner.includes(";") && inner.includes(",")) return null;
+    const separator = inner.includes(";") ? ";" : (inner.includes(",") ? "," : null);
+    return separator ? inner.split(separator).map((piece) => piece.trim()) : inner.split(/\s+/).filter(Boolean);
   }
 
   // ---- the page ----------------------------------------------------------------------------------------
@@ -336,8 +352,8 @@
   window.residlabToyExplorer = Object.freeze({ compute });
   // The same exact arithmetic for Lab 05's answer checker (answer-checker.js), so both agree by construction.
   window.residlabToyArithmetic = Object.freeze({
-    frac, add, sub, mul, neg, equal, greater, exactText, toFloat, parseEntry, norm, sequential, F, G, readout,
-    vAdd, vSub, vectorText, DEFAULT_INPUT,
+    frac, add, sub, mul, neg, equal, greater, exactText, toFloat, parseEntry, vectorPieces, MINUS_SIGNS, SLASHES, norm,
+    sequential, F, G, readout, vAdd, vSub, vectorText, DEFAULT_INPUT,
   });
 
   function start() {

@@ -11,7 +11,8 @@ each refused with a ``ValueError`` naming the module:
   file has been read, so the order is free there: a runner can put the capture first and the download after;
 - a runner any of whose modules imports torch at top level lists ``TORCH_CHECK`` first, so that a learner whose
   Python lacks torch gets one line, not a traceback; no other runner lists it;
-- only the entry module has an ``if __name__ == "__main__":`` block, and it ends the entry;
+- the entry module ends with an ``if __name__ == "__main__":`` block; another module's such block (it is
+  another runner's entry) ends that module and is left out of this runner;
 - no top-level name is bound by two listed modules: in one file the later definition would silently replace the
   first.
 
@@ -240,10 +241,10 @@ def read_bundle(runner: str, paths: tuple[str, ...], package_dir: Path) -> tuple
     if unused:
         raise ValueError(f"{runner}: lists {unused[0]}, which none of its other modules imports")
     _check_torch_check(runner, modules)
-    for module in modules[:-1]:
-        if module.main_block is not None:
-            raise ValueError(f"{module.path} has an `if __name__ == \"__main__\":` block, but only the entry module "
-                             f"({paths[-1]}) may run as a script; move what the runner needs into a module of its own")
+    for module in modules[:-1]:  # another runner's entry, say: its __main__ block is left out of this runner
+        if module.main_block is not None and module.main_block is not module.tree.body[-1]:
+            raise ValueError(f"{module.path}: its `if __name__ == \"__main__\":` block must end the module, so that a "
+                             f"runner it is not the entry of ({paths[-1]}) can leave the block out")
     if modules[-1].main_block is None or modules[-1].main_block is not modules[-1].tree.body[-1]:
         raise ValueError(f"{paths[-1]}: an entry module must end with an `if __name__ == \"__main__\":` block")
     defined_by: dict[str, str] = {}

@@ -103,7 +103,8 @@ def _sections(runner: Runner, bundle: tuple[Module, ...], package_dir: Path) -> 
     data sections."""
     entry = bundle[-1]
     sections = [
-        _section(module.path, f"{PACKAGE_NAME}/{module.path}", module_marker(module.path), _kept_lines(module))
+        _section(module.path, f"{PACKAGE_NAME}/{module.path}", module_marker(module.path),
+                 _kept_lines(module, 0, module.main_block and module.main_block.lineno - 1))
         for module in bundle[:-1]
     ]
     code = _kept_lines(entry, entry.tree.body[0].end_lineno, entry.main_block.lineno - 1)
@@ -186,6 +187,18 @@ def build_runner(runner: Runner, package_dir: Path = PACKAGE_DIR) -> str:
     return text
 
 
+# Lab 05 Part 3's skeleton, the download the page's editor starts from: the package's file, with one line naming it.
+SKELETON = pages.TOY_SKELETON
+
+
+def skeleton_text(package_dir: Path = PACKAGE_DIR) -> str:
+    filename, source = SKELETON
+    return (f"# {filename}: Lab 05 Part 3's skeleton, written by `{SYNC_COMMAND}` from {PACKAGE_NAME}/{source}.\n"
+            + (package_dir / source).read_text(encoding="utf-8"))
+
+
 def runner_outputs(assets_dir: Path) -> dict[Path, str]:
-    """Every runner file and the text it must hold."""
-    return {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS}
+    """Every runner file and the text it must hold, and the skeleton."""
+    outputs = {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS}
+    outputs[assets_dir / SKELETON[0]] = skeleton_text()
+    return outputs

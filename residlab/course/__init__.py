@@ -37,6 +37,8 @@ import importlib
 _INTERFACE = {
     # what the pages compute
     "toy": ("residlab.course.lab05.toy", None),
+    "toy_code_check": ("residlab.course.lab05.code_check", None),
+    "toy_skeleton": ("residlab.course.lab05.toy_skeleton", None),
     "lesson_lab": ("residlab.course.models.lesson_lab", None),
     "copy_audit": ("residlab.course.lab06.copy_audit", None),
     "paper_lab": ("residlab.course.lab04.paper_lab", None),

@@ -109,6 +109,8 @@ def page_title(page: str, root: Path = ROOT) -> str:
     return match[1].strip("\"'")
 
 
+# Lab 05 Part 3's skeleton (download, package file): what the editor starts from, written by ``residlab sync``.
+TOY_SKELETON = ("my_toy.py", "course/lab05/toy_skeleton.py")
 PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "the pinned lock")
 TORCH_CHECK = "course/models/needs_torch.py"  # stops a runner that needs torch, in one line, when torch is missing
 PYTORCH = "PyTorch"
@@ -184,7 +186,7 @@ FAMILIES = (
         runners=(
             Runner(
                 "trace_residual_toy.py",
-                ("course/lab05/exact_vectors.py", "course/lab05/toy.py"),
+                ("course/lab05/exact_vectors.py", "course/lab05/notation.py", "course/lab05/toy.py"),
                 "Lab 05 Parts 1-3: the toy residual trace (standard library only)",
                 "the exact arithmetic and the update rules",
                 (
@@ -192,6 +194,21 @@ FAMILIES = (
                     ReadFirst("course/lab05/toy.py", ("first_update", "second_update", "readout")),
                 ),
                 summary="Lab 05 Parts 1-3: the toy trace as a JSON report",
+            ),
+            Runner(
+                "check_toy.py",
+                (
+                    "course/lab05/exact_vectors.py", "course/lab05/notation.py", "course/lab05/toy.py",
+                    "course/lab05/code_check.py",
+                ),
+                "Lab 05 Part 3: checks a learner's toy (my_toy.py) on held-out inputs (standard library only)",
+                "the checks, one per function, and the named mistakes",
+                (
+                    ReadFirst("course/lab05/code_check.py", ("held_out_inputs", "check_module")),
+                    ReadFirst("course/lab05/toy.py", ("sequential_trace", "parallel_trace")),
+                ),
+                summary=f"Lab 05 Part 3: checks your toy (start from [{TOY_SKELETON[0]}]({RUNNER_DIR}/{TOY_SKELETON[0]})) "
+                "on inputs the page never shows, naming each mistake",
             ),
             Runner(
                 "inspect_residual_stream.py",
@@ -216,8 +233,9 @@ FAMILIES = (
                 needs=REQUIREMENTS_LINK,
             ),
         ),
-        explorers=("toy-trace.js", "answer-checker.js", "capture-explorer.js", "open-capture.js", "python-json.js"),
-        downloads=(RUNNER_REQUIREMENTS, "assets/captures/*/*.json"),
+        explorers=("toy-trace.js", "answer-checker.js", "python-editor.js", "python-worker.js", "capture-explorer.js",
+                   "open-capture.js", "python-json.js"),
+        downloads=(f"{RUNNER_DIR}/{TOY_SKELETON[0]}", RUNNER_REQUIREMENTS, "assets/captures/*/*.json"),
     ),
     PageFamily(
         "labs/06-audit-a-decoder.qmd", label="Lab 06", room="lab06", section="Labs", path_step=4,

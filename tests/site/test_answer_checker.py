@@ -62,13 +62,17 @@ def decimal(text: str) -> tuple:
     return ("decimal", Fraction(text), len(text.split(".")[1]))
 
 
-def number_is_right(meaning: tuple, sign: int, square: Fraction) -> bool:
+def number_verdict(meaning: tuple, sign: int, square: Fraction) -> str:
+    """right; imprecise (a decimal of fewer than three places, right to the places it has); or wrong. A decimal
+    of d places is right to them when it lies less than 10**-d from the value: rounded or truncated there."""
     if meaning[0] == "exact":
-        return meaning[1:] == (sign, square)
+        return "right" if meaning[1:] == (sign, square) else "wrong"
     _, value, places = meaning
     if (value > 0) - (value < 0) == sign and value * value == square:
-        return True
-    return places >= 3 and abs(float(value) - sign * math.sqrt(square)) <= 0.0005
+        return "right"
+    if abs(float(value) - sign * math.sqrt(square)) >= 10.0 ** -places:
+        return "wrong"
+    return "right" if places >= 3 else "imprecise"
 
 
 def reference_verdict(key: str, text: str, meaning) -> str:
@@ -78,12 +82,12 @@ def reference_verdict(key: str, text: str, meaning) -> str:
         return "malformed"
     answer = ANSWERS[key]
     if isinstance(answer, toy.Vector):
-        right = all(number_is_right(m, (v > 0) - (v < 0), v * v) for m, v in zip(meaning, answer.entries))
+        verdicts = {number_verdict(m, (v > 0) - (v < 0), v * v) for m, v in zip(meaning, answer.entries)}
     elif key.endswith(".norm"):
-        right = number_is_right(meaning, 1 if answer.squared else 0, answer.squared)
+        verdicts = {number_verdict(meaning, 1 if answer.squared else 0, answer.squared)}
     else:
-        right = number_is_right(meaning, (answer > 0) - (answer < 0), answer * answer)
-    return "right" if right else "wrong"
+        verdicts = {number_verdict(meaning, (answer > 0) - (answer < 0), answer * answer)}
+    return next(verdict for verdict in ("wrong", "imprecise", "right") if verdict in verdicts)
 
 
 def right_answers() -> list:
@@ -127,6 +131,13 @@ TYPED = [
     ("second_update.norm", "5.657", decimal("5.657")),
     ("second_update.norm", "5.66", decimal("5.66")),  # too few places, not exact
     ("second_update.norm", "5.659", decimal("5.659")),
+    ("second_update.norm", "5.656", decimal("5.656")),  # sqrt(32) = 5.65685...: truncated, not rounded
+    ("second_update.norm", "5.6568", decimal("5.6568")),
+    ("second_update.norm", "5.6", decimal("5.6")),  # right to one place
+    ("second_update.norm", "5.7", decimal("5.7")),  # rounded to one place: right as far as it goes
+    ("second_update.norm", "5.5", decimal("5.5")),
+    ("intermediate.norm", "4.12", decimal("4.12")),
+    ("intermediate.norm", "4.124", decimal("4.124")),  # sqrt(17) = 4.12310...
     ("second_update.norm", "32", exact(32)),  # the squared norm
     ("second_update.norm", "-sqrt(32)", root(-1, 32)),
     ("intermediate.norm", "sqrt(17)", root(1, 17)),
@@ -161,6 +172,12 @@ TYPED = [
     ("second_update.norm", "4\u00b7sqrt(2)", root(4, 2)),
     ("second_update.norm", "4\u00a0*\u2009sqrt(2)", root(4, 2)),
     ("parallel.final", "[2, 2, 1]", [exact(2), exact(2), exact(1)]),
+    # the column the page asks for, as Part 1 writes it
+    ("total_change", "[3;-2;0]", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "[3; \u22122; 0]", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "3;-2;0", [exact(3), exact(-2), exact(0)]),
+    ("total_change", "[3;-2;1]", [exact(3), exact(-2), exact(1)]),
+    ("total_change", "[3;-2;0.0]", [exact(3), exact(-2), decimal("0.0")]),
     # not numbers
     ("second_update.norm", "abc", None),
     ("second_update.norm", "sqrt(-2)", None),
@@ -168,6 +185,8 @@ TYPED = [
     ("second_update.norm", "2 + 3", None),
     ("first_update", "[1, 2]", None),
     ("first_update", "[1, 2, x]", None),
+    ("first_update", "[1; 2, 0]", None),  # mixes the column's ; and the row's ,
+    ("readout.baseline", "- 1", None),  # as the toy refuses a space inside a number
     ("readout.baseline", "", None),
 ]
 CASES = right_answers() + printed_answers() + TYPED
@@ -190,7 +209,7 @@ def lab(built_site, served, browser):
 
 
 def test_every_verdict_equals_the_toys(lab):
-    expected_kinds = {"right", "wrong", "malformed", "empty"}
+    expected_kinds = {"right", "imprecise", "wrong", "malformed", "empty"}
     seen = set()
     for key, text, meaning in CASES:
         verdict = judged(lab, key, text)

@@ -3,6 +3,11 @@
 - ``toy``: the two update rules, the trace of a column vector through both branches, the readouts and the
   report the page, the toy runner (``assets/labs/trace_residual_toy.py``) and ``residlab toy`` print (standard
   library only).
+- ``notation``: the one grammar of numbers and column vectors the runner, the toy explorer and the answer checker
+  accept (the forms the page prints, ``[3;-2;0]`` included; the Unicode minus read as ASCII's).
+- ``toy_skeleton``: Part 3's skeleton (the download ``my_toy.py``), the functions a learner writes, on plain lists.
+- ``code_check``: Part 3's checker (the download ``check_toy.py``, also run in the page under Pyodide): a learner's
+  functions on held-out inputs against ``toy``, each "passes" or its mistake named.
 - ``exact_vectors``: ``Vector``, exact rational entries with norms kept in exact form; the toy explorer and the
   answer checker (``assets/explorers/``) repeat this arithmetic in JavaScript.
 - ``capture_reading``: the sentences that interpret a capture, each chosen from its numbers and read against its

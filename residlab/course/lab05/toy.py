@@ -21,7 +21,7 @@ JSON conventions of the report (``python3 trace_residual_toy.py`` or ``residlab 
   square shows its root, e.g. "4", in both forms);
 - a 2 x 3 array is ``{"exact": [[E, E, E], [E, E, E]], "float": [[...], [...]], "shape": [2, 3]}``.
 
-Command line: ``--input 1,2,-1`` (comma-separated; "1/2" and "0.5" allowed), ``--second-position -2,0,3``
+Command line: ``--input 1,2,-1`` (or ``[1;2;-1]``: ``notation``; "1/2" and "0.5" allowed), ``--second-position -2,0,3``
 and ``--indent N`` (0 prints one line; otherwise each vector stays on one line). An entry, in lowest terms, has a
 numerator and denominator of at most 1e70 each (``INPUT_LIMIT``). Bad input exits with status 2 and one line on
 stderr naming the option, what was typed and which entry is wrong.
@@ -41,6 +41,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from residlab.course.lab05.exact_vectors import Norm, ToyInputError, Vector, exact_json, latex_number
+from residlab.course.lab05.notation import ascii_minus, is_number_text, vector_pieces
 
 STREAM_WIDTH = 3  # every toy vector is a 3 x 1 column
 DEFAULT_INPUT = (1, 2, -1)
@@ -357,7 +358,8 @@ def build_report(x: Vector, second_position: Vector, command: Sequence[str] | No
     row_traces = trace_positions(rows)
     return {
         "report": "Lab 05 toy residual trace (Parts 1-3)",
-        "python": {"version": platform.python_version(), "implementation": platform.python_implementation()},
+        "python": {"version": platform.python_version(), "implementation": platform.python_implementation(),
+                   "platform": sys.platform},  # "emscripten" when it runs in the page (Pyodide)
         "command": list(command) if command is not None else None,
         "conventions": (
             "exact values are ints or 'p/q' strings; float is the nearest float; a norm's exact form is "
@@ -406,7 +408,7 @@ def _parse_entry(piece: str, where: str) -> Fraction:
     if exponent and abs(int(exponent.group(1))) > EXPONENT_LIMIT:
         raise ToyInputError(too_large)
     try:
-        value = Fraction(piece)
+        value = Fraction(ascii_minus(piece) if is_number_text(piece) else "?")  # notation's grammar; "?" is refused
     except ZeroDivisionError:
         raise ToyInputError(f"{where} is {piece!r}, a fraction with a zero denominator") from None
     except ValueError:
@@ -424,14 +426,16 @@ def _parse_entry(piece: str, where: str) -> Fraction:
 
 
 def parse_vector_text(text: str, option: str = "") -> Vector:
-    """'1,2,-1' or '1/2, 0.5, -3' -> a 3 x 1 Vector; raise ToyInputError naming ``option`` (as the user typed it,
-    with ``text``) and the bad entry, counted from 1."""
+    """'1,2,-1', '[1;2;-1]' or '1/2, 0.5, -3' -> a 3 x 1 Vector; raise ToyInputError naming ``option`` (as the user
+    typed it, with ``text``) and the bad entry, counted from 1."""
     subject = f"{option} {shlex.quote(text)}" if option else repr(text)
-    pieces = text.split(",")
+    pieces = vector_pieces(text)
+    if pieces is None:
+        raise ToyInputError(f"{subject} mixes ',' and ';': separate the entries one way, as in 1,2,-1 or [1;2;-1]")
     if len(pieces) != STREAM_WIDTH:
         raise ToyInputError(
             f"{subject} has {len(pieces)} {'entry' if len(pieces) == 1 else 'entries'}; the toy stream needs "
-            f"{STREAM_WIDTH}, comma-separated, as in 1,2,-1"
+            f"{STREAM_WIDTH}, as in 1,2,-1 or [1;2;-1]"
         )
     return Vector(tuple(_parse_entry(piece.strip(), f"{subject}: entry {index}") for index, piece in enumerate(pieces, 1)))
 

@@ -22,21 +22,22 @@ ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requi
                 ".venv-runner": "assets/labs/residual-requirements.txt",
                 ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
 LIGHTHOUSE = "tests/site/lighthouse"
+PYODIDE = "assets/pyodide"  # Lab 05 Part 3's interpreter, served by the site (residlab/build/pyodide_files.py)
 
 
-def make_dry_run(folder: Path, *arguments: str) -> list[str]:
-    """`make -n test` in a copy of the files the Makefile reads, so no environment exists yet."""
+def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[str]:
+    """`make -n test` (or another target) in a copy of the files the Makefile reads, so no environment exists yet."""
     if shutil.which("make") is None:
         pytest.fail("make is not on PATH: the README's two commands need it")
     for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), f"{LIGHTHOUSE}/package.json",
-                 f"{LIGHTHOUSE}/package-lock.json"):
+                 f"{LIGHTHOUSE}/package-lock.json", f"{PYODIDE}/package.json", f"{PYODIDE}/package-lock.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, folder / name)
     # As on a fresh shell: when the suite itself runs under `make test TORCH_INDEX=` (as CI runs it), make passes
     # that override down through MAKEFLAGS (and the variable itself), which would answer for the Makefile here.
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "TORCH_INDEX")}
-    completed = subprocess.run(["make", "-n", "test", *arguments], cwd=folder, env=environment, capture_output=True,
+    completed = subprocess.run(["make", "-n", target, *arguments], cwd=folder, env=environment, capture_output=True,
                                text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     return completed.stdout.splitlines()
@@ -75,8 +76,9 @@ def test_lighthouse_is_installed_from_its_lock_before_the_site_suite(tmp_path):
 
     lines = make_dry_run(tmp_path)
     install = [line for line in lines if line.startswith("npm ")]
-    assert install == [f"npm ci --prefix {LIGHTHOUSE} --no-audit --no-fund --loglevel=error"]
-    assert lines.index(install[0]) < next(i for i, line in enumerate(lines) if " -m pytest tests/site" in line)
+    assert sorted(install) == sorted(f"npm ci --prefix {folder} --no-audit --no-fund --loglevel=error"
+                                     for folder in (LIGHTHOUSE, PYODIDE))
+    assert max(map(lines.index, install)) < next(i for i, line in enumerate(lines) if " -m pytest tests/site" in line)
     package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
     lock = json.loads((ROOT / LIGHTHOUSE / "package-lock.json").read_text(encoding="utf-8"))
     assert package["dependencies"] == {"lighthouse": "12.2.3"}  # exact: npm i -E
@@ -117,3 +119,21 @@ def test_no_folder_holding_tests_is_one_pytest_does_not_enter(pytestconfig):
     for folder in {module.parent for module in (ROOT / "tests").rglob("test_*.py")}:
         for part in folder.relative_to(ROOT).parts:
             assert not any(fnmatch.fnmatch(part, pattern) for pattern in skipped), f"pytest skips {folder}"
+
+
+def test_pyodide_is_installed_from_its_lock_before_any_render(tmp_path):
+    # The site serves Pyodide from the npm install (a post-render step copies it): `make render` and `make page`,
+    # the README's way to build, install it first, pinned exactly.
+    import json
+
+    install = f"npm ci --prefix {PYODIDE} --no-audit --no-fund --loglevel=error"
+    for target, arguments in (("render", ()), ("page", ("PAGE=labs/05-trace-residual-stream.qmd",))):
+        lines = make_dry_run(tmp_path, *arguments, target=target)
+        assert install in lines, target
+        render = next(i for i, line in enumerate(lines) if "residlab site render" in line)
+        assert lines.index(install) < render, target
+    package = json.loads((ROOT / PYODIDE / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / PYODIDE / "package-lock.json").read_text(encoding="utf-8"))
+    version = package["dependencies"]["pyodide"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version)  # exact, as npm i -E writes it
+    assert lock["packages"]["node_modules/pyodide"]["version"] == version

@@ -224,8 +224,8 @@ def test_data_sections_come_after_all_code_and_just_before_the_main_block(tmp_pa
     ({"a.py": "from residlab.b import B; WIDTH = 3\n", "b.py": "B = 1\n"}, ("b.py", "a.py"),
      r"a.py, line 5: a residlab import must have its lines to itself"),
     ({"a.py": "from residlab.b import C\n", "b.py": "B = 1\n"}, ("b.py", "a.py"), r"a.py imports C from b.py, which does not"),
-    ({"a.py": "from residlab.b import B\n", "b.py": 'B = 1\n\nif __name__ == "__main__":\n    print(B)\n'}, ("b.py", "a.py"),
-     r"b.py has an `if __name__ == \"__main__\":` block"),
+    ({"a.py": "from residlab.b import B\n", "b.py": 'B = 1\n\nif __name__ == "__main__":\n    print(B)\n\nC = 2\n'},
+     ("b.py", "a.py"), r"b.py: its `if __name__ == \"__main__\":` block must end the module"),
     ({"a.py": "from residlab.b import B\nWIDTH = 16\n", "b.py": "B = 1\nWIDTH = 32\n"}, ("b.py", "a.py"),
      r"a.py redefines WIDTH, which b.py defines"),
     ({"a.py": "from residlab.b import B\n", "b.py": "B = 1\n", "c.py": "C = 1\n"}, ("c.py", "b.py", "a.py"),
@@ -354,3 +354,12 @@ def test_cli_lists_every_subcommand_without_importing_torch():
     for command in ("toy", "lesson", "paper", "pythia", "site", "sync", "pins"):
         assert command in completed.stdout
     assert completed.stdout.strip().endswith("False")
+
+
+def test_another_runners_entry_is_bundled_without_its_main_block(tmp_path):
+    # b.py is a runner's entry of its own; bundled into a.py's runner, its __main__ block is left out.
+    package = fake_tree(tmp_path, {"b.py": 'B = 1\n\nif __name__ == "__main__":\n    print("b runs")\n',
+                                   "a.py": "from residlab.b import B\n\n\ndef main():\n    pass\n" + MAIN})
+    text = runners.build_runner(fake_runner(("b.py", "a.py")), package)
+    assert text.count('if __name__ == "__main__":') == 1 and "b runs" not in text
+    assert markers(text) == ["residlab/b.py", "residlab/a.py"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from residlab.course.lab05 import exact_vectors, toy
+from residlab.course.lab05 import exact_vectors, notation, toy
 from residlab.course.lab05.toy import Norm, ToyInputError, Vector
 
 DOCUMENT_INPUT = Vector.of(1, 2, -1)
@@ -308,11 +308,11 @@ def test_main_indented_output_keeps_vectors_on_one_line(capsys):
 
 @pytest.mark.parametrize(
     "argv, line",
-    [(["--input", "1,2"], "--input 1,2 has 2 entries; the toy stream needs 3, comma-separated, as in 1,2,-1"),
+    [(["--input", "1,2"], "--input 1,2 has 2 entries; the toy stream needs 3, as in 1,2,-1 or [1;2;-1]"),
      (["--second-position", "a,b,c"], "--second-position a,b,c: entry 1 is 'a', which is not a number: enter an "
                                       "integer, a decimal such as 0.5 or a fraction such as 1/3"),
      (["--input", "nan,1,2"], "--input nan,1,2: entry 1 is 'nan'; entries must be finite numbers (no NaN or infinity)"),
-     (["--input", "1, 2"], "--input '1, 2' has 2 entries; the toy stream needs 3, comma-separated, as in 1,2,-1")],
+     (["--input", "1, 2"], "--input '1, 2' has 2 entries; the toy stream needs 3, as in 1,2,-1 or [1;2;-1]")],
 )
 def test_main_bad_vector_exits_2_with_one_line_naming_the_option_and_entry(capsys, argv, line):
     assert toy.main(argv) == 2
@@ -328,15 +328,17 @@ def test_main_bad_indent_is_refused_by_argparse(capsys):
 
 
 def test_toy_imports_only_the_standard_library():
-    # The toy and its exact arithmetic; between them only the toy's import of the other (which its runner drops).
+    # The toy, its exact arithmetic and its notation; between them only the toy's imports of the others (which its
+    # runner drops).
     imported = set()
-    for module in (toy, exact_vectors):
+    for module in (toy, exact_vectors, notation):
         for node in ast.walk(ast.parse(Path(module.__file__).read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 imported |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom):
                 imported.add(node.module or "")
-    assert {name for name in imported if name.split(".")[0] == "residlab"} == {"residlab.course.lab05.exact_vectors"}
+    assert {name for name in imported if name.split(".")[0] == "residlab"} == {"residlab.course.lab05.exact_vectors",
+                                                                                   "residlab.course.lab05.notation"}
     assert {name.split(".")[0] for name in imported} - set(sys.stdlib_module_names) == {"residlab"}
 
 

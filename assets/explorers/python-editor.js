@@ -1,0 +1,181 @@
+// Lab 05 Part 3: write the toy in the page, run it, check it, download it. And "Run it here": the toy runner's
+// download run in the page. Python is Pyodide in a Web Worker (python-worker.js), started on the first Run, Check
+// or "Run it here", never before: the page loads this small script only. A run that passes the page's time limit
+// (the editor's data-limit, in seconds) is ended (the worker is terminated) and the next run starts a fresh interpreter. Nothing leaves the browser: the
+// code is kept in this browser's local storage, and the checker and runner are the site's own downloads.
+(function () {
+  "use strict";
+
+  let runLimit = 10; // a program's seconds, counted from when the interpreter is ready (the page sets it)
+  const START_LIMIT_S = 120; // the interpreter's download and start (about 13 MB unpacked, once per visit)
+  const STORE = "residlab.lab05.my_toy.py";
+  const INDENT = "    ";
+  const SCRIPT = document.currentScript ? document.currentScript.src : location.href; // the worker lies beside it
+  let worker = null, pending = null, nextId = 0;
+
+  function element(tag, attributes = {}, children = []) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+    node.append(...[].concat(children));
+    return node;
+  }
+
+  // One request at a time: {files, fetch, argv} -> {output, exitCode, python}, or {stopped} past a limit.
+  function run(request, show) {
+    if (pending) return Promise.resolve(null);
+    const fresh = !worker;
+    if (fresh) worker = new Worker(new URL("python-worker.js", SCRIPT), { type: "module" });
+    const id = ++nextId;
+    return new Promise((resolve) => {
+      const stop = (seconds, what) => setTimeout(() => {
+        worker.terminate();
+        worker = null;
+        pending = null;
+        resolve({ stopped: `Stopped: ${what} did not finish within ${seconds} s, so the interpreter was ended; ` +
+          "the next run starts a fresh one." });
+      }, seconds * 1000);
+      let timer = stop(START_LIMIT_S, "the interpreter's start");
+      pending = id;
+      show(fresh ? "Starting Python in this page (the first time, it downloads from this site)…" : "Running…");
+      worker.onmessage = ({ data }) => {
+        if (data.id !== id) return;
+        clearTimeout(timer);
+        if (data.type === "started") { timer = stop(runLimit, "the program"); show("Running…"); return; }
+        pending = null;
+        resolve(data);
+      };
+      worker.postMessage({ id, ...request });
+    });
+  }
+
+  const absolute = (url) => new URL(url, document.baseURI).href; // the worker resolves against its own address
+
+  function outputBox(id, label) {
+    return element("pre", { class: "rl-python-output", id, tabindex: "0", role: "status", "aria-live": "polite",
+      "aria-label": label });
+  }
+
+  function finished(result, box, prefix) {
+    if (!result) return;
+    box.textContent = result.stopped ? result.stopped :
+      prefix(result) + (result.output || "(nothing printed)") + (result.exitCode ? `\n[exit status ${result.exitCode}]` : "");
+  }
+
+  function buildEditor(root) {
+    const [skeleton, checker] = [root.dataset.skeleton, root.dataset.checker].map(absolute);
+    const help = element("p", { id: "toy-editor-help", class: "rl-python-help" },
+      "Tab indents and Shift+Tab removes an indent; press Esc, then Tab, to move on. Your code is kept in this browser.");
+    const code = element("textarea", { id: "toy-editor-code", class: "rl-python-code", rows: "22", spellcheck: "false",
+      autocapitalize: "off", autocomplete: "off", wrap: "off", "aria-describedby": "toy-editor-help" });
+    const buttons = ["Run", "Check", "Download as .py", "Reset to skeleton"].map((text) =>
+      element("button", { type: "button", class: "btn btn-sm " + (text.length < 6 ? "btn-primary" : "btn-outline-secondary") }, text));
+    const [runButton, checkButton, downloadButton, resetButton] = buttons;
+    const box = outputBox("toy-editor-output", "What your code printed");
+    root.replaceChildren(element("label", { for: code.id, class: "rl-heading" }, "Your toy (my_toy.py)"), help, code,
+      element("div", { class: "rl-checker-actions" }, buttons), box);
+
+    let loaded = false;
+    const save = () => { try { localStorage.setItem(STORE, code.value); } catch (error) { /* storage off: code stays in the page */ } };
+    const loadSkeleton = () => fetch(skeleton).then((response) => response.text());
+    function fill() {
+      if (loaded) return;
+      loaded = true;
+      let kept = null;
+      try { kept = localStorage.getItem(STORE); } catch (error) { /* storage off */ }
+      if (kept !== null) { code.value = kept; return; }
+      code.placeholder = "Loading the skeleton…";
+      loadSkeleton().then((text) => { if (!code.value) code.value = text; code.placeholder = ""; });
+    }
+    // The skeleton is fetched when the editor comes near the screen (or is used), not with the page.
+    new IntersectionObserver((entries, observer) => {
+      if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); fill(); }
+    }, { rootMargin: "400px" }).observe(root);
+    code.addEventListener("focus", fill);
+
+    let tabFree = false; // after Esc, Tab leaves the editor, as it does everywhere else
+    code.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") { tabFree = true; return; }
+      if (event.key === "Enter" && !event.shiftKey) {
+        const start = code.selectionStart, line = code.value.slice(code.value.lastIndexOf("\n", start - 1) + 1, start);
+        const indent = line.match(/^\s*/)[0] + (/:\s*$/.test(line) ? INDENT : "");
+        event.preventDefault();
+        code.setRangeText("\n" + indent, start, code.selectionEnd, "end");
+      } else if (event.key === "Tab" && !tabFree && !event.altKey && !event.ctrlKey && !event.metaKey) {
+        event.preventDefault();
+        const { value, selectionStart: start, selectionEnd: end } = code;
+        if (!event.shiftKey && !value.slice(start, end).includes("\n")) {
+          code.setRangeText(INDENT, start, end, "end");
+        } else { // every line the selection touches (or the cursor's line), indented or dedented by one step
+          const lineStart = value.lastIndexOf("\n", start - 1) + 1;
+          const lines = value.slice(lineStart, end).split("\n");
+          const changed = lines.map((line) => (event.shiftKey ? line.replace(/^ {1,4}/, "") : INDENT + line)).join("\n");
+          code.setRangeText(changed, lineStart, end, start === end ? "end" : "select");
+        }
+      } else {
+        return;
+      }
+      save();
+    });
+    code.addEventListener("blur", () => { tabFree = false; });
+    code.addEventListener("input", save);
+
+    const interpreter = (result) => result.python ? `# ${result.python.cpython}, Pyodide ${result.python.pyodide}, in this page\n` : "";
+    runButton.addEventListener("click", async () => {
+      fill();
+      finished(await run({ files: { "my_toy.py": code.value }, argv: ["my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
+    });
+    checkButton.addEventListener("click", async () => {
+      fill();
+      finished(await run({ files: { "my_toy.py": code.value }, fetch: { "check_toy.py": checker },
+        argv: ["check_toy.py", "my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
+    });
+    downloadButton.addEventListener("click", () => {
+      const link = element("a", { href: URL.createObjectURL(new Blob([code.value], { type: "text/x-python" })), download: "my_toy.py" });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+    });
+    let armed = null;
+    resetButton.addEventListener("click", async () => {
+      if (!armed) { // a second press within 5 s replaces the code: nothing is lost to one stray click
+        resetButton.textContent = "Press again to replace your code";
+        armed = setTimeout(() => { armed = null; resetButton.textContent = "Reset to skeleton"; }, 5000);
+        return;
+      }
+      clearTimeout(armed);
+      armed = null;
+      resetButton.textContent = "Reset to skeleton";
+      loaded = true;
+      code.value = await loadSkeleton();
+      save();
+      box.textContent = "The skeleton is back.";
+    });
+  }
+
+  function buildRunner(root) {
+    const { name } = root.dataset, script = absolute(root.dataset.script);
+    const argumentsInput = element("input", { type: "text", id: "toy-runner-arguments", value: root.dataset.arguments,
+      class: "rl-python-arguments", spellcheck: "false", autocomplete: "off" });
+    const button = element("button", { type: "button", class: "btn btn-sm btn-primary" }, "Run it here");
+    const box = outputBox("toy-runner-output", "The runner's report");
+    root.replaceChildren(element("label", { for: argumentsInput.id }, `python3 ${name}`), " ", argumentsInput, " ", button, box);
+    button.addEventListener("click", async () => {
+      const argv = [name, ...argumentsInput.value.trim().split(/\s+/).filter(Boolean)];
+      finished(await run({ fetch: { [name]: script }, argv }, (text) => { box.textContent = text; }), box,
+        (result) => result.python ? `# Ran in this page: ${result.python.cpython} compiled to WebAssembly (Pyodide ` +
+          `${result.python.pyodide}), not your computer's python3\n` : "");
+    });
+  }
+
+  function start() {
+    const limit = Number(document.querySelector(".residlab-python[data-limit]")?.dataset.limit);
+    if (limit > 0) runLimit = limit;
+    document.querySelectorAll(".residlab-python[data-skeleton]").forEach(buildEditor);
+    document.querySelectorAll(".residlab-python[data-script]").forEach(buildRunner);
+    // For the site's tests: whether the interpreter was ever started.
+    window.residlabPython = Object.freeze({ started: () => nextId > 0, limitSeconds: () => runLimit });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,352 @@
+"""Lab 05 Part 3's checker: a learner's toy, function by function, against the exact toy on held-out inputs.
+
+    python3 check_toy.py my_toy.py
+
+The learner's file defines the functions of the skeleton (``residlab/course/lab05/toy_skeleton.py``, the
+download ``my_toy.py``), each taking and returning plain lists of three numbers. Each function is called on inputs
+the page never shows, made the same way every run (``held_out_inputs``), and its answers are compared with
+``residlab.course.lab05.toy``'s exact ones (within 1e-9, relative, so floats pass). One line per function says
+``passes`` or names the mistake: a length mismatch truncated instead of refused; the baseline mutated (a list it
+was given changed, or the baseline trace changed by an intervention); the first branch suppressed by subtracting
+its old update instead of recomputing the second branch; the parallel arrangement reading the intermediate state;
+a norm of the wrong vector; an update returned instead of the new state. Anything else is a wrong value, shown
+with its input and the value expected.
+
+The same file runs in Lab 05's page (under Pyodide, in the browser) and as the download. Exit status: 0 every
+function passes, 1 one does not, 2 the file could not be read or imported (one line says why).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import math
+import random
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+from residlab.course.lab05.exact_vectors import Vector, exact_text
+from residlab.course.lab05.toy import first_update, parallel_trace, second_update, sequential_trace
+
+CHECKED_FUNCTIONS = (
+    ("add", "a, b"), ("first_update", "x"), ("second_update", "y"), ("first_block", "x"), ("second_block", "y"),
+    ("norm", "v"), ("readout", "z"), ("trace", "x"), ("total_change_norm", "x"), ("suppress_first", "x"),
+    ("suppress_second", "x"), ("parallel", "x"),
+)
+TRACE_KEYS = ("input", "first_update", "intermediate", "second_update", "final")
+HELD_OUT_SEED = 5  # Lab 05: the cases are the same every run, and none is an input the page shows
+HELD_OUT_COUNT = 8
+RELATIVE_TOLERANCE = 1e-9
+
+TRUNCATED = "a length mismatch truncated instead of refused"
+MUTATED = "the baseline mutated"
+SUBTRACTED = ("the first branch suppressed by subtracting its old update instead of recomputing the second "
+              "branch")
+READS_INTERMEDIATE = "the parallel arrangement reading the intermediate state"
+WRONG_NORM = "a norm of the wrong vector"
+UPDATE_NOT_STATE = "an update returned instead of the new state"
+
+
+class Mistake(Exception):
+    """One function's first failed case: ``name`` (one of the named mistakes, or None) and what happened."""
+
+    def __init__(self, name: str | None, detail: str) -> None:
+        super().__init__(detail)
+        self.name, self.detail = name, detail
+
+    def line(self) -> str:
+        return f"{self.name}: {self.detail}" if self.name else self.detail
+
+
+def held_out_inputs(count: int = HELD_OUT_COUNT) -> list[list]:
+    """Inputs made from a fixed seed: integers and halves/quarters (exact as floats), negative and zero entries;
+    never the page's x = [1, 2, -1] or second position [-2, 0, 3]."""
+    generator = random.Random(HELD_OUT_SEED)
+    shown = ([1, 2, -1], [-2, 0, 3])
+    inputs = []
+    while len(inputs) < count:
+        entry = [generator.choice([generator.randint(-9, 9), generator.randint(-36, 36) / 4]) for _ in range(3)]
+        entry = [int(value) if float(value).is_integer() else value for value in entry]
+        if entry not in shown and entry not in inputs:
+            inputs.append(entry)
+    return inputs
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_text(item) for item in value) + "]"
+    if isinstance(value, Fraction):
+        return exact_text(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return repr(value)
+
+
+def _close(got, expected: Fraction | float) -> bool:
+    if isinstance(got, bool) or not isinstance(got, (int, float, Fraction)):
+        return False
+    return math.isfinite(float(got)) and abs(float(got) - float(expected)) <= RELATIVE_TOLERANCE * max(1.0, abs(float(expected)))
+
+
+def _as_vector(got, what: str) -> list:
+    """The learner's answer as a list of three numbers, or a Mistake saying what came back instead."""
+    if not isinstance(got, (list, tuple)) or len(got) != 3 or any(
+            isinstance(item, bool) or not isinstance(item, (int, float, Fraction)) for item in got):
+        raise Mistake(None, f"{what} returned {_text(got) if isinstance(got, (list, tuple)) else repr(got)}, not a "
+                            "list of three numbers")
+    return list(got)
+
+
+def _same(got: list, expected: Vector) -> bool:
+    return all(_close(value, exact) for value, exact in zip(got, expected.entries))
+
+
+def _call(function, name: str, *arguments):
+    """Call the learner's function, turning an exception into a Mistake and catching a changed argument."""
+    before = copy.deepcopy(arguments)
+    call = f"{name}({', '.join(_text(argument) for argument in arguments)})"
+    try:
+        result = function(*arguments)
+    except NotImplementedError:
+        raise Mistake(None, "not written yet (it raises NotImplementedError)") from None
+    except Exception as error:  # the learner's code: any exception is a finding, reported in one line
+        raise Mistake(None, f"{call} raised {type(error).__name__}: {error}") from None
+    for old, new in zip(before, arguments):
+        if old != new:
+            raise Mistake(MUTATED, f"{call} changed its argument {_text(old)} into {_text(new)}; return a new list "
+                                   "and leave the one it was given unchanged")
+    return result
+
+
+def _expect_vector(got, expected: Vector, call: str, known: dict[str, Vector]) -> None:
+    """Compare with the exact answer; when wrong, name the mistake if the answer is one of ``known``."""
+    if _same(got, expected):
+        return
+    for label, (name, vector) in known.items():
+        if _same(got, vector) and not _same(got, expected):
+            raise Mistake(name, f"{call} returned {_text(got)}, which is {label}; expected {expected}")
+    raise Mistake(None, f"{call} returned {_text(got)}; expected {expected}")
+
+
+# ---- one check per function: each raises Mistake at the first case that fails ------------------------------------
+
+
+def check_add(toy) -> None:
+    for a, b in [([1, 2, 3], [4, 5]), ([1, 2], [4, 5, 6]), ([0.5, -1, 2, 7], [1, 1, 1])]:
+        try:
+            got = toy.add(list(a), list(b))
+        except ValueError:
+            continue
+        except NotImplementedError:
+            raise Mistake(None, "not written yet (it raises NotImplementedError)") from None
+        except Exception as error:
+            raise Mistake(None, f"add({_text(a)}, {_text(b)}) raised {type(error).__name__}: {error}; refuse "
+                                "mismatched lengths with ValueError") from None
+        shorter = min(len(a), len(b))
+        if isinstance(got, (list, tuple)) and len(got) == shorter:
+            raise Mistake(TRUNCATED, f"add({_text(a)}, {_text(b)}) returned {_text(got)}; raise ValueError "
+                                     "naming the two lengths")
+        raise Mistake(None, f"add({_text(a)}, {_text(b)}) returned {_text(got)}; vectors of different lengths "
+                            "must be refused with ValueError")
+    for bad in (math.nan, math.inf):
+        try:
+            got = toy.add([1, bad, 0], [0, 0, 0])
+        except ValueError:
+            continue
+        except Exception as error:
+            raise Mistake(None, f"add([1, {bad}, 0], [0, 0, 0]) raised {type(error).__name__}: {error}; refuse a "
+                                "non-finite entry with ValueError") from None
+        raise Mistake(None, f"add([1, {bad}, 0], [0, 0, 0]) returned {_text(got)}; an entry that is not a finite "
+                            "number must be refused with ValueError")
+    inputs = held_out_inputs()
+    for a, b in zip(inputs, inputs[1:]):
+        got = _as_vector(_call(toy.add, "add", a, b), f"add({_text(a)}, {_text(b)})")
+        _expect_vector(got, Vector(a) + Vector(b), f"add({_text(a)}, {_text(b)})", {})
+
+
+def _check_rule(toy, name: str, reference, state) -> None:
+    for values in held_out_inputs():
+        call = f"{name}({_text(values)})"
+        got = _as_vector(_call(getattr(toy, name), name, values), call)
+        vector = Vector(values)
+        _expect_vector(got, reference(vector), call, {"the new state, not the update": (None, state(vector))})
+
+
+def check_first_update(toy) -> None:
+    _check_rule(toy, "first_update", first_update, lambda x: x + first_update(x))
+
+
+def check_second_update(toy) -> None:
+    _check_rule(toy, "second_update", second_update, lambda y: y + second_update(y))
+
+
+def _check_block(toy, name: str, update) -> None:
+    for values in held_out_inputs():
+        call = f"{name}({_text(values)})"
+        got = _as_vector(_call(getattr(toy, name), name, values), call)
+        vector = Vector(values)
+        _expect_vector(got, vector + update(vector), call, {"the update alone": (UPDATE_NOT_STATE, update(vector))})
+
+
+def check_first_block(toy) -> None:
+    _check_block(toy, "first_block", first_update)
+
+
+def check_second_block(toy) -> None:
+    _check_block(toy, "second_block", second_update)
+
+
+def check_norm(toy) -> None:
+    for values in held_out_inputs():
+        got = _call(toy.norm, "norm", values)
+        exact = Vector(values).norm()
+        if _close(got, exact.value):
+            continue
+        if _close(got, exact.squared):
+            raise Mistake(None, f"norm({_text(values)}) returned {_text(got)}, the squared norm; take its square root")
+        raise Mistake(None, f"norm({_text(values)}) returned {_text(got)}; expected {exact.exact} = {exact.value!r}")
+
+
+def check_readout(toy) -> None:
+    for values in held_out_inputs():
+        got = _call(toy.readout, "readout", values)
+        if not _close(got, Fraction(values[2])):
+            raise Mistake(None, f"readout({_text(values)}) returned {_text(got)}; expected {_text(values[2])}, the "
+                                "third coordinate")
+
+
+def _learner_trace(toy, values: list) -> dict:
+    got = _call(toy.trace, "trace", values)
+    if not isinstance(got, dict) or set(got) != set(TRACE_KEYS):
+        keys = sorted(got) if isinstance(got, dict) else type(got).__name__
+        raise Mistake(None, f"trace({_text(values)}) returned {keys}; return a dict with the keys "
+                            f"{', '.join(TRACE_KEYS)}")
+    return {key: _as_vector(got[key], f"trace({_text(values)})[{key!r}]") for key in TRACE_KEYS}
+
+
+def check_trace(toy) -> None:
+    for values in held_out_inputs():
+        got = _learner_trace(toy, values)
+        exact = sequential_trace(Vector(values))
+        updates = {"intermediate": exact.first_update, "final": exact.second_update}
+        for key in TRACE_KEYS:
+            known = {"the update alone": (UPDATE_NOT_STATE, updates[key])} if key in updates else {}
+            _expect_vector(got[key], getattr(exact, key), f"trace({_text(values)})[{key!r}]", known)
+
+
+def check_total_change_norm(toy) -> None:
+    for values in held_out_inputs():
+        got = _call(toy.total_change_norm, "total_change_norm", values)
+        exact = sequential_trace(Vector(values))
+        if _close(got, (exact.final - exact.input).norm().value):
+            continue
+        others = {"z": exact.final, "y": exact.intermediate, "x": exact.input, "F(x)": exact.first_update,
+                  "G(y)": exact.second_update, "z - y": exact.final - exact.intermediate, "x - z": exact.input - exact.final}
+        named = [label for label, vector in others.items() if _close(got, vector.norm().value)]
+        if not named and _close(got, exact.first_update.norm().value + exact.second_update.norm().value):
+            named = ["none: it is |F(x)| + |G(y)|, the sum of the update norms"]
+        call = f"total_change_norm({_text(values)}) returned {_text(got)}"
+        expected = (exact.final - exact.input).norm()
+        if named:
+            raise Mistake(WRONG_NORM, f"{call}, the norm of {named[0]}; expected |z - x| = {expected.exact}")
+        raise Mistake(None, f"{call}; expected |z - x| = {expected.exact} = {expected.value!r}")
+
+
+def _check_intervention(toy, name: str, expected, known) -> None:
+    """Run the intervention after the baseline on the same list x: x and the stored baseline must not change."""
+    for values in held_out_inputs():
+        x = list(values)
+        baseline = _learner_trace(toy, x)
+        stored = copy.deepcopy(baseline)
+        call = f"{name}({_text(values)})"
+        got = _call(getattr(toy, name), name, x)
+        if baseline != stored:
+            changed = [key for key in TRACE_KEYS if baseline[key] != stored[key]]
+            raise Mistake(MUTATED, f"{call} changed the stored baseline trace ({', '.join(changed)}); an intervention "
+                                   "starts from its own copy")
+        exact = sequential_trace(Vector(values))
+        _expect_vector(_as_vector(got, call), expected(exact), call, known(exact))
+
+
+def check_suppress_first(toy) -> None:
+    _check_intervention(
+        toy, "suppress_first", lambda t: sequential_trace(t.input, suppress_first=True).final,
+        lambda t: {"old z - old F(x)": (SUBTRACTED, t.final - t.first_update),
+                   "G(x) alone": (UPDATE_NOT_STATE, second_update(t.input))})
+
+
+def check_suppress_second(toy) -> None:
+    _check_intervention(
+        toy, "suppress_second", lambda t: t.intermediate,
+        lambda t: {"F(x) alone": (UPDATE_NOT_STATE, t.first_update)})
+
+
+def check_parallel(toy) -> None:
+    _check_intervention(
+        toy, "parallel", lambda t: parallel_trace(t.input).final,
+        lambda t: {"x + F(x) + G(y), with G reading y": (READS_INTERMEDIATE, t.final),
+                   "F(x) + G(x), the updates without x": (UPDATE_NOT_STATE, t.first_update + second_update(t.input))})
+
+
+CHECKS = {name: globals()[f"check_{name}"] for name, _ in CHECKED_FUNCTIONS}
+
+
+def check_module(toy) -> dict[str, Mistake | None]:
+    """Every function's verdict: None when it passes, else its first Mistake."""
+    verdicts = {}
+    for name, arguments in CHECKED_FUNCTIONS:
+        if not callable(getattr(toy, name, None)):
+            verdicts[name] = Mistake(None, f"missing: define {name}({arguments})")
+            continue
+        try:
+            CHECKS[name](toy)
+            verdicts[name] = None
+        except Mistake as mistake:
+            verdicts[name] = mistake
+        except RecursionError:
+            verdicts[name] = Mistake(None, "recursed without end")
+    return verdicts
+
+
+class LearnerFileError(Exception):
+    """The learner's file is missing, unreadable or fails on import; the message is one line."""
+
+
+def load_learner_module(path: Path):
+    if not path.is_file():
+        raise LearnerFileError(f"{path} is not a file: save your toy (for example my_toy.py) and name it here")
+    spec = importlib.util.spec_from_file_location("learner_toy", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise LearnerFileError(f"{path}, line {error.lineno}: {error.msg}") from None
+    except Exception as error:  # the learner's top-level code: report it in one line
+        raise LearnerFileError(f"{path} raised {type(error).__name__} while it was imported: {error}") from None
+    return module
+
+
+def check_main(argv: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
+    program = Path(sys.argv[0]).name or "check_toy.py"
+    if len(arguments) != 1 or arguments[0].startswith("-"):
+        print(f"usage: {program} my_toy.py  (checks the functions of Lab 05 Part 3's skeleton)", file=sys.stderr)
+        return 2
+    try:
+        toy = load_learner_module(Path(arguments[0]))
+    except LearnerFileError as error:
+        print(f"{program}: error: {error}", file=sys.stderr)
+        return 2
+    print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
+    verdicts = check_module(toy)
+    width = max(len(name) for name in verdicts)
+    for name, mistake in verdicts.items():
+        print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")
+    passed = sum(mistake is None for mistake in verdicts.values())
+    print(f"{passed} of {len(verdicts)} functions pass.")
+    return 0 if passed == len(verdicts) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(check_main())

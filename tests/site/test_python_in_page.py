@@ -1,0 +1,268 @@
+"""Lab 05 Part 3's Python in the page, in headless Chromium with every host but the site's own unreachable: the
+editor passes a correct solution and names each planted mistake (the same plants tests/unit/course/
+test_code_check.py runs through the checker in Python), a runaway loop is ended within the time limit while the
+page stays responsive, the code survives a reload and downloads as a file that runs with python3, and "Run it
+here" runs the toy runner's download and shows its report. The interpreter (Pyodide, served by the site from
+assets/pyodide/) is not requested before the first Run, and nothing is requested from anywhere else."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import toy_solutions
+
+from residlab.build import pyodide_files
+from residlab.course.lab05 import code_check, toy
+
+pytestmark = pytest.mark.slow
+LAB = "labs/05-trace-residual-stream.html"
+START_SECONDS = 150  # the interpreter's first start: 13 MB from loopback, then WebAssembly compiled on a busy CPU
+RUN_SECONDS = 60
+
+
+class _RecordingHandler(http.server.SimpleHTTPRequestHandler):
+    requested: list[str]
+
+    def log_message(self, format, *args):
+        pass
+
+    def do_GET(self):
+        self.requested.append(urlsplit(self.path).path)
+        super().do_GET()
+
+
+@pytest.fixture(scope="module")
+def site(built_site):
+    """The built site on 127.0.0.1, every path asked of it recorded in order."""
+    requested: list[str] = []
+    handler = type("Handler", (_RecordingHandler,), {"requested": requested})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(built_site.site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", requested
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def offline_browser(tmp_path_factory):
+    """Chromium that can reach 127.0.0.1 and nothing else: every other host name resolves to nothing."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = os.environ.get("RESIDLAB_CHROMIUM", "/usr/bin/chromium")
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-default-apps", "--disable-dev-shm-usage", "--window-size=1280,900",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    chromedriver = os.environ.get("RESIDLAB_CHROMEDRIVER", "/usr/bin/chromedriver")
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=chromedriver))
+    driver.set_page_load_timeout(60)
+    downloads = tmp_path_factory.mktemp("downloads")
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
+    driver.downloads = downloads
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def requested_urls(browser) -> list[str]:
+    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
+    return [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
+
+
+def wait_until(condition, seconds: float, message: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.2)
+    pytest.fail(f"{message} (waited {seconds:.0f} s)", pytrace=False)
+
+
+def output(browser, box: str = "toy-editor-output") -> str:
+    return browser.execute_script("return document.getElementById(arguments[0]).textContent", box)
+
+
+def settled(browser, box: str = "toy-editor-output") -> str:
+    """The output box once a run has finished (it no longer says it is starting or running)."""
+    text = output(browser, box)
+    return text if text and not text.startswith(("Starting Python", "Running")) else ""
+
+
+def press(browser, label: str, seconds: float = RUN_SECONDS, box: str = "toy-editor-output") -> str:
+    browser.execute_script(
+        "const box = document.getElementById(arguments[1]); box.textContent = '';"
+        "[...document.querySelectorAll('.residlab-python button')].find(b => b.textContent === arguments[0]).click()",
+        label, box)
+    return wait_until(lambda: settled(browser, box), seconds, f"{label} never finished")
+
+
+def set_code(browser, source: str) -> None:
+    browser.execute_script("const code = document.getElementById('toy-editor-code'); code.value = arguments[0];"
+                           "code.dispatchEvent(new Event('input'))", source)
+
+
+@pytest.fixture(scope="module")
+def lab(site, offline_browser):
+    base, requested = site
+    browser = offline_browser
+    browser.get_log("performance")
+    browser.get(f"{base}/{LAB}")
+    wait_until(lambda: browser.execute_script("return document.readyState === 'complete' && !!window.residlabPython"),
+               30, "the page never loaded its editor")
+    time.sleep(1)  # anything the page starts after its load event (search) is requested by now
+    loaded = list(requested)
+    browser.execute_script("localStorage.clear()")
+    browser.execute_script("document.getElementById('toy-editor').scrollIntoView()")
+    wait_until(lambda: browser.execute_script("return document.getElementById('toy-editor-code').value"), 30,
+               "the skeleton never reached the editor")
+    before_run = list(requested)
+    started = time.monotonic()
+    first = press(browser, "Run", START_SECONDS)
+    return {"browser": browser, "base": base, "requested": requested, "loaded": loaded, "before_run": before_run,
+            "first": first, "first_seconds": time.monotonic() - started}
+
+
+def test_the_interpreter_is_requested_only_by_the_first_run_and_only_from_the_site(lab):
+    pyodide = [path for path in lab["before_run"] if "/assets/pyodide/" in path or path.endswith("python-worker.js")]
+    assert pyodide == []
+    assert "/assets/explorers/python-editor.js" in lab["loaded"] and "/assets/labs/my_toy.py" not in lab["loaded"]
+    assert "/assets/labs/my_toy.py" in lab["before_run"]  # fetched when the editor came near the screen
+    fetched = {Path(path).name for path in lab["requested"] if path.startswith("/assets/pyodide/")}
+    assert fetched == set(pyodide_files.SHIPPED)  # only what the site ships, each the first time
+    origin = urlsplit(lab["base"]).netloc
+    elsewhere = [url for url in requested_urls(lab["browser"])
+                 if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin]
+    assert elsewhere == []
+    assert "not written yet" not in lab["first"] and "NotImplementedError" in lab["first"]  # the skeleton ran
+
+
+def test_the_skeleton_in_the_editor_is_the_download(lab):
+    code = lab["browser"].execute_script("return document.getElementById('toy-editor-code').value")
+    assert code == (Path(__file__).resolve().parents[2] / "assets" / "labs" / "my_toy.py").read_text(encoding="utf-8")
+
+
+def test_run_shows_what_the_code_prints_and_names_the_interpreter(lab):
+    set_code(lab["browser"], toy_solutions.CORRECT)
+    printed = press(lab["browser"], "Run")
+    lock = json.loads((Path(__file__).resolve().parents[2] / pyodide_files.INSTALLED / "pyodide-lock.json").read_text())
+    version = pyodide_files.pinned_version(Path(__file__).resolve().parents[2])
+    final = toy.sequential_trace(toy.Vector(toy.DEFAULT_INPUT)).final
+    assert printed == f"# CPython {lock['info']['python']} (emscripten), Pyodide {version}, in this page\nz = {final}\n"
+
+
+def test_check_passes_a_correct_solution(lab):
+    set_code(lab["browser"], toy_solutions.CORRECT)
+    checked = press(lab["browser"], "Check")
+    for name, _ in code_check.CHECKED_FUNCTIONS:
+        assert any(line.split() == [name, "passes"] for line in checked.splitlines()), (name, checked)
+    assert f"{len(code_check.CHECKED_FUNCTIONS)} of {len(code_check.CHECKED_FUNCTIONS)} functions pass." in checked
+
+
+@pytest.mark.parametrize("plant", sorted(toy_solutions.PLANTS))
+def test_check_names_each_planted_mistake(lab, plant):
+    function, said, _, _ = toy_solutions.PLANTS[plant]
+    set_code(lab["browser"], toy_solutions.planted(plant))
+    checked = press(lab["browser"], "Check")
+    line = next(line for line in checked.splitlines() if line.split()[:1] == [function])
+    assert line.split(None, 1)[1].startswith(said), checked
+
+
+def test_a_runaway_loop_is_ended_within_the_limit_and_the_page_stays_responsive(lab):
+    browser = lab["browser"]
+    limit = browser.execute_script("return window.residlabPython.limitSeconds()")
+    set_code(browser, toy_solutions.INFINITE_LOOP)
+    browser.execute_script(
+        "document.getElementById('toy-editor-output').textContent = '';"
+        "[...document.querySelectorAll('#toy-editor button')].find(b => b.textContent === 'Run').click()")
+    started = time.monotonic()
+    time.sleep(2)
+    # While Python spins in its worker, the page answers and scrolls.
+    top = browser.execute_script("window.scrollTo(0, 0); return window.scrollY")
+    moved = browser.execute_script("window.scrollBy(0, 600); return window.scrollY")
+    assert top == 0 and moved >= 600
+    stopped = wait_until(lambda: settled(browser), limit + 20, "the loop was never stopped")
+    assert stopped.startswith("Stopped: the program did not finish within"), stopped
+    assert time.monotonic() - started <= limit + 10
+    # The next run starts a fresh interpreter and works.
+    set_code(browser, "print(6 * 7)\n")
+    assert press(browser, "Run", START_SECONDS).endswith("\n42\n")
+
+
+def test_the_code_survives_a_reload_downloads_and_resets(lab):
+    browser = lab["browser"]
+    set_code(browser, toy_solutions.CORRECT)
+    browser.refresh()
+    wait_until(lambda: browser.execute_script("return !!window.residlabPython"), 30, "the page never came back")
+    browser.execute_script("document.getElementById('toy-editor').scrollIntoView()")
+    assert wait_until(lambda: browser.execute_script("return document.getElementById('toy-editor-code').value"), 30,
+                      "the editor stayed empty") == toy_solutions.CORRECT
+    browser.execute_script("[...document.querySelectorAll('#toy-editor button')].find(b => b.textContent === 'Download as .py').click()")
+    downloaded = wait_until(lambda: next(browser.downloads.glob("my_toy.py"), None), 30, "nothing was downloaded")
+    assert downloaded.read_text(encoding="utf-8") == toy_solutions.CORRECT
+    ran = subprocess.run([sys.executable, "-I", str(downloaded)], capture_output=True, text=True, timeout=60, check=False)
+    assert (ran.returncode, ran.stdout) == (0, f"z = {toy.sequential_trace(toy.Vector(toy.DEFAULT_INPUT)).final}\n")
+    reset = "[...document.querySelectorAll('#toy-editor button')].find(b => b.textContent.startsWith(arguments[0])).click()"
+    browser.execute_script(reset, "Reset")
+    assert browser.execute_script("return document.getElementById('toy-editor-code').value") == toy_solutions.CORRECT
+    browser.execute_script(reset, "Press again")
+    skeleton = (Path(__file__).resolve().parents[2] / "assets" / "labs" / "my_toy.py").read_text(encoding="utf-8")
+    wait_until(lambda: browser.execute_script("return document.getElementById('toy-editor-code').value") == skeleton,
+               30, "the skeleton never came back")
+    assert browser.execute_script("return localStorage.getItem('residlab.lab05.my_toy.py')") == skeleton
+
+
+def test_the_editor_is_labelled_and_tab_indents_until_escape(lab):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    browser = lab["browser"]
+    set_code(browser, "")
+    code = browser.find_element(By.ID, "toy-editor-code")
+    label = browser.find_element(By.CSS_SELECTOR, "label[for='toy-editor-code']")
+    assert label.text == "Your toy (my_toy.py)" and code.get_attribute("aria-describedby") == "toy-editor-help"
+    code.click()
+    code.send_keys("if True:", Keys.ENTER, "x = 1", Keys.TAB)
+    assert code.get_attribute("value") == "if True:\n    x = 1    "
+    code.send_keys(Keys.ESCAPE, Keys.TAB)
+    assert browser.execute_script("return document.activeElement.textContent") == "Run"
+
+
+def test_run_it_here_runs_the_toy_runner_download_and_records_the_interpreter(lab):
+    browser = lab["browser"]
+    arguments = browser.execute_script("return document.getElementById('toy-runner-arguments').value").split()
+    shown = press(browser, "Run it here", START_SECONDS, box="toy-runner-output")  # a fresh page: a fresh start
+    header, report_text = shown.split("\n", 1)
+    report = json.loads(report_text)
+    lock = json.loads((Path(__file__).resolve().parents[2] / pyodide_files.INSTALLED / "pyodide-lock.json").read_text())
+    assert header.startswith(f"# Ran in this page: CPython {lock['info']['python']}")
+    assert report["python"] == {"version": lock["info"]["python"], "implementation": "CPython", "platform": "emscripten"}
+    assert report["command"] == ["trace_residual_toy.py", *arguments]
+    x = toy.parse_vector_text(arguments[arguments.index("--input") + 1])
+    second = toy.parse_vector_text(arguments[arguments.index("--second-position") + 1])
+    expected = toy.build_report(x, second, command=report["command"])
+    assert {key: value for key, value in report.items() if key != "python"} == \
+        json.loads(json.dumps({key: value for key, value in expected.items() if key != "python"}))
+    assert "/assets/labs/trace_residual_toy.py" in lab["requested"]
+
+
+def test_the_licence_is_served_beside_the_interpreter(lab):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{lab['base']}/assets/pyodide/LICENSE", timeout=30) as response:
+        assert response.read().decode("utf-8").startswith("Mozilla Public License Version 2.0")

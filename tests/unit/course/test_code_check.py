@@ -1,0 +1,146 @@
+"""Lab 05 Part 3's checker (residlab/course/lab05/code_check.py): a correct solution passes every function,
+each mistake planted in it is named at the function it is planted in, and the download check_toy.py, run alone as
+a learner runs it, says the same."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import toy_solutions
+
+from residlab.course.lab05 import code_check, toy, toy_skeleton
+
+ROOT = Path(__file__).resolve().parents[3]
+DOWNLOAD = ROOT / "assets" / "labs" / "check_toy.py"
+SKELETON_DOWNLOAD = ROOT / "assets" / "labs" / "my_toy.py"
+
+
+def module_from(source: str) -> types.ModuleType:
+    module = types.ModuleType("learner_toy")
+    exec(compile(source, "my_toy.py", "exec"), module.__dict__)
+    return module
+
+
+def run_alone(script: Path, *arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+    # -I: no PYTHONPATH, no user site, no current folder on the path: the download needs nothing but itself.
+    return subprocess.run([sys.executable, "-I", str(script), *arguments], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_the_correct_solution_passes_every_function():
+    verdicts = code_check.check_module(module_from(toy_solutions.CORRECT))
+    assert list(verdicts) == [name for name, _ in code_check.CHECKED_FUNCTIONS]
+    assert {name: mistake and mistake.line() for name, mistake in verdicts.items()} == dict.fromkeys(verdicts)
+
+
+@pytest.mark.parametrize("plant", sorted(toy_solutions.PLANTS))
+def test_each_planted_mistake_is_named_at_its_function(plant):
+    function, said, _, _ = toy_solutions.PLANTS[plant]
+    verdicts = code_check.check_module(module_from(toy_solutions.planted(plant)))
+    assert verdicts[function] is not None, plant
+    assert verdicts[function].line().startswith(said), verdicts[function].line()
+    named = {code_check.TRUNCATED, code_check.MUTATED, code_check.SUBTRACTED, code_check.READS_INTERMEDIATE,
+             code_check.WRONG_NORM, code_check.UPDATE_NOT_STATE}
+    assert verdicts[function].name in named
+
+
+def test_every_named_mistake_has_a_plant():
+    named = {code_check.TRUNCATED, code_check.MUTATED, code_check.SUBTRACTED, code_check.READS_INTERMEDIATE,
+             code_check.WRONG_NORM, code_check.UPDATE_NOT_STATE}
+    planted = set()
+    for plant in toy_solutions.PLANTS:
+        function = toy_solutions.PLANTS[plant][0]
+        planted.add(code_check.check_module(module_from(toy_solutions.planted(plant)))[function].name)
+    assert planted == named
+
+
+def test_a_wrong_value_that_is_no_named_mistake_is_shown_with_its_input_and_the_expected_value():
+    source = toy_solutions.CORRECT.replace("    return [-x[0], 2, 0]", "    return [-x[0], 3, 0]")
+    mistake = code_check.check_module(module_from(source))["first_update"]
+    x = code_check.held_out_inputs()[0]
+    assert mistake.name is None
+    assert mistake.line() == (f"first_update({code_check._text(x)}) returned {code_check._text([-x[0], 3, 0])}; "
+                              f"expected {toy.first_update(toy.Vector(x))}")
+
+
+def test_the_held_out_inputs_are_fixed_and_never_the_pages():
+    inputs = code_check.held_out_inputs()
+    assert inputs == code_check.held_out_inputs() and len(inputs) == code_check.HELD_OUT_COUNT
+    assert len({tuple(x) for x in inputs}) == len(inputs)
+    shown = {toy.DEFAULT_INPUT, toy.DEFAULT_SECOND_POSITION}
+    assert not {tuple(x) for x in inputs} & shown
+    # negative, zero-free and fractional entries among them, each exact as a float
+    entries = [value for x in inputs for value in x]
+    assert any(value < 0 for value in entries) and any(isinstance(value, float) for value in entries)
+    assert all(float(value) == toy.Vector(x).entries[i] for x in inputs for i, value in enumerate(x))
+
+
+def test_the_skeleton_defines_exactly_the_checked_functions_and_none_is_written():
+    defined = {name: function for name, function in vars(toy_skeleton).items()
+               if inspect.isfunction(function) and function.__module__ == toy_skeleton.__name__}
+    assert [(name, ", ".join(inspect.signature(defined[name]).parameters)) for name, _ in code_check.CHECKED_FUNCTIONS] \
+        == list(code_check.CHECKED_FUNCTIONS)
+    assert set(defined) == {name for name, _ in code_check.CHECKED_FUNCTIONS}
+    verdicts = code_check.check_module(toy_skeleton)
+    assert all(mistake.line() == "not written yet (it raises NotImplementedError)" for mistake in verdicts.values())
+
+
+def test_a_missing_function_is_named():
+    source = toy_solutions.CORRECT.replace("def readout(z):", "def read_out(z):")
+    assert code_check.check_module(module_from(source))["readout"].line() == "missing: define readout(z)"
+
+
+def check_lines(source: str, tmp_path: Path) -> tuple[int, str]:
+    """What check_main prints and returns for the file, in this process."""
+    path = tmp_path / "my_toy.py"
+    path.write_text(source, encoding="utf-8")
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    printed = StringIO()
+    with redirect_stdout(printed):
+        status = code_check.check_main([str(path)])
+    return status, printed.getvalue()
+
+
+@pytest.mark.parametrize("plant", [None, *sorted(toy_solutions.PLANTS)])
+def test_the_download_run_alone_says_what_the_package_says(plant, tmp_path):
+    source = toy_solutions.CORRECT if plant is None else toy_solutions.planted(plant)
+    status, printed = check_lines(source, tmp_path)
+    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path)
+    assert (completed.returncode, completed.stdout, completed.stderr) == (status, printed.replace(str(tmp_path / "my_toy.py"), "my_toy.py"), "")
+    assert status == (0 if plant is None else 1)
+    passing = sum(line.endswith("  passes") for line in printed.splitlines())
+    assert printed.splitlines()[-1] == f"{passing} of {len(code_check.CHECKED_FUNCTIONS)} functions pass."
+    assert passing == len(code_check.CHECKED_FUNCTIONS) if plant is None else passing < len(code_check.CHECKED_FUNCTIONS)
+
+
+@pytest.mark.parametrize("source, says", [
+    (None, "my_toy.py is not a file"),
+    ("def add(a, b:\n", "my_toy.py, line 1: "),
+    ("raise RuntimeError('boom')\n", "my_toy.py raised RuntimeError while it was imported: boom"),
+])
+def test_an_unreadable_file_gets_one_line_and_status_2(source, says, tmp_path):
+    if source is not None:
+        (tmp_path / "my_toy.py").write_text(source, encoding="utf-8")
+    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path)
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert completed.stderr.startswith(f"check_toy.py: error: {says}") and completed.stderr.count("\n") == 1
+    usage = run_alone(DOWNLOAD, cwd=tmp_path)
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: check_toy.py my_toy.py")
+
+
+def test_the_skeleton_download_is_the_packages_skeleton_and_a_solution_runs_with_plain_python(tmp_path):
+    text = SKELETON_DOWNLOAD.read_text(encoding="utf-8")
+    first, rest = text.split("\n", 1)
+    assert first.startswith("# my_toy.py: ") and "residlab/course/lab05/toy_skeleton.py" in first
+    assert rest == Path(toy_skeleton.__file__).read_text(encoding="utf-8")
+    (tmp_path / "my_toy.py").write_text(toy_solutions.CORRECT, encoding="utf-8")
+    completed = run_alone(tmp_path / "my_toy.py", cwd=tmp_path)
+    final = toy.sequential_trace(toy.Vector(toy.DEFAULT_INPUT)).final
+    assert (completed.returncode, completed.stdout) == (0, f"z = {final}\n")

@@ -44,7 +44,12 @@ def test_head_sentence_follows_the_rule_and_the_block():
     # the runner-up named by block and head; a near-equal runner-up makes a tie, said as one
     assert "the next highest is 0.10, in block 0, head 0" in sentences.head_sentence(report(), "previous_token")
     tie = sentences.head_sentence(report(runner_up=0.88), "previous_token")
-    assert tie.startswith("The highest previous-token scores are a tie: 0.90 in block 0, head 2 and 0.88 in block")
+    assert tie.startswith("The highest previous-token scores are a tie: 0.90 in block 0, head 2 and 0.88 in block 0, head 0")
+    assert "both where the mechanism needs it" in tie and not sentences.tie_across_blocks(report(runner_up=0.88), "previous_token")
+    across = report(runner_up=0.88)
+    across["head_scores"]["previous_token"][0][0] = 0.0  # the runner-up now sits in block 1 only
+    assert "in different blocks" in sentences.head_sentence(across, "previous_token")
+    assert sentences.tie_across_blocks(across, "previous_token")
 
 
 def test_head_scores_are_read_against_a_head_that_attends_evenly():

@@ -66,6 +66,11 @@ def is_tie(report: dict, kind: str) -> bool:
     return report["heads_found"][kind]["score"] - _runner_up(report, kind)[2] < TIE_MARGIN
 
 
+def tie_across_blocks(report: dict, kind: str) -> bool:
+    """A tie whose two heads sit in different blocks: the rule cannot say which block holds the head."""
+    return is_tie(report, kind) and _runner_up(report, kind)[0] != report["heads_found"][kind]["block"]
+
+
 def head_sentence(report: dict, kind: str) -> str:
     """What the rule found for ``kind`` ("previous_token" or "induction") and whether it is where the mechanism
     puts it (the previous-token head in block 0, the induction head in block 1); a tie called a tie, with the
@@ -80,12 +85,14 @@ def head_sentence(report: dict, kind: str) -> str:
         return (f"No head attends mostly as a {head['kind']} head would: the highest {head['kind']} score, "
                 f"{head['score']:.2f} ({where}), is below {threshold} ({even}).")  # fmt: skip
     block, index, second = _runner_up(report, kind)
-    if is_tie(report, kind):
-        return (f"The highest {head['kind']} scores are a tie: {head['score']:.2f} in {where} and {second:.2f} in "
-                f"block {block}, head {index}, closer than {TIE_MARGIN}, so the rule cannot single out one head "
-                f"({even}).")  # fmt: skip
     placed = ("where the mechanism needs it" if head["block"] == expected_block
               else f"not in block {expected_block}, where the two-step mechanism would put it")  # fmt: skip
+    if is_tie(report, kind):
+        both = (f"both {placed}" if block == head["block"]
+                else "in different blocks, so the rule cannot say which block holds the head")  # fmt: skip
+        return (f"The highest {head['kind']} scores are a tie: {head['score']:.2f} in {where} and {second:.2f} in "
+                f"block {block}, head {index}, closer than {TIE_MARGIN}, so the rule cannot single out one head; "
+                f"they are {both} ({even}).")  # fmt: skip
     return (f"The highest {head['kind']} score is {head['score']:.2f}, in {where}, {placed}; the next highest is "
             f"{second:.2f}, in block {block}, head {index}, and {even}.")  # fmt: skip
 

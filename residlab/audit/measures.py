@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from residlab.capture.vectors import cosine
+
 
 @dataclass(frozen=True)
 class WriteMeasures:
@@ -70,12 +72,6 @@ def choose_rival(clean_logits, corrupt_logits, target: int) -> int:
         ranked = clean_logits.argsort(descending=True).tolist()
         rival = next(token for token in ranked if token != target)
     return rival
-
-
-def cosine(a, b) -> float | None:
-    """cos(a, b) of two vectors (d,); None when either is zero."""
-    denominator = float(a.norm()) * float(b.norm())
-    return None if denominator == 0.0 else float((a @ b).item()) / denominator
 
 
 def patch_recovery(clean: float, corrupt: float, patched: float) -> float | None:

@@ -1,6 +1,7 @@
-"""``library_versions``: the Python version and the installed version of each named library, as the records of
-a capture or an audit state the environment they were made in; ``import_transformers_quietly``: the one import of
-Transformers that a page's kernel can make without a warning line."""
+"""The libraries a run uses: ``library_versions``, the Python version and the installed version of each named
+library, as the records of a capture or an audit state the environment they were made in; and
+``import_transformers_quietly``, the one way the package imports transformers (a runner that bundles this module
+drags nothing else with it). Standard library only."""
 
 from __future__ import annotations
 

@@ -130,7 +130,7 @@ FAMILIES = (
             Runner(
                 "residual_stream_lab.py",
                 (
-                    TORCH_CHECK, "capture/recording.py", "capture/patching.py", "audit/measures.py",
+                    TORCH_CHECK, "capture/recording.py", "capture/patching.py", "capture/vectors.py", "audit/measures.py",
                     "audit/attribution.py", "course/models/threads.py", "course/models/copy_model.py",
                     "course/models/gradient_profile.py", "capture/blocks.py", "capture/sites.py",
                     "capture/versions.py", "capture/outdir.py", "capture/files.py", "audit/subject.py",
@@ -217,7 +217,7 @@ FAMILIES = (
                     # observation; then the download and verification of the pinned files it reads; the command
                     # line last.
                     "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/versions.py",
-                    "pythia/observe.py", "capture/outdir.py", "capture/files.py",
+                    "capture/vectors.py", "pythia/observe.py", "capture/outdir.py", "capture/files.py",
                     "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "pythia/runner.py",
                 ),
                 "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
@@ -250,7 +250,7 @@ FAMILIES = (
                 (
                     "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py",
                     "capture/patching.py", "capture/sites.py", "audit/runs.py", "capture/versions.py",
-                    "audit/schema.py", "audit/measures.py", "audit/attribution.py",
+                    "audit/schema.py", "capture/vectors.py", "audit/measures.py", "audit/attribution.py",
                     "audit/placement.py", "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
                 ),
                 "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
@@ -267,7 +267,8 @@ FAMILIES = (
             Runner(
                 "induction_model.py",
                 (
-                    TORCH_CHECK, "course/models/threads.py", "capture/versions.py", "course/models/induction/recipe.py",
+                    TORCH_CHECK, "course/models/threads.py", "capture/versions.py", "capture/vectors.py",
+                    "course/models/induction/recipe.py",
                     "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/patching.py",
                     "audit/measures.py", "course/models/induction/measures.py",
                     "course/models/induction/induction_lab.py", "capture/outdir.py", "capture/files.py",
@@ -302,8 +303,8 @@ FAMILIES = (
                 "patching_methods.py",
                 (
                     TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
-                    "capture/patching.py", "audit/measures.py", "course/models/threads.py", "capture/versions.py",
-                    "course/models/induction/recipe.py", "course/models/induction/measures.py",
+                    "capture/patching.py", "capture/vectors.py", "audit/measures.py", "course/models/threads.py",
+                    "capture/versions.py", "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
                     "course/lab07/lab.py",
                 ),

@@ -20,13 +20,13 @@ draw no random numbers, so they change neither the stream nor the state dict.
 from __future__ import annotations
 
 import functools
-import hashlib
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from residlab.capture.vectors import weights_sha256  # noqa: F401  (the model's identity; pages and tests read it here)
 from residlab.course.models.threads import single_thread
 
 VOCAB_SIZE = 12
@@ -191,13 +191,3 @@ def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
     log: list[TrainingRecord] = []
     model = train_copy_model(log=log)
     return model, tuple(log)
-
-
-def weights_sha256(model: nn.Module) -> str:
-    """SHA-256 over every state-dict entry (name, dtype, shape, raw bytes) in name order: the weights' identity."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        flat = tensor.detach().contiguous().reshape(-1)
-        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(bytes(flat.view(torch.uint8).tolist()))
-    return digest.hexdigest()

@@ -19,21 +19,21 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  462  residlab/course/lesson/copy_model.py
-#   line  519    PreNormBlock
-#   line  779  residlab/course/lesson/lesson_lab.py
-#   line  908    run_traced
-#   line  962    audit_model
+#   line  464  residlab/course/lesson/copy_model.py
+#   line  521    PreNormBlock
+#   line  781  residlab/course/lesson/lesson_lab.py
+#   line  910    run_traced
+#   line  964    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/course/needs_torch.py
 #   line   75  residlab/capture/recording.py
 #   line  228  residlab/audit/measures.py
-#   line  328  residlab/audit/attribution.py
-#   line  440  residlab/course/threads.py
-#   line  462  residlab/course/lesson/copy_model.py
-#   line  666  residlab/course/lesson/gradient_profile.py
-#   line  779  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  329  residlab/audit/attribution.py
+#   line  442  residlab/course/threads.py
+#   line  464  residlab/course/lesson/copy_model.py
+#   line  668  residlab/course/lesson/gradient_profile.py
+#   line  781  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -265,8 +265,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
+    return float((logits[target].float() - logits[rival].float()).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -281,7 +281,8 @@ def normaliser_epsilon(norm) -> float:
 
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
-    return (output_embedding[target] - output_embedding[rival]).detach()
+    # Taken in float32 on the CPU, where the records are measured (no copy for a float32 CPU weight).
+    return (output_embedding[target].float() - output_embedding[rival].float()).detach().cpu()
 
 
 def cosine(a, b) -> float | None:
@@ -391,7 +392,8 @@ def _frozen_readout(norm, head, state, target: int, rival: int):
     """(the linear map every write goes through with s frozen at ``state``: (d * g) / s, whether P centres, s)."""
     centres = _centres(norm)
     scale = frozen_scale(norm, state)
-    gain = norm.weight.detach() if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
+    # The gain moved to the state's device and dtype (the audit measures float32 records on the CPU).
+    gain = norm.weight.detach().to(state) if getattr(norm, "weight", None) is not None else state.new_ones(state.shape)
     direction = metric_direction(head.weight, target, rival)
     return direction * gain / scale, centres, scale
 
@@ -413,7 +415,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     norm_bias = getattr(norm, "bias", None)
     head_bias = getattr(head, "bias", None)
     return {
-        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach()),
+        FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
         OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
     }
 

@@ -79,6 +79,7 @@ from __future__ import annotations
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE
 from residlab.capture.sites import BLOCK_SITES
 from residlab.audit.subject import (
+    DTYPES,
     MAX_SEED,
     MODEL_FILES,
     AuditError,
@@ -87,6 +88,16 @@ from residlab.audit.subject import (
     load_model_directory,
     model_directory_files,
     read_json_object,
+)
+from residlab.audit.placement import (
+    ACCELERATE_PIN,
+    Placement,
+    check_device,
+    cpu_budget,
+    parse_max_memory,
+    place_directory,
+    place_specimen,
+    tolerance_scale,
 )
 from residlab.audit.runs import (
     COMPONENTS,
@@ -142,9 +153,12 @@ from residlab.audit.verify import (
     read_packet,
     subject_from_packet,
     verify_packet,
+    within_declared,
 )
 
 __all__ = [
+    "ACCELERATE_PIN", "DTYPES", "Placement", "check_device", "cpu_budget", "parse_max_memory", "place_directory",
+    "place_specimen", "tolerance_scale", "within_declared",
     "AuditError", "AuditInput", "BLOCK_SITES", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
     "IDENTITY_RELATIVE", "INFORMATIONAL", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_SEED", "MAX_THREADS", "MODEL_FILES",
     "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification", "ParameterWatch",

@@ -131,7 +131,8 @@ RUNNERS = (
     Runner(
         "audit_residual_writes.py",
         (
-            "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py", "capture/sites.py",
+            "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "audit/placement.py", "capture/recording.py",
+            "capture/sites.py",
             "audit/runs.py", "capture/versions.py", "audit/schema.py", "audit/measures.py", "audit/attribution.py",
             "audit/packet.py",
             "capture/files.py", "audit/verify.py", "audit/cli.py",

@@ -45,6 +45,7 @@ _INTERFACE = {
     "page_explorer": ("residlab.course.lab05_observation.explorer_data", "page_explorer"),
     "decoder_audit": ("residlab.course.lab06_audit.decoder_audit", None),
     "pythia_audit": ("residlab.course.lab06_audit.pythia_audit", None),
+    "scale_audit": ("residlab.course.lab06_audit.scale_audit", None),
     "induction_recipe": ("residlab.course.induction.recipe", None),
     "induction_measures": ("residlab.course.induction.measures", None),
     "induction_audit": ("residlab.course.induction.induction_audit", None),

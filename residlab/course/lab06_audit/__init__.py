@@ -4,4 +4,6 @@
   packets that verification refuses; everything is ``residlab.audit``, this room fixes the lab's inputs.
 - ``pythia_audit``: Part 3, the same audit on the build's verified files (Pythia-14M's, when they are there) with a
   repeated-token prompt pair, and the sentence that says whether the model separates the two prompts.
+- ``scale_audit``: the section for bigger models: the lab's audit dispatched with blocks on disk, and in
+  bfloat16, each compared with the float32 packet.
 """

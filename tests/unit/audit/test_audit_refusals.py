@@ -159,7 +159,7 @@ def test_a_malformed_value_is_refused_naming_the_field(packets, tmp_path, capsys
         (lambda r: r["model"]["source"].update(seed=2**64), "record model, field source.seed: expected an integer"),
         (lambda r: r["model"].update(parameters=[]), "record model, field parameters: expected an object, found a list"),
         (lambda r: r["input"]["target"].update(id=-1), "record input, field target.id: expected an integer from 0"),
-        (lambda r: r["model"].update(extra=1), "record model, field extra: not a field of a residlab-audit-packet/4"),
+        (lambda r: r["model"].update(extra=1), "record model, field extra: not a field of a residlab-audit-packet/5"),
         (lambda r: r["input"]["clean"].update(text="\ud800"), "record input, field clean.text: expected a string"),
         (lambda r: r["measurement"].pop("quantities"), "record measurement, field quantities: missing"),
         (lambda r: r["intervention"]["declared_sites"].append(r["intervention"]["declared_sites"][0]),
@@ -178,6 +178,13 @@ def _before_direct_logit_attribution(records):  # schema 2: no dla_term, no attr
         row.pop("dla_term")
 
 
+def _before_the_dtype_was_recorded(records):
+    """Schema 4's model record: execution named the device (always cpu) and no tolerance scale."""
+    execution = records["model"]["execution"]
+    del execution["tolerance_scale"]
+    execution["device"] = "cpu"
+
+
 @pytest.mark.parametrize(
     ("schema", "older"),
     [
@@ -185,8 +192,10 @@ def _before_direct_logit_attribution(records):  # schema 2: no dla_term, no attr
         # schema 3 differs from 4 only in the block boundaries' names (site table, identity, measurement texts),
         # strings the schema field's refusal comes before: today's records under the old number stand for it
         (3, lambda records: None),
+        (4, _before_the_dtype_was_recorded),
     ],
-    ids=["before direct logit attribution", "before the boundaries were resid_pre and resid_post"],
+    ids=["before direct logit attribution", "before the boundaries were resid_pre and resid_post",
+         "before the dtype and its tolerance scale were recorded"],
 )
 def test_a_packet_of_an_older_schema_is_refused_in_one_line(packets, tmp_path, capsys, schema, older):
     def written_by_an_older_version(records):  # what its writer would have linked
@@ -196,7 +205,7 @@ def test_a_packet_of_an_older_schema_is_refused_in_one_line(packets, tmp_path, c
 
     refused_in_one_line(*verify([forged(packets, tmp_path, written_by_an_older_version, relink=False)], capsys),
                         f"record model, field schema: 'residlab-audit-packet/{schema}'; this tool reads "
-                        "residlab-audit-packet/4 records (write the packet again with this version)")
+                        "residlab-audit-packet/5 records (write the packet again with this version)")
 
 
 # ---------------------------------------------------------------------------------------------- options and models

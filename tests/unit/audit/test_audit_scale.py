@@ -38,14 +38,11 @@ def records(packet: Path) -> dict:
     return {name: json.loads((packet / f"{name}.json").read_text()) for name in audit.RECORDS}
 
 
-def budget(name: str, dtype: str = "float32", blocks_in_memory: float = 1.5) -> int:
-    """A CPU budget that holds the embeddings, the final normaliser and about ``blocks_in_memory`` blocks beside
-    the one accelerate reserves for loading an offloaded block: the rest of the blocks go to disk."""
-    model = audit.build_specimen(name, 0, dtype).model
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
-    block = sum(p.numel() * p.element_size() for p in model.get_submodule(audit.build_specimen(name).block_type.layers)[0].parameters())
-    layers = len(audit.build_specimen(name).blocks)
-    return total - layers * block + int((1 + blocks_in_memory) * block)
+def budget(name: str, dtype: str = "float32", blocks_in_memory: int = 1) -> int:
+    """A CPU budget that holds the embeddings, the final normaliser and ``blocks_in_memory`` blocks: the rest of
+    the specimen's blocks go to disk."""
+    subject = audit.build_specimen(name, 0, dtype)
+    return placement.cpu_budget(subject.model, subject.block_type, blocks_in_memory, dtype)
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +247,7 @@ def test_the_audit_on_cuda_verifies_on_the_cpu(tmp_path, capsys, plain_packet):
 
 @cuda
 def test_a_device_map_over_cuda_cpu_and_disk_equals_the_plain_packet(tmp_path, capsys, plain_packet):
-    size = budget("gpt_neox", blocks_in_memory=0.5)
+    size = budget("gpt_neox", blocks_in_memory=0)
     _on_accelerator("cuda", tmp_path, capsys, plain_packet, ["--device-map", "auto", "--max-memory", f"0={size}B,cpu={size}B"])
 
 

@@ -23,30 +23,30 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1906  residlab/audit/measures.py
-#   line 1979    measure_write
-#   line 2120  residlab/audit/packet.py
-#   line 2247    model_record
-#   line 2283    input_record
-#   line 2312    intervention_record
-#   line 2419    measurement_record
+#   line 1918  residlab/audit/measures.py
+#   line 1991    measure_write
+#   line 2132  residlab/audit/packet.py
+#   line 2259    model_record
+#   line 2295    input_record
+#   line 2324    intervention_record
+#   line 2431    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   55  residlab/capture/blocks.py
 #   line  259  residlab/capture/outdir.py
 #   line  371  residlab/audit/subject.py
 #   line  673  residlab/audit/placement.py
-#   line  898  residlab/capture/recording.py
-#   line 1051  residlab/capture/sites.py
-#   line 1156  residlab/audit/runs.py
-#   line 1501  residlab/capture/versions.py
-#   line 1522  residlab/audit/schema.py
-#   line 1906  residlab/audit/measures.py
-#   line 2007  residlab/audit/attribution.py
-#   line 2120  residlab/audit/packet.py
-#   line 2537  residlab/capture/files.py
-#   line 2629  residlab/audit/verify.py
-#   line 3009  residlab/audit/cli.py (the entry)
+#   line  910  residlab/capture/recording.py
+#   line 1063  residlab/capture/sites.py
+#   line 1168  residlab/audit/runs.py
+#   line 1513  residlab/capture/versions.py
+#   line 1534  residlab/audit/schema.py
+#   line 1918  residlab/audit/measures.py
+#   line 2019  residlab/audit/attribution.py
+#   line 2132  residlab/audit/packet.py
+#   line 2549  residlab/capture/files.py
+#   line 2641  residlab/audit/verify.py
+#   line 3047  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -681,9 +681,10 @@ A dispatched model runs through accelerate's own hooks (``AlignDevicesHook``: ea
 execution device for its forward, an offloaded block's read from the offload folder and dropped afterwards);
 the audit's recording and patching hooks are ordinary forward hooks on the same modules, registered and removed
 by ``capture.recording`` as for any model, so the numbers are the undispatched run's: the same operations on the
-same values, only their storage moves. The embedding, the final normaliser and the output embedding stay on the
-main device (the first accelerator, else the CPU), inside its ``--max-memory`` budget, because the measures read
-the last two's weights directly. The offload folder is a new temporary directory, removed when the audit ends.
+same values, only their storage moves. Everything outside the blocks (the embedding, the final normaliser and
+the output embedding) stays on the main device (the first accelerator, else the CPU), inside its
+``--max-memory`` budget, because the measures read the last two's weights directly; accelerate places the
+blocks, each whole, in what remains, keeping room for one block to load an offloaded one. The offload folder is a new temporary directory, removed when the audit ends.
 
 A dtype other than float32 is an approximation the packet declares: every tolerance is float32's constants
 times ``tolerance_scale(dtype)``, the dtype's unit roundoff over float32's, divided by 16 (bfloat16: 4096,
@@ -812,38 +813,49 @@ def _main_device(max_memory: dict):
     return accelerators[0] if accelerators else ("mps" if "mps" in max_memory else "cpu")
 
 
-def _tensor_bytes(module) -> int:
-    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+def _tensor_bytes(module, dtype: str | None = None) -> int:
+    """The bytes of a module's tensors, as held or (``dtype``) in that dtype."""
+    size = None if dtype is None else torch_dtype(dtype).itemsize
+    return sum(t.numel() * (size or t.element_size()) for t in (*module.parameters(), *module.buffers()))
+
+
+def _outer_bytes(model, block_type, dtype: str | None = None) -> int:
+    """The bytes of every tensor outside the blocks: the embeddings, the final normaliser, position tables."""
+    return _tensor_bytes(model, dtype) - _tensor_bytes(model.get_submodule(block_type.layers), dtype)
+
+
+def cpu_budget(model, block_type, blocks_in_memory: int, dtype: str = "float32") -> int:
+    """The ``--max-memory cpu=`` budget (bytes) that holds everything outside the blocks and ``blocks_in_memory``
+    blocks of ``model`` in ``dtype``, beside the one block accelerate keeps room for to load an offloaded block:
+    with it, the other blocks go to disk."""
+    block = _tensor_bytes(model.get_submodule(block_type.layers)[0], dtype)
+    return _outer_bytes(model, block_type, dtype) + (blocks_in_memory + 1) * block
 
 
 def device_map_for(model, block_type, placement: Placement) -> dict:
     """accelerate's map for ``model`` (real or on the meta device) under ``placement.max_memory`` (every device
-    present when none is given): blocks kept whole, the embedding, the final normaliser and the output embedding
-    on the main device and counted against its budget."""
+    present when none is given): everything outside the blocks (the embeddings, the final normaliser, the output
+    embedding) on the main device, counted against its budget; the blocks, each kept whole, placed by
+    accelerate's ``infer_auto_device_map`` in the rest, over the devices in order and then the disk."""
     accelerate = import_accelerate()
     budgets = dict(placement.max_memory or accelerate.utils.get_max_memory())
     main = _main_device(budgets)
-    head = model.get_output_embeddings()
-    kept = {name for name, module in model.named_modules()
-            if module is head or module is model.get_input_embeddings() or name == block_type.final_norm}  # fmt: skip
-    kept_bytes = sum(_tensor_bytes(model.get_submodule(name)) for name in kept)
-    if budgets[main] <= kept_bytes:
+    outer = _outer_bytes(model, block_type, placement.dtype)
+    if budgets[main] <= outer:
         raise AuditError(f"--max-memory: {main} must hold the embeddings and the final normaliser "
-                         f"({kept_bytes:,} bytes in {placement.dtype}) and room for the blocks")  # fmt: skip
-    budgets[main] -= kept_bytes
-    blocks = type(model.get_submodule(block_type.layers)[0]).__name__
-    device_map = accelerate.infer_auto_device_map(model, max_memory=budgets, no_split_module_classes=[blocks],
-                                                  dtype=torch_dtype(placement.dtype))  # fmt: skip
-    for name in sorted(kept):  # an entry holding a kept module whole is split into its other children
-        device_map = _split_for(model, device_map, name)
-        device_map = {key: where for key, where in device_map.items() if not key.startswith(name + ".")}
-        device_map[name] = main
-    return device_map
+                         f"({outer:,} bytes in {placement.dtype}) and room for the blocks")  # fmt: skip
+    budgets[main] -= outer
+    layers = model.get_submodule(block_type.layers)
+    blocks = accelerate.infer_auto_device_map(layers, max_memory=budgets, dtype=torch_dtype(placement.dtype),
+                                              no_split_module_classes=[type(layers[0]).__name__])  # fmt: skip
+    device_map = _split_for(model, {"": main}, block_type.layers)
+    del device_map[block_type.layers]
+    return device_map | {f"{block_type.layers}.{name}".rstrip("."): where for name, where in blocks.items()}
 
 
 def _split_for(model, device_map: dict, kept: str) -> dict:
-    """``device_map`` with the entry that holds ``kept`` (itself or an ancestor) replaced by its children,
-    down to ``kept``, each child keeping the entry's device."""
+    """``device_map`` with the entry that holds module ``kept`` (an ancestor of it) replaced by its children, down
+    to ``kept``, each child keeping the entry's device."""
     holder = next((name for name in device_map if name == "" or kept == name or kept.startswith(name + ".")), None)
     if holder is None or holder == kept:
         return device_map
@@ -1943,8 +1955,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
-    return float((logits[target].float() - logits[rival].float()).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
+    return float((logits[target] - logits[rival]).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -2094,7 +2106,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     head_bias = getattr(head, "bias", None)
     return {
         FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
-        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
+        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach().float(), target, rival),
     }
 
 
@@ -2987,6 +2999,32 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     if environment != current:
         report.lines.append(f"note: the packet was written with {environment}; this check ran with {current}")
     return report
+
+
+def _measured_values(node, path: str = ""):
+    """(path, value, tolerance) of every measured value in a record."""
+    if isinstance(node, dict):
+        if "tolerance" in node and "value" in node:
+            yield path, node["value"], node["tolerance"]
+        for key, value in node.items():
+            yield from _measured_values(value, child_path(path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _measured_values(value, f"{path}[{index}]")
+
+
+def within_declared(approximate: dict, reference: dict) -> tuple[int, int]:
+    """How many of the measured values of ``approximate`` (a measurement record, e.g. a bfloat16 packet's) lie
+    within the tolerance it declares of ``reference``'s (the same audit's float32 record): (held, compared);
+    values with no value or no determined tolerance are not compared."""
+    exact = {path: value for path, value, _ in _measured_values(reference)}
+    held = compared = 0
+    for path, value, tolerance in _measured_values(approximate):
+        if tolerance["absolute"] is None or value is None or exact.get(path) is None:
+            continue
+        compared += 1
+        held += _close(exact[path], value, tolerance)
+    return held, compared
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -265,8 +265,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
-    return float((logits[target].float() - logits[rival].float()).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
+    return float((logits[target] - logits[rival]).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -416,7 +416,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     head_bias = getattr(head, "bias", None)
     return {
         FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
-        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
+        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach().float(), target, rival),
     }
 
 

@@ -23,13 +23,13 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1918  residlab/audit/measures.py
-#   line 1991    measure_write
-#   line 2132  residlab/audit/packet.py
-#   line 2259    model_record
-#   line 2295    input_record
-#   line 2324    intervention_record
-#   line 2431    measurement_record
+#   line 1920  residlab/audit/measures.py
+#   line 1993    measure_write
+#   line 2134  residlab/audit/packet.py
+#   line 2261    model_record
+#   line 2297    input_record
+#   line 2326    intervention_record
+#   line 2433    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   55  residlab/capture/blocks.py
@@ -37,16 +37,16 @@ arguments.
 #   line  371  residlab/audit/subject.py
 #   line  673  residlab/audit/placement.py
 #   line  910  residlab/capture/recording.py
-#   line 1063  residlab/capture/sites.py
-#   line 1168  residlab/audit/runs.py
-#   line 1513  residlab/capture/versions.py
-#   line 1534  residlab/audit/schema.py
-#   line 1918  residlab/audit/measures.py
-#   line 2019  residlab/audit/attribution.py
-#   line 2132  residlab/audit/packet.py
-#   line 2549  residlab/capture/files.py
-#   line 2641  residlab/audit/verify.py
-#   line 3047  residlab/audit/cli.py (the entry)
+#   line 1065  residlab/capture/sites.py
+#   line 1170  residlab/audit/runs.py
+#   line 1515  residlab/capture/versions.py
+#   line 1536  residlab/audit/schema.py
+#   line 1920  residlab/audit/measures.py
+#   line 2021  residlab/audit/attribution.py
+#   line 2134  residlab/audit/packet.py
+#   line 2551  residlab/capture/files.py
+#   line 2643  residlab/audit/verify.py
+#   line 3049  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1015,7 +1015,9 @@ def at_position(position: int, vector):
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[0, position] = vector
+        # The vector may be a CPU float32 record and the tensor another device's or dtype's: converted (no-op when
+        # they match), so the site holds the vector rounded to the run's dtype.
+        tensor[0, position] = vector.to(device=tensor.device, dtype=tensor.dtype)
         return tensor
 
     return edit

@@ -23,25 +23,25 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 #   line  284    site_name
 #   line  346    resolve_sites
 #   line  359  residlab/capture/recording.py
-#   line  474    record_sites
-#   line  533  residlab/pythia/observe.py
-#   line  625    capture_residuals
-#   line  692    run_checks
+#   line  476    record_sites
+#   line  535  residlab/pythia/observe.py
+#   line  627    capture_residuals
+#   line  694    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   50  residlab/capture/blocks.py
 #   line  254  residlab/capture/sites.py
 #   line  359  residlab/capture/recording.py
-#   line  512  residlab/capture/versions.py
-#   line  533  residlab/pythia/observe.py
-#   line 1044  residlab/capture/outdir.py
-#   line 1156  residlab/capture/files.py
-#   line 1248  residlab/pythia/lock.py
-#   line 1451  residlab/pythia/hub.py
-#   line 1784  residlab/pythia/artifacts.py
-#   line 2043  residlab/pythia/load.py
-#   line 2175  residlab/pythia/runner.py (the entry)
-#   line 2280  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  514  residlab/capture/versions.py
+#   line  535  residlab/pythia/observe.py
+#   line 1046  residlab/capture/outdir.py
+#   line 1158  residlab/capture/files.py
+#   line 1250  residlab/pythia/lock.py
+#   line 1453  residlab/pythia/hub.py
+#   line 1786  residlab/pythia/artifacts.py
+#   line 2045  residlab/pythia/load.py
+#   line 2177  residlab/pythia/runner.py (the entry)
+#   line 2282  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -464,7 +464,9 @@ def at_position(position: int, vector):
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[0, position] = vector
+        # The vector may be a CPU float32 record and the tensor another device's or dtype's: converted (no-op when
+        # they match), so the site holds the vector rounded to the run's dtype.
+        tensor[0, position] = vector.to(device=tensor.device, dtype=tensor.dtype)
         return tensor
 
     return edit

@@ -32,10 +32,10 @@ float64 so their tolerances can be tight.
 """
 
 # Read this first: the traced block.
-#   line  496  residlab/course/lab04_paper/traced_block.py
-#   line  601    capture_block
-#   line  680    check_post_ln
-#   line  692    check_pre_ln
+#   line  498  residlab/course/lab04_paper/traced_block.py
+#   line  603    capture_block
+#   line  682    check_post_ln
+#   line  694    check_pre_ln
 #
 # Contents (the line where each section's marker starts):
 #   line   53  residlab/course/needs_torch.py
@@ -43,8 +43,8 @@ float64 so their tolerances can be tight.
 #   line  108  residlab/course/lesson/gradient_profile.py
 #   line  221  residlab/course/lab04_paper/positional_encoding.py
 #   line  343  residlab/capture/recording.py
-#   line  496  residlab/course/lab04_paper/traced_block.py
-#   line  825  residlab/course/lab04_paper/paper_lab.py (the entry)
+#   line  498  residlab/course/lab04_paper/traced_block.py
+#   line  827  residlab/course/lab04_paper/paper_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -448,7 +448,9 @@ def at_position(position: int, vector):
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[0, position] = vector
+        # The vector may be a CPU float32 record and the tensor another device's or dtype's: converted (no-op when
+        # they match), so the site holds the vector rounded to the run's dtype.
+        tensor[0, position] = vector.to(device=tensor.device, dtype=tensor.dtype)
         return tensor
 
     return edit

@@ -19,21 +19,21 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  464  residlab/course/lesson/copy_model.py
-#   line  521    PreNormBlock
-#   line  781  residlab/course/lesson/lesson_lab.py
-#   line  910    run_traced
-#   line  964    audit_model
+#   line  466  residlab/course/lesson/copy_model.py
+#   line  523    PreNormBlock
+#   line  783  residlab/course/lesson/lesson_lab.py
+#   line  912    run_traced
+#   line  966    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   42  residlab/course/needs_torch.py
 #   line   75  residlab/capture/recording.py
-#   line  228  residlab/audit/measures.py
-#   line  329  residlab/audit/attribution.py
-#   line  442  residlab/course/threads.py
-#   line  464  residlab/course/lesson/copy_model.py
-#   line  668  residlab/course/lesson/gradient_profile.py
-#   line  781  residlab/course/lesson/lesson_lab.py (the entry)
+#   line  230  residlab/audit/measures.py
+#   line  331  residlab/audit/attribution.py
+#   line  444  residlab/course/threads.py
+#   line  466  residlab/course/lesson/copy_model.py
+#   line  670  residlab/course/lesson/gradient_profile.py
+#   line  783  residlab/course/lesson/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -180,7 +180,9 @@ def at_position(position: int, vector):
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[0, position] = vector
+        # The vector may be a CPU float32 record and the tensor another device's or dtype's: converted (no-op when
+        # they match), so the site holds the vector rounded to the run's dtype.
+        tensor[0, position] = vector.to(device=tensor.device, dtype=tensor.dtype)
         return tensor
 
     return edit

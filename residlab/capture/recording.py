@@ -106,7 +106,9 @@ def at_position(position: int, vector):
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[0, position] = vector
+        # The vector may be a CPU float32 record and the tensor another device's or dtype's: converted (no-op when
+        # they match), so the site holds the vector rounded to the run's dtype.
+        tensor[0, position] = vector.to(device=tensor.device, dtype=tensor.dtype)
         return tensor
 
     return edit

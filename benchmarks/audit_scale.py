@@ -7,8 +7,8 @@ bfloat16, and dispatched by accelerate with half of its blocks offloaded to disk
 The specimen has Pythia-1B's shape (width 2048, 16 blocks, MLP 8192, 8 heads, vocabulary 50304: 1.01 billion
 parameters) and random weights, written once as float32 safetensors shards (about 4 GB) into ``--folder`` (a new
 temporary directory by default; a folder that already holds it is reused), one tensor at a time, so building it
-never holds the model. Each case runs in its own process (peak memory is a process's): it loads the directory as
-``residlab audit --model DIR`` does (``placement.place_directory``), then times side by side, in a random order
+never holds the model. The three cases run at once, each in its own process (peak memory is a process's): each
+loads the directory as ``residlab audit --model DIR`` does (``placement.place_directory``), then times side by side, in a random order
 each round, one whole audit of 12 writes (both writes of the last 6 blocks at the last position:
 ``audit.build_packet``) and the 26 plain forwards it needs. Printed per case: the audit over its forwards (goal:
 at most 1.5x), the peak resident memory over the model's size in its dtype (goal: at most 1.3x; the whole
@@ -40,7 +40,7 @@ def neox_shape(width: int = 2048, blocks: int = 16) -> dict:
             "layer_norm_eps": 1e-5, "tie_word_embeddings": False}  # fmt: skip
 
 
-CASES = ("float32", "bfloat16", "float32, half the blocks on disk")
+CASES = ("float32", "bfloat16", "float32, half the blocks on disk")  # float32 is the reference
 WRITES = 12
 
 
@@ -135,6 +135,15 @@ def run_case(args) -> dict:
     }  # fmt: skip
 
 
+def case_line(case: str, result: dict) -> str:
+    times = result["times"]
+    return (f"{case:<33} load {result['load_s']:6.1f} s; audit {median_ms(times, 'audit') / 1e3:7.1f} s = "
+            f"{ratio_text(times, 'audit', 'forwards')} its {2 + 2 * WRITES} forwards "
+            f"({median_ms(times, 'forwards') / 1e3:.1f} s; goal at most 1.5x); peak memory "
+            f"{result['peak_bytes'] / 1e9:.2f} GB = {result['peak_bytes'] / result['model_bytes']:.2f}x the model's "
+            f"{result['model_bytes'] / 1e9:.2f} GB (goal at most 1.3x)")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--folder", type=Path, help="where the specimen directory is written (or found)")
@@ -154,24 +163,31 @@ def main() -> int:
     folder = args.folder or Path(tempfile.mkdtemp(prefix="residlab-1b-"))
     started = time.perf_counter()
     directory = build_directory(folder, args.width, args.blocks)
-    print(f"specimen: {directory.name} (random weights, GPT-NeoX width {args.width}, {args.blocks} blocks), ready in {time.perf_counter() - started:.0f} s")
+    print(f"specimen: {directory.name} (random weights, GPT-NeoX width {args.width}, {args.blocks} blocks), "
+          f"ready in {time.perf_counter() - started:.0f} s", flush=True)
+    # The cases run at once, each in its own process (each measures its own side-by-side ratios and peak); each
+    # case's own line is printed as it ends, the comparisons with float32 when every case has.
+    children = {case: subprocess.Popen([sys.executable, __file__, "--case", case, "--model", str(directory),
+                                        "--tokens", str(args.tokens), "--rounds", str(args.rounds), "--threads",
+                                        str(args.threads), "--width", str(args.width), "--blocks", str(args.blocks)],
+                                       stdout=subprocess.PIPE, text=True) for case in CASES}  # fmt: skip
     results = {}
-    for case in CASES:
-        command = [sys.executable, __file__, "--case", case, "--model", str(directory), "--tokens", str(args.tokens),
-                   "--rounds", str(args.rounds), "--threads", str(args.threads), "--width", str(args.width),
-                   "--blocks", str(args.blocks)]  # fmt: skip
-        results[case] = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    while children:
+        for case, child in list(children.items()):
+            if child.poll() is not None:
+                output = child.communicate()[0]
+                if child.returncode != 0:
+                    raise SystemExit(f"case {case} failed (exit {child.returncode})")
+                results[case] = json.loads(output)
+                print(f"  done: {case_line(case, results[case])}", flush=True)
+                del children[case]
+        time.sleep(1)
     exact = results["float32"]
     print(f"{exact['parameters'] / 1e9:.2f}B parameters, {WRITES} writes, {args.tokens} tokens, {args.threads} thread(s), "
-          f"{args.rounds} round(s) per case, each case in its own process")  # fmt: skip
-    for case, result in results.items():
-        times = result["times"]
-        peak = result["peak_bytes"] / result["model_bytes"]
-        line = (f"  {case:<33} load {result['load_s']:6.1f} s; audit {median_ms(times, 'audit') / 1e3:7.1f} s = "
-                f"{ratio_text(times, 'audit', 'forwards')} its {2 + 2 * WRITES} forwards "
-                f"({median_ms(times, 'forwards') / 1e3:.1f} s; goal at most 1.5x); peak memory "
-                f"{result['peak_bytes'] / 1e9:.2f} GB = {peak:.2f}x the model's {result['model_bytes'] / 1e9:.2f} GB "
-                f"(goal at most 1.3x)")  # fmt: skip
+          f"{args.rounds} round(s) per case, the cases at once, each in its own process")  # fmt: skip
+    for case in CASES:
+        result, times = results[case], results[case]["times"]
+        line = f"  {case_line(case, result)}"
         if case.endswith("disk"):
             same = result["measurement_sha256"] == exact["measurement_sha256"] and result["digest"] == exact["digest"]
             cost = median_ms(times, "forwards") / median_ms(exact["times"], "forwards")

@@ -23,30 +23,30 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1920  residlab/audit/measures.py
-#   line 1993    measure_write
-#   line 2134  residlab/audit/packet.py
-#   line 2261    model_record
-#   line 2297    input_record
-#   line 2326    intervention_record
-#   line 2433    measurement_record
+#   line 1926  residlab/audit/measures.py
+#   line 1999    measure_write
+#   line 2140  residlab/audit/packet.py
+#   line 2267    model_record
+#   line 2303    input_record
+#   line 2332    intervention_record
+#   line 2439    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   55  residlab/capture/blocks.py
 #   line  259  residlab/capture/outdir.py
 #   line  371  residlab/audit/subject.py
 #   line  673  residlab/audit/placement.py
-#   line  910  residlab/capture/recording.py
-#   line 1065  residlab/capture/sites.py
-#   line 1170  residlab/audit/runs.py
-#   line 1515  residlab/capture/versions.py
-#   line 1536  residlab/audit/schema.py
-#   line 1920  residlab/audit/measures.py
-#   line 2021  residlab/audit/attribution.py
-#   line 2134  residlab/audit/packet.py
-#   line 2551  residlab/capture/files.py
-#   line 2643  residlab/audit/verify.py
-#   line 3049  residlab/audit/cli.py (the entry)
+#   line  916  residlab/capture/recording.py
+#   line 1071  residlab/capture/sites.py
+#   line 1176  residlab/audit/runs.py
+#   line 1521  residlab/capture/versions.py
+#   line 1542  residlab/audit/schema.py
+#   line 1926  residlab/audit/measures.py
+#   line 2027  residlab/audit/attribution.py
+#   line 2140  residlab/audit/packet.py
+#   line 2557  residlab/capture/files.py
+#   line 2649  residlab/audit/verify.py
+#   line 3055  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -868,11 +868,17 @@ def _split_for(model, device_map: dict, kept: str) -> dict:
     return _split_for(model, device_map, kept)
 
 
-def _describe(device_map: dict) -> str:
-    counts: dict = {}
-    for where in device_map.values():
-        counts[str(where)] = counts.get(str(where), 0) + 1
-    return "device map " + ", ".join(f"{where}: {count}" for where, count in counts.items())
+def _describe(device_map: dict, model, block_type) -> str:
+    """'a device map: blocks on cpu 1, disk 2; the rest on cpu', for the terminal."""
+    blocks, rest = {}, set()
+    count = len(model.get_submodule(block_type.layers))
+    for name, where in device_map.items():
+        if name == block_type.layers or name.startswith(block_type.layers + "."):
+            blocks[str(where)] = blocks.get(str(where), 0) + (count if name == block_type.layers else 1)
+        else:
+            rest.add(str(where))
+    return (f"a device map: blocks on {', '.join(f'{where} {n}' for where, n in blocks.items())}; "
+            f"the rest on {', '.join(sorted(rest))}")
 
 
 def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
@@ -885,7 +891,7 @@ def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
     folder = tempfile.TemporaryDirectory(prefix="residlab-offload-")
     with _quiet_accelerate():
         subject.model = accelerate.dispatch_model(subject.model, device_map, offload_dir=folder.name)
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, subject.model, subject.block_type)
     return subject
 
 
@@ -903,7 +909,7 @@ def place_directory(directory: Path, placement: Placement) -> Subject:
     with _quiet_accelerate():
         subject = load_model_directory(directory, placement.dtype, "cpu",
                                        dispatch={"device_map": device_map, "offload_folder": folder.name})  # fmt: skip
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, skeleton, block_type)
     return subject
 
 

@@ -200,11 +200,17 @@ def _split_for(model, device_map: dict, kept: str) -> dict:
     return _split_for(model, device_map, kept)
 
 
-def _describe(device_map: dict) -> str:
-    counts: dict = {}
-    for where in device_map.values():
-        counts[str(where)] = counts.get(str(where), 0) + 1
-    return "device map " + ", ".join(f"{where}: {count}" for where, count in counts.items())
+def _describe(device_map: dict, model, block_type) -> str:
+    """'a device map: blocks on cpu 1, disk 2; the rest on cpu', for the terminal."""
+    blocks, rest = {}, set()
+    count = len(model.get_submodule(block_type.layers))
+    for name, where in device_map.items():
+        if name == block_type.layers or name.startswith(block_type.layers + "."):
+            blocks[str(where)] = blocks.get(str(where), 0) + (count if name == block_type.layers else 1)
+        else:
+            rest.add(str(where))
+    return (f"a device map: blocks on {', '.join(f'{where} {n}' for where, n in blocks.items())}; "
+            f"the rest on {', '.join(sorted(rest))}")
 
 
 def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
@@ -217,7 +223,7 @@ def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
     folder = tempfile.TemporaryDirectory(prefix="residlab-offload-")
     with _quiet_accelerate():
         subject.model = accelerate.dispatch_model(subject.model, device_map, offload_dir=folder.name)
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, subject.model, subject.block_type)
     return subject
 
 
@@ -235,5 +241,5 @@ def place_directory(directory: Path, placement: Placement) -> Subject:
     with _quiet_accelerate():
         subject = load_model_directory(directory, placement.dtype, "cpu",
                                        dispatch={"device_map": device_map, "offload_folder": folder.name})  # fmt: skip
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, skeleton, block_type)
     return subject

@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3832  residlab/course/lab06/induction_audit.py
-#   line 3865    declared_sites
+#   line 3876  residlab/course/lab06/induction_audit.py
+#   line 3909    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -57,10 +57,10 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 2287  residlab/audit/schema.py
 #   line 2673  residlab/audit/attribution.py
 #   line 2786  residlab/audit/placement.py
-#   line 3011  residlab/audit/packet.py
-#   line 3432  residlab/audit/verify.py
-#   line 3832  residlab/course/lab06/induction_audit.py
-#   line 3923  residlab/course/lab06/induction_cli.py (the entry)
+#   line 3029  residlab/audit/packet.py
+#   line 3450  residlab/audit/verify.py
+#   line 3876  residlab/course/lab06/induction_audit.py
+#   line 3967  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1001,8 +1001,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
-    return float((logits[target].float() - logits[rival].float()).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
+    return float((logits[target] - logits[rival]).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -2760,7 +2760,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     head_bias = getattr(head, "bias", None)
     return {
         FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
-        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
+        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach().float(), target, rival),
     }
 
 
@@ -2794,9 +2794,10 @@ A dispatched model runs through accelerate's own hooks (``AlignDevicesHook``: ea
 execution device for its forward, an offloaded block's read from the offload folder and dropped afterwards);
 the audit's recording and patching hooks are ordinary forward hooks on the same modules, registered and removed
 by ``capture.recording`` as for any model, so the numbers are the undispatched run's: the same operations on the
-same values, only their storage moves. The embedding, the final normaliser and the output embedding stay on the
-main device (the first accelerator, else the CPU), inside its ``--max-memory`` budget, because the measures read
-the last two's weights directly. The offload folder is a new temporary directory, removed when the audit ends.
+same values, only their storage moves. Everything outside the blocks (the embedding, the final normaliser and
+the output embedding) stays on the main device (the first accelerator, else the CPU), inside its
+``--max-memory`` budget, because the measures read the last two's weights directly; accelerate places the
+blocks, each whole, in what remains, keeping room for one block to load an offloaded one. The offload folder is a new temporary directory, removed when the audit ends.
 
 A dtype other than float32 is an approximation the packet declares: every tolerance is float32's constants
 times ``tolerance_scale(dtype)``, the dtype's unit roundoff over float32's, divided by 16 (bfloat16: 4096,
@@ -2925,38 +2926,49 @@ def _main_device(max_memory: dict):
     return accelerators[0] if accelerators else ("mps" if "mps" in max_memory else "cpu")
 
 
-def _tensor_bytes(module) -> int:
-    return sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+def _tensor_bytes(module, dtype: str | None = None) -> int:
+    """The bytes of a module's tensors, as held or (``dtype``) in that dtype."""
+    size = None if dtype is None else torch_dtype(dtype).itemsize
+    return sum(t.numel() * (size or t.element_size()) for t in (*module.parameters(), *module.buffers()))
+
+
+def _outer_bytes(model, block_type, dtype: str | None = None) -> int:
+    """The bytes of every tensor outside the blocks: the embeddings, the final normaliser, position tables."""
+    return _tensor_bytes(model, dtype) - _tensor_bytes(model.get_submodule(block_type.layers), dtype)
+
+
+def cpu_budget(model, block_type, blocks_in_memory: int, dtype: str = "float32") -> int:
+    """The ``--max-memory cpu=`` budget (bytes) that holds everything outside the blocks and ``blocks_in_memory``
+    blocks of ``model`` in ``dtype``, beside the one block accelerate keeps room for to load an offloaded block:
+    with it, the other blocks go to disk."""
+    block = _tensor_bytes(model.get_submodule(block_type.layers)[0], dtype)
+    return _outer_bytes(model, block_type, dtype) + (blocks_in_memory + 1) * block
 
 
 def device_map_for(model, block_type, placement: Placement) -> dict:
     """accelerate's map for ``model`` (real or on the meta device) under ``placement.max_memory`` (every device
-    present when none is given): blocks kept whole, the embedding, the final normaliser and the output embedding
-    on the main device and counted against its budget."""
+    present when none is given): everything outside the blocks (the embeddings, the final normaliser, the output
+    embedding) on the main device, counted against its budget; the blocks, each kept whole, placed by
+    accelerate's ``infer_auto_device_map`` in the rest, over the devices in order and then the disk."""
     accelerate = import_accelerate()
     budgets = dict(placement.max_memory or accelerate.utils.get_max_memory())
     main = _main_device(budgets)
-    head = model.get_output_embeddings()
-    kept = {name for name, module in model.named_modules()
-            if module is head or module is model.get_input_embeddings() or name == block_type.final_norm}  # fmt: skip
-    kept_bytes = sum(_tensor_bytes(model.get_submodule(name)) for name in kept)
-    if budgets[main] <= kept_bytes:
+    outer = _outer_bytes(model, block_type, placement.dtype)
+    if budgets[main] <= outer:
         raise AuditError(f"--max-memory: {main} must hold the embeddings and the final normaliser "
-                         f"({kept_bytes:,} bytes in {placement.dtype}) and room for the blocks")  # fmt: skip
-    budgets[main] -= kept_bytes
-    blocks = type(model.get_submodule(block_type.layers)[0]).__name__
-    device_map = accelerate.infer_auto_device_map(model, max_memory=budgets, no_split_module_classes=[blocks],
-                                                  dtype=torch_dtype(placement.dtype))  # fmt: skip
-    for name in sorted(kept):  # an entry holding a kept module whole is split into its other children
-        device_map = _split_for(model, device_map, name)
-        device_map = {key: where for key, where in device_map.items() if not key.startswith(name + ".")}
-        device_map[name] = main
-    return device_map
+                         f"({outer:,} bytes in {placement.dtype}) and room for the blocks")  # fmt: skip
+    budgets[main] -= outer
+    layers = model.get_submodule(block_type.layers)
+    blocks = accelerate.infer_auto_device_map(layers, max_memory=budgets, dtype=torch_dtype(placement.dtype),
+                                              no_split_module_classes=[type(layers[0]).__name__])  # fmt: skip
+    device_map = _split_for(model, {"": main}, block_type.layers)
+    del device_map[block_type.layers]
+    return device_map | {f"{block_type.layers}.{name}".rstrip("."): where for name, where in blocks.items()}
 
 
 def _split_for(model, device_map: dict, kept: str) -> dict:
-    """``device_map`` with the entry that holds ``kept`` (itself or an ancestor) replaced by its children,
-    down to ``kept``, each child keeping the entry's device."""
+    """``device_map`` with the entry that holds module ``kept`` (an ancestor of it) replaced by its children, down
+    to ``kept``, each child keeping the entry's device."""
     holder = next((name for name in device_map if name == "" or kept == name or kept.startswith(name + ".")), None)
     if holder is None or holder == kept:
         return device_map
@@ -2969,11 +2981,17 @@ def _split_for(model, device_map: dict, kept: str) -> dict:
     return _split_for(model, device_map, kept)
 
 
-def _describe(device_map: dict) -> str:
-    counts: dict = {}
-    for where in device_map.values():
-        counts[str(where)] = counts.get(str(where), 0) + 1
-    return "device map " + ", ".join(f"{where}: {count}" for where, count in counts.items())
+def _describe(device_map: dict, model, block_type) -> str:
+    """'a device map: blocks on cpu 1, disk 2; the rest on cpu', for the terminal."""
+    blocks, rest = {}, set()
+    count = len(model.get_submodule(block_type.layers))
+    for name, where in device_map.items():
+        if name == block_type.layers or name.startswith(block_type.layers + "."):
+            blocks[str(where)] = blocks.get(str(where), 0) + (count if name == block_type.layers else 1)
+        else:
+            rest.add(str(where))
+    return (f"a device map: blocks on {', '.join(f'{where} {n}' for where, n in blocks.items())}; "
+            f"the rest on {', '.join(sorted(rest))}")
 
 
 def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
@@ -2986,7 +3004,7 @@ def place_specimen(name: str, seed: int, placement: Placement) -> Subject:
     folder = tempfile.TemporaryDirectory(prefix="residlab-offload-")
     with _quiet_accelerate():
         subject.model = accelerate.dispatch_model(subject.model, device_map, offload_dir=folder.name)
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, subject.model, subject.block_type)
     return subject
 
 
@@ -3004,7 +3022,7 @@ def place_directory(directory: Path, placement: Placement) -> Subject:
     with _quiet_accelerate():
         subject = load_model_directory(directory, placement.dtype, "cpu",
                                        dispatch={"device_map": device_map, "offload_folder": folder.name})  # fmt: skip
-    subject.offload_folder, subject.placement = folder, _describe(device_map)
+    subject.offload_folder, subject.placement = folder, _describe(device_map, skeleton, block_type)
     return subject
 
 
@@ -3810,6 +3828,32 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     if environment != current:
         report.lines.append(f"note: the packet was written with {environment}; this check ran with {current}")
     return report
+
+
+def _measured_values(node, path: str = ""):
+    """(path, value, tolerance) of every measured value in a record."""
+    if isinstance(node, dict):
+        if "tolerance" in node and "value" in node:
+            yield path, node["value"], node["tolerance"]
+        for key, value in node.items():
+            yield from _measured_values(value, child_path(path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _measured_values(value, f"{path}[{index}]")
+
+
+def within_declared(approximate: dict, reference: dict) -> tuple[int, int]:
+    """How many of the measured values of ``approximate`` (a measurement record, e.g. a bfloat16 packet's) lie
+    within the tolerance it declares of ``reference``'s (the same audit's float32 record): (held, compared);
+    values with no value or no determined tolerance are not compared."""
+    exact = {path: value for path, value, _ in _measured_values(reference)}
+    held = compared = 0
+    for path, value, tolerance in _measured_values(approximate):
+        if tolerance["absolute"] is None or value is None or exact.get(path) is None:
+            continue
+        compared += 1
+        held += _close(exact[path], value, tolerance)
+    return held, compared
 
 
 # ---------------------------------------------------------------------------------------------------------

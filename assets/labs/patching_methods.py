@@ -754,8 +754,8 @@ class WriteMeasures:
 
 
 def logit_difference(logits, target: int, rival: int) -> float:
-    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,), subtracted in float32."""
-    return float((logits[target].float() - logits[rival].float()).item())
+    """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
+    return float((logits[target] - logits[rival]).item())
 
 
 def normaliser_epsilon(norm) -> float:

@@ -48,9 +48,20 @@ and how to verify it; ``--seed`` is refused without ``--specimen``, and beyond 0
 block type's packet, re-linked or not, and requires a refusal naming the record and field or an acceptance within
 the declared tolerance, never a traceback.
 
-The model runs in float32 on the CPU with eager attention, in ``torch.inference_mode``, loaded offline from a
-local directory (config.json and safetensors, a built-in transformers class, no remote code) or built as a
-random-weight specimen from a small configuration. Specimen numbers are NOT those of any trained model.
+The model runs with eager attention, in ``torch.inference_mode``, loaded offline from a local directory
+(config.json and safetensors, a built-in transformers class, no remote code) or built as a random-weight specimen
+from a small configuration. Specimen numbers are NOT those of any trained model. By default it runs in float32 on
+the CPU; ``placement`` runs it elsewhere (``--device cpu|cuda|cuda:N|mps``, refused in one line where absent), in
+a declared approximation (``--dtype bfloat16|float16``), or spread by accelerate over accelerators, the CPU and a
+temporary disk folder (``--device-map auto --max-memory DEVICE=SIZE,...``, e.g. ``cpu=2GB`` or
+``0=20GiB,cpu=64GiB``; accelerate imported only then). A dispatched run's numbers are the undispatched run's, byte
+for byte: accelerate's hooks move weights, the audit's recording hooks sit on the same modules and are removed as
+always, and every parameter is hashed where it lives, an offloaded one read alone from the offload store, so no
+hash gathers the model. The records of a run in another dtype are measured in float32; the packet (schema 5)
+records ``execution.dtype`` and ``execution.tolerance_scale`` (float32 1, float16 512, bfloat16 4096: the
+dtype's unit roundoff over float32's, divided by 16), every tolerance is float32's times that scale, and
+``verify`` re-runs in the packet's dtype on whatever device or device map it is given, saying so in its first
+line. The packet records no device: its numbers verify on any.
 
 The audit stands on the capture floor (``residlab.capture``): the block tables say where each site is, the site
 names and the resolver come from ``capture.sites``, every run records through ``capture.recording.record_sites``
@@ -58,6 +69,8 @@ names and the resolver come from ``capture.sites``, every run records through ``
 Its modules, each importing only those above it and the capture floor:
 
 - ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
+- ``placement``: ``--device``, ``--dtype``, ``--device-map``/``--max-memory`` (``Placement``, ``place_specimen``,
+               ``place_directory``, ``device_map_for``, ``cpu_budget``, ``tolerance_scale``, ``ACCELERATE_PIN``).
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
                ``compare_to_source``, ``run_audit``; ``ParameterWatch`` (two hashes per audit, version counters
                between them).
@@ -76,8 +89,8 @@ Its modules, each importing only those above it and the capture floor:
                a packet measure since schema 3 (``dla_term`` per write at the readout, ``attribution``), which the
                lesson and Lab 06 show beside the removal effects. Schema 4 names the block boundaries resid_pre and
                resid_post; schema 5 records the total effect (``total_effect``, M(clean) - M(w zeroed)) where
-               schema 4 recorded its negative (``ablation_effect``); a packet of an older schema is refused in one
-               line.
+               schema 4 recorded its negative (``ablation_effect``), and the dtype and its tolerance scale; a packet
+               of an older schema is refused in one line.
 - ``cli``:     the command line (``residlab audit``, and the downloadable runner ``audit_residual_writes.py``,
                which ``residlab sync`` bundles from these modules and the capture floor's).
 """
@@ -87,6 +100,7 @@ from __future__ import annotations
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE
 from residlab.capture.sites import BLOCK_SITES
 from residlab.audit.subject import (
+    DTYPES,
     MAX_SEED,
     MODEL_FILES,
     AuditError,
@@ -95,6 +109,16 @@ from residlab.audit.subject import (
     load_model_directory,
     model_directory_files,
     read_json_object,
+)
+from residlab.audit.placement import (
+    ACCELERATE_PIN,
+    Placement,
+    check_device,
+    cpu_budget,
+    parse_max_memory,
+    place_directory,
+    place_specimen,
+    tolerance_scale,
 )
 from residlab.audit.runs import (
     COMPONENTS,
@@ -152,9 +176,12 @@ from residlab.audit.verify import (
     read_packet,
     subject_from_packet,
     verify_packet,
+    within_declared,
 )
 
 __all__ = [
+    "ACCELERATE_PIN", "DTYPES", "Placement", "check_device", "cpu_budget", "parse_max_memory", "place_directory",
+    "place_specimen", "tolerance_scale", "within_declared",
     "AuditError", "AuditInput", "BLOCK_SITES", "CHECK_LABELS", "COMPONENTS", "DeclaredSite", "HASH_THREADS", "IDENTITY_ABSOLUTE",
     "IDENTITY_RELATIVE", "INFORMATIONAL", "LIBRARIES", "MAX_RECORD_BYTES", "MAX_SEED", "MAX_THREADS", "MODEL_FILES",
     "QUANTITIES", "RECORDS", "RECORD_SCHEMAS", "Run", "SCHEMA", "Subject", "TOLERANCES", "Verification", "ParameterWatch",

@@ -89,7 +89,7 @@ def bias_terms(norm, head, target: int, rival: int) -> dict[str, float]:
     head_bias = getattr(head, "bias", None)
     return {
         FINAL_NORM_BIAS: 0.0 if norm_bias is None else float(direction @ norm_bias.detach().to(direction)),
-        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach(), target, rival),
+        OUTPUT_BIAS: 0.0 if head_bias is None else logit_difference(head_bias.detach().float(), target, rival),
     }
 
 

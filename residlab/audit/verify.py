@@ -394,6 +394,32 @@ def verify_packet(packet_dir: Path, subject: Subject) -> Verification:
     return report
 
 
+def _measured_values(node, path: str = ""):
+    """(path, value, tolerance) of every measured value in a record."""
+    if isinstance(node, dict):
+        if "tolerance" in node and "value" in node:
+            yield path, node["value"], node["tolerance"]
+        for key, value in node.items():
+            yield from _measured_values(value, child_path(path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _measured_values(value, f"{path}[{index}]")
+
+
+def within_declared(approximate: dict, reference: dict) -> tuple[int, int]:
+    """How many of the measured values of ``approximate`` (a measurement record, e.g. a bfloat16 packet's) lie
+    within the tolerance it declares of ``reference``'s (the same audit's float32 record): (held, compared);
+    values with no value or no determined tolerance are not compared."""
+    exact = {path: value for path, value, _ in _measured_values(reference)}
+    held = compared = 0
+    for path, value, tolerance in _measured_values(approximate):
+        if tolerance["absolute"] is None or value is None or exact.get(path) is None:
+            continue
+        compared += 1
+        held += _close(exact[path], value, tolerance)
+    return held, compared
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Sources: rebuild the model a packet names.
 

@@ -50,6 +50,7 @@ _INTERFACE = {
     "page_explorer": ("residlab.course.lab05.explorer_data", "page_explorer"),
     "decoder_audit": ("residlab.course.lab06.decoder_audit", None),
     "pythia_audit": ("residlab.course.lab06.pythia_audit", None),
+    "scale_audit": ("residlab.course.lab06.scale_audit", None),
     "induction_recipe": ("residlab.course.models.induction.recipe", None),
     "induction_measures": ("residlab.course.models.induction.measures", None),
     "induction_audit": ("residlab.course.lab06.induction_audit", None),

@@ -8,4 +8,6 @@
   repeated-token prompt pair, and the sentence that says whether the model separates the two prompts.
 - ``copy_audit``: the ``residlab audit`` command's worked example, ``residlab audit --copy-model``: the audit tool
   pointed at Lesson 2.1's copy model.
+- ``scale_audit``: the section for bigger models: the lab's audit dispatched with blocks on disk, and in
+  bfloat16, each compared with the float32 packet.
 """

@@ -178,12 +178,17 @@ def _before_direct_logit_attribution(records):  # schema 2: no dla_term, no attr
         row.pop("dla_term")
 
 
-def _before_one_sign_for_every_effect(records):  # schema 4: the removal's change, M(w zeroed) - M(clean)
+def _schema_4(records):
+    """Schema 4: the removal's change, M(w zeroed) - M(clean), as ablation_effect; execution named the device
+    (always cpu) and no tolerance scale."""
     for row in records["measurement"]["results"]:
         effect = row.pop("total_effect")
         row["ablation_effect"] = effect | {"value": -effect["value"]}
     quantities = records["measurement"]["quantities"]
     quantities["ablation_effect"] = quantities.pop("total_effect")
+    execution = records["model"]["execution"]
+    del execution["tolerance_scale"]
+    execution["device"] = "cpu"
 
 
 @pytest.mark.parametrize(
@@ -193,10 +198,10 @@ def _before_one_sign_for_every_effect(records):  # schema 4: the removal's chang
         # schema 3 differs from 4 only in the block boundaries' names (site table, identity, measurement texts),
         # strings the schema field's refusal comes before: today's records under the old number stand for it
         (3, lambda records: None),
-        (4, _before_one_sign_for_every_effect),
+        (4, _schema_4),
     ],
     ids=["before direct logit attribution", "before the boundaries were resid_pre and resid_post",
-         "before one sign for every effect"],
+         "before one sign for every effect and the recorded dtype"],
 )
 def test_a_packet_of_an_older_schema_is_refused_in_one_line(packets, tmp_path, capsys, schema, older):
     def written_by_an_older_version(records):  # what its writer would have linked

@@ -6,7 +6,6 @@ mps variants run where that device is present and are skipped elsewhere."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -38,14 +37,11 @@ def records(packet: Path) -> dict:
     return {name: json.loads((packet / f"{name}.json").read_text()) for name in audit.RECORDS}
 
 
-def budget(name: str, dtype: str = "float32", blocks_in_memory: float = 1.5) -> int:
-    """A CPU budget that holds the embeddings, the final normaliser and about ``blocks_in_memory`` blocks beside
-    the one accelerate reserves for loading an offloaded block: the rest of the blocks go to disk."""
-    model = audit.build_specimen(name, 0, dtype).model
-    total = sum(p.numel() * p.element_size() for p in model.parameters())
-    block = sum(p.numel() * p.element_size() for p in model.get_submodule(audit.build_specimen(name).block_type.layers)[0].parameters())
-    layers = len(audit.build_specimen(name).blocks)
-    return total - layers * block + int((1 + blocks_in_memory) * block)
+def budget(name: str, dtype: str = "float32", blocks_in_memory: int = 1) -> int:
+    """A CPU budget that holds the embeddings, the final normaliser and ``blocks_in_memory`` blocks: the rest of
+    the specimen's blocks go to disk."""
+    subject = audit.build_specimen(name, 0, dtype)
+    return placement.cpu_budget(subject.model, subject.block_type, blocks_in_memory, dtype)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +72,7 @@ def test_a_dispatched_packet_is_the_undispatched_packet(name, tmp_path, capsys):
     code, out, err = run_cli(["--specimen", name, *PROMPTS, "--device-map", "auto", "--max-memory",
                               f"cpu={budget(name)}B", "--output", dispatched], capsys)  # fmt: skip
     assert code == 0, err
-    assert re.search(r"ran in float32 on device map cpu: \d+, disk: \d+", out), out
+    assert "ran in float32 on a device map: blocks on cpu 1, disk 2; the rest on cpu" in out, out
     for record in audit.RECORDS:  # every digest, value and link: the same bytes
         assert (dispatched / f"{record}.json").read_bytes() == (plain / f"{record}.json").read_bytes(), record
     assert not list(Path(__import__("tempfile").gettempdir()).glob("residlab-offload-*"))  # the folder removed
@@ -250,7 +246,7 @@ def test_the_audit_on_cuda_verifies_on_the_cpu(tmp_path, capsys, plain_packet):
 
 @cuda
 def test_a_device_map_over_cuda_cpu_and_disk_equals_the_plain_packet(tmp_path, capsys, plain_packet):
-    size = budget("gpt_neox", blocks_in_memory=0.5)
+    size = budget("gpt_neox", blocks_in_memory=0)
     _on_accelerator("cuda", tmp_path, capsys, plain_packet, ["--device-map", "auto", "--max-memory", f"0={size}B,cpu={size}B"])
 
 

@@ -41,9 +41,9 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             shown = "undefined" if value is None else f"{value:.3f}"
-            parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
-                         f'fill="{colour(value)}" data-value="{shown}"><title>{html.escape(label)}, position '
-                         f"{position}: {shown}</title></rect>")  # fmt: skip
+            parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
+                         f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {shown}</title>'
+                         "</rect>")  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 
 
@@ -75,12 +75,12 @@ def activation_figure(report: dict, name: str) -> str:
 
 
 def attribution_figure(report: dict, name: str) -> str:
-    """Per site kind: the exact denoising share, the attribution estimate and its error, one design."""
+    """Per site kind: the attribution estimate and its error (the exact denoising share is the activation figure's),
+    one design."""
     design = report["designs"][name]
     panels = []
     for kind in KINDS:
-        for title, grid in (("exact", design["activation"]["denoising"][kind]),
-                            ("attribution", design["attribution"][kind]), ("error", design["error"][kind])):  # fmt: skip
+        for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
             panels.append((f"{KIND_LABELS[kind]}: {title}", [(f"blocks.{b}.{kind}", row) for b, row in enumerate(grid)]))
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 

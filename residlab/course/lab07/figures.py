@@ -55,7 +55,8 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
-            f'width="{width}" height="{top:.0f}" role="img" aria-label="{html.escape(label)}">'
+            f'width="{width}" height="{top:.0f}" style="max-width:100%;height:auto" role="img" '
+            f'aria-label="{html.escape(label)}">'
             f'<rect width="{width}" height="{top:.0f}" fill="#ffffff"/>'  # its own paper, in either colour scheme
             + "".join(parts) + "</svg>")  # fmt: skip
 

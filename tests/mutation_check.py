@@ -151,17 +151,17 @@ MUTATIONS = (
         LESSON_TESTS,
     ),
     Mutation(
-        "recording-edit-one-position-early",
-        "residlab/capture/recording.py",
-        "tensor[0, position] = vector",
-        "tensor[0, position - 1] = vector",
+        "patching-set-one-position-early",
+        "residlab/capture/patching.py",
+        "tensor[:, index] = value.to(dtype=tensor.dtype, device=tensor.device)",
+        "tensor[:, [i - 1 for i in index] if isinstance(index, list) else index] = value.to(dtype=tensor.dtype)",
         RECORDING_TESTS,
     ),
     Mutation(
         "observation-cosine-against-wrong-state",
         "residlab/pythia/observe.py",
-        '"cosine_update_with_incoming": cosine_or_none(after - before, before)',
-        '"cosine_update_with_incoming": cosine_or_none(after - before, after)',
+        '"cosine_update_with_incoming": cosine(after - before, before)',
+        '"cosine_update_with_incoming": cosine(after - before, after)',
         OBSERVATION_TESTS,
     ),
     Mutation(
@@ -181,8 +181,8 @@ MUTATIONS = (
     Mutation(
         "observation-final-norm-cosine-wrong-pair",
         "residlab/pythia/observe.py",
-        '"cosine": cosine_or_none(raw_last, normalised),',
-        '"cosine": cosine_or_none(states[-2], normalised),',
+        '"cosine": cosine(raw_last, normalised),',
+        '"cosine": cosine(states[-2], normalised),',
         OBSERVATION_TESTS,
     ),
     Mutation(

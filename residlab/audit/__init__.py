@@ -58,6 +58,9 @@ Its modules, each importing only those above it and the capture floor:
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
                ``compare_to_source``, ``run_audit``; ``ParameterWatch`` (two hashes per audit, version counters
                between them).
+- ``measures``: every measure of one write, written once (``measure_write``: the direct effect, the removal and
+               patch effects, survival), the metric (``logit_difference``, ``metric_direction``) and
+               ``patch_recovery``; the lesson reads the same functions.
 - ``schema``:  each record's schema (``RECORD_SCHEMAS``, ``check_record``), the strict parse (``parse_record``: no
                duplicate key, no NaN or overflowing number, bounded integers and nesting), ``INFORMATIONAL``.
 - ``packet``:  the four records, their links, ``build_packet``, ``write_packet``, ``audit_to_directory``,

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from residlab.capture.vectors import cosine
+
 
 @dataclass(frozen=True)
 class WriteMeasures:
@@ -55,12 +57,6 @@ def normaliser_epsilon(norm) -> float:
 def metric_direction(output_embedding, target: int, rival: int):
     """d = u_target - u_rival (d,): the rows of the output embedding's weight (vocab, d) the metric reads."""
     return (output_embedding[target] - output_embedding[rival]).detach()
-
-
-def cosine(a, b) -> float | None:
-    """cos(a, b) of two vectors (d,); None when either is zero."""
-    denominator = float(a.norm()) * float(b.norm())
-    return None if denominator == 0.0 else float((a @ b).item()) / denominator
 
 
 def patch_recovery(clean: float, corrupt: float, patched: float) -> float | None:

@@ -10,10 +10,18 @@
 - ``pins_command``: ``residlab pins outdated | try-latest | write``, on ``package_index`` (the newest release of a
   library, asked of pip, every wait bounded) and ``try_latest`` (the newest releases tried in a throwaway copy,
   a failure traced to one library; the plan is ``[tool.residlab.try-latest]`` in ``pyproject.toml``).
-- ``runners``: the downloadable runners, each built from the modules its entry in ``RUNNERS`` lists, in that order.
+- ``runners``: the downloadable runners, each built from the modules its registry entry lists
+  (``residlab/course/pages.py``), in that order.
 - ``bundle``: reads a runner's modules and checks the list against their imports (its docstring: the conventions
   a runner's module follows).
 - ``checkout``: the project as a fresh clone has it, copied elsewhere (the render tests' clean copy, the trial's
   throwaway copy).
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
+- ``preview_image``: a Quarto post-render step, the site's social-preview image drawn into the built site.
+- ``page_weight``: a Quarto post-render step, what a phone downloads before it paints: the fonts subset to what
+  the pages use, then ``first_paint``'s rewrites of every page.
+- ``first_paint``: the rewrites of Quarto's HTML for which Quarto offers no option of its own, each stopping the
+  build with a clear error when the pattern it rewrites is missing.
+- ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
+  ``benchmarks/lighthouse_scores.py``).
 """

@@ -18,6 +18,13 @@ done before left as it is.
 - Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
   body's padding for the fixed header, which one of them sets, is set by a script right after the header
   (``reserve_header_height``), so on a phone the page does not jump down once they run.
+
+Quarto offers no option, filter or include for any of these (each changes what Quarto itself writes, where it
+writes it), so they rewrite its output; each is written against the HTML of the Quarto the site is built and
+tested with (README), and each stops the build (``PatternMissing``: the rewrite and the page named) when the
+pattern it rewrites is missing from a page it has not rewritten before, so a Quarto that writes its pages
+differently fails the render instead of shipping pages no longer rewritten. ``tests/unit/build/test_first_paint.py``
+runs them on pages that Quarto renders from a small project.
 """
 
 from __future__ import annotations
@@ -27,12 +34,26 @@ import re
 from pathlib import Path
 
 
+class PatternMissing(SystemExit):
+    """A rewrite found no trace of what it rewrites: Quarto writes its pages differently than the rewrite expects.
+    The message names the rewrite and, once ``rewrite`` has added it, the page."""
+
+    def __init__(self, rewrite: str, missing: str, page: Path | str = "a page"):
+        super().__init__(f"page_weight: {rewrite}: {page}: {missing}: Quarto's output changed; update "
+                         "residlab/build/first_paint.py")
+        self.rewrite, self.missing = rewrite, missing
+
+
 def rewrite(html: str, page: Path, site_dir: Path, fonts: dict) -> str:
     """``page`` (of the built site ``site_dir``) with every rewrite below; ``fonts``: the font files to preload
-    (file name -> whether a page's body draws with it)."""
-    html = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
-    html = preload_fonts(inline_small_stylesheets(html, page, site_dir), page, site_dir, fonts)
-    return lazy_figures(load_search_after_the_page(html), page, site_dir)
+    (file name -> whether a page's body draws with it). A missing pattern stops the build, naming the page."""
+    try:
+        html = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
+        html = preload_fonts(inline_small_stylesheets(html, page, site_dir), page, site_dir, fonts)
+        return lazy_figures(load_search_after_the_page(html), page, site_dir)
+    except PatternMissing as error:
+        where = page.relative_to(site_dir) if site_dir in page.parents else page
+        raise PatternMissing(error.rewrite, error.missing, where) from None
 
 
 # ---------------------------------------------------------------- the colour schemes' stylesheets
@@ -102,10 +123,12 @@ HREF = re.compile(r'\bhref="')
 
 def defer_other_scheme(html: str) -> str:
     """The page with its scheme stylesheets behind their schemes' media queries (the dark ones without their
-    address) and the script after them; unchanged if that was done before or the page has no scheme stylesheets."""
+    address) and the script after them; unchanged if that was done before."""
     matches = list(SCHEME_LINK.finditer(html))
-    if f'id="{SCHEME_SCRIPT_ID}"' in html or not matches:
+    if f'id="{SCHEME_SCRIPT_ID}"' in html:
         return html
+    if not matches:
+        raise PatternMissing("defer_other_scheme", "no colour-scheme stylesheet (class quarto-color-scheme)")
     pieces, at, without_scripts = [], 0, []
     for match in matches:
         tag = match.group(0)
@@ -130,8 +153,8 @@ def defer_head_scripts(html: str) -> str:
     of holding up its first paint: ``defer`` keeps their order, and each only registers handlers that wait for
     DOMContentLoaded, which deferred scripts run before. Module scripts are deferred already."""
     head_end = html.find("</head>")
-    if head_end == -1:
-        return html
+    if head_end == -1 or not HEAD_SCRIPT.search(html[:head_end]):
+        raise PatternMissing("defer_head_scripts", "no script with a src in the head")
 
     def deferred(match: re.Match) -> str:
         tag = match.group(0)
@@ -156,11 +179,12 @@ FIXED_HEADER = re.compile(r'<header id="quarto-header" class="[^"]*\bfixed-top\b
 
 
 def reserve_header_height(html: str) -> str:
-    """The page with ``HEADER_OFFSET_SCRIPT`` right after Quarto's fixed header; unchanged if done before or the
-    page has no fixed header."""
+    """The page with ``HEADER_OFFSET_SCRIPT`` right after Quarto's fixed header; unchanged if done before."""
     header = FIXED_HEADER.search(html)
-    if f'id="{HEADER_OFFSET_ID}"' in html or not header:
+    if f'id="{HEADER_OFFSET_ID}"' in html:
         return html
+    if not header:
+        raise PatternMissing("reserve_header_height", 'no fixed header (<header id="quarto-header" class="fixed-top">)')
     return html[:header.end()] + HEADER_OFFSET_SCRIPT + html[header.end():]
 
 
@@ -203,6 +227,8 @@ def inline_small_stylesheets(html: str, page: Path, site_dir: Path) -> str:
         media = re.search(r'\bmedia="[^"]*"', tag)
         return f'<style {INLINED_FROM}="{href.group("href")}"{" " + media.group(0) if media else ""}>{css}</style>'
 
+    if not STYLESHEET_LINK.search(html):
+        raise PatternMissing("inline_small_stylesheets", 'no <link rel="stylesheet">')
     return STYLESHEET_LINK.sub(inlined, html)
 
 
@@ -226,7 +252,9 @@ def preload_fonts(html: str, page: Path, site_dir: Path, fonts: dict) -> str:
     fetched once): the browser fetches it beside the stylesheets instead of after them, one round trip sooner.
     Unchanged if done before."""
     head_end = html.find("</head>")
-    if PRELOAD_MARK in html or head_end == -1:
+    if head_end == -1:
+        raise PatternMissing("preload_fonts", "no </head>")
+    if PRELOAD_MARK in html:
         return html
     head = html[:head_end]
     sheets = [sheet for href in map(LINK_HREF.search, STYLESHEET_LINK.findall(head))
@@ -283,15 +311,17 @@ IMAGE_SOURCE = re.compile(r'\bsrc="(?P<src>[^":]+\.svg)"')
 SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="(?P<width>[\d.]+)(?P<wunit>pt|px)?"'
                       r'[^>]*?\bheight="(?P<height>[\d.]+)(?P<hunit>pt|px)?"')
 CSS_PIXELS = {"pt": 4 / 3, "px": 1.0, None: 1.0}
+FIGURE = re.compile(r"<figure\b.*?</figure>", re.S)
 
 
 def load_search_after_the_page(html: str) -> str:
-    """The page with Quarto's search scripts in its head replaced by ``SEARCH_LOADER``; unchanged if done before or
-    the page has no search."""
+    """The page with Quarto's search scripts in its head replaced by ``SEARCH_LOADER``; unchanged if done before."""
     head_end = html.find("</head>")
     found = list(SEARCH_SCRIPT.finditer(html[:max(head_end, 0)]))
-    if not found or f'id="{SEARCH_LOADER_ID}"' in html:
+    if f'id="{SEARCH_LOADER_ID}"' in html:
         return html
+    if not found:
+        raise PatternMissing("load_search_after_the_page", "no search script (quarto-search/*.js) in the head")
     loader = SEARCH_LOADER % {"id": SEARCH_LOADER_ID, "scripts": " ".join(match.group("src") for match in found)}
     head = SEARCH_SCRIPT.sub("", html[:head_end])
     at = found[0].start()  # where the first of them stood: the scripts before and after it keep their order
@@ -328,7 +358,13 @@ def lazy_figures(html: str, page: Path, site_dir: Path) -> str:
     """The page with its figures' images (Quarto's ``figure-img``, drawn as SVG files of the site) loaded when the
     reader scrolls near them, not beside the stylesheets before the first paint; each gets the size its SVG
     declares (as a style: width attributes take whole pixels, and a rounded size would redraw the figure a
-    fraction of a pixel smaller), so the page keeps its room before it arrives and nothing moves when it does."""
+    fraction of a pixel smaller), so the page keeps its room before it arrives and nothing moves when it does.
+    An image in a ``<figure>`` without Quarto's ``figure-img`` class, or an SVG figure that is not a file of the
+    site or declares no size, stops the build."""
+    for figure in FIGURE.findall(html):
+        for image in re.findall(r"<img\b[^>]*>", figure):
+            if not re.search(r'\bclass="[^"]*\bfigure-img\b', image):
+                raise PatternMissing("lazy_figures", f"an image in a <figure> without the class figure-img: {image}")
 
     def lazy(image: re.Match) -> str:
         source = IMAGE_SOURCE.search(image.group(0))
@@ -337,7 +373,8 @@ def lazy_figures(html: str, page: Path, site_dir: Path) -> str:
         path = _site_file(page, source.group("src"), site_dir)
         size = svg_size(path) if path else None
         if size is None:
-            return image.group(0)
+            raise PatternMissing("lazy_figures", f"the figure {source.group('src')} is no SVG file of the site with a "
+                                 "declared width and height")
         head = image.group(0)[:image.start("end") - image.start()]
         width, height = map(_pixels, size)
         style = f"width: {width}px; aspect-ratio: {width} / {height}"

@@ -39,8 +39,8 @@ from residlab.build.sync import default_site_root
 WARNING_LINE = re.compile(r"\bWARN(?:ING)?\b|\[WARNING\]|\b[A-Z]\w*Warning\b|\bWarning:")
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 QUARTO_MISSING = (
-    "Quarto is not on PATH (or in $QUARTO). Install Quarto 1.10 or newer from https://quarto.org/docs/get-started/ "
-    "(or your package manager), then run the command again."
+    "Quarto is not on PATH (or in $QUARTO). Install Quarto 1.10.18 (the version the site is built and tested "
+    "with) from https://quarto.org/docs/get-started/ (or your package manager), then run the command again."
 )
 
 

@@ -9,6 +9,8 @@
 - ``patching``:  the one intervention primitive on it: the edits (``zeroed``, ``set_to``, ``taken_from`` another
                  run's recording) at any positions, one patched run (``run_patched``) and the grid of
                  (site, position) cells (``patch_grid``).
+- ``vectors``:   ``cosine``, the one definition the observation and the audit's measures share.
+- ``versions``:  the library versions a record states, and ``import_transformers_quietly``.
 - ``outdir``:    the one output rule (a new name or an empty real directory, written atomically).
 - ``files``:     the one read rule (``read_file_bytes``: no link, a regular file, bounded, unchanged while read).
 

@@ -88,7 +88,7 @@ _INTERFACE = {
     # the glossary's activation caches
     "encode_prompt": ("residlab.course.glossary.cache_layouts", "encode_prompt"),
     "load_shipped_tokenizer": ("residlab.course.glossary.cache_layouts", "load_shipped_tokenizer"),
-    "import_transformers_quietly": ("residlab.pythia.load", "import_transformers_quietly"),
+    "import_transformers_quietly": ("residlab.capture.versions", "import_transformers_quietly"),
     "record_block_outputs": ("residlab.course.glossary.cache_layouts", "record_block_outputs"),
     "gpt_neox_cache_layouts": ("residlab.course.glossary.cache_layouts", "gpt_neox_cache_layouts"),
     "library_hidden_states": ("residlab.course.glossary.cache_layouts", "library_hidden_states"),

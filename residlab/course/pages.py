@@ -128,9 +128,9 @@ FAMILIES = (
             Runner(
                 "residual_stream_lab.py",
                 (
-                    TORCH_CHECK, "capture/recording.py", "capture/patching.py", "audit/measures.py",
-                    "audit/attribution.py", "course/models/threads.py", "course/models/copy_model.py",
-                    "course/models/gradient_profile.py", "course/models/lesson_lab.py",
+                    TORCH_CHECK, "capture/recording.py", "capture/patching.py", "capture/vectors.py",
+                    "audit/measures.py", "audit/attribution.py", "course/models/threads.py",
+                    "course/models/copy_model.py", "course/models/gradient_profile.py", "course/models/lesson_lab.py",
                 ),
                 "Lesson 2.1: the copy-model audit and the pre-LN/post-LN gradient profile (needs only torch)",
                 "the audit of the copy model",
@@ -193,7 +193,7 @@ FAMILIES = (
                     # observation; then the download and verification of the pinned files it reads; the command
                     # line last.
                     "capture/blocks.py", "capture/sites.py", "capture/recording.py", "capture/versions.py",
-                    "pythia/observe.py", "capture/outdir.py", "capture/files.py",
+                    "capture/vectors.py", "pythia/observe.py", "capture/outdir.py", "capture/files.py",
                     "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py", "pythia/runner.py",
                 ),
                 "Lab 05 Part 4: pinned Pythia-14M download, verification and residual capture",
@@ -225,7 +225,7 @@ FAMILIES = (
                 (
                     "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py",
                     "capture/patching.py", "capture/sites.py", "audit/runs.py", "capture/versions.py",
-                    "audit/schema.py", "audit/measures.py", "audit/attribution.py",
+                    "audit/schema.py", "capture/vectors.py", "audit/measures.py", "audit/attribution.py",
                     "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
                 ),
                 "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",

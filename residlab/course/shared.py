@@ -98,7 +98,7 @@ def _rebuild_specimen(state: dict):
     """The stored weights into a fresh model of the specimen's configuration, equal bit for bit."""
     import torch
 
-    from residlab.pythia.load import import_transformers_quietly
+    from residlab.capture.versions import import_transformers_quietly
     from residlab.pythia.specimen import _model_config
 
     transformers = import_transformers_quietly()  # before building: no tqdm notice in a kernel
@@ -110,7 +110,7 @@ def _rebuild_specimen(state: dict):
 @shared_value(encode=lambda model: model.state_dict(), decode=_rebuild_specimen)
 def specimen_model(seed: int = 0):
     """``pythia.specimen.build_specimen_model(seed)``: the synthetic specimen, built once per render."""
-    from residlab.pythia.load import import_transformers_quietly
+    from residlab.capture.versions import import_transformers_quietly
     from residlab.pythia.specimen import build_specimen_model
 
     import_transformers_quietly()  # before building: no tqdm notice in a kernel

@@ -15,19 +15,10 @@ runner's ``--plan`` works before anything is installed.
 from __future__ import annotations
 
 import json
-import warnings
 
 from residlab.capture.blocks import canonical_path
+from residlab.capture.versions import import_transformers_quietly
 from residlab.pythia.artifacts import OBSERVE_READS, ArtifactError, VerifiedArtifacts
-
-
-def import_transformers_quietly():
-    """Import transformers without tqdm's "IProgress not found" warning, which it writes to stderr inside a
-    Jupyter kernel that lacks ipywidgets (as when a page executes); progress bars are never shown here."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="IProgress not found")
-        import transformers
-    return transformers
 
 
 class ObservationError(RuntimeError):

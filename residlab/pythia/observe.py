@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from residlab.capture.vectors import cosine
 from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, block_type_for
 from residlab.capture.outdir import check_output_directory, write_directory
 from residlab.capture.recording import SiteFiredTwice, hook_snapshot, record_sites
@@ -255,15 +256,6 @@ def run_checks(model, input_ids, capture: ResidualCapture) -> dict:
     }
 
 
-def cosine_or_none(a, b) -> float | None:
-    """Cosine similarity of two vectors (d,), or None (JSON null) when either norm is zero."""
-    norm_a = float(a.norm().item())
-    norm_b = float(b.norm().item())
-    if norm_a == 0.0 or norm_b == 0.0:
-        return None
-    return float((a @ b).item()) / (norm_a * norm_b)
-
-
 def logit_lens(model, tokenizer, state, k: int = TOP_K) -> list[dict]:
     """Top-k next-token readout of one residual vector (d,): output embedding of final_layer_norm(state)."""
     import torch
@@ -309,12 +301,12 @@ def observe_position(model, tokenizer, capture: ResidualCapture, position: int) 
                 "to": names[block + 1],
                 "difference_norm": difference_norm,
                 "relative_difference": difference_norm / before_norm if before_norm > 0 else None,
-                "cosine_consecutive": cosine_or_none(before, after),
+                "cosine_consecutive": cosine(before, after),
                 # ~0 when the update is unrelated to the state it lands on; +-1 when it scales the state
-                "cosine_update_with_incoming": cosine_or_none(after - before, before),
+                "cosine_update_with_incoming": cosine(after - before, before),
                 "attn_write_norm": float(attn.norm().item()),
                 "mlp_write_norm": float(mlp.norm().item()),
-                "cosine_attn_mlp_writes": cosine_or_none(attn, mlp),
+                "cosine_attn_mlp_writes": cosine(attn, mlp),
             }
         )
     raw_last = states[-1]
@@ -330,7 +322,7 @@ def observe_position(model, tokenizer, capture: ResidualCapture, position: int) 
             "raw_norm": float(raw_last.norm().item()),
             "normalised_norm": float(normalised.norm().item()),
             "difference_norm": float((normalised - raw_last).norm().item()),
-            "cosine": cosine_or_none(raw_last, normalised),
+            "cosine": cosine(raw_last, normalised),
         },
     }
 

@@ -46,16 +46,16 @@ def test_the_runner_reads_the_capture_first_then_the_download_and_verification()
     # file; the download and verification of the pinned files it does not depend on follow; the command line last.
     sections = [line.split()[2] for line in RUNNER.read_text(encoding="utf-8").splitlines()
                 if line.startswith("# ---- residlab/")]
-    assert sections[:5] == [
+    assert sections[:6] == [
         "residlab/capture/blocks.py", "residlab/capture/sites.py", "residlab/capture/recording.py",
-        "residlab/capture/versions.py", "residlab/pythia/observe.py",
+        "residlab/capture/versions.py", "residlab/capture/vectors.py", "residlab/pythia/observe.py",
     ]
-    assert set(sections[5:-1]) == {
+    assert set(sections[6:-1]) == {
         "residlab/capture/outdir.py", "residlab/capture/files.py", "residlab/pythia/lock.py", "residlab/pythia/hub.py",
         "residlab/pythia/artifacts.py", "residlab/pythia/load.py",
     }
     assert sections[-1] == "residlab/pythia/runner.py"
-    assert {pointer.section for pointer in RUNNER_SPEC.read_first} <= set(RUNNER_SPEC.modules[:5])
+    assert {pointer.section for pointer in RUNNER_SPEC.read_first} <= set(RUNNER_SPEC.modules[:6])
 
 
 def test_runner_embeds_the_pinned_lock():

@@ -108,6 +108,19 @@ def test_every_course_room_has_a_manual():
         assert ast.get_docstring(ast.parse((folder / "__init__.py").read_text())), f"course/{folder.name} has no manual"
 
 
+def test_every_manual_names_each_module_beside_it():
+    missing = []
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        manual = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        dotted = ".".join(init.parent.relative_to(ROOT).parts)
+        named = [path.stem for path in init.parent.glob("*.py") if path.name != "__init__.py"]
+        named += [path.name for path in init.parent.iterdir() if (path / "__init__.py").is_file()]
+        for name in sorted(named):
+            if not any(f"``{form}" in manual for form in (f"{name}``", f"{name}/``", f"{dotted}.{name}``")):
+                missing.append(f"{init.relative_to(ROOT)} does not name {name}")
+    assert missing == []
+
+
 def test_rooms_import_only_the_shared_rooms():
     crossing = [
         f"{module} imports {target}"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from residlab.capture.recording import SiteFiredTwice, record_sites
-from residlab.pythia.load import import_transformers_quietly
+from residlab.capture.versions import import_transformers_quietly
 
 if TYPE_CHECKING:  # torch is imported where it is used: the tokenizer page needs none of it
     import torch

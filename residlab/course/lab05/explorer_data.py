@@ -9,12 +9,10 @@ this module writes (``assets/explorers/capture-explorer.js``).
 
 from __future__ import annotations
 
-import html
-import json
-
 from residlab.course.models.capture_page import PageCapture
+from residlab.course.ui.explorer import explorer_block
 
-DATA_ELEMENT_ID = "capture-explorer-data"
+EXPLORER_ID = "capture-explorer"
 
 
 def explorer_data(capture: PageCapture) -> dict:
@@ -34,16 +32,8 @@ def explorer_data(capture: PageCapture) -> dict:
 
 def explorer_html(data: dict, script_src: str) -> str:
     """The explorer's raw HTML block: its data as JSON, the element the script fills, and the script."""
-    # "<" escaped, so no token piece can end the script element early.
-    payload = json.dumps(data, ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
-    return (
-        "```{=html}\n"
-        f'<script type="application/json" id="{DATA_ELEMENT_ID}">{payload}</script>\n'
-        f'<div class="residlab-explorer" id="capture-explorer" data-source="{DATA_ELEMENT_ID}">'
-        "<p>The capture explorer needs JavaScript. The tables above show the selected position.</p></div>\n"
-        f'<script src="{html.escape(script_src)}" defer></script>\n'
-        "```\n"
-    )
+    return explorer_block(EXPLORER_ID, data, script_src,
+                          "The capture explorer needs JavaScript. The tables above show the selected position.")
 
 
 def page_explorer(capture: PageCapture, script_src: str) -> str:

@@ -194,10 +194,11 @@ def default_training() -> tuple[CopyModel, tuple[TrainingRecord, ...]]:
 
 
 def weights_sha256(model: nn.Module) -> str:
-    """SHA-256 over every state-dict entry (name, dtype, shape, raw bytes) in name order: the weights' identity."""
+    """SHA-256 over every state-dict entry (name, dtype, shape, raw bytes) in name order: the weights' identity
+    (of the copy model and of the induction model alike)."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
         flat = tensor.detach().contiguous().reshape(-1)
         digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(bytes(flat.view(torch.uint8).tolist()))
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()

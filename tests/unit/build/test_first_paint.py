@@ -1,7 +1,8 @@
-"""residlab.build.first_paint, on small inputs: the scheme stylesheets are rewritten once, each behind its own
-scheme's media query, the head's scripts are deferred, the fixed header's height reserved, small stylesheets
-written in, the fonts a page draws with preloaded, search loaded after the page and figures lazily.
-(tests/site/test_page_weight.py checks the built site itself, in Chromium.)"""
+"""residlab.build.first_paint, on the pages the pinned Quarto renders from a small project (``conftest.py``): the
+scheme stylesheets are rewritten once, each behind its own scheme's media query, the head's scripts are deferred,
+the fixed header's height reserved, small stylesheets written in, the fonts a page draws with preloaded, search
+loaded after the page and figures lazily; and every rewrite stops the build, naming itself and the page, when the
+pattern it rewrites is missing. (tests/site/test_page_weight.py checks the built site itself, in Chromium.)"""
 
 from __future__ import annotations
 
@@ -15,71 +16,163 @@ from residlab.build import first_paint, page_weight
 FONTS = page_weight.FIRST_PAINT_FONTS
 
 
-SCHEME_HEAD = """<head>
-<link href="hl.css" rel="stylesheet" class="quarto-color-scheme" id="quarto-text-highlighting-styles">
-<link href="hl-dark.css" rel="stylesheet" class="quarto-color-scheme quarto-color-alternate" id="quarto-text-highlighting-styles">
-<script src="bootstrap.min.js"></script>
-<link href="b.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme" id="quarto-bootstrap" data-mode="light">
-<link href="b-dark.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme quarto-color-alternate" id="quarto-bootstrap" data-mode="dark">
-<link href="b.css" rel="stylesheet" append-hash="true" class="quarto-color-scheme-extra" id="quarto-bootstrap" data-mode="light">
-<link href="tippy.css" rel="stylesheet">
-</head>"""
-
-
 def attribute(tag: str, name: str) -> str | None:
     found = re.search(rf'\s{name}="([^"]*)"', tag)
     return found.group(1) if found else None
 
 
-def test_each_scheme_stylesheet_waits_behind_its_schemes_media_query_and_the_script_follows_them():
-    page = first_paint.defer_other_scheme(SCHEME_HEAD)
+def page_text(site: Path, name: str = "index.html") -> str:
+    return (site / name).read_text(encoding="utf-8")
+
+
+def test_each_scheme_stylesheet_waits_behind_its_schemes_media_query_and_the_script_follows_them(quarto_site):
+    html = page_text(quarto_site)
+    quartos = first_paint.SCHEME_LINK.findall(html)
+    written = [tag for tag in re.findall(r"<link\b[^>]*>", html) if "quarto-color-scheme" in tag]
+    assert len(written) >= 4 and any("quarto-color-alternate" in tag for tag in written)  # light and dark, as Quarto writes
+    page = first_paint.defer_other_scheme(html)
     head, _, after = page.partition(f'<script id="{first_paint.SCHEME_SCRIPT_ID}">')
-    links = [line for line in head.splitlines() if line.startswith("<link") and "data-scheme-media" in line]
-    # (address the parser fetches, address kept for the script, media) of each scheme link, in order
-    assert [(attribute(tag, "href"), attribute(tag, "data-scheme-href"), attribute(tag, "media")) for tag in links] == [
-        ("hl.css", None, first_paint.LIGHT_MEDIA), (None, "hl-dark.css", first_paint.DARK_MEDIA),
-        ("b.css", None, first_paint.LIGHT_MEDIA), (None, "b-dark.css", first_paint.DARK_MEDIA),
-        ("b.css", None, first_paint.LIGHT_MEDIA),
-    ]
-    assert head.rstrip().endswith('data-mode="light" media="(prefers-color-scheme: light)" data-scheme-media>')
-    assert '<link href="tippy.css" rel="stylesheet">' in after  # not a scheme stylesheet: untouched
+    links = [tag for tag in re.findall(r"<link\b[^>]*>", head) if "data-scheme-media" in tag]
+    assert len(links) == len(quartos) == len(written)
+    for before, tag in zip(written, links):
+        dark = "quarto-color-alternate" in before
+        assert attribute(tag, "media") == (first_paint.DARK_MEDIA if dark else first_paint.LIGHT_MEDIA)
+        # the dark ones keep their address for the script only; the light ones are fetched by the parser
+        assert (attribute(tag, "href"), attribute(tag, "data-scheme-href")) == (
+            (None, attribute(before, "href")) if dark else (attribute(before, "href"), None))
     # readers without scripts get the dark stylesheets from <noscript>, behind their media query
-    noscript = re.search(r"<noscript>(.*)</noscript>", after).group(1)
-    assert re.findall(r'href="([^"]*)" [^>]*media="\(prefers-color-scheme: dark\)"', noscript) == ["hl-dark.css", "b-dark.css"]
+    noscript = re.search(r"<noscript>(.*?)</noscript>", after, re.S).group(1)
+    assert re.findall(r'href="([^"]*)"', noscript) == [attribute(tag, "href") for tag in written
+                                                       if "quarto-color-alternate" in tag]  # fmt: skip
     assert first_paint.defer_other_scheme(page) == page  # a page done before is left as it is
-    assert first_paint.defer_other_scheme("<head><link href='x.css' rel='stylesheet'></head>") == \
-        "<head><link href='x.css' rel='stylesheet'></head>"
 
 
-def test_head_scripts_are_deferred_in_order_and_body_scripts_and_modules_are_not():
-    page = ('<head><script src="a.js"></script><script src="m.js" type="module"></script>'
-            '<script src="b.js" defer></script><script id="inline">x()</script><script src="c.js"></script>'
-            '<script src="lib/async-defer.js"></script><script async src="d.js"></script></head>'
-            '<body><script src="body.js"></script></body>')
-    deferred = first_paint.defer_head_scripts(page)
-    assert re.findall(r"<script[^>]*>", deferred) == [
-        '<script src="a.js" defer>', '<script src="m.js" type="module">', '<script src="b.js" defer>',
-        '<script id="inline">', '<script src="c.js" defer>',
-        '<script src="lib/async-defer.js" defer>',  # the words in its address are not attributes
-        '<script async src="d.js">', '<script src="body.js">']
+def test_head_scripts_are_deferred_in_order_and_body_scripts_and_modules_are_not(quarto_site):
+    html = page_text(quarto_site)
+    head_end = html.index("</head>")
+    deferred = first_paint.defer_head_scripts(html)
+    before = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", html[:head_end])
+    after = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", deferred[:deferred.index("</head>")])
+    assert len(before) == len(after) >= 5  # Quarto's navigation, search, Bootstrap, clipboard, tooltips
+    for tag, rewritten in zip(before, after):
+        if 'type="module"' in tag or re.search(r"\s(defer|async)[\s=>]", re.sub(r'"[^"]*"', '""', tag)):
+            assert rewritten == tag
+        else:
+            assert rewritten == tag[:-1] + " defer>"
+    assert deferred[deferred.index("</head>"):] == html[head_end:]  # the body's scripts as they were
     assert first_paint.defer_head_scripts(deferred) == deferred
 
 
-def test_a_media_query_quarto_wrote_itself_stops_the_build():
+def test_a_media_query_quarto_wrote_itself_stops_the_build(quarto_site):
+    html = page_text(quarto_site).replace('class="quarto-color-scheme"', 'class="quarto-color-scheme" media="screen"', 1)
     with pytest.raises(SystemExit, match="media query on a scheme stylesheet"):
-        first_paint.defer_other_scheme('<link href="b.css" rel="stylesheet" class="quarto-color-scheme" media="screen">')
+        first_paint.defer_other_scheme(html)
 
 
-def test_the_fixed_headers_height_is_reserved_right_after_it_once_and_only_where_quarto_fixes_a_header():
-    page = ('<body class="nav-fixed"><header id="quarto-header" class="headroom fixed-top"><nav>menu</nav></header>'
-            '<div id="quarto-content"><header id="title-block-header"><h1>T</h1></header></div></body>')
-    reserved = first_paint.reserve_header_height(page)
+def test_the_fixed_headers_height_is_reserved_right_after_it_once(quarto_site):
+    html = page_text(quarto_site)
+    reserved = first_paint.reserve_header_height(html)
+    header_end = first_paint.FIXED_HEADER.search(html).end()
     # right after the fixed header (before the content it would push down), not after the title's header
-    assert reserved.index(first_paint.HEADER_OFFSET_SCRIPT) == page.index("</header>") + len("</header>")
-    assert reserved.count("<script") == 1 and 'getElementById("quarto-header").clientHeight' in reserved
+    assert reserved.index(first_paint.HEADER_OFFSET_SCRIPT) == header_end
+    assert reserved.count(first_paint.HEADER_OFFSET_SCRIPT) == 1 and "title-block-header" in reserved[header_end:]
     assert first_paint.reserve_header_height(reserved) == reserved
-    unfixed = page.replace("headroom fixed-top", "headroom")
-    assert first_paint.reserve_header_height(unfixed) == unfixed
+
+
+def test_the_search_scripts_give_way_to_one_loader_in_their_place_and_order(quarto_site):
+    html = page_text(quarto_site)
+    scripts = [match.group("src") for match in first_paint.SEARCH_SCRIPT.finditer(html[:html.index("</head>")])]
+    assert [src.rsplit("/", 1)[1] for src in scripts] == ["autocomplete.umd.js", "fuse.min.js", "quarto-search.js"]
+    page = first_paint.load_search_after_the_page(html)
+    assert re.search(r'data-scripts="([^"]*)"', page).group(1).split() == scripts
+    assert "quarto-search/" not in page.replace(re.search(r'data-scripts="[^"]*"', page).group(0), "")[:page.index("</head>")]
+    # where the first search script stood: the scripts before and after it keep their order
+    assert page.index(f'<script id="{first_paint.SEARCH_LOADER_ID}"') == html.index(f'<script src="{scripts[0]}"')
+    assert first_paint.load_search_after_the_page(page) == page
+
+
+def test_quartos_search_is_made_to_start_after_load_once_and_a_changed_search_stops_the_build(built_copy):
+    script = built_copy / first_paint.SEARCH_JS
+    original = script.read_text(encoding="utf-8")
+    first_paint.start_search_after_load(built_copy)
+    patched = script.read_text(encoding="utf-8")
+    assert first_paint.SEARCH_START not in patched and patched.count("window.residlabSearchAfterLoad") == 1
+    assert patched.replace(first_paint.SEARCH_START_AFTER_LOAD, first_paint.SEARCH_START) == original
+    first_paint.start_search_after_load(built_copy)
+    assert script.read_text(encoding="utf-8") == patched
+    script.write_text('document.addEventListener("DOMContentLoaded", () => build());', encoding="utf-8")
+    with pytest.raises(SystemExit, match="quarto-search.js no longer starts with"):
+        first_paint.start_search_after_load(built_copy)
+
+
+def test_figure_images_load_lazily_at_the_size_their_svg_declares_and_other_images_as_before(quarto_site):
+    page = quarto_site / "figures" / "page.html"
+    html = page.read_text(encoding="utf-8")
+    lazy = first_paint.lazy_figures(html, page, quarto_site)
+    images = re.findall(r"<img\b[^>]*>", lazy)
+    svg = next(tag for tag in images if "figure.svg" in tag)
+    # 460.8 pt and 345.6 pt are 614.4 and 460.8 CSS pixels
+    assert 'style="width: 614.4px; aspect-ratio: 614.4 / 460.8" loading="lazy"' in svg
+    png = next(tag for tag in images if "picture.png" in tag)
+    assert png in html  # not an SVG of the site: as it was
+    assert first_paint.lazy_figures(lazy, page, quarto_site) == lazy
+
+
+def test_the_rewrites_of_a_whole_page_change_it_once(quarto_site):
+    page = quarto_site / "figures" / "page.html"
+    html = page.read_text(encoding="utf-8")
+    once = first_paint.rewrite(html, page, quarto_site, {})  # (the font preloads: below, on the subset's names)
+    assert once != html and first_paint.rewrite(once, page, quarto_site, {}) == once
+
+
+# ---------------------------------------------------------------- a missing pattern stops the build, one per rewrite
+
+
+def stops(rewrite: str, html: str, site: Path, name: str = "index.html"):
+    """``first_paint.rewrite`` of ``html`` as the page ``name`` stops the build, naming the rewrite and the page."""
+    with pytest.raises(SystemExit) as stopped:
+        first_paint.rewrite(html, site / name, site, {})
+    assert f"page_weight: {rewrite}: {name}: " in str(stopped.value), stopped.value
+
+
+def test_a_page_without_scheme_stylesheets_stops_the_build(quarto_site):
+    stops("defer_other_scheme", page_text(quarto_site).replace("quarto-color-scheme", "quarto-scheme"), quarto_site)
+
+
+def test_a_head_without_scripts_stops_the_build(quarto_site):
+    html = page_text(quarto_site)
+    head_end = html.index("</head>")
+    stops("defer_head_scripts", re.sub(r"<script\b[^>]*\bsrc=[^>]*></script>", "", html[:head_end]) + html[head_end:],
+          quarto_site)  # fmt: skip
+
+
+def test_a_page_without_the_fixed_header_stops_the_build(quarto_site):
+    stops("reserve_header_height", page_text(quarto_site).replace("headroom fixed-top", "headroom"), quarto_site)
+
+
+def test_a_page_without_stylesheet_links_stops_the_build(quarto_site):
+    html = page_text(quarto_site)
+    without = re.sub(r'<link\b[^>]*\brel="stylesheet"[^>]*>', "", html)
+    with pytest.raises(SystemExit, match=r"inline_small_stylesheets: "):
+        first_paint.inline_small_stylesheets(without, quarto_site / "index.html", quarto_site)
+    stops("defer_other_scheme", without, quarto_site)  # the scheme stylesheets go first in a whole rewrite
+
+
+def test_a_page_without_a_head_stops_the_preload(quarto_site):
+    with pytest.raises(SystemExit, match="preload_fonts: "):
+        first_paint.preload_fonts("<body>x</body>", quarto_site / "index.html", quarto_site, FONTS)
+
+
+def test_a_page_without_search_scripts_stops_the_build(quarto_site):
+    stops("load_search_after_the_page", page_text(quarto_site).replace("quarto-search/", "quarto-find/"), quarto_site)
+
+
+def test_a_figure_quarto_no_longer_marks_or_an_unsized_svg_stops_the_build(built_copy):
+    name = "figures/page.html"
+    html = page_text(built_copy, name)
+    stops("lazy_figures", html.replace("figure-img", "figure-image"), built_copy, name)
+    (built_copy / "figures" / "figure.svg").write_text('<svg viewBox="0 0 3 2"></svg>', encoding="utf-8")
+    stops("lazy_figures", html, built_copy, name)
 
 
 def small_site(tmp_path: Path) -> tuple[Path, Path]:
@@ -139,64 +232,3 @@ def test_the_fonts_a_page_draws_with_are_preloaded_at_the_address_its_stylesheet
     (site / "site_libs" / "bootstrap" / "big.css").write_text("/* no font */", encoding="utf-8")
     with pytest.raises(SystemExit, match="labs/page.html draws with noto-sans-math-400.woff2, but none of its"):
         first_paint.preload_fonts(HEAD % "<math><mi>x</mi></math>", page, site, FONTS)
-
-
-SEARCH_HEAD = ('<head><script src="../site_libs/quarto-nav/quarto-nav.js" defer></script>\n'
-               '<script src="../site_libs/quarto-search/autocomplete.umd.js" defer></script>\n'
-               '<script src="../site_libs/quarto-search/fuse.min.js" defer></script>\n'
-               '<script src="../site_libs/quarto-search/quarto-search.js" defer></script>\n'
-               '<script src="../site_libs/quarto-html/quarto.js" type="module"></script>\n</head><body></body>')
-
-
-def test_the_search_scripts_give_way_to_one_loader_in_their_place_and_order():
-    page = first_paint.load_search_after_the_page(SEARCH_HEAD)
-    assert "quarto-search/" not in page.replace(re.search(r'data-scripts="[^"]*"', page).group(0), "")
-    assert re.search(r'data-scripts="([^"]*)"', page).group(1).split() == [
-        "../site_libs/quarto-search/autocomplete.umd.js", "../site_libs/quarto-search/fuse.min.js",
-        "../site_libs/quarto-search/quarto-search.js"]
-    # where the first search script stood: after the navigation's script, before Quarto's module
-    assert page.index("quarto-nav.js") < page.index(first_paint.SEARCH_LOADER_ID) < page.index("quarto.js")
-    assert first_paint.load_search_after_the_page(page) == page
-    assert first_paint.load_search_after_the_page("<head></head><body>x</body>") == "<head></head><body>x</body>"
-
-
-def test_quartos_search_is_made_to_start_after_load_once_and_a_changed_search_stops_the_build(tmp_path):
-    script = tmp_path / first_paint.SEARCH_JS
-    script.parent.mkdir(parents=True)
-    script.write_text("const kQuery = 1;\n" + first_paint.SEARCH_START + "\n  build();\n});\n", encoding="utf-8")
-    first_paint.start_search_after_load(tmp_path)
-    patched = script.read_text(encoding="utf-8")
-    assert first_paint.SEARCH_START not in patched and patched.count("window.residlabSearchAfterLoad") == 1
-    assert patched.endswith("  build();\n});\n")
-    first_paint.start_search_after_load(tmp_path)
-    assert script.read_text(encoding="utf-8") == patched
-    script.write_text('document.addEventListener("DOMContentLoaded", () => build());', encoding="utf-8")
-    with pytest.raises(SystemExit, match="quarto-search.js no longer starts with"):
-        first_paint.start_search_after_load(tmp_path)
-
-
-def test_figure_images_load_lazily_at_the_size_their_svg_declares_and_other_images_as_before(tmp_path):
-    site = tmp_path / "_site"
-    figures = site / "labs" / "page_files"
-    figures.mkdir(parents=True)
-    (figures / "a.svg").write_text('<?xml version="1.0"?>\n<svg xmlns:xlink="x" width="460.8pt" height="345.6pt" '
-                                   'viewBox="0 0 460.8 345.6">', encoding="utf-8")
-    (figures / "b.svg").write_text('<svg width="300" height="150">', encoding="utf-8")
-    (figures / "unsized.svg").write_text('<svg viewBox="0 0 3 2">', encoding="utf-8")
-    page = site / "labs" / "page.html"
-    html = ('<img src="page_files/a.svg" class="img-fluid figure-img" alt="A"><img src="logo.png" alt="logo">'
-            '<img class="figure-img" src="page_files/b.svg" /><img src="page_files/unsized.svg" class="figure-img">'
-            '<img loading="eager" src="page_files/a.svg" class="figure-img">'
-            '<img src="page_files/gone.svg" class="figure-img">')
-    lazy = first_paint.lazy_figures(html, page, site)
-    assert re.findall(r"<img[^>]*>", lazy) == [
-        # 460.8 pt and 345.6 pt are 614.4 and 460.8 CSS pixels
-        '<img src="page_files/a.svg" class="img-fluid figure-img" alt="A" '
-        'style="width: 614.4px; aspect-ratio: 614.4 / 460.8" loading="lazy">',
-        '<img src="logo.png" alt="logo">',
-        '<img class="figure-img" src="page_files/b.svg" style="width: 300px; aspect-ratio: 300 / 150" loading="lazy" />',
-        # no size to keep room with, a choice made before, a file not in the site: as they were
-        '<img src="page_files/unsized.svg" class="figure-img">',
-        '<img loading="eager" src="page_files/a.svg" class="figure-img">',
-        '<img src="page_files/gone.svg" class="figure-img">']
-    assert first_paint.lazy_figures(lazy, page, site) == lazy

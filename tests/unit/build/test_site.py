@@ -170,7 +170,8 @@ def test_render_without_quarto_says_how_to_install_it(tmp_path, monkeypatch, cap
     monkeypatch.delenv("QUARTO", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert site.main(["render", "--root", str(ROOT)]) == 3
-    assert "Install Quarto 1.10 or newer from https://quarto.org" in capsys.readouterr().err
+    assert "Install Quarto 1.10.18 (the version the site is built and tested with) from https://quarto.org" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("raised, status", [

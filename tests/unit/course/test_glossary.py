@@ -17,22 +17,15 @@ from residlab.course.glossary.cache_layouts import (
     record_block_outputs,
     specimen_cache_layouts,
 )
-from residlab.build.site_check import read_page
-from residlab.pythia.load import import_transformers_quietly
+from residlab.build.site_check import load_config, read_page
+from residlab.capture.versions import import_transformers_quietly
+from residlab.course import pages
 from residlab.course.glossary.glossary_figures import FOUR_TOKENS, four_position_figure
 
 ROOT = Path(__file__).resolve().parents[3]
 GLOSSARY = ROOT / "glossary"
-ENTRY_PAGES = (
-    "residual-stream.qmd",
-    "tokenizer.qmd",
-    "attention.qmd",
-    "mlp.qmd",
-    "normalisation.qmd",
-    "activation-cache.qmd",
-    "logit-lens.qmd",
-    "activation-patching.qmd",
-)
+# The entries, in the sidebar's order: the glossary family's other pages in the registry.
+ENTRY_PAGES = tuple(page.removeprefix("glossary/") for page in pages.family_of("glossary/index.qmd").contents)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -214,9 +207,9 @@ def test_copy_model_layouts_hold_its_two_boundaries():
 
 
 def test_every_entry_is_in_the_sidebar_and_the_index():
-    config = yaml.safe_load((ROOT / "_quarto.yml").read_text(encoding="utf-8"))
-    sidebar = yaml.safe_dump(config["website"]["sidebar"])
+    sidebar = yaml.safe_dump(load_config(ROOT)["website"]["sidebar"])
     index = (GLOSSARY / "index.qmd").read_text(encoding="utf-8")
+    assert set(ENTRY_PAGES) == {path.name for path in GLOSSARY.glob("*.qmd")} - {"index.qmd"}
     for page in ENTRY_PAGES:
         assert f"glossary/{page}" in sidebar
         assert f"]({page})" in index

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from residlab.capture.vectors import cosine
 from residlab.capture import sites as capture_sites_module  # noqa: E402
 from residlab.capture.blocks import BLOCK_TYPES  # noqa: E402
 from residlab.capture.recording import hook_snapshot  # noqa: E402
@@ -225,11 +226,11 @@ def test_hook_removal_is_proved_by_the_run(specimen_model, input_ids):
 
 def test_cosine_is_null_when_a_norm_is_zero():
     zero, vector = torch.zeros(4), torch.tensor([1.0, 2.0, 0.0, -1.0])
-    assert observe.cosine_or_none(zero, vector) is None
-    assert observe.cosine_or_none(vector, zero) is None
-    assert observe.cosine_or_none(vector, vector) == pytest.approx(1.0)
-    assert observe.cosine_or_none(vector, -vector) == pytest.approx(-1.0)
-    assert json.dumps({"cosine": observe.cosine_or_none(zero, zero)}) == '{"cosine": null}'
+    assert cosine(zero, vector) is None
+    assert cosine(vector, zero) is None
+    assert cosine(vector, vector) == pytest.approx(1.0)
+    assert cosine(vector, -vector) == pytest.approx(-1.0)
+    assert json.dumps({"cosine": cosine(zero, zero)}) == '{"cosine": null}'
 
 
 def test_observations_keep_final_normalisation_apart_and_read_every_boundary(specimen_model, tokenizer, input_ids):

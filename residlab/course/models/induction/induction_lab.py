@@ -11,9 +11,9 @@ import hashlib
 import time
 from dataclasses import asdict, dataclass
 
-import torch
 
 from residlab.capture.versions import library_versions
+from residlab.course.models.copy_model import weights_sha256
 from residlab.course.models.induction import measures
 from residlab.course.models.induction.recipe import TRAINING_SEED, model_directory_files, recipe, train_induction_model
 
@@ -84,16 +84,6 @@ def train_and_measure(seed: int = TRAINING_SEED) -> InductionRun:
     report["training_log"] = [{"step": step, "loss": loss, "batch_accuracy": accuracy} for step, loss, accuracy in log]
     report["steps_trained"] = log[-1][0] if log else 0  # the last step is always logged; none when none ran
     return InductionRun(model, seed, report, seconds, cpu_seconds)
-
-
-def weights_sha256(model) -> str:
-    """SHA-256 over every state-dict entry (name, dtype, shape, bytes) in name order."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        flat = tensor.detach().contiguous().reshape(-1)
-        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(flat.view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
 
 
 def manifest(run: InductionRun, files: dict[str, bytes]) -> dict:

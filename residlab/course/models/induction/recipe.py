@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from residlab.course.models.threads import single_thread
-from residlab.pythia.load import import_transformers_quietly
+from residlab.capture.versions import import_transformers_quietly
 
 VOCAB_SIZE = 32
 PERIODS = tuple(range(4, 13))  # P, the tokens of each half: the distance from a token to its repeat

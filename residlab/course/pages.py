@@ -255,8 +255,8 @@ FAMILIES = (
                 "patching_methods.py",
                 (
                     TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
-                    "capture/patching.py", "audit/measures.py", "course/models/threads.py", "capture/files.py",
-                    "pythia/lock.py", "pythia/hub.py", "pythia/artifacts.py", "pythia/load.py",
+                    "capture/patching.py", "capture/versions.py", "capture/vectors.py", "audit/measures.py",
+                    "course/models/threads.py",
                     "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
                     "course/lab07/lab.py",

@@ -9,12 +9,11 @@ beyond clipped to the end colours, the same function here and in the script (``c
 from __future__ import annotations
 
 import html
-import json
 
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
+from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
-EXPLORER_DATA_ID = "patching-explorer-data"
 KIND_LABELS = {"resid_pre": "block input (resid_pre)", "attn_write": "attention write", "mlp_write": "MLP write",
                "resid_post": "block output (resid_post)"}  # fmt: skip
 
@@ -100,13 +99,7 @@ def explorer_data(report: dict) -> dict:
 
 
 def explorer_html(report: dict, script_src: str) -> str:
-    """The explorer's raw HTML block: its data as JSON, the element the script fills, and the script."""
-    payload = json.dumps(explorer_data(report), ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
-    return (
-        "```{=html}\n"
-        f'<script type="application/json" id="{EXPLORER_DATA_ID}">{payload}</script>\n'
-        f'<div class="residlab-explorer" id="patching-explorer" data-source="{EXPLORER_DATA_ID}">'
-        "<p>The patching explorer needs JavaScript; the figures above show every cell.</p></div>\n"
-        f'<script src="{html.escape(script_src)}" defer></script>\n'
-        "```\n"
-    )
+    """The explorer's raw HTML block (``ui.explorer.explorer_block``): its data island, the element the script
+    fills, and the script."""
+    return explorer_block("patching-explorer", explorer_data(report), script_src,
+                          "The patching explorer needs JavaScript; the figures above show every cell.")  # fmt: skip

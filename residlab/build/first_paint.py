@@ -19,12 +19,13 @@ done before left as it is.
   body's padding for the fixed header, which one of them sets, is set by a script right after the header
   (``reserve_header_height``), so on a phone the page does not jump down once they run.
 
-Quarto offers no option, filter or include for any of these (each changes what Quarto itself writes, where it
-writes it), so they rewrite its output; each is written against the HTML of the Quarto the site is built and
-tested with (README), and each stops the build (``PatternMissing``: the rewrite and the page named) when the
-pattern it rewrites is missing from a page it has not rewritten before, so a Quarto that writes its pages
-differently fails the render instead of shipping pages no longer rewritten. ``tests/unit/build/test_first_paint.py``
-runs them on pages that Quarto renders from a small project.
+Quarto 1.10 has no format option or include for these (each changes what Quarto itself writes, where it writes
+it), so they rewrite its output; the figures' attributes could come from a Lua filter instead (not done yet).
+Each is written against the HTML of the Quarto the site is built and tested with (README), and each stops the
+build (``PatternMissing``: the rewrite and the page named) when the pattern it rewrites is missing from a page
+it has not rewritten before, so a Quarto that writes its pages differently fails the render instead of shipping
+pages no longer rewritten. ``tests/unit/build/test_first_paint.py`` runs them on pages that Quarto renders from
+a small project.
 """
 
 from __future__ import annotations

@@ -32,7 +32,9 @@ def quarto_site(request, tmp_path_factory) -> Path:
     for path in sorted(FIXTURE.rglob("*")):
         if path.is_file():
             digest.update(path.relative_to(FIXTURE).as_posix().encode() + b"\0" + path.read_bytes())
-    folder = request.config.cache.mkdir(f"quarto-fixture-{digest.hexdigest()[:16]}")
+    name = f"quarto-fixture-{digest.hexdigest()[:16]}"
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider: rendered for this session only
+    folder = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     site = folder / "_site"
     if not (site / "index.html").is_file():
         # rendered outside the cache: Quarto renders nothing in a project below a hidden folder (.pytest_cache)

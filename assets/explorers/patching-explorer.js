@@ -55,7 +55,7 @@
     function draw() {
       const d = data.designs[design.select.value];
       const grid = d.activation[direction.select.value][kind.select.value];
-      const header = element("tr", {}, [element("th", { scope: "col" }, "site \\ position"),
+      const header = element("tr", {}, [element("th", { scope: "col", style: "width:8.5rem" }, "site \\ position"),
         ...d.clean.map((_, p) => element("th", { scope: "col" }, d.changed.includes(p) ? `${p}*` : String(p)))]);
       const rows = grid.map((row, b) => element("tr", {}, [element("th", { scope: "row" }, `blocks.${b}.${kind.select.value}`),
         ...row.map((value, p) => {

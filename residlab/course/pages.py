@@ -303,8 +303,9 @@ FAMILIES = (
                 "patching_methods.py",
                 (
                     TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
-                    "capture/patching.py", "capture/vectors.py", "audit/measures.py", "course/models/threads.py",
-                    "capture/versions.py", "course/models/induction/recipe.py", "course/models/induction/measures.py",
+                    "capture/patching.py", "capture/versions.py", "capture/vectors.py", "audit/measures.py",
+                    "course/models/threads.py",
+                    "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
                     "course/lab07/lab.py",
                 ),

@@ -87,7 +87,7 @@ def test_every_figure_cell_shows_the_report(page_html, report):
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
     from residlab.course.lab07 import sentences
 
-    text = shown(built_site.site, PAGE)
+    text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
     assert sentences.known_heads_sentence(report) in text
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
@@ -112,3 +112,32 @@ def test_the_page_cites_the_methods_it_runs(built_site):
                   "Wang et al. 2022", "Goldowsky-Dill et al. 2023", "Nanda 2023", "Syed et al. 2023",
                   "Olsson et al. 2022"):  # fmt: skip
         assert cited in text, cited
+
+
+def test_the_explorer_shows_each_cell_on_focus_and_moves_with_the_arrow_keys(built_site, served, browser, report):
+    """In headless Chromium: choose a design, a direction and a site kind, focus a cell from the keyboard, and read
+    the numbers the explorer shows against the report."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+    from test_browser import open_page, wait_for
+
+    loaded = open_page(browser, f"{served(built_site.site)}/{PAGE}")
+    assert loaded["failed"] == [] and not [entry for entry in loaded["console"] if entry["level"] == "SEVERE"]
+    wait_for(browser, lambda b: b.find_elements("css selector", "#patching-grid td"), "the patching explorer was never built")
+    Select(browser.find_element("id", "patching-design")).select_by_value("matched_position")
+    Select(browser.find_element("id", "patching-direction")).select_by_value("noising")
+    Select(browser.find_element("id", "patching-kind")).select_by_value("attn_write")
+    design = report["designs"]["matched_position"]
+    position = design["changed"][-1]
+    cell = browser.find_element("css selector", f'#patching-grid td[data-block="0"][data-position="{position}"]')
+    browser.execute_script("arguments[0].focus()", cell)
+    cell.send_keys(Keys.ARROW_RIGHT)  # to the next position, by the keyboard
+    focused = browser.switch_to.active_element
+    assert focused.get_attribute("data-position") == str(position + 1)
+    shown_text = browser.find_element("id", "patching-cell").text
+    noising = design["activation"]["noising"]["attn_write"][0][position + 1]
+    denoising = design["activation"]["denoising"]["attn_write"][0][position + 1]
+    attribution = design["attribution"]["attn_write"][0][position + 1]
+    assert f"blocks.0.attn_write, position {position + 1}" in shown_text
+    assert f"denoising {denoising:.3f}, noising {noising:.3f}, attribution {attribution:.3f}" in shown_text
+    assert focused.get_attribute("data-value") == f"{noising:.3f}"

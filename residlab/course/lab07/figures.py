@@ -9,12 +9,11 @@ beyond clipped to the end colours, the same function here and in the script (``c
 from __future__ import annotations
 
 import html
-import json
 
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
+from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
-EXPLORER_DATA_ID = "patching-explorer-data"
 KIND_LABELS = {"resid_pre": "block input (resid_pre)", "attn_write": "attention write", "mlp_write": "MLP write",
                "resid_post": "block output (resid_post)"}  # fmt: skip
 
@@ -41,9 +40,9 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             shown = "undefined" if value is None else f"{value:.3f}"
-            parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y}" width="{CELL - 1}" height="{CELL - 1}" '
-                         f'fill="{colour(value)}" data-value="{shown}"><title>{html.escape(label)}, position '
-                         f"{position}: {shown}</title></rect>")  # fmt: skip
+            parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
+                         f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {shown}</title>'
+                         "</rect>")  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 
 
@@ -55,7 +54,8 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
-            f'width="{width}" height="{top:.0f}" role="img" aria-label="{html.escape(label)}">'
+            f'width="{width}" height="{top:.0f}" style="max-width:100%;height:auto" role="img" '
+            f'aria-label="{html.escape(label)}">'
             f'<rect width="{width}" height="{top:.0f}" fill="#ffffff"/>'  # its own paper, in either colour scheme
             + "".join(parts) + "</svg>")  # fmt: skip
 
@@ -75,12 +75,12 @@ def activation_figure(report: dict, name: str) -> str:
 
 
 def attribution_figure(report: dict, name: str) -> str:
-    """Per site kind: the exact denoising share, the attribution estimate and its error, one design."""
+    """Per site kind: the attribution estimate and its error (the exact denoising share is the activation figure's),
+    one design."""
     design = report["designs"][name]
     panels = []
     for kind in KINDS:
-        for title, grid in (("exact", design["activation"]["denoising"][kind]),
-                            ("attribution", design["attribution"][kind]), ("error", design["error"][kind])):  # fmt: skip
+        for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
             panels.append((f"{KIND_LABELS[kind]}: {title}", [(f"blocks.{b}.{kind}", row) for b, row in enumerate(grid)]))
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 
@@ -99,13 +99,7 @@ def explorer_data(report: dict) -> dict:
 
 
 def explorer_html(report: dict, script_src: str) -> str:
-    """The explorer's raw HTML block: its data as JSON, the element the script fills, and the script."""
-    payload = json.dumps(explorer_data(report), ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
-    return (
-        "```{=html}\n"
-        f'<script type="application/json" id="{EXPLORER_DATA_ID}">{payload}</script>\n'
-        f'<div class="residlab-explorer" id="patching-explorer" data-source="{EXPLORER_DATA_ID}">'
-        "<p>The patching explorer needs JavaScript; the figures above show every cell.</p></div>\n"
-        f'<script src="{html.escape(script_src)}" defer></script>\n'
-        "```\n"
-    )
+    """The explorer's raw HTML block (``ui.explorer.explorer_block``): its data island, the element the script
+    fills, and the script."""
+    return explorer_block("patching-explorer", explorer_data(report), script_src,
+                          "The patching explorer needs JavaScript; the figures above show every cell.")  # fmt: skip

@@ -151,7 +151,7 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     report = _small_report(gap=20.0, floor=0.01)
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 1 + 4 * 2 * 6  # the paper, then kinds x directions x cells
-    assert 'data-value="0.900"' in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
+    assert "blocks.0.resid_pre, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
     island = figures.explorer_html(report, "x.js")
     payload = island.split('">', 1)[1].split("</script>", 1)[0]

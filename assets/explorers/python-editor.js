@@ -58,6 +58,8 @@
       prefix(result) + (result.output || "(nothing printed)") + (result.exitCode ? `\n[exit status ${result.exitCode}]` : "");
   }
 
+  const interpreter = (result) => result.python ? `# ${result.python.cpython}, Pyodide ${result.python.pyodide}, in this page\n` : "";
+
   function buildEditor(root) {
     const [skeleton, checker] = [root.dataset.skeleton, root.dataset.checker].map(absolute);
     const help = element("p", { id: "toy-editor-help", class: "rl-python-help" },
@@ -116,7 +118,6 @@
     code.addEventListener("blur", () => { tabFree = false; });
     code.addEventListener("input", save);
 
-    const interpreter = (result) => result.python ? `# ${result.python.cpython}, Pyodide ${result.python.pyodide}, in this page\n` : "";
     runButton.addEventListener("click", async () => {
       fill();
       finished(await run({ files: { "my_toy.py": code.value }, argv: ["my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
@@ -159,9 +160,7 @@
     root.replaceChildren(element("label", { for: argumentsInput.id }, `python3 ${name}`), " ", argumentsInput, " ", button, box);
     button.addEventListener("click", async () => {
       const argv = [name, ...argumentsInput.value.trim().split(/\s+/).filter(Boolean)];
-      finished(await run({ fetch: { [name]: script }, argv }, (text) => { box.textContent = text; }), box,
-        (result) => result.python ? `# Ran in this page: ${result.python.cpython} compiled to WebAssembly (Pyodide ` +
-          `${result.python.pyodide}), not your computer's python3\n` : "");
+      finished(await run({ fetch: { [name]: script }, argv }, (text) => { box.textContent = text; }), box, interpreter);
     });
   }
 

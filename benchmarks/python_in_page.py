@@ -16,6 +16,7 @@ import argparse
 import functools
 import http.server
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"second Run, interpreter ready: {median['warm_s']:.3f} s; Check (12 functions, 8 held-out inputs): "
           f"{median['check_s']:.3f} s")
     print(f"ratio first / second Run: {median['first_s'] / median['warm_s']:.0f}x; check says: {rounds[0]['passes']}")
+    print("load average (1, 5, 15 min): " + ", ".join(f"{load:.1f}" for load in os.getloadavg()))
     return 0
 
 

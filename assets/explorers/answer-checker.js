@@ -4,16 +4,12 @@
 // The expected values are computed here, in the page, by the toy explorer's exact arithmetic
 // (toy-trace.js exports it as window.residlabToyArithmetic): fractions of BigInts, a norm kept as the root
 // of its exact square. A typed value is one of
-//   a number as the toy explorer and the runner read it (toy-trace.js's parseEntry, the grammar of
-//   residlab/course/lab05/notation.py: an integer, a fraction such as -1/2, a decimal such as 4.123), or a root
-//   with an optional rational factor and divisor (sqrt(17), 2*sqrt(2), √8, sqrt(17)/2). Exact forms are compared
-//   exactly, so sqrt(32) equals 4*sqrt(2). A decimal with d places is right when it equals the value or, with
-//   three or more places, lies less than 10^-d from it: rounded or truncated at the precision shown, never an
-//   arithmetic mistake. With fewer places and as close, it is "imprecise": right as far as it goes.
-// A vector is three such values as the toy reads one (toy-trace.js's vectorPieces): separated by commas, spaces
-// or semicolons (the column [3;-2;0]), in optional [ ] or ( ), optionally transposed as the solutions print it
-// ([3, −2, 0]ᵀ, or ]^T). The characters the site itself prints are read as the page means them
-// (asTyped): a learner who copies a label, a hint or a solution is read correctly.
+//   a number as the toy explorer and the runner read it (toy-trace.js's parseEntry: an integer, a fraction such as
+//   -1/2, a decimal such as 4.123), or a root with an optional rational factor and divisor (sqrt(17), 2*sqrt(2),
+//   √8, sqrt(17)/2), compared exactly (sqrt(32) equals 4*sqrt(2)). A decimal of d places is right when it equals
+//   the value or, with d >= 3, lies less than 10^-d from it (rounded or truncated); with fewer places and as
+//   close, "imprecise". A vector is three such values as the toy reads one (vectorPieces: [1, 2, 0], [3;-2;0]ᵀ).
+// What the site prints is read as the page means it (asTyped), so a copied label, hint or solution reads right.
 // Each entry element names the toy quantity it asks for (data-key); the site's tests type into the form and
 // compare every verdict with residlab.course.lab05.toy.
 (function () {
@@ -87,9 +83,7 @@
 
   // ---- reading what the learner typed ------------------------------------------------------------------
 
-  // What the page prints -> what the grammar below reads (asTyped): the toy's own minus signs and slashes
-  // (toy-trace.js, as residlab/course/lab05/notation.py reads them) and the multiplication signs of a root;
-  // a vector's transpose mark is the toy's vectorPieces'. Unicode spaces (no-break, thin) are whitespace to \s.
+  // The toy's minus signs and slashes, and a root's multiplication signs, as ASCII; Unicode spaces are \s.
   const asTyped = (T, text) =>
     text.replace(T.MINUS_SIGNS, "-").replace(T.SLASHES, "/").replace(/[\u00D7\u00B7\u22C5\u2219]/g, "*");
 

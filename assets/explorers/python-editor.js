@@ -1,16 +1,13 @@
-// Lab 05 Part 3: write the toy in the page, run it, check it, download it. And "Run it here": the toy runner's
-// download run in the page. Python is Pyodide in a Web Worker (python-worker.js), started on the first Run, Check
-// or "Run it here", never before: the page loads this small script only. A run that passes the page's time limit
-// (the editor's data-limit, in seconds) is ended (the worker is terminated) and the next run starts a fresh interpreter. Nothing leaves the browser: the
-// code is kept in this browser's local storage, and the checker and runner are the site's own downloads.
+// Lab 05 Part 3's editor (Run, Check, Download, Reset) and "Run it here". Python runs in python-worker.js, started
+// by the first run: a run past the editor's data-limit (s) ends the worker. Code stays in local storage.
 (function () {
   "use strict";
 
-  let runLimit = 10; // a program's seconds, counted from when the interpreter is ready (the page sets it)
-  const START_LIMIT_S = 120; // the interpreter's download and start (about 13 MB unpacked, once per visit)
+  let runLimit = 10; // seconds, from when the interpreter is ready
+  const START_LIMIT_S = 120; // the interpreter's download and start
   const STORE = "residlab.lab05.my_toy.py";
   const INDENT = "    ";
-  const SCRIPT = document.currentScript ? document.currentScript.src : location.href; // the worker lies beside it
+  const SCRIPT = document.currentScript ? document.currentScript.src : location.href;
   let worker = null, pending = null, nextId = 0;
 
   function element(tag, attributes = {}, children = []) {
@@ -20,7 +17,7 @@
     return node;
   }
 
-  // One request at a time: {files, fetch, argv} -> {output, exitCode, python}, or {stopped} past a limit.
+  // One run at a time: {files, fetch, argv} -> {output, exitCode, python}, or {stopped}.
   function run(request, show) {
     if (pending) return Promise.resolve(null);
     const fresh = !worker;
@@ -48,7 +45,7 @@
     });
   }
 
-  const absolute = (url) => new URL(url, document.baseURI).href; // the worker resolves against its own address
+  const absolute = (url) => new URL(url, document.baseURI).href;
 
   function outputBox(id, label) {
     return element("pre", { class: "rl-python-output", id, tabindex: "0", role: "status", "aria-live": "polite",
@@ -60,6 +57,8 @@
     box.textContent = result.stopped ? result.stopped :
       prefix(result) + (result.output || "(nothing printed)") + (result.exitCode ? `\n[exit status ${result.exitCode}]` : "");
   }
+
+  const interpreter = (result) => result.python ? `# ${result.python.cpython}, Pyodide ${result.python.pyodide}, in this page\n` : "";
 
   function buildEditor(root) {
     const [skeleton, checker] = [root.dataset.skeleton, root.dataset.checker].map(absolute);
@@ -75,7 +74,7 @@
       element("div", { class: "rl-checker-actions" }, buttons), box);
 
     let loaded = false;
-    const save = () => { try { localStorage.setItem(STORE, code.value); } catch (error) { /* storage off: code stays in the page */ } };
+    const save = () => { try { localStorage.setItem(STORE, code.value); } catch (error) { /* storage off */ } };
     const loadSkeleton = () => fetch(skeleton).then((response) => response.text());
     function fill() {
       if (loaded) return;
@@ -86,13 +85,13 @@
       code.placeholder = "Loading the skeleton…";
       loadSkeleton().then((text) => { if (!code.value) code.value = text; code.placeholder = ""; });
     }
-    // The skeleton is fetched when the editor comes near the screen (or is used), not with the page.
+    // The skeleton is fetched when the editor nears the screen, not with the page.
     new IntersectionObserver((entries, observer) => {
       if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); fill(); }
     }, { rootMargin: "400px" }).observe(root);
     code.addEventListener("focus", fill);
 
-    let tabFree = false; // after Esc, Tab leaves the editor, as it does everywhere else
+    let tabFree = false; // after Esc, Tab leaves the editor
     code.addEventListener("keydown", (event) => {
       if (event.key === "Escape") { tabFree = true; return; }
       if (event.key === "Enter" && !event.shiftKey) {
@@ -105,7 +104,7 @@
         const { value, selectionStart: start, selectionEnd: end } = code;
         if (!event.shiftKey && !value.slice(start, end).includes("\n")) {
           code.setRangeText(INDENT, start, end, "end");
-        } else { // every line the selection touches (or the cursor's line), indented or dedented by one step
+        } else { // every line the selection touches
           const lineStart = value.lastIndexOf("\n", start - 1) + 1;
           const lines = value.slice(lineStart, end).split("\n");
           const changed = lines.map((line) => (event.shiftKey ? line.replace(/^ {1,4}/, "") : INDENT + line)).join("\n");
@@ -119,7 +118,6 @@
     code.addEventListener("blur", () => { tabFree = false; });
     code.addEventListener("input", save);
 
-    const interpreter = (result) => result.python ? `# ${result.python.cpython}, Pyodide ${result.python.pyodide}, in this page\n` : "";
     runButton.addEventListener("click", async () => {
       fill();
       finished(await run({ files: { "my_toy.py": code.value }, argv: ["my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
@@ -138,7 +136,7 @@
     });
     let armed = null;
     resetButton.addEventListener("click", async () => {
-      if (!armed) { // a second press within 5 s replaces the code: nothing is lost to one stray click
+      if (!armed) { // only a second press within 5 s replaces the code
         resetButton.textContent = "Press again to replace your code";
         armed = setTimeout(() => { armed = null; resetButton.textContent = "Reset to skeleton"; }, 5000);
         return;
@@ -162,9 +160,7 @@
     root.replaceChildren(element("label", { for: argumentsInput.id }, `python3 ${name}`), " ", argumentsInput, " ", button, box);
     button.addEventListener("click", async () => {
       const argv = [name, ...argumentsInput.value.trim().split(/\s+/).filter(Boolean)];
-      finished(await run({ fetch: { [name]: script }, argv }, (text) => { box.textContent = text; }), box,
-        (result) => result.python ? `# Ran in this page: ${result.python.cpython} compiled to WebAssembly (Pyodide ` +
-          `${result.python.pyodide}), not your computer's python3\n` : "");
+      finished(await run({ fetch: { [name]: script }, argv }, (text) => { box.textContent = text; }), box, interpreter);
     });
   }
 
@@ -173,7 +169,6 @@
     if (limit > 0) runLimit = limit;
     document.querySelectorAll(".residlab-python[data-skeleton]").forEach(buildEditor);
     document.querySelectorAll(".residlab-python[data-script]").forEach(buildRunner);
-    // For the site's tests: whether the interpreter was ever started.
     window.residlabPython = Object.freeze({ started: () => nextId > 0, limitSeconds: () => runLimit });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -190,11 +190,8 @@
 
   // ---- reading the entries -----------------------------------------------------------------------------
 
-  // The grammar of residlab/course/lab05/notation.py, which the runner reads with (tests/unit/course/
-  // test_notation.py runs one list of typed inputs through both). A number: Python's Fraction("...") grammar, an
-  // integer ratio or a decimal with an optional exponent, digit groups separated by single underscores; its sign
-  // may be the minus sign the page prints or a dash a copy puts in its place (MINUS_SIGNS), its slash a fraction
-  // or division slash (SLASHES).
+  // residlab/course/lab05/notation.py's grammar, as the runner reads: Python's Fraction("...") grammar (digit
+  // groups split by single underscores); the page's minus signs and slashes read as - and /.
   const MINUS_SIGNS = /[\u2212\u2012\u2013\uFE63\uFF0D]/g, SLASHES = /[\u2044\u2215\u00F7]/g;
   const DIGITS = "\\d+(?:_\\d+)*";
   const NUMBER = new RegExp(`^([+-]?)(?:(${DIGITS})/(${DIGITS})|(${DIGITS})?(?:\\.(${DIGITS})?)?(?:[eE]([+-]?${DIGITS}))?)$`);
@@ -231,8 +228,7 @@
     return { value: negative ? neg(value) : value };
   }
 
-  // A vector: entries separated by commas (a row), semicolons (a column, as in [3;-2;0]) or spaces, in optional
-  // [ ] or ( ), optionally followed by a transpose mark (ᵀ, ^T, T). The entries as typed, or null for mixed , and ;.
+  // notation.py's vector: its entries, split by , (a row), ; (a column) or spaces; null when , and ; mix.
   const TRANSPOSED = /([\])])\s*(?:\^\s*)?(?:\u1D40|T|\{T\}|\\mathsf\{T\})\s*$/;
   function vectorPieces(text) {
     let inner = text.trim().replace(TRANSPOSED, "$1");

@@ -250,7 +250,8 @@ def test_run_it_here_runs_the_toy_runner_download_and_records_the_interpreter(la
     header, report_text = shown.split("\n", 1)
     report = json.loads(report_text)
     lock = json.loads((Path(__file__).resolve().parents[2] / pyodide_files.INSTALLED / "pyodide-lock.json").read_text())
-    assert header.startswith(f"# Ran in this page: CPython {lock['info']['python']}")
+    version = pyodide_files.pinned_version(Path(__file__).resolve().parents[2])
+    assert header == f"# CPython {lock['info']['python']} (emscripten), Pyodide {version}, in this page"
     assert report["python"] == {"version": lock["info"]["python"], "implementation": "CPython", "platform": "emscripten"}
     assert report["command"] == ["trace_residual_toy.py", *arguments]
     x = toy.parse_vector_text(arguments[arguments.index("--input") + 1])

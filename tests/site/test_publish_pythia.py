@@ -100,6 +100,7 @@ def environment(project: Path, hub, lock_path: Path) -> dict:
 def page_text(path: Path) -> str:
     """The page's text, tags removed and entities decoded, whitespace collapsed (none before punctuation)."""
     text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", path.read_text(encoding="utf-8"), flags=re.S)
+    text = text.replace("<wbr>", "")  # an identifier's break opportunity (assets/site/reading.lua), not a space
     return re.sub(r"\s+([,.;:)])", r"\1", re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text))))
 
 

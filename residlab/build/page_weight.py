@@ -11,7 +11,8 @@
   source (its glyphs are named after the icons), unreferenced, so no reader downloads it.
 - Each page is then rewritten so that its first paint waits for as little as it can
   (``residlab/build/first_paint.py``: the colour schemes' stylesheets, the head's scripts, the fixed header's
-  height, preloaded fonts, small stylesheets written in, search and figures after the first screen).
+  height, preloaded fonts, small stylesheets written in, search and figures after the first screen), and its
+  figures drawn for a phone too get that drawing beside them (``residlab/build/phone_figures.py``).
 
 Runs offline (fontTools, pinned in requirements.txt). Every change is idempotent: a page already processed is
 left as it is, so a render of one page may run it over the whole site again. Quarto runs it in the project root
@@ -32,7 +33,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from residlab.build import first_paint  # noqa: E402
+from residlab.build import first_paint, phone_figures  # noqa: E402
 
 MATH_FONT = Path("assets/site/fonts/noto-sans-math-400.woff2")
 ICONS_CSS = Path("site_libs/bootstrap/bootstrap-icons.css")
@@ -231,6 +232,7 @@ def lighten(root: Path, site_dir: Path, echo=print) -> None:
     for page in _html_files(site_dir):
         html = page.read_text(encoding="utf-8")
         lighter = first_paint.rewrite(html, page, site_dir, FIRST_PAINT_FONTS)
+        lighter = phone_figures.with_phone_figures(lighter, page, site_dir, phone_figures.phone_drawings(root))
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
             changed += 1

@@ -72,6 +72,9 @@ _INTERFACE = {
     "plot_positional_encoding": ("residlab.course.lab04_paper.paper_figures", "plot_positional_encoding"),
     "FOUR_TOKENS": ("residlab.course.glossary.glossary_figures", "FOUR_TOKENS"),
     "draw_four_positions": ("residlab.course.glossary.glossary_figures", "draw_four_positions"),
+    "plot_four_positions": ("residlab.course.glossary.glossary_figures", "plot_four_positions"),
+    # every matplotlib figure drawn for a wide column and for a phone's (residlab.course.figure_widths)
+    "both_widths": ("residlab.course.figure_widths", "both_widths"),
     # box-and-arrow diagrams drawn as inline SVG when the page is built (no diagram library in the site)
     "Diagram": ("residlab.course.diagrams", "Diagram"),
     "Node": ("residlab.course.diagrams", "Node"),

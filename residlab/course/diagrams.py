@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from html import escape
 
 FONT_PX = 16  # the page's body text size
+SMALLEST_TEXT_PX = 11  # what a diagram's text may shrink to where the column is narrower than the diagram
 LINE_PX = 21  # line height of a label
 CHAR_PX = 0.6 * FONT_PX  # a generous average advance of the page's sans-serif: boxes fit any system font
 PAD_X, PAD_Y = 14, 10  # inside a box, around its text
@@ -342,8 +343,11 @@ def svg_element(name: str, title: str, description: str, width: float, height: f
     """An inline ``<svg>`` image: ``role="img"`` named by its title and described by ``description`` (ids
     ``NAME-title`` and ``NAME-desc``), with the diagrams' colours for both schemes."""
     title_id, description_id = f"{name}-title", f"{name}-desc"
+    # Never drawn smaller than its text allows (on a phone the figure's box scrolls instead: reading.scss).
+    narrowest = svg_number(width * SMALLEST_TEXT_PX / FONT_PX)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-diagram" role="img" width="{svg_number(width)}" '
             f'height="{svg_number(height)}" viewBox="0 0 {svg_number(width)} {svg_number(height)}" '
+            f'style="min-width: {narrowest}px" '
             f'aria-labelledby="{title_id}" aria-describedby="{description_id}">'
             f'<title id="{title_id}">{escape(title)}</title><desc id="{description_id}">{escape(description)}</desc>'
             f"<style>{style}</style>{drawing}</svg>")
@@ -365,5 +369,5 @@ def figure_html(svgs: list[str], caption: str) -> str:
     drawings = "".join(svgs) if len(svgs) == 1 else f'<div class="rl-diagram-row">{"".join(svgs)}</div>'
     return ("\n```{=html}\n"
             f'<div class="quarto-figure quarto-figure-center rl-diagram-figure"><figure class="figure">'
-            f"{drawings}<figcaption>{escape(caption)}</figcaption></figure></div>\n"
+            f'<div class="rl-diagram-box">{drawings}</div><figcaption>{escape(caption)}</figcaption></figure></div>\n'
             "```\n")

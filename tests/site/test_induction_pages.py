@@ -12,6 +12,7 @@ every cell has the colour of this render's value under the figure's colour map.
 from __future__ import annotations
 
 import base64
+import html
 import io
 import pickle
 import re
@@ -64,8 +65,9 @@ def figure_svg(built_site, page: str, label: str) -> str:
 
 
 def svg_texts(svg: str) -> list[str]:
-    """Matplotlib's SVG draws text as paths and keeps each string as a comment before them."""
-    return re.findall(r"<!-- (.*?) -->", svg)
+    """The strings of a matplotlib SVG: the site's figures keep them as SVG text (residlab.course.figure_widths),
+    one <text> a line; drawn as paths, each string stands in a comment before them."""
+    return [html.unescape(text) for text in re.findall(r"<text\b[^>]*>([^<]*)</text>", svg)] + re.findall(r"<!-- (.*?) -->", svg)
 
 
 def svg_images(svg: str) -> list[np.ndarray]:

@@ -63,10 +63,12 @@ def _arrow(ax: "Axes", start: tuple[float, float], end: tuple[float, float], col
     ax.annotate("", xy=end, xytext=start, arrowprops=properties)
 
 
-def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS) -> "Axes":
+def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS, narrow: bool = False) -> "Axes":
     """Draw the four-position residual-stream schematic on ``ax`` and return it.
 
-    ``tokens`` are the token pieces shown under the columns (one column per position, causal order).
+    ``tokens`` are the token pieces shown under the columns (one column per position, causal order). ``narrow``:
+    the phone's drawing (figure_widths), the columns alone with short row labels; the notes beside them are the
+    caption's.
     """
     from matplotlib.patches import FancyBboxPatch
 
@@ -87,7 +89,8 @@ def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS) -> "Axe
         # The tokenizer's output: one token per column.
         ax.text(x, _ROW_TOKENS, token, ha="center", va="center", fontsize=11,
                 bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor="#525252"))
-        ax.text(x, _ROW_TOKENS - 0.55, f"t = {position + 1} (index {position})", ha="center", va="center", fontsize=8, color="#525252")
+        ax.text(x, _ROW_TOKENS - 0.55, f"t = {position + 1}" if narrow else f"t = {position + 1} (index {position})",
+                ha="center", va="center", fontsize=8, color="#525252")
         _arrow(ax, (x, _ROW_TOKENS + 0.3), (x, _ROW_BEFORE - 0.05), "#525252")
 
         # h_{l,t}: this position's own vector entering the block.
@@ -111,33 +114,63 @@ def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS) -> "Axe
         _draw_vector(ax, x, _ROW_AFTER, _HIGHLIGHT_COLOUR if is_selected else _AFTER_COLOUR, highlight=is_selected)
 
     right_edge = _column_x(last)
-    ax.text(right_edge + 0.55, attention_y, "Attention (causal):\nreads permitted\npositions s \u2264 t",
-            ha="left", va="center", fontsize=9, color=_ATTENTION_COLOUR)
-    ax.text(right_edge + 0.55, _ROW_MLP, "MLP: same weights,\neach position alone",
-            ha="left", va="center", fontsize=9, color=_MLP_COLOUR)
+    if narrow:
+        _narrow_labels(ax, n, right_edge, vector_height)
+    else:
+        ax.text(right_edge + 0.55, attention_y, "Attention (causal):\nreads permitted\npositions s \u2264 t",
+                ha="left", va="center", fontsize=9, color=_ATTENTION_COLOUR)
+        ax.text(right_edge + 0.55, _ROW_MLP, "MLP: same weights,\neach position alone",
+                ha="left", va="center", fontsize=9, color=_MLP_COLOUR)
 
-    # Row labels on the left say what each row holds.
-    label_x = -0.75
-    ax.text(label_x, _ROW_TOKENS, "tokens", ha="right", va="center", fontsize=10)
-    ax.text(label_x, _ROW_BEFORE + vector_height / 2, "before the block\n$H_\\ell$ (rows $h_{\\ell,t}^\\top$)",
-            ha="right", va="center", fontsize=10)
-    ax.text(label_x, _ROW_AFTER + vector_height / 2, "after the block\n$H_{\\ell+1}$ (rows $h_{\\ell+1,t}^\\top$)",
-            ha="right", va="center", fontsize=10)
+        # Row labels on the left say what each row holds.
+        label_x = -0.75
+        ax.text(label_x, _ROW_TOKENS, "tokens", ha="right", va="center", fontsize=10)
+        ax.text(label_x, _ROW_BEFORE + vector_height / 2, "before the block\n$H_\\ell$ (rows $h_{\\ell,t}^\\top$)",
+                ha="right", va="center", fontsize=10)
+        ax.text(label_x, _ROW_AFTER + vector_height / 2, "after the block\n$H_{\\ell+1}$ (rows $h_{\\ell+1,t}^\\top$)",
+                ha="right", va="center", fontsize=10)
 
-    # The selected state, and only it, goes to the readout.
-    readout_x = right_edge + 1.6
-    readout_y = _ROW_AFTER + vector_height / 2
-    _arrow(ax, (right_edge + _CELL / 2 + 0.05, readout_y), (readout_x - 0.05, readout_y), "#d94801", linewidth=2.0)
-    ax.text(readout_x, readout_y, "readout\n(e.g. logit lens)\n\u2192 derived scores", ha="left", va="center",
-            fontsize=10, bbox=dict(boxstyle="round,pad=0.35", facecolor="#fff5eb", edgecolor="#d94801"))
-    ax.text(right_edge, _ROW_AFTER + vector_height + 0.3, "selected state $h_{\\ell+1,%d}$\n(index -1)" % n, ha="center",
-            va="bottom", fontsize=9, color="#d94801")
+        # The selected state, and only it, goes to the readout.
+        readout_x = right_edge + 1.6
+        readout_y = _ROW_AFTER + vector_height / 2
+        _arrow(ax, (right_edge + _CELL / 2 + 0.05, readout_y), (readout_x - 0.05, readout_y), "#d94801", linewidth=2.0)
+        ax.text(readout_x, readout_y, "readout\n(e.g. logit lens)\n\u2192 derived scores", ha="left", va="center",
+                fontsize=10, bbox=dict(boxstyle="round,pad=0.35", facecolor="#fff5eb", edgecolor="#d94801"))
+        ax.text(right_edge, _ROW_AFTER + vector_height + 0.3, "selected state $h_{\\ell+1,%d}$\n(index -1)" % n, ha="center",
+                va="bottom", fontsize=9, color="#d94801")
 
-    ax.set_xlim(-3.4, right_edge + 4.3)
-    ax.set_ylim(_ROW_TOKENS - 0.9, _ROW_AFTER + vector_height + 1.2)
+        ax.set_xlim(-3.4, right_edge + 4.3)
+        ax.set_ylim(_ROW_TOKENS - 0.9, _ROW_AFTER + vector_height + 1.2)
     ax.set_aspect("equal")
     ax.axis("off")  # a schematic: the rows are labelled in place of axes
     return ax
+
+
+def _narrow_labels(ax: "Axes", n: int, right_edge: float, vector_height: float) -> None:
+    """The phone's labels: each row named in a word on the left, the selected state and its readout above it."""
+    for y, label in ((_ROW_TOKENS, "tokens"), (_ROW_BEFORE + vector_height / 2, "$H_\\ell$"), (_ROW_ATTENTION, "attention"),
+                     (_ROW_MLP, "MLP"), (_ROW_AFTER + vector_height / 2, "$H_{\\ell+1}$")):
+        ax.text(-0.9, y, label, ha="right", va="center", fontsize=10)
+    top = _ROW_AFTER + vector_height
+    _arrow(ax, (right_edge, top + 0.05), (right_edge, top + 0.75), "#d94801", linewidth=2.0)
+    ax.text(right_edge, top + 0.85, "selected state $h_{\\ell+1,%d}$ \u2192 readout" % n, ha="right", va="bottom",
+            fontsize=9, color="#d94801")
+    ax.set_xlim(-2.9, right_edge + 0.6)
+    ax.set_ylim(_ROW_TOKENS - 0.9, top + 1.6)
+
+
+def plot_four_positions(tokens: Sequence[str] = FOUR_TOKENS) -> "Figure":
+    """The page's schematic, drawn for a wide column and for a phone's (figure_widths); returns the wide Figure."""
+    import matplotlib.pyplot as plt
+
+    from residlab.course.figure_widths import both_widths
+
+    def draw(narrow: bool):
+        figure, axes = plt.subplots(figsize=(3.7, 4.6) if narrow else (7.5, 4.7), layout="constrained")
+        draw_four_positions(axes, tokens, narrow)
+        return figure
+
+    return both_widths(draw)
 
 
 def four_position_figure(tokens: Sequence[str] = FOUR_TOKENS) -> "Figure":

@@ -8,27 +8,35 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from residlab.course.figure_widths import both_widths
+
 
 def _token_labels(tokens: list[int]) -> list[str]:
     return [f"{position}: {token}" for position, token in enumerate(tokens)]
 
 
 def plot_head_patterns(report: dict):
-    """The attention weights of the previous-token head and the induction head on the example sequence."""
+    """The attention weights of the previous-token head and the induction head on the example sequence (on a
+    phone, one above the other)."""
     tokens = report["example"]["tokens"]
     labels = _token_labels(tokens)
-    figure, axes = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
-    for ax, kind in zip(axes, ("previous_token", "induction")):
-        head = report["heads_found"][kind]
-        image = ax.imshow(np.array(report["example"]["attention"][kind]), cmap="Blues", vmin=0, vmax=1)
-        ax.set_title(f"highest {head['kind']} score:\nblock {head['block']}, head {head['head']} ({head['score']:.2f})",
-                     fontsize=10)  # fmt: skip
-        ax.set_xticks(range(len(tokens)), labels, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(tokens)), labels, fontsize=7)
-        ax.set_xlabel("key (position: token)")
-        ax.set_ylabel("query (position: token)")
-    figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
-    return figure
+
+    def draw(narrow: bool):
+        figure, axes = plt.subplots(2 if narrow else 1, 1 if narrow else 2, figsize=(3.7, 8.4) if narrow else (7.5, 4.4),
+                                    layout="constrained")
+        for ax, kind in zip(axes, ("previous_token", "induction")):
+            head = report["heads_found"][kind]
+            image = ax.imshow(np.array(report["example"]["attention"][kind]), cmap="Blues", vmin=0, vmax=1)
+            ax.set_title(f"highest {head['kind']} score:\nblock {head['block']}, head {head['head']} ({head['score']:.2f})",
+                         fontsize=10)  # fmt: skip
+            ax.set_xticks(range(len(tokens)), labels, rotation=90)
+            ax.set_yticks(range(len(tokens)), labels)
+            ax.set_xlabel("key (position: token)")
+            ax.set_ylabel("query (position: token)")
+        figure.colorbar(image, ax=axes, shrink=0.8, label="attention weight", location="bottom" if narrow else "right")
+        return figure
+
+    return both_widths(draw)
 
 
 def plot_lens_trajectory(report: dict):
@@ -38,14 +46,20 @@ def plot_lens_trajectory(report: dict):
     period = report["example"]["period"]
     states = list(trajectory)
     grid = np.array([trajectory[state]["p_right_by_position"] for state in states])
-    figure, ax = plt.subplots(figsize=(8, 3.4), layout="constrained")
-    image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=1, aspect="auto")
     positions = range(period, 2 * period - 1)
-    ax.set_xticks(range(len(positions)), [f"{p}: {tokens[p]}\n→ {tokens[p + 1]}" for p in positions], fontsize=8)
-    ax.set_yticks(range(len(states)), states, fontsize=8)
-    ax.set_xlabel("repeated position (position: token → the right next token)")
-    figure.colorbar(image, ax=ax, label="lens probability of the right next token")
-    return figure
+
+    def draw(narrow: bool):
+        figure, ax = plt.subplots(figsize=(3.7, 4.0) if narrow else (7.5, 3.4), layout="constrained")
+        image = ax.imshow(grid, cmap="Greens", vmin=0, vmax=1, aspect="auto")
+        ax.set_xticks(range(len(positions)), [f"{p}: {tokens[p]}\n→ {tokens[p + 1]}" for p in positions])
+        ax.set_yticks(range(len(states)), states)
+        ax.set_xlabel("repeated position\n(position: token → the right next token)" if narrow
+                      else "repeated position (position: token → the right next token)")
+        figure.colorbar(image, ax=ax, label="lens probability of\nthe right next token" if narrow
+                        else "lens probability of the right next token", location="bottom" if narrow else "right")
+        return figure
+
+    return both_widths(draw)
 
 
 def plot_patching_heatmap(report: dict):
@@ -54,12 +68,17 @@ def plot_patching_heatmap(report: dict):
     experiment = patching["experiment"]
     grid = np.array(patching["recovery"], dtype=float)
     limit = max(1.0, float(np.nanmax(np.abs(grid))))
-    figure, ax = plt.subplots(figsize=(9, 3.2), layout="constrained")
-    image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
     labels = [f"{p}: {c}/{k}" if c != k else f"{p}: {c}" for p, (c, k)
               in enumerate(zip(experiment["clean"], experiment["corrupt"]))]  # fmt: skip
-    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-    ax.set_yticks(range(len(patching["rows"])), patching["rows"], fontsize=8)
-    ax.set_xlabel("position (position: clean token / corrupted token)")
-    figure.colorbar(image, ax=ax, label="recovery R")
-    return figure
+
+    def draw(narrow: bool):
+        figure, ax = plt.subplots(figsize=(3.7, 4.4) if narrow else (7.5, 3.4), layout="constrained")
+        image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        ax.set_xticks(range(len(labels)), labels, rotation=90)
+        ax.set_yticks(range(len(patching["rows"])), patching["rows"])
+        ax.set_xlabel("position\n(position: clean token / corrupted token)" if narrow
+                      else "position (position: clean token / corrupted token)")
+        figure.colorbar(image, ax=ax, label="recovery R", location="bottom" if narrow else "right")
+        return figure
+
+    return both_widths(draw)

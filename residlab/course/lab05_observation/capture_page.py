@@ -16,6 +16,7 @@ from pathlib import Path
 
 from residlab.capture.sites import EMBEDDING_SITE, site_name
 from residlab.pythia.observe import observations_schema_problem
+from residlab.course.figure_widths import both_widths
 from residlab.course.tables import markdown_table, math_label
 from residlab.pythia.cache import ARTIFACTS_ENV  # noqa: F401  (verified files named for a build; tests read it here)
 
@@ -212,6 +213,9 @@ def consecutive_cosines(capture: PageCapture) -> list[float | None]:
 # ---- figures ----------------------------------------------------------------------------------------------
 
 
+WIDE_SIZE, NARROW_SIZE = (6.4, 3.4), (3.7, 3.0)  # inches: a wide column's and a phone's (figure_widths)
+
+
 def _labels(capture: PageCapture) -> list[str]:
     return [math_label(row["label"]) for row in capture.observation["boundaries"]]
 
@@ -221,15 +225,19 @@ def plot_boundary_norms(capture: PageCapture):
     import matplotlib.pyplot as plt
 
     norms = boundary_norms(capture)
-    figure, axes = plt.subplots(figsize=(6.4, 3.4))
-    axes.plot(range(len(norms)), norms, marker="o")
-    axes.set_xticks(range(len(norms)), _labels(capture))
-    axes.set_xlabel("boundary ($H_0$ = first block's input, $H_i$ = block i's raw output)")
-    axes.set_ylabel("raw state's L2 norm\n(selected position)")
-    axes.set_ylim(bottom=0)
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    return figure
+
+    def draw(narrow: bool):
+        figure, axes = plt.subplots(figsize=NARROW_SIZE if narrow else WIDE_SIZE, layout="constrained")
+        axes.plot(range(len(norms)), norms, marker="o")
+        axes.set_xticks(range(len(norms)), _labels(capture))
+        axes.set_xlabel("boundary ($H_0$ = first block's input,\n$H_i$ = block i's raw output)" if narrow
+                        else "boundary ($H_0$ = first block's input, $H_i$ = block i's raw output)")
+        axes.set_ylabel("raw state's L2 norm\n(selected position)")
+        axes.set_ylim(bottom=0)
+        axes.grid(alpha=0.3)
+        return figure
+
+    return both_widths(draw)
 
 
 def plot_consecutive_cosines(capture: PageCapture):
@@ -237,20 +245,28 @@ def plot_consecutive_cosines(capture: PageCapture):
     import matplotlib.pyplot as plt
 
     cosines = consecutive_cosines(capture)
-    names = [f"{math_label(f'H_{i}')}→{math_label(f'H_{i + 1}')}" for i in range(len(cosines))]
-    figure, axes = plt.subplots(figsize=(6.4, 3.4))
     values = [value if value is not None else 0.0 for value in cosines]
-    bars = axes.bar(names, values, color="tab:green")
-    for bar, value in zip(bars, cosines):
-        if value is None:
-            bar.set_alpha(0.0)
-            axes.annotate("undefined", (bar.get_x() + bar.get_width() / 2, 0.02), ha="center", fontsize=8)
-    axes.set_ylim(min(0.0, min(values)) - 0.05, 1.05)
-    axes.set_xlabel("block (consecutive raw boundaries)")
-    axes.set_ylabel("cosine of consecutive\nraw states")
-    axes.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    return figure
+
+    def draw(narrow: bool):
+        # On a phone the bars stand in a column, each labelled H_i→H_i+1 on its left.
+        names = [f"{math_label(f'H_{i}')}→{math_label(f'H_{i + 1}')}" for i in range(len(cosines))]
+        figure, axes = plt.subplots(figsize=NARROW_SIZE if narrow else WIDE_SIZE, layout="constrained")
+        bars = (axes.barh if narrow else axes.bar)(names, values, color="tab:green")
+        for bar, value in zip(bars, cosines):
+            if value is None:
+                bar.set_alpha(0.0)
+                at = (0.02, bar.get_y() + bar.get_height() / 2) if narrow else (bar.get_x() + bar.get_width() / 2, 0.02)
+                axes.annotate("undefined", at, ha="left" if narrow else "center", va="center" if narrow else "baseline")
+        limits = (min(0.0, min(values)) - 0.05, 1.05)
+        (axes.set_xlim if narrow else axes.set_ylim)(*limits)
+        if narrow:
+            axes.invert_yaxis()  # the first block on top
+        (axes.set_ylabel if narrow else axes.set_xlabel)("block" if narrow else "block (consecutive raw boundaries)")
+        (axes.set_xlabel if narrow else axes.set_ylabel)("cosine of consecutive\nraw states")
+        axes.grid(axis="x" if narrow else "y", alpha=0.3)
+        return figure
+
+    return both_widths(draw)
 
 
 def plot_write_norms(capture: PageCapture):
@@ -260,19 +276,26 @@ def plot_write_norms(capture: PageCapture):
     updates = capture.observation["block_updates"]
     blocks = [row["block"] for row in updates]
     width = 0.27
-    figure, axes = plt.subplots(figsize=(6.4, 3.4))
-    axes.bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
-    axes.bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
-    axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update $H_{i+1} - H_i$")
-    axes.set_xticks(blocks, [f"block {b}" for b in blocks])
-    axes.set_xlabel("block")
-    axes.set_ylabel("L2 norm\n(selected position)")
     tallest = max((max(row["attn_write_norm"], row["mlp_write_norm"], row["difference_norm"]) for row in updates), default=0.0)
-    axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars
-    axes.grid(axis="y", alpha=0.3)
-    axes.legend(loc="upper center", ncol=3, fontsize=9)
-    figure.tight_layout()
-    return figure
+
+    def draw(narrow: bool):
+        figure, axes = plt.subplots(figsize=(3.7, 3.6) if narrow else WIDE_SIZE, layout="constrained")
+        axes.bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
+        axes.bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
+        axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update $H_{i+1} - H_i$")
+        axes.set_xticks(blocks, [str(b) for b in blocks] if narrow else [f"block {b}" for b in blocks])
+        axes.set_xlabel("block")
+        axes.set_ylabel("L2 norm\n(selected position)")
+        axes.grid(axis="y", alpha=0.3)
+        if narrow:  # the legend below the bars: a phone's plot has no room above them
+            axes.set_ylim(0, tallest * 1.05 if tallest > 0 else 1.0)
+            figure.legend(loc="outside lower center")
+        else:
+            axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars
+            axes.legend(loc="upper center", ncol=3, fontsize=9)
+        return figure
+
+    return both_widths(draw)
 
 
 # ---- tables -----------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from residlab.course.figure_widths import both_widths
 from residlab.course.lesson.gradient_profile import GradientProfile
 
 ARRANGEMENT_STYLES = {
@@ -108,15 +109,26 @@ def profile_sentences(profile: GradientProfile) -> dict[str, str]:
 def plot_gradient_profile(profile: GradientProfile, ax=None):
     """Figure 5: median per-block parameter-gradient norm against depth, one line per arrangement.
 
-    Returns the matplotlib Figure. The y axis is logarithmic so equal vertical distances are equal ratios.
+    Returns the matplotlib Figure (without ``ax``, drawn for a wide column and for a phone's: figure_widths). The y
+    axis is logarithmic so equal vertical distances are equal ratios.
     """
     import matplotlib.pyplot as plt
+
+    if ax is not None:
+        _draw_gradient_profile(profile, ax, narrow=False)
+        return ax.figure
+
+    def draw(narrow: bool):
+        figure, axes = plt.subplots(figsize=(3.7, 4.2) if narrow else (7, 4), layout="constrained")
+        _draw_gradient_profile(profile, axes, narrow)
+        return figure
+
+    return both_widths(draw)
+
+
+def _draw_gradient_profile(profile: GradientProfile, ax, narrow: bool) -> None:
     from matplotlib.ticker import FormatStrFormatter
 
-    if ax is None:
-        figure, ax = plt.subplots(figsize=(7, 4))
-    else:
-        figure = ax.figure
     depths = list(range(1, profile.depth + 1))
     for arrangement, values in profile.medians.items():
         style = ARRANGEMENT_STYLES.get(arrangement, {})
@@ -127,12 +139,13 @@ def plot_gradient_profile(profile: GradientProfile, ax=None):
     ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
     ax.set_xlabel("block depth (1 = nearest the input)")
     ax.set_ylabel("median mean parameter-gradient norm")
-    ax.set_xticks(depths)
-    ax.set_title(f"{profile.depth} blocks of width {profile.width}, median over {profile.seeds} seeds")
+    ax.set_xticks(depths[::2] if narrow and len(depths) > 10 else depths)  # on a phone, every other depth
+    ax.set_title(f"{profile.depth} blocks of width {profile.width},{chr(10) if narrow else ' '}median over {profile.seeds} seeds")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(title="stack", loc="center left")
-    figure.tight_layout()
-    return figure
+    if narrow:  # below the plot: the lines use the whole width
+        ax.figure.legend(title="stack", loc="outside lower center", ncol=2)
+    else:
+        ax.legend(title="stack", loc="center left")
 
 
 def _occurrences(count: int) -> str:

@@ -218,7 +218,7 @@ def test_the_checks_name_what_reads_badly(base_url, browser, reset_screen):
     browser.execute_script(
         "const main = document.querySelector('main');"
         "main.insertAdjacentHTML('beforeend', '<div id=planted-wide style=\"width: 900px\">wide</div>"
-        "<table id=planted-table style=\"width: 900px\"><tbody><tr><td>a</td><td>b</td></tr></tbody></table>"
+        "<table id=planted-table style=\"display: table; width: 900px; max-width: none\"><tbody><tr><td>a</td><td>b</td></tr></tbody></table>"
         "<table style=\"width: 200px\"><tbody><tr><td><code style=\"word-break: break-all\">blocks_resid_pre_abcdefghij</code></td>"
         "<td>a sentence of running text that is squeezed into a narrow cell</td><td style=\"width: 150px\">x</td></tr></tbody></table>"
         "<svg width=200 height=50><text x=0 y=20 font-size=6>tiny</text></svg>')")  # fmt: skip

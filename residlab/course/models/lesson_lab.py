@@ -413,7 +413,7 @@ def copy_model_subject(model=None) -> Subject:
         "kind": "copy_model",
         "training": {"seed": TRAINING_SEED, "steps": TRAINING_STEPS, "batch": BATCH_SIZE,
                      "learning_rate": LEARNING_RATE},  # fmt: skip
-        "code": "residlab.course.lesson.copy_model.train_copy_model",
+        "code": "residlab.course.models.copy_model.train_copy_model",
     }
     model = default_training()[0] if model is None else model
     return Subject(model, COPY_MODEL, source, fixed_length=SEQUENCE_LENGTH)

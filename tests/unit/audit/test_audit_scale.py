@@ -17,7 +17,7 @@ from residlab import audit
 from residlab.audit import placement
 from residlab.audit.placement import Placement, place_specimen
 from residlab.capture.recording import hook_snapshot
-from residlab.course.lesson import copy_audit
+from residlab.course.lab06 import copy_audit
 
 ROOT = Path(__file__).resolve().parents[3]
 PROMPTS = ["--clean-ids", "5,17,3,40,2", "--corrupt-ids", "9,17,3,40,2", "--target-id", "12", "--rival-id", "30"]

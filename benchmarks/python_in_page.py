@@ -1,13 +1,17 @@
 """Lab 05 Part 3's Python in the page: the interpreter's version, what its first Run downloads and how long the
 learner waits for a first result, beside a second Run once the interpreter is up (the ratio: first / warm).
 
-    make render && python benchmarks/python_in_page.py [_site] [--rounds 3]
+    make render && python benchmarks/python_in_page.py [_site] [--rounds 3] [--against OTHER_SITE]
 
 Each round opens Lab 05 in a fresh headless Chromium (an empty cache), served on 127.0.0.1 as GitHub Pages serves it
 (residlab.build.lighthouse: gzip for text, the rest as it is), puts a correct solution in the editor and presses
 Run: the time from the press to the printed result, and the bytes the site sent for it (the interpreter's files,
 the worker), counted by the server. Then Run again (the interpreter is ready) and Check. Loopback has no network
 latency: on a phone's connection the download adds its size divided by the bandwidth.
+
+First, the page's bytes at load (the page opened, not scrolled, until its load event and three seconds more, as
+served above), and with ``--against`` another build's (say one from before the editor), side by side, each the
+median of the rounds, with the ratio: the editor must not weigh on the page a reader opens.
 """
 
 from __future__ import annotations
@@ -87,6 +91,20 @@ def timed_press(driver, label: str, limit_s: float = 300) -> tuple[float, str]:
     raise SystemExit(f"python_in_page: {label} gave no result within {limit_s} s")
 
 
+def bytes_at_load(site: Path) -> int:
+    sent: list = []
+    server = serve(site, sent)
+    driver = browser()
+    try:
+        driver.get(f"http://127.0.0.1:{server.server_address[1]}/{LAB}")
+        time.sleep(3)
+    finally:
+        driver.quit()
+        server.shutdown()
+        server.server_close()
+    return sum(size for _, size in sent)
+
+
 def one_round(site: Path, source: str) -> dict:
     sent: list = []
     server = serve(site, sent)
@@ -114,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("site", nargs="?", type=Path, default=ROOT / "_site", help="the built site (default: _site)")
     parser.add_argument("--rounds", type=int, default=3, help="fresh browsers, one after another (default 3)")
+    parser.add_argument("--against", type=Path, help="another build of Lab 05: its bytes at load beside this one's")
     args = parser.parse_args(argv)
     if not (args.site / LAB).is_file() or not (args.site / pyodide_files.PYODIDE_DIR / "pyodide.asm.wasm").is_file():
         parser.error(f"{args.site} holds no Lab 05 with its interpreter: run `make render` (or `make page PAGE=...`)")
@@ -121,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
 
     lock = json.loads((args.site / pyodide_files.PYODIDE_DIR / "pyodide-lock.json").read_text(encoding="utf-8"))
     shipped = {name: (args.site / pyodide_files.PYODIDE_DIR / name).stat().st_size for name in pyodide_files.SHIPPED}
+    loads = {site: statistics.median(bytes_at_load(site) for _ in range(args.rounds))
+             for site in filter(None, (args.site, args.against))}
+    print(f"Lab 05 at load: {loads[args.site]:,.0f} bytes ({args.site})")
+    if args.against:
+        print(f"Lab 05 at load: {loads[args.against]:,.0f} bytes ({args.against}); ratio "
+              f"{loads[args.site] / loads[args.against]:.4f}")
     rounds = [one_round(args.site, toy_solutions.CORRECT) for _ in range(args.rounds)]
     median = {key: statistics.median(r[key] for r in rounds) for key in ("first_s", "warm_s", "check_s", "bytes")}
     print(f"interpreter: Pyodide {pyodide_files.pinned_version(ROOT)}, CPython {lock['info']['python']} "

@@ -20,11 +20,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from residlab.course.lab05.editor import SHIPPED  # what the editor loads: the files the site serves
+
 PYODIDE_DIR = Path("assets/pyodide")  # package.json, package-lock.json, LICENSE; node_modules/ once installed
 INSTALLED = PYODIDE_DIR / "node_modules" / "pyodide"
-# The loader (an ES module, run in the editor's Web Worker), the runtime, the standard library and the package
-# index the loader reads at start; not the CommonJS loader, type declarations, source maps or console pages.
-SHIPPED = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 LICENSE = "LICENSE"
 
 

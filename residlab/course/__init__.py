@@ -60,6 +60,8 @@ _INTERFACE = {
     "peers": ("residlab.course.ui.peers", None),
     "downloads_table": ("residlab.course.pages", "downloads_table"),
     "learning_path": ("residlab.course.pages", "learning_path"),
+    "download_href": ("residlab.course.pages", "download_href"),
+    "toy_editor": ("residlab.course.lab05.editor", None),
     "patching_methods": ("residlab.course.lab07.page", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)
     "trained_copy_model": ("residlab.course.shared", "trained_copy_model"),

@@ -377,6 +377,15 @@ def served_downloads() -> tuple[str, ...]:
     return tuple(path for path in resources() if path.startswith(f"{RUNNER_DIR}/"))
 
 
+def download_href(filename: str, page: str) -> str:
+    """The link from ``page`` (a source path, e.g. labs/05-trace-residual-stream.qmd) to a file of the runners'
+    folder the site serves; a file no family serves is refused."""
+    path = f"{RUNNER_DIR}/{filename}"
+    if path not in served_downloads():
+        raise LookupError(f"{path} is served by no page family of residlab/course/pages.py")
+    return "../" * page.count("/") + path
+
+
 def sidebar() -> list:
     """The sidebar's contents, as Quarto reads them: consecutive families of one section grouped under it."""
     contents: list = []

@@ -6,6 +6,8 @@
 - ``notation``: the one grammar of numbers and column vectors the runner, the toy explorer and the answer checker
   accept (the forms the page prints, ``[3;-2;0]`` included; the Unicode minus read as ASCII's).
 - ``toy_skeleton``: Part 3's skeleton (the download ``my_toy.py``), the functions a learner writes, on plain lists.
+- ``editor``: Part 3's editor: its words and element, and the facts of the Pyodide it runs (``SHIPPED``, the
+  files the site serves of it; ``RUN_LIMIT_S``).
 - ``code_check``: Part 3's checker (the download ``check_toy.py``, also run in the page under Pyodide): a learner's
   functions on held-out inputs against ``toy``, each "passes" or its mistake named.
 - ``exact_vectors``: ``Vector``, exact rational entries with norms kept in exact form; the toy explorer and the

@@ -1,0 +1,55 @@
+"""Lab 05 Part 3's editor: the words and the block the page shows, with the facts of the interpreter it runs.
+
+The interpreter is Pyodide from its pinned npm install (``assets/pyodide/``; ``make pyodide``), whose files
+``residlab/build/pyodide_files.py`` copies into the site (``SHIPPED``); the editor (``assets/explorers/
+python-editor.js``) fetches them on the learner's first Run or Check and stops a run after ``RUN_LIMIT_S``. The
+page passes the links of the skeleton and the checker (the registry's, ``residlab.course.pages.download_href``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+PYODIDE_DIR = Path(__file__).resolve().parents[3] / "assets" / "pyodide"
+# The loader (an ES module, run in the editor's Web Worker), the runtime, the standard library and the package
+# index the loader reads at start; not the CommonJS loader, type declarations, source maps or console pages.
+SHIPPED = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
+RUN_LIMIT_S = 10  # the editor's time limit for one run (python-editor.js reads it from data-limit)
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    pyodide: str  # the pinned version
+    cpython: str  # the CPython it is built from
+    shipped_mb: float  # what the site serves of it, before compression
+
+
+def interpreter(pyodide_dir: Path = PYODIDE_DIR) -> Interpreter:
+    """The pinned Pyodide, read from its package.json and its install (``make pyodide``)."""
+    pinned = json.loads((pyodide_dir / "package.json").read_text(encoding="utf-8"))["dependencies"]["pyodide"]
+    installed = pyodide_dir / "node_modules" / "pyodide"
+    cpython = json.loads((installed / "pyodide-lock.json").read_text(encoding="utf-8"))["info"]["python"]
+    return Interpreter(pinned, cpython, sum((installed / name).stat().st_size for name in SHIPPED) / 1e6)
+
+
+def editor_text(held_out_count: int, checker_href: str) -> str:
+    """What the editor does, with the interpreter's facts (Markdown)."""
+    facts = interpreter()
+    return f"""**Run** runs your code as `python3 my_toy.py` would. **Check** calls each function on
+{held_out_count} inputs this page never shows and compares the answers with the exact toy: each
+function *passes*, or its mistake is named. Python here is Pyodide {facts.pyodide} (CPython
+{facts.cpython} in WebAssembly), served by this site and downloaded (at most {facts.shipped_mb:.1f} MB) on your first
+Run or Check; it runs beside the page and stops a run after {RUN_LIMIT_S} s. Nothing leaves your browser, which keeps
+your code until you press **Reset to skeleton** twice. **Download as .py** saves `my_toy.py` for a plain
+`python3`, where the same checks run with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py`."""
+
+
+def editor_block(skeleton_href: str, checker_href: str) -> str:
+    """The editor's element, which python-editor.js fills in (HTML)."""
+    return f"""<div class="residlab-python" id="toy-editor" data-skeleton="{skeleton_href}"
+data-checker="{checker_href}" data-limit="{RUN_LIMIT_S}">
+<p>The editor needs JavaScript; check_toy.py checks your file.</p>
+</div>
+"""

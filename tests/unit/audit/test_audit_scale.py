@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -66,8 +67,10 @@ def test_a_tiny_max_memory_spreads_the_specimen_over_cpu_and_disk_and_leaves_no_
 
 
 @pytest.mark.parametrize("name", ["gpt_neox", "gpt2", "llama"])
-def test_a_dispatched_packet_is_the_undispatched_packet(name, tmp_path, capsys):
-    plain, dispatched = tmp_path / "plain", tmp_path / "dispatched"
+def test_a_dispatched_packet_is_the_undispatched_packet(name, tmp_path, capsys, monkeypatch):
+    plain, dispatched, scratch = tmp_path / "plain", tmp_path / "dispatched", tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the offload folder is made
     assert run_cli(["--specimen", name, *PROMPTS, "--output", plain], capsys)[0] == 0
     code, out, err = run_cli(["--specimen", name, *PROMPTS, "--device-map", "auto", "--max-memory",
                               f"cpu={budget(name)}B", "--output", dispatched], capsys)  # fmt: skip
@@ -75,7 +78,7 @@ def test_a_dispatched_packet_is_the_undispatched_packet(name, tmp_path, capsys):
     assert "ran in float32 on a device map: blocks on cpu 1, disk 2; the rest on cpu" in out, out
     for record in audit.RECORDS:  # every digest, value and link: the same bytes
         assert (dispatched / f"{record}.json").read_bytes() == (plain / f"{record}.json").read_bytes(), record
-    assert not list(Path(__import__("tempfile").gettempdir()).glob("residlab-offload-*"))  # the folder removed
+    assert not list(scratch.glob("residlab-offload-*"))  # the offload folder removed when the audit ended
     code, out, _ = run_cli(["verify", plain, "--device-map", "auto", "--max-memory", f"cpu={budget(name)}B"], capsys)
     assert code == 0 and "verified: every check passed" in out, out
 

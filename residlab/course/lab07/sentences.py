@@ -145,9 +145,9 @@ def attribution_sentence(report: dict, name: str) -> str:
                "corrupt run cannot see attention jump to another position.")  # fmt: skip
     elif worst["bend"] == "layernorm":
         why = (f"That patch does not move block 1's attention at the readout ({worst['attention_moved']:.2f}) but changes "
-               f"the final LayerNorm's scale there by {worst['scale_change']:.0%}: the LayerNorm divides by a scale the "
-               "patch changes and removes the part of the change along the current state, which a gradient at the "
-               "corrupt run treats as fixed.")  # fmt: skip
+               f"the final LayerNorm's scale there by {worst['scale_change']:.0%}: the gradient at the corrupt run "
+               "differentiates the division by that scale, but only to first order, and a change of that size over "
+               "the whole patch is beyond where the linearisation holds.")  # fmt: skip
     else:
         why = ("Neither measured bend is there (attention at the readout and the final LayerNorm's scale barely move): "
                "the curvature is elsewhere, in the MLP's GELU or the block inputs' LayerNorms.")  # fmt: skip

@@ -239,12 +239,15 @@ def recovery_control_sentence(mlp_recovery: float | None, gap: float) -> str:
         return (f"The control cannot be read: the clean and corrupt runs differ by {gap:.2f} in logit difference, "
                 f"below the {READABLE_GAP} this page reads, so no recovery means anything here.")  # fmt: skip
     if mlp_recovery < 0.5:
-        return (f"The informative control is the MLP: its clean write recovers only {mlp_recovery:.2f} of the gap of "
-                f"{gap:.2f}, so the rival explanation, that any clean write would do, is ruled out. The attention "
-                f"write carries the first token's identity; the MLP write, computed from it, is not enough on its "
-                f"own.")  # fmt: skip
+        return (f"The control is the MLP: its clean write recovers {mlp_recovery:.2f} of the gap of {gap:.2f}, a "
+                f"partial recovery, so not every clean write restores the behaviour. That the attention write "
+                f"carries the first token's identity follows from the architecture (in one block, attention is the "
+                f"only route from position 0); the control shows that the MLP write, computed from it, is not enough "
+                f"on its own.")  # fmt: skip
     return (f"The control does not separate them: the MLP's clean write alone recovers {mlp_recovery:.2f} of the "
             f"gap of {gap:.2f} too, so this patch cannot tell the attention write's content from any clean write.")
+
+
 def _removal(effect: float) -> str:
     """What removing a write does to the logit difference, from its effect (what it adds), as printed to 2 decimals."""
     shown = round(effect, 2)
@@ -272,7 +275,8 @@ def total_effect_reading(total: float, direct: float) -> str:
     if t == d:
         return f"{opening}, its direct effect to two decimals, so nothing it does runs through the MLP"
     if t * d < 0:
-        return f"{opening}, of the opposite sign to its direct effect ({d:.2f}), so through the MLP it does the reverse of what it does directly"
+        return (f"{opening}, of the opposite sign to its direct effect ({d:.2f}): the rest, {t - d:.2f}, is indirect, "
+                f"through what the MLP and the final normaliser's scale recompute from the state this write built")
     through = "most" if abs(t - d) > abs(d) else "part"
     if abs(t) > abs(d):
         return f"{opening}, more than its direct effect ({d:.2f}): {through} of its leverage is exercised through the MLP"

@@ -178,7 +178,7 @@ def test_the_statements_the_lesson_page_makes_about_the_audit(audit):
     # "The final normaliser breaks the simple sum": positive projection, opposite-signed exact effect.
     assert attention.direct_effect_exact < 0
     # "Use runs through later computation": zeroing attention removes far more than its direct effect adds, and
-    # with the other sign (both are what the write adds: through the MLP it does the reverse of its direct effect).
+    # with the other sign (both are what the write adds: the difference is indirect, through what is recomputed after it).
     assert attention.total_effect > 0 > attention.direct_effect_exact
     assert "of the opposite sign to its direct effect" in total_effect_reading(attention.total_effect,
                                                                                attention.direct_effect_exact)

@@ -24,7 +24,7 @@ def test_the_accuracy_is_read_against_chance_with_its_sampling_error():
 def test_the_recovery_control_is_read_only_over_a_readable_gap():
     from residlab.course.lesson.lesson_figures import recovery_control_sentence
 
-    assert "recovers only 0.10 of the gap of 6.00" in recovery_control_sentence(0.1, 6.0)
+    assert "recovers 0.10 of the gap of 6.00, a partial recovery" in recovery_control_sentence(0.1, 6.0)
     assert recovery_control_sentence(0.8, 6.0).startswith("The control does not separate them")
     assert recovery_control_sentence(0.1, 0.05).startswith("The control cannot be read")
     assert recovery_control_sentence(None, 0.0).startswith("The control cannot be read")

@@ -73,7 +73,7 @@ def plot_patching_heatmap(report: dict):
 
     def draw(narrow: bool):
         figure, ax = plt.subplots(figsize=(3.7, 4.4) if narrow else (7.5, 3.4), layout="constrained")
-        image = ax.imshow(grid, cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+        image = ax.imshow(grid, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")  # red positive, as Lab 07
         ax.set_xticks(range(len(labels)), labels, rotation=90)
         ax.set_yticks(range(len(patching["rows"])), patching["rows"])
         ax.set_xlabel("position\n(position: clean token / corrupted token)" if narrow

@@ -172,7 +172,7 @@ def test_patching_entry_shows_this_renders_heatmap(built_site, training):
     assert set(svg_texts(svg)) >= set(patching["rows"])
     finite = [abs(value) for values in patching["recovery"] for value in values if value is not None]
     limit = max([1.0, *finite])
-    assert_cells_show(svg_images(svg)[0], patching["recovery"], colour_map("RdBu", -limit, limit))
+    assert_cells_show(svg_images(svg)[0], patching["recovery"], colour_map("RdBu_r", -limit, limit))
 
 
 def test_lab06_part2_audits_this_renders_model_before_the_null_baseline(built_site, training):

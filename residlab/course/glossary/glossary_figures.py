@@ -89,7 +89,7 @@ def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS, narrow:
         # The tokenizer's output: one token per column.
         ax.text(x, _ROW_TOKENS, token, ha="center", va="center", fontsize=11,
                 bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor="#525252"))
-        ax.text(x, _ROW_TOKENS - 0.55, f"t = {position + 1}" if narrow else f"t = {position + 1} (index {position})",
+        ax.text(x, _ROW_TOKENS - 0.55, f"t = {position}",
                 ha="center", va="center", fontsize=8, color="#525252")
         _arrow(ax, (x, _ROW_TOKENS + 0.3), (x, _ROW_BEFORE - 0.05), "#525252")
 
@@ -136,7 +136,7 @@ def draw_four_positions(ax: "Axes", tokens: Sequence[str] = FOUR_TOKENS, narrow:
         _arrow(ax, (right_edge + _CELL / 2 + 0.05, readout_y), (readout_x - 0.05, readout_y), "#d94801", linewidth=2.0)
         ax.text(readout_x, readout_y, "readout\n(e.g. logit lens)\n\u2192 derived scores", ha="left", va="center",
                 fontsize=10, bbox=dict(boxstyle="round,pad=0.35", facecolor="#fff5eb", edgecolor="#d94801"))
-        ax.text(right_edge, _ROW_AFTER + vector_height + 0.3, "selected state $h_{\\ell+1,%d}$\n(index -1)" % n, ha="center",
+        ax.text(right_edge, _ROW_AFTER + vector_height + 0.3, "selected state $h_{\\ell+1,%d}$\n(index -1)" % last, ha="center",
                 va="bottom", fontsize=9, color="#d94801")
 
         ax.set_xlim(-3.4, right_edge + 4.3)
@@ -153,7 +153,7 @@ def _narrow_labels(ax: "Axes", n: int, right_edge: float, vector_height: float) 
         ax.text(-0.9, y, label, ha="right", va="center", fontsize=10)
     top = _ROW_AFTER + vector_height
     _arrow(ax, (right_edge, top + 0.05), (right_edge, top + 0.75), "#d94801", linewidth=2.0)
-    ax.text(right_edge, top + 0.85, "selected state $h_{\\ell+1,%d}$ \u2192 readout" % n, ha="right", va="bottom",
+    ax.text(right_edge, top + 0.85, "selected state $h_{\\ell+1,%d}$ \u2192 readout" % (n - 1), ha="right", va="bottom",
             fontsize=9, color="#d94801")
     ax.set_xlim(-2.9, right_edge + 0.6)
     ax.set_ylim(_ROW_TOKENS - 0.9, top + 1.6)

@@ -29,12 +29,12 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1310  residlab/course/lab07/designs.py
-#   line 1372    make_design
-#   line 1400  residlab/course/lab07/patching.py
-#   line 1552    activation_grids
-#   line 1602    path_patching
-#   line 1625  residlab/course/lab07/attribution.py
-#   line 1664    attribution_grids
+#   line 1375    make_design
+#   line 1403  residlab/course/lab07/patching.py
+#   line 1555    activation_grids
+#   line 1605    path_patching
+#   line 1628  residlab/course/lab07/attribution.py
+#   line 1667    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   60  residlab/course/models/needs_torch.py
@@ -49,9 +49,9 @@ train`` writes), otherwise it trains one as the site does.
 #   line  877  residlab/course/models/induction/recipe.py
 #   line 1060  residlab/course/models/induction/measures.py
 #   line 1310  residlab/course/lab07/designs.py
-#   line 1400  residlab/course/lab07/patching.py
-#   line 1625  residlab/course/lab07/attribution.py
-#   line 1709  residlab/course/lab07/lab.py (the entry)
+#   line 1403  residlab/course/lab07/patching.py
+#   line 1628  residlab/course/lab07/attribution.py
+#   line 1712  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1336,6 +1336,9 @@ import torch
 
 
 DESIGNS = ("copied_token", "matched_position")
+# The head kinds a design cannot show, by its construction (above): the copied-token design leaves the
+# previous-token head's write unchanged, so no patch of that head can restore anything there.
+UNTESTABLE = {"copied_token": ("previous_token",), "matched_position": ()}
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw
 
 

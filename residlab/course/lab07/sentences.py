@@ -5,6 +5,7 @@ shows an inline expression's text as it is)."""
 
 from __future__ import annotations
 
+from residlab.course.lab07.designs import UNTESTABLE
 from residlab.course.lab07.patching import KINDS
 
 HALF = 0.5  # "carries most of the gap": a share of at least one half
@@ -170,6 +171,8 @@ def heads_sentence(report: dict, name: str, method: str, kind: str) -> str:
     verdicts = report["verdicts"][name]
     if verdicts is None:
         return "Not read: the gap is within its noise floor."
+    if kind in UNTESTABLE[name]:
+        return "Not testable by this design: it leaves this head's write unchanged (Part 2)."
     verdict = verdicts[method][kind]
     block = report["heads"]["found"][kind]["block"]
     known = (f"head {verdict['known'][0]}" if len(verdict["known"]) == 1
@@ -215,7 +218,9 @@ def methods_sentence(report: dict) -> str:
         if verdicts is None:
             continue
         for method, kinds in verdicts.items():
-            for verdict in kinds.values():
+            for kind, verdict in kinds.items():
+                if kind in UNTESTABLE[name]:
+                    continue  # the design cannot show this head: no find and no miss
                 counts[method][0] += verdict["outcome"] == "found"
                 counts[method][1] += 1
         design, floor = report["designs"][name], floor_share(report, name)
@@ -227,6 +232,7 @@ def methods_sentence(report: dict) -> str:
     if not any(total for _, total in counts.values()):
         return "No design's gap is read, so no method is asked to find a head."
     found = "; ".join(f"{METHOD_NAMES[method]} {hits} of {total}" for method, (hits, total) in counts.items() if total)
-    return (f"Cases where the method finds a known head (design by head kind): {found}. Of the {compared} heads whose "
+    return (f"Cases where the method finds a known head (design by head kind, each design's untestable kind left "
+            f"out): {found}. Of the {compared} heads whose "
             f"exact denoising share passes the null, attribution gives {smaller} a smaller share in size than the exact "
             f"patch does.")  # fmt: skip

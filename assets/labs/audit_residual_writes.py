@@ -23,32 +23,32 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1867  residlab/audit/measures.py
-#   line 1949    measure_write
-#   line 2333  residlab/audit/packet.py
-#   line 2462    model_record
-#   line 2498    input_record
-#   line 2527    intervention_record
-#   line 2634    measurement_record
+#   line 1873  residlab/audit/measures.py
+#   line 1955    measure_write
+#   line 2339  residlab/audit/packet.py
+#   line 2468    model_record
+#   line 2504    input_record
+#   line 2533    intervention_record
+#   line 2640    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/capture/blocks.py
-#   line  261  residlab/capture/outdir.py
-#   line  373  residlab/audit/subject.py
-#   line  688  residlab/capture/recording.py
-#   line  849  residlab/capture/patching.py
-#   line  966  residlab/capture/sites.py
-#   line 1071  residlab/audit/runs.py
-#   line 1416  residlab/capture/versions.py
-#   line 1449  residlab/audit/schema.py
-#   line 1835  residlab/capture/vectors.py
-#   line 1867  residlab/audit/measures.py
-#   line 1977  residlab/audit/attribution.py
-#   line 2090  residlab/audit/placement.py
-#   line 2333  residlab/audit/packet.py
-#   line 2754  residlab/capture/files.py
-#   line 2846  residlab/audit/verify.py
-#   line 3272  residlab/audit/cli.py (the entry)
+#   line  267  residlab/capture/outdir.py
+#   line  379  residlab/audit/subject.py
+#   line  694  residlab/capture/recording.py
+#   line  855  residlab/capture/patching.py
+#   line  972  residlab/capture/sites.py
+#   line 1077  residlab/audit/runs.py
+#   line 1422  residlab/capture/versions.py
+#   line 1455  residlab/audit/schema.py
+#   line 1841  residlab/capture/vectors.py
+#   line 1873  residlab/audit/measures.py
+#   line 1983  residlab/audit/attribution.py
+#   line 2096  residlab/audit/placement.py
+#   line 2339  residlab/audit/packet.py
+#   line 2760  residlab/capture/files.py
+#   line 2852  residlab/audit/verify.py
+#   line 3278  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -109,6 +109,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -146,6 +151,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,

@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3876  residlab/course/lab06/induction_audit.py
-#   line 3909    declared_sites
+#   line 3882  residlab/course/lab06/induction_audit.py
+#   line 3915    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -44,23 +44,23 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  157  residlab/capture/vectors.py
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  372  residlab/capture/blocks.py
-#   line  576  residlab/capture/sites.py
-#   line  681  residlab/capture/recording.py
-#   line  842  residlab/capture/patching.py
-#   line  959  residlab/audit/measures.py
-#   line 1069  residlab/course/models/induction/measures.py
-#   line 1319  residlab/course/models/induction/induction_lab.py
-#   line 1423  residlab/capture/outdir.py
-#   line 1535  residlab/capture/files.py
-#   line 1627  residlab/audit/subject.py
-#   line 1942  residlab/audit/runs.py
-#   line 2287  residlab/audit/schema.py
-#   line 2673  residlab/audit/attribution.py
-#   line 2786  residlab/audit/placement.py
-#   line 3029  residlab/audit/packet.py
-#   line 3450  residlab/audit/verify.py
-#   line 3876  residlab/course/lab06/induction_audit.py
-#   line 3967  residlab/course/lab06/induction_cli.py (the entry)
+#   line  582  residlab/capture/sites.py
+#   line  687  residlab/capture/recording.py
+#   line  848  residlab/capture/patching.py
+#   line  965  residlab/audit/measures.py
+#   line 1075  residlab/course/models/induction/measures.py
+#   line 1325  residlab/course/models/induction/induction_lab.py
+#   line 1429  residlab/capture/outdir.py
+#   line 1541  residlab/capture/files.py
+#   line 1633  residlab/audit/subject.py
+#   line 1948  residlab/audit/runs.py
+#   line 2293  residlab/audit/schema.py
+#   line 2679  residlab/audit/attribution.py
+#   line 2792  residlab/audit/placement.py
+#   line 3035  residlab/audit/packet.py
+#   line 3456  residlab/audit/verify.py
+#   line 3882  residlab/course/lab06/induction_audit.py
+#   line 3973  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -424,6 +424,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -461,6 +466,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,

@@ -18,31 +18,31 @@ on the verified files. ``--lock FILE`` points everything at another lock (the te
 
 # Read this first: the capture: the site table, record_sites and the checks.
 #   line   51  residlab/capture/blocks.py
-#   line  144    BLOCK_TYPES
-#   line  255  residlab/capture/sites.py
-#   line  285    site_name
-#   line  347    resolve_sites
-#   line  360  residlab/capture/recording.py
-#   line  481    record_sites
-#   line  586  residlab/pythia/observe.py
-#   line  678    capture_residuals
-#   line  745    run_checks
+#   line  150    BLOCK_TYPES
+#   line  261  residlab/capture/sites.py
+#   line  291    site_name
+#   line  353    resolve_sites
+#   line  366  residlab/capture/recording.py
+#   line  487    record_sites
+#   line  592  residlab/pythia/observe.py
+#   line  684    capture_residuals
+#   line  751    run_checks
 #
 # Contents (the line where each section's marker starts):
 #   line   51  residlab/capture/blocks.py
-#   line  255  residlab/capture/sites.py
-#   line  360  residlab/capture/recording.py
-#   line  521  residlab/capture/versions.py
-#   line  554  residlab/capture/vectors.py
-#   line  586  residlab/pythia/observe.py
-#   line 1088  residlab/capture/outdir.py
-#   line 1200  residlab/capture/files.py
-#   line 1292  residlab/pythia/lock.py
-#   line 1495  residlab/pythia/hub.py
-#   line 1828  residlab/pythia/artifacts.py
-#   line 2087  residlab/pythia/load.py
-#   line 2209  residlab/pythia/runner.py (the entry)
-#   line 2314  data: EMBEDDED_LOCK_JSON, the pinned lock
+#   line  261  residlab/capture/sites.py
+#   line  366  residlab/capture/recording.py
+#   line  527  residlab/capture/versions.py
+#   line  560  residlab/capture/vectors.py
+#   line  592  residlab/pythia/observe.py
+#   line 1094  residlab/capture/outdir.py
+#   line 1206  residlab/capture/files.py
+#   line 1298  residlab/pythia/lock.py
+#   line 1501  residlab/pythia/hub.py
+#   line 1834  residlab/pythia/artifacts.py
+#   line 2093  residlab/pythia/load.py
+#   line 2215  residlab/pythia/runner.py (the entry)
+#   line 2320  data: EMBEDDED_LOCK_JSON, the pinned lock
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -103,6 +103,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -140,6 +145,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,

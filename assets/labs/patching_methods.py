@@ -28,30 +28,30 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1310  residlab/course/lab07/designs.py
-#   line 1375    make_design
-#   line 1403  residlab/course/lab07/patching.py
-#   line 1555    activation_grids
-#   line 1605    path_patching
-#   line 1628  residlab/course/lab07/attribution.py
-#   line 1667    attribution_grids
+#   line 1316  residlab/course/lab07/designs.py
+#   line 1381    make_design
+#   line 1409  residlab/course/lab07/patching.py
+#   line 1566    activation_grids
+#   line 1617    path_patching
+#   line 1640  residlab/course/lab07/attribution.py
+#   line 1679    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   60  residlab/course/models/needs_torch.py
 #   line   93  residlab/capture/blocks.py
-#   line  297  residlab/capture/sites.py
-#   line  402  residlab/capture/recording.py
-#   line  563  residlab/capture/patching.py
-#   line  680  residlab/capture/versions.py
-#   line  713  residlab/capture/vectors.py
-#   line  745  residlab/audit/measures.py
-#   line  855  residlab/course/models/threads.py
-#   line  877  residlab/course/models/induction/recipe.py
-#   line 1060  residlab/course/models/induction/measures.py
-#   line 1310  residlab/course/lab07/designs.py
-#   line 1403  residlab/course/lab07/patching.py
-#   line 1628  residlab/course/lab07/attribution.py
-#   line 1712  residlab/course/lab07/lab.py (the entry)
+#   line  303  residlab/capture/sites.py
+#   line  408  residlab/capture/recording.py
+#   line  569  residlab/capture/patching.py
+#   line  686  residlab/capture/versions.py
+#   line  719  residlab/capture/vectors.py
+#   line  751  residlab/audit/measures.py
+#   line  861  residlab/course/models/threads.py
+#   line  883  residlab/course/models/induction/recipe.py
+#   line 1066  residlab/course/models/induction/measures.py
+#   line 1316  residlab/course/lab07/designs.py
+#   line 1409  residlab/course/lab07/patching.py
+#   line 1640  residlab/course/lab07/attribution.py
+#   line 1724  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -145,6 +145,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -182,6 +187,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,
@@ -1414,7 +1420,7 @@ M(corrupt) that the *clean* site carries, positive when the clean activation pus
 
 A ``Pair`` holds both runs of one design on one model, recorded once at every site (the capture floor's
 ``record_sites`` at the sites its block table names, plus the points inside the attention this module names,
-``ATTENTION_POINTS``); each patched run is the capture floor's patching primitive (``run_patched``) with one edit,
+``attention_points``); each patched run is the capture floor's patching primitive (``run_patched``) with one edit,
 made for a batch: row i of the batch is cell i of a grid row, so a row of cells costs one forward.
 """
 
@@ -1427,11 +1433,16 @@ KINDS = ("resid_pre", "attn_write", "mlp_write", "resid_post")  # the site kinds
 DIRECTIONS = ("denoising", "noising")
 STREAMS = ("queries", "keys", "values")
 
-# Inside GPT-NeoX's attention, which the block table does not split: the fused projection that computes every
-# head's [query | key | value] (one slice of 3 x head size per head, in that order) from the normalised block
-# input, its normaliser, and the output projection whose input is the heads' outputs side by side.
-ATTENTION_POINTS = {"norm": "input_layernorm", "qkv": "attention.query_key_value", "heads_out": "attention.dense"}
 FINAL_INPUT = "final_norm.in"  # the final normaliser's input: the last state, after every edit
+
+
+def attention_points(model) -> dict:
+    """The block table's points inside the model's attention (``residlab.capture.blocks``): "norm" its normaliser,
+    "qkv" the fused projection of every head's [query | key | value], "heads_out" the output projection."""
+    block_type = block_type_for(model.config)
+    if not block_type.attention_points:
+        raise ValueError(f"the block table names no points inside {block_type.name}'s attention")
+    return dict(block_type.attention_points)
 
 
 def _readout_metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
@@ -1471,7 +1482,7 @@ class Pair:
 
     def output_weight(self, block: int) -> torch.Tensor:
         """(d, d): the attention's output projection of ``block`` (columns per head)."""
-        return self.block(block).get_submodule(ATTENTION_POINTS["heads_out"]).weight.detach()
+        return self.block(block).get_submodule(attention_points(self.model)["heads_out"]).weight.detach()
 
     def run(self, corrupt: bool, edits: dict | None = None, *, batch: int = 1, attention: bool = False):
         """M (one per batch row, a list) of the clean or corrupt prompt repeated ``batch`` times, patched by
@@ -1498,9 +1509,9 @@ def prepare(model, design: Design) -> Pair:
     depth = model.config.num_hidden_layers
     block_type = block_type_for(model.config)
     sites = resolve_sites(model, block_type, depth)
-    heads = resolve_paths(model, [(site_name(b, "heads_out"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['heads_out']}",
+    heads = resolve_paths(model, [(site_name(b, "heads_out"), f"{block_path(block_type, b)}.{attention_points(model)['heads_out']}",
                                    "input") for b in range(depth)])  # fmt: skip
-    qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['qkv']}", "output")
+    qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{attention_points(model)['qkv']}", "output")
                                 for b in range(depth)])  # fmt: skip
     recorded, metrics, attentions = {}, {}, {}
     for which, prompt in (("clean", design.clean), ("corrupt", design.corrupt)):
@@ -1587,7 +1598,8 @@ def _stream_edit(pair: Pair, receiver: int, stream: str, delta: torch.Tensor):
     """An edit of block ``receiver``'s fused q/k/v output: the ``stream`` slice of every head recomputed from the
     corrupt block input plus ``delta`` (n, d), the other two slices left as the corrupt run computes them."""
     layer = pair.block(receiver)
-    norm, qkv = layer.get_submodule(ATTENTION_POINTS["norm"]), layer.get_submodule(ATTENTION_POINTS["qkv"])
+    points = attention_points(pair.model)
+    norm, qkv = layer.get_submodule(points["norm"]), layer.get_submodule(points["qkv"])
     heads = pair.model.config.num_attention_heads
     size = pair.model.config.hidden_size // heads
     with torch.inference_mode():

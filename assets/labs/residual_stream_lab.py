@@ -28,9 +28,9 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 # Read this first: the audit of the copy model.
 #   line  650  residlab/course/models/copy_model.py
 #   line  706    PreNormBlock
-#   line 3638  residlab/course/models/lesson_lab.py
-#   line 3769    run_traced
-#   line 3814    audit_model
+#   line 3644  residlab/course/models/lesson_lab.py
+#   line 3775    run_traced
+#   line 3820    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   62  residlab/course/models/needs_torch.py
@@ -43,17 +43,17 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line  650  residlab/course/models/copy_model.py
 #   line  843  residlab/course/models/gradient_profile.py
 #   line  956  residlab/capture/blocks.py
-#   line 1160  residlab/capture/sites.py
-#   line 1265  residlab/capture/versions.py
-#   line 1298  residlab/capture/outdir.py
-#   line 1410  residlab/capture/files.py
-#   line 1502  residlab/audit/subject.py
-#   line 1817  residlab/audit/runs.py
-#   line 2162  residlab/audit/schema.py
-#   line 2548  residlab/audit/placement.py
-#   line 2791  residlab/audit/packet.py
-#   line 3212  residlab/audit/verify.py
-#   line 3638  residlab/course/models/lesson_lab.py (the entry)
+#   line 1166  residlab/capture/sites.py
+#   line 1271  residlab/capture/versions.py
+#   line 1304  residlab/capture/outdir.py
+#   line 1416  residlab/capture/files.py
+#   line 1508  residlab/audit/subject.py
+#   line 1823  residlab/audit/runs.py
+#   line 2168  residlab/audit/schema.py
+#   line 2554  residlab/audit/placement.py
+#   line 2797  residlab/audit/packet.py
+#   line 3218  residlab/audit/verify.py
+#   line 3644  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1008,6 +1008,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -1045,6 +1050,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,

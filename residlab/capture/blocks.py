@@ -53,6 +53,11 @@ class BlockType:
     mlp: str
     sites: BlockSiteMap
     stacked: bool = True  # ``layers`` names a list of blocks (False: the one block itself)
+    # Points inside the attention, relative to the block, where a block type names them (Lab 07's path patching):
+    # "norm" its input normaliser, "qkv" the fused projection computing every head's [query | key | value] (one
+    # slice of 3 x head size per head, in that order), "heads_out" the output projection, whose input is the heads'
+    # outputs side by side. Empty: the block type does not name them.
+    attention_points: tuple[tuple[str, str], ...] = ()  # (point, module path) pairs: the table stays hashable
 
 
 PRE_NORM = "pre-norm: each branch reads a normalised copy of the residual; one final normaliser before the unembedding"
@@ -90,6 +95,7 @@ _NEOX = BlockType(
     placement=PRE_NORM,
     mlp="GELU MLP",
     sites=_NEOX_PARALLEL,
+    attention_points=(("norm", "input_layernorm"), ("qkv", "attention.query_key_value"), ("heads_out", "attention.dense")),
 )
 BLOCK_TYPES = {
     "gpt_neox": _NEOX,

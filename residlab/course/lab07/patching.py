@@ -10,7 +10,7 @@ M(corrupt) that the *clean* site carries, positive when the clean activation pus
 
 A ``Pair`` holds both runs of one design on one model, recorded once at every site (the capture floor's
 ``record_sites`` at the sites its block table names, plus the points inside the attention this module names,
-``ATTENTION_POINTS``); each patched run is the capture floor's patching primitive (``run_patched``) with one edit,
+``attention_points``); each patched run is the capture floor's patching primitive (``run_patched``) with one edit,
 made for a batch: row i of the batch is cell i of a grid row, so a row of cells costs one forward.
 """
 
@@ -31,11 +31,16 @@ KINDS = ("resid_pre", "attn_write", "mlp_write", "resid_post")  # the site kinds
 DIRECTIONS = ("denoising", "noising")
 STREAMS = ("queries", "keys", "values")
 
-# Inside GPT-NeoX's attention, which the block table does not split: the fused projection that computes every
-# head's [query | key | value] (one slice of 3 x head size per head, in that order) from the normalised block
-# input, its normaliser, and the output projection whose input is the heads' outputs side by side.
-ATTENTION_POINTS = {"norm": "input_layernorm", "qkv": "attention.query_key_value", "heads_out": "attention.dense"}
 FINAL_INPUT = "final_norm.in"  # the final normaliser's input: the last state, after every edit
+
+
+def attention_points(model) -> dict:
+    """The block table's points inside the model's attention (``residlab.capture.blocks``): "norm" its normaliser,
+    "qkv" the fused projection of every head's [query | key | value], "heads_out" the output projection."""
+    block_type = block_type_for(model.config)
+    if not block_type.attention_points:
+        raise ValueError(f"the block table names no points inside {block_type.name}'s attention")
+    return dict(block_type.attention_points)
 
 
 def _readout_metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
@@ -75,7 +80,7 @@ class Pair:
 
     def output_weight(self, block: int) -> torch.Tensor:
         """(d, d): the attention's output projection of ``block`` (columns per head)."""
-        return self.block(block).get_submodule(ATTENTION_POINTS["heads_out"]).weight.detach()
+        return self.block(block).get_submodule(attention_points(self.model)["heads_out"]).weight.detach()
 
     def run(self, corrupt: bool, edits: dict | None = None, *, batch: int = 1, attention: bool = False):
         """M (one per batch row, a list) of the clean or corrupt prompt repeated ``batch`` times, patched by
@@ -102,9 +107,9 @@ def prepare(model, design: Design) -> Pair:
     depth = model.config.num_hidden_layers
     block_type = block_type_for(model.config)
     sites = resolve_sites(model, block_type, depth)
-    heads = resolve_paths(model, [(site_name(b, "heads_out"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['heads_out']}",
+    heads = resolve_paths(model, [(site_name(b, "heads_out"), f"{block_path(block_type, b)}.{attention_points(model)['heads_out']}",
                                    "input") for b in range(depth)])  # fmt: skip
-    qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{ATTENTION_POINTS['qkv']}", "output")
+    qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{attention_points(model)['qkv']}", "output")
                                 for b in range(depth)])  # fmt: skip
     recorded, metrics, attentions = {}, {}, {}
     for which, prompt in (("clean", design.clean), ("corrupt", design.corrupt)):
@@ -191,7 +196,8 @@ def _stream_edit(pair: Pair, receiver: int, stream: str, delta: torch.Tensor):
     """An edit of block ``receiver``'s fused q/k/v output: the ``stream`` slice of every head recomputed from the
     corrupt block input plus ``delta`` (n, d), the other two slices left as the corrupt run computes them."""
     layer = pair.block(receiver)
-    norm, qkv = layer.get_submodule(ATTENTION_POINTS["norm"]), layer.get_submodule(ATTENTION_POINTS["qkv"])
+    points = attention_points(pair.model)
+    norm, qkv = layer.get_submodule(points["norm"]), layer.get_submodule(points["qkv"])
     heads = pair.model.config.num_attention_heads
     size = pair.model.config.hidden_size // heads
     with torch.inference_mode():

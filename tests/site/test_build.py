@@ -30,7 +30,7 @@ def test_each_shared_value_was_computed_once_and_prefetched(built_site):
     """The fresh render's freeze guard started the prefetch: it computed every value of its plan, a page's kernel read
     each, and no shared value was computed twice (nor a prefetched one by a page)."""
     from residlab.course import shared
-from residlab.render import render_cache
+    from residlab.render import render_cache
 
     folder = built_site.project / render_cache.RENDER_CACHE_DIR
     log = (folder / shared.PREFETCH_LOG).read_text(encoding="utf-8")

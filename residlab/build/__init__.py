@@ -22,6 +22,10 @@
   the pages use, then ``first_paint``'s rewrites of every page.
 - ``first_paint``: the rewrites of Quarto's HTML for which Quarto offers no option of its own, each stopping the
   build with a clear error when the pattern it rewrites is missing.
+- ``phone_figures``: a Quarto post-render step, each figure's phone drawing (``course/ui/figure_widths``) put
+  beside it in the site and offered to a phone by ``<picture>``.
+- ``pyodide_files``: a Quarto post-render step, the pinned Pyodide files Lab 05's editor runs copied into the site
+  (from ``make pyodide``'s install).
 - ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
   ``benchmarks/lighthouse_scores.py``).
 """

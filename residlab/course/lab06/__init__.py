@@ -4,6 +4,8 @@
   packets that verification refuses; everything is ``residlab.audit``, this room fixes the lab's inputs.
 - ``induction_audit``: Part 2, the audit of the induction model loaded back from its directory by
   ``residlab.audit``, and what it says about the write the mechanism predicts.
+- ``induction_cli``: ``residlab induction`` and the runner ``assets/labs/induction_model.py``: train, describe,
+  audit on Part 2's input, verify.
 - ``pythia_audit``: Part 3, the same audit on the build's verified files (Pythia-14M's, when they are there) with a
   repeated-token prompt pair, and the sentence that says whether the model separates the two prompts.
 - ``copy_audit``: the ``residlab audit`` command's worked example, ``residlab audit --copy-model``: the audit tool

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 from dataclasses import dataclass
 
+from residlab.course.ui.chance import against_chance
 from residlab.course.ui.figure_widths import both_widths
 from residlab.course.models.gradient_profile import GradientProfile
 
@@ -218,12 +217,12 @@ def readout_sentence(p_embedding: float, p_attention: float, p_mlp: float, vocab
 def accuracy_sentence(accuracy: float, vocab: int, batch: int) -> str:
     """The last training batch's accuracy against chance, 1/vocab, with two standard errors over the batch."""
     chance = 1 / vocab
-    margin = 2 * math.sqrt(chance * (1 - chance) / batch)
-    if accuracy < chance - margin:
+    where, margin = against_chance(accuracy, chance, batch)
+    if where == "below":
         reading = (f"below the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens) by more than "
                    f"two standard errors over the batch of {batch} ({margin:.3f}): the model systematically "
                    f"prefers a wrong token")  # fmt: skip
-    elif accuracy <= chance + margin:
+    elif where == "at":
         reading = f"at the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens): it has not learned the task"
     else:
         reading = f"above the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens)"

@@ -5,7 +5,7 @@ shown as it is, and Quarto would print a string holding both kinds escaped."""
 
 from __future__ import annotations
 
-import math
+from residlab.course.ui.chance import against_chance
 
 GOAL_ACCURACY = 0.95  # the issue's goal for the repeated half
 TIE_MARGIN = 0.05  # two head scores closer than this are a tie: the rule cannot tell the heads apart
@@ -19,14 +19,14 @@ def accuracy_sentence(report: dict) -> str:
     first, repeated = halves["first"]["accuracy"], halves["repeated"]["accuracy"]
     best = halves["first_best_possible"]
     count = halves["first"].get("predictions")
-    margin = 2 * math.sqrt(best * (1 - best) / count) if count else 0.0
+    where, margin = against_chance(first, best, count)
     learned = (f"it has learned to predict the repeat" if repeated >= GOAL_ACCURACY
                else f"it has not reached the goal of {GOAL_ACCURACY:.2f} on the repeat")  # fmt: skip
-    if first < best - margin:
+    if where == "below":
         first_reading = (f"below chance: any guess among the tokens not yet seen is right {best:.3f} of the time, "
                          f"so a lower accuracy means the model often predicts a token the sequence has already "
                          f"used, which its first half never repeats (the habit the repeat rewards)")  # fmt: skip
-    elif first <= best + margin:
+    elif where == "at":
         first_reading = f"at the chance level, {best:.3f}, that a guess among the tokens not yet seen reaches"
     else:
         first_reading = (f"above the {best:.3f} that any predictor reaches without memory of other sequences: it has "

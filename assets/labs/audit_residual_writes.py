@@ -24,12 +24,12 @@ arguments.
 
 # Read this first: the measures: the records and the measurement.
 #   line 1873  residlab/audit/measures.py
-#   line 1955    measure_write
-#   line 2339  residlab/audit/packet.py
-#   line 2468    model_record
-#   line 2504    input_record
-#   line 2533    intervention_record
-#   line 2640    measurement_record
+#   line 1961    measure_write
+#   line 2345  residlab/audit/packet.py
+#   line 2474    model_record
+#   line 2510    input_record
+#   line 2539    intervention_record
+#   line 2646    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/capture/blocks.py
@@ -43,12 +43,12 @@ arguments.
 #   line 1455  residlab/audit/schema.py
 #   line 1841  residlab/capture/vectors.py
 #   line 1873  residlab/audit/measures.py
-#   line 1983  residlab/audit/attribution.py
-#   line 2096  residlab/audit/placement.py
-#   line 2339  residlab/audit/packet.py
-#   line 2760  residlab/capture/files.py
-#   line 2852  residlab/audit/verify.py
-#   line 3278  residlab/audit/cli.py (the entry)
+#   line 1989  residlab/audit/attribution.py
+#   line 2102  residlab/audit/placement.py
+#   line 2345  residlab/audit/packet.py
+#   line 2766  residlab/capture/files.py
+#   line 2858  residlab/audit/verify.py
+#   line 3284  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1914,9 +1914,15 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def metric_tensor(logits, target: int, rival: int):
+    """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
+    differentiable where the logits are (Lab 07's grids and attribution patching)."""
+    return logits[..., target] - logits[..., rival]
+
+
 def logit_difference(logits, target: int, rival: int) -> float:
     """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    return float(metric_tensor(logits, target, rival).item())
 
 
 def normaliser_epsilon(norm) -> float:

@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3882  residlab/course/lab06/induction_audit.py
-#   line 3915    declared_sites
+#   line 3888  residlab/course/lab06/induction_audit.py
+#   line 3921    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -48,19 +48,19 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  687  residlab/capture/recording.py
 #   line  848  residlab/capture/patching.py
 #   line  965  residlab/audit/measures.py
-#   line 1075  residlab/course/models/induction/measures.py
-#   line 1325  residlab/course/models/induction/induction_lab.py
-#   line 1429  residlab/capture/outdir.py
-#   line 1541  residlab/capture/files.py
-#   line 1633  residlab/audit/subject.py
-#   line 1948  residlab/audit/runs.py
-#   line 2293  residlab/audit/schema.py
-#   line 2679  residlab/audit/attribution.py
-#   line 2792  residlab/audit/placement.py
-#   line 3035  residlab/audit/packet.py
-#   line 3456  residlab/audit/verify.py
-#   line 3882  residlab/course/lab06/induction_audit.py
-#   line 3973  residlab/course/lab06/induction_cli.py (the entry)
+#   line 1081  residlab/course/models/induction/measures.py
+#   line 1331  residlab/course/models/induction/induction_lab.py
+#   line 1435  residlab/capture/outdir.py
+#   line 1547  residlab/capture/files.py
+#   line 1639  residlab/audit/subject.py
+#   line 1954  residlab/audit/runs.py
+#   line 2299  residlab/audit/schema.py
+#   line 2685  residlab/audit/attribution.py
+#   line 2798  residlab/audit/placement.py
+#   line 3041  residlab/audit/packet.py
+#   line 3462  residlab/audit/verify.py
+#   line 3888  residlab/course/lab06/induction_audit.py
+#   line 3979  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1006,9 +1006,15 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def metric_tensor(logits, target: int, rival: int):
+    """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
+    differentiable where the logits are (Lab 07's grids and attribution patching)."""
+    return logits[..., target] - logits[..., rival]
+
+
 def logit_difference(logits, target: int, rival: int) -> float:
     """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    return float(metric_tensor(logits, target, rival).item())
 
 
 def normaliser_epsilon(norm) -> float:

@@ -28,13 +28,13 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1316  residlab/course/lab07/designs.py
-#   line 1381    make_design
-#   line 1409  residlab/course/lab07/patching.py
-#   line 1566    activation_grids
-#   line 1617    path_patching
-#   line 1640  residlab/course/lab07/attribution.py
-#   line 1679    attribution_grids
+#   line 1322  residlab/course/lab07/designs.py
+#   line 1387    make_design
+#   line 1415  residlab/course/lab07/patching.py
+#   line 1572    activation_grids
+#   line 1623    path_patching
+#   line 1646  residlab/course/lab07/attribution.py
+#   line 1685    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   60  residlab/course/models/needs_torch.py
@@ -45,13 +45,13 @@ train`` writes), otherwise it trains one as the site does.
 #   line  686  residlab/capture/versions.py
 #   line  719  residlab/capture/vectors.py
 #   line  751  residlab/audit/measures.py
-#   line  861  residlab/course/models/threads.py
-#   line  883  residlab/course/models/induction/recipe.py
-#   line 1066  residlab/course/models/induction/measures.py
-#   line 1316  residlab/course/lab07/designs.py
-#   line 1409  residlab/course/lab07/patching.py
-#   line 1640  residlab/course/lab07/attribution.py
-#   line 1724  residlab/course/lab07/lab.py (the entry)
+#   line  867  residlab/course/models/threads.py
+#   line  889  residlab/course/models/induction/recipe.py
+#   line 1072  residlab/course/models/induction/measures.py
+#   line 1322  residlab/course/lab07/designs.py
+#   line 1415  residlab/course/lab07/patching.py
+#   line 1646  residlab/course/lab07/attribution.py
+#   line 1730  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -792,9 +792,15 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def metric_tensor(logits, target: int, rival: int):
+    """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
+    differentiable where the logits are (Lab 07's grids and attribution patching)."""
+    return logits[..., target] - logits[..., rival]
+
+
 def logit_difference(logits, target: int, rival: int) -> float:
     """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    return float(metric_tensor(logits, target, rival).item())
 
 
 def normaliser_epsilon(norm) -> float:
@@ -1447,7 +1453,7 @@ def attention_points(model) -> dict:
 
 def _readout_metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
     """(batch,): M at the readout of every row."""
-    return logits[:, -1, design.target] - logits[:, -1, design.rival]
+    return metric_tensor(logits[:, -1], design.target, design.rival)
 
 
 @dataclass
@@ -1671,7 +1677,7 @@ def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
     with single_thread(), torch.enable_grad():
         logits = run_patched(lambda: pair.model(input_ids=ids, use_cache=False).logits.float(), pair.sites,
                              {name: holding(name) for name in names})  # fmt: skip
-        metric = logits[0, -1, pair.design.target] - logits[0, -1, pair.design.rival]
+        metric = metric_tensor(logits[0, -1], pair.design.target, pair.design.rival)
         gradients = torch.autograd.grad(metric, [held[name] for name in names])
     return {name: gradient[0].detach() for name, gradient in zip(names, gradients)}
 

@@ -26,11 +26,11 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  650  residlab/course/models/copy_model.py
-#   line  706    PreNormBlock
-#   line 3644  residlab/course/models/lesson_lab.py
-#   line 3775    run_traced
-#   line 3820    audit_model
+#   line  656  residlab/course/models/copy_model.py
+#   line  712    PreNormBlock
+#   line 3650  residlab/course/models/lesson_lab.py
+#   line 3781    run_traced
+#   line 3826    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   62  residlab/course/models/needs_torch.py
@@ -38,22 +38,22 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line  256  residlab/capture/patching.py
 #   line  373  residlab/capture/vectors.py
 #   line  405  residlab/audit/measures.py
-#   line  515  residlab/audit/attribution.py
-#   line  628  residlab/course/models/threads.py
-#   line  650  residlab/course/models/copy_model.py
-#   line  843  residlab/course/models/gradient_profile.py
-#   line  956  residlab/capture/blocks.py
-#   line 1166  residlab/capture/sites.py
-#   line 1271  residlab/capture/versions.py
-#   line 1304  residlab/capture/outdir.py
-#   line 1416  residlab/capture/files.py
-#   line 1508  residlab/audit/subject.py
-#   line 1823  residlab/audit/runs.py
-#   line 2168  residlab/audit/schema.py
-#   line 2554  residlab/audit/placement.py
-#   line 2797  residlab/audit/packet.py
-#   line 3218  residlab/audit/verify.py
-#   line 3644  residlab/course/models/lesson_lab.py (the entry)
+#   line  521  residlab/audit/attribution.py
+#   line  634  residlab/course/models/threads.py
+#   line  656  residlab/course/models/copy_model.py
+#   line  849  residlab/course/models/gradient_profile.py
+#   line  962  residlab/capture/blocks.py
+#   line 1172  residlab/capture/sites.py
+#   line 1277  residlab/capture/versions.py
+#   line 1310  residlab/capture/outdir.py
+#   line 1422  residlab/capture/files.py
+#   line 1514  residlab/audit/subject.py
+#   line 1829  residlab/audit/runs.py
+#   line 2174  residlab/audit/schema.py
+#   line 2560  residlab/audit/placement.py
+#   line 2803  residlab/audit/packet.py
+#   line 3224  residlab/audit/verify.py
+#   line 3650  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -446,9 +446,15 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def metric_tensor(logits, target: int, rival: int):
+    """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
+    differentiable where the logits are (Lab 07's grids and attribution patching)."""
+    return logits[..., target] - logits[..., rival]
+
+
 def logit_difference(logits, target: int, rival: int) -> float:
     """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    return float(metric_tensor(logits, target, rival).item())
 
 
 def normaliser_epsilon(norm) -> float:

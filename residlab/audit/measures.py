@@ -43,9 +43,15 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def metric_tensor(logits, target: int, rival: int):
+    """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
+    differentiable where the logits are (Lab 07's grids and attribution patching)."""
+    return logits[..., target] - logits[..., rival]
+
+
 def logit_difference(logits, target: int, rival: int) -> float:
     """The metric M = logit(target) - logit(rival) of one readout's logits (vocab,)."""
-    return float((logits[target] - logits[rival]).item())
+    return float(metric_tensor(logits, target, rival).item())
 
 
 def normaliser_epsilon(norm) -> float:

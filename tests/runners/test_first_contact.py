@@ -65,7 +65,7 @@ def environment_without_proxies(**extra) -> dict:
     (["--input", "1e10000000000,1,1"], "--input 1e10000000000,1,1: entry 1 is '1e10000000000': too large"),
     (["--second-position", "1,,3"], "--second-position 1,,3: entry 2 is empty: enter a number such as 2, -0.5 or 1/3"),
     (["--input", "1/0,2,3"], "--input 1/0,2,3: entry 1 is '1/0', a fraction with a zero denominator"),
-    (["--input", "1,2"], "--input 1,2 has 2 entries; the toy stream needs 3, comma-separated, as in 1,2,-1"),
+    (["--input", "1,2"], "--input 1,2 has 2 entries; the toy stream needs 3, as in 1,2,-1 or [1;2;-1]"),
 ])
 def test_toy_runner_refuses_bad_input_in_one_line_naming_it(tmp_path, arguments, line):
     completed = run_alone(sys.executable, "trace_residual_toy.py", arguments, tmp_path)

@@ -28,11 +28,11 @@ PYTHONS = [pytest.param(sys.executable, id="this-environment"),
 
 @pytest.fixture(scope="module")
 def model_directory(tmp_path_factory):
-    from residlab.course.models.induction.recipe import model_directory_files, new_model
+    from residlab.course.models.induction.recipe import saved_model_files, new_model
 
     directory = tmp_path_factory.mktemp("model") / "induction-model"
     directory.mkdir()
-    for name, data in model_directory_files(new_model(4).eval()).items():
+    for name, data in saved_model_files(new_model(4).eval()).items():
         (directory / name).write_bytes(data)
     return directory
 

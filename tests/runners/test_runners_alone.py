@@ -64,7 +64,7 @@ def test_lesson_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
 
 @pytest.mark.slow  # the copy model trained three times: the packet, its verification, the package's packet
 def test_lesson_runner_alone_writes_and_verifies_the_packet_the_package_writes(tmp_path):
-    from residlab.course.lesson import lesson_lab
+    from residlab.course.models import lesson_lab
 
     written = run_alone("residual_stream_lab.py", ["packet", "copy-model-audit-packet"], tmp_path)
     assert written.returncode == 0, written.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from residlab.audit.measures import metric_tensor
 from residlab.capture.patching import run_patched
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import KINDS, Pair, activation_cells, head_delta
@@ -36,7 +37,7 @@ def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
     with single_thread(), torch.enable_grad():
         logits = run_patched(lambda: pair.model(input_ids=ids, use_cache=False).logits.float(), pair.sites,
                              {name: holding(name) for name in names})  # fmt: skip
-        metric = logits[0, -1, pair.design.target] - logits[0, -1, pair.design.rival]
+        metric = metric_tensor(logits[0, -1], pair.design.target, pair.design.rival)
         gradients = torch.autograd.grad(metric, [held[name] for name in names])
     return {name: gradient[0].detach() for name, gradient in zip(names, gradients)}
 

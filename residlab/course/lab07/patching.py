@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from residlab.capture.blocks import block_type_for
+from residlab.audit.measures import metric_tensor
 from residlab.capture.patching import run_patched
 from residlab.capture.recording import record_sites
 from residlab.capture.sites import block_path, resolve_paths, resolve_sites, site_name
@@ -45,7 +46,7 @@ def attention_points(model) -> dict:
 
 def _readout_metric(logits: torch.Tensor, design: Design) -> torch.Tensor:
     """(batch,): M at the readout of every row."""
-    return logits[:, -1, design.target] - logits[:, -1, design.rival]
+    return metric_tensor(logits[:, -1], design.target, design.rival)
 
 
 @dataclass

@@ -166,7 +166,9 @@ def site_pages(root: Path) -> list[Path]:
     patterns = load_config(root).get("project", {}).get("render")
     if not patterns:
         raise ValueError(f"{root / '_quarto.yml'} lists no project.render patterns; the site's pages are unknown")
-    pages = {path for pattern in patterns for path in root.glob(pattern) if not path.name.startswith("_")}
+    excluded = [root / pattern[1:] for pattern in patterns if pattern.startswith("!")]
+    pages = {path for pattern in patterns if not pattern.startswith("!") for path in root.glob(pattern)
+             if not path.name.startswith("_") and not any(path.is_relative_to(folder) for folder in excluded)}
     return sorted(pages)
 
 

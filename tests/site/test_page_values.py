@@ -40,9 +40,9 @@ def test_the_lesson_page_shows_the_documents_figures(built_site):
     # The gradient figure's prose covers the control as well as the document's two stacks.
     assert "The control’s gradient is larger than the post-LN one at none of the 18 depths" in text
     # Direct logit attribution beside the removal effects: the terms add up to the clean logit difference.
-    assert "| attention write | 0.438 | -1.734 | -9.553 |" in text
+    assert "| attention write | 0.438 | -1.734 | 9.553 |" in text  # the total effect: what zeroing it removes
     assert "The terms sum to 10.252 against a logit difference of 10.252" in text
-    assert "For the attention write the DLA term (0.44) and the removal effect (-1.73) are of opposite signs" in text
+    assert "For the attention write the DLA term (0.44) and the direct effect (-1.73) are of opposite signs" in text
     assert "Patching the clean MLP write instead does not: p(target) is 0.014 and token 2 stays on top" in text
     assert "By the last step the batch accuracy is 1.000" in text
 

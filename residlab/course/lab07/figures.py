@@ -32,11 +32,11 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
     top += 22
     for index, label in enumerate(columns):
         parts.append(f'<text x="{ROW_LABEL + index * CELL + CELL / 2}" y="{top + 10}" text-anchor="middle" '
-                     f'font-size="10">{html.escape(label)}</text>')  # fmt: skip
+                     f'font-size="12">{html.escape(label)}</text>')  # fmt: skip
     top += 14
     for row, (label, values) in enumerate(rows):
         y = top + row * CELL
-        parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="11">'
+        parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             shown = "undefined" if value is None else f"{value:.3f}"
@@ -54,7 +54,7 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
-            f'width="{width}" height="{top:.0f}" style="max-width:100%;height:auto" role="img" '
+            f'width="{width}" height="{top:.0f}" style="max-width:none" role="img" '
             f'aria-label="{html.escape(label)}">'
             f'<rect width="{width}" height="{top:.0f}" fill="#ffffff"/>'  # its own paper, in either colour scheme
             + "".join(parts) + "</svg>")  # fmt: skip
@@ -86,7 +86,8 @@ def attribution_figure(report: dict, name: str) -> str:
 
 
 def figure_block(svg: str, caption: str) -> str:
-    return f'```{{=html}}\n<figure class="rl-patching">{svg}<figcaption>{html.escape(caption)}</figcaption></figure>\n```\n'
+    # Drawn at its own size, its smallest text 12 px: on a narrower screen it scrolls in its box (reading.scss).
+    return f'```{{=html}}\n<figure class="rl-patching"><div class="rl-diagram-box">{svg}</div><figcaption>{html.escape(caption)}</figcaption></figure>\n```\n'
 
 
 def explorer_data(report: dict) -> dict:

@@ -25,6 +25,7 @@ diagram follows the page's scheme without being drawn twice.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from html import escape
@@ -344,7 +345,7 @@ def svg_element(name: str, title: str, description: str, width: float, height: f
     ``NAME-title`` and ``NAME-desc``), with the diagrams' colours for both schemes."""
     title_id, description_id = f"{name}-title", f"{name}-desc"
     # Never drawn smaller than its text allows (on a phone the figure's box scrolls instead: reading.scss).
-    narrowest = svg_number(width * SMALLEST_TEXT_PX / FONT_PX)
+    narrowest = math.ceil(width * SMALLEST_TEXT_PX / FONT_PX)  # rounded up: never a hair under 11 px
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-diagram" role="img" width="{svg_number(width)}" '
             f'height="{svg_number(height)}" viewBox="0 0 {svg_number(width)} {svg_number(height)}" '
             f'style="min-width: {narrowest}px" '

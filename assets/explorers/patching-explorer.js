@@ -38,7 +38,7 @@
     const details = element("p", { class: "rl-status rl-summary", id: "patching-cell", role: "status", "aria-live": "polite" },
       "Hover over or focus a cell to see its numbers.");
     root.replaceChildren(element("div", { class: "rl-controls-row" }, [design.box, direction.box, kind.box]),
-      element("div", { class: "rl-table-box" }, table), details);
+      element("div", { class: "rl-table-box", tabindex: "0" }, table), details);
 
     function describe(cell) {
       const d = data.designs[design.select.value];

@@ -104,14 +104,13 @@ def mathml_characters(html: str) -> set[str]:
     return parser.characters
 
 
-QUARTO_PAGE = '<meta name="generator" content="quarto-'  # every page Quarto renders says so in its head
+REDIRECT = 'http-equiv="refresh"'  # the page Quarto writes as index.html when a render leaves the home page out
 
 
 def _html_files(site_dir: Path) -> list[Path]:
-    """The pages Quarto rendered: not its site_libs, nor the redirect it writes as index.html when a render leaves
-    the home page out (a few lines, no generator), which no rewrite is for."""
+    """The site's pages: not Quarto's site_libs, nor its redirect page (a few lines), which no rewrite is for."""
     return sorted(path for path in site_dir.rglob("*.html")
-                  if "site_libs" not in path.parts and QUARTO_PAGE in path.read_text(encoding="utf-8"))
+                  if "site_libs" not in path.parts and REDIRECT not in path.read_text(encoding="utf-8"))
 
 
 def _subset_woff2(source: Path, codepoints: set[int], layout_features: list[str]) -> bytes:

@@ -7,7 +7,9 @@ bfloat16, and dispatched by accelerate with half of its blocks offloaded to disk
 The specimen has Pythia-1B's shape (width 2048, 16 blocks, MLP 8192, 8 heads, vocabulary 50304: 1.01 billion
 parameters) and random weights, written once as float32 safetensors shards (about 4 GB) into ``--folder`` (a new
 temporary directory by default; a folder that already holds it is reused), one tensor at a time, so building it
-never holds the model. The three cases run at once, each in its own process (peak memory is a process's): each
+never holds the model; then a bfloat16 copy, shard by shard (about 2 GB), which the bfloat16 case loads as a
+learner with a bfloat16 checkpoint would (loading the float32 files and converting would count the mapped float32
+pages in that case's memory). The three cases run at once, each in its own process (peak memory is a process's): each
 loads the directory as ``residlab audit --model DIR`` does (``placement.place_directory``), then times side by side, in a random order
 each round, one whole audit of 12 writes (both writes of the last 6 blocks at the last position:
 ``audit.build_packet``) and the 26 plain forwards it needs. Printed per case: the audit over its forwards (goal:
@@ -78,10 +80,34 @@ def build_directory(folder: Path, width: int, blocks: int) -> Path:
         weight_map |= {name: f"{shard}.safetensors" for name in values}
         del values
     config.save_pretrained(directory)
-    total = sum((directory / f"{shard}.safetensors").stat().st_size for shard in shards)
+    _write_index(directory, weight_map)
+    return directory
+
+
+def _write_index(directory: Path, weight_map: dict) -> None:
+    total = sum((directory / shard).stat().st_size for shard in set(weight_map.values()))
     (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
                                                                         "weight_map": weight_map}))  # fmt: skip
-    return directory
+
+
+def bfloat16_copy(directory: Path) -> Path:
+    """The float32 directory's weights rounded to bfloat16, one shard at a time, beside it (reused when there)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    copy = directory.with_name(f"{directory.name}-bfloat16")
+    if (copy / "model.safetensors.index.json").is_file():
+        return copy
+    copy.mkdir(exist_ok=True)
+    weight_map = json.loads((directory / "model.safetensors.index.json").read_text())["weight_map"]
+    for shard in sorted(set(weight_map.values())):
+        values = {name: tensor.to(torch.bfloat16) for name, tensor in load_file(directory / shard).items()}
+        save_file(values, copy / shard, metadata={"format": "pt"})
+        del values
+    config = json.loads((directory / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(config | {"torch_dtype": "bfloat16"}, indent=2))
+    _write_index(copy, weight_map)
+    return copy
 
 
 def run_case(args) -> dict:
@@ -163,11 +189,12 @@ def main() -> int:
     folder = args.folder or Path(tempfile.mkdtemp(prefix="residlab-1b-"))
     started = time.perf_counter()
     directory = build_directory(folder, args.width, args.blocks)
+    directories = {case: directory for case in CASES} | {"bfloat16": bfloat16_copy(directory)}
     print(f"specimen: {directory.name} (random weights, GPT-NeoX width {args.width}, {args.blocks} blocks), "
           f"ready in {time.perf_counter() - started:.0f} s", flush=True)
     # The cases run at once, each in its own process (each measures its own side-by-side ratios and peak); each
     # case's own line is printed as it ends, the comparisons with float32 when every case has.
-    children = {case: subprocess.Popen([sys.executable, __file__, "--case", case, "--model", str(directory),
+    children = {case: subprocess.Popen([sys.executable, __file__, "--case", case, "--model", str(directories[case]),
                                         "--tokens", str(args.tokens), "--rounds", str(args.rounds), "--threads",
                                         str(args.threads), "--width", str(args.width), "--blocks", str(args.blocks)],
                                        stdout=subprocess.PIPE, text=True) for case in CASES}  # fmt: skip

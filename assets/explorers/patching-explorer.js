@@ -7,7 +7,8 @@
 (function () {
   "use strict";
 
-  const fixed = (value) => (value === null || value === undefined ? "undefined" : value.toFixed(3));
+  // As Python's "{:.3f}" of measures.shown(value): a negative value that rounds to zero prints 0.000, not -0.000.
+  const fixed = (value) => (value === null || value === undefined ? "undefined" : value.toFixed(3).replace(/^-(0\.0+)$/, "$1"));
 
   function colour(value) {
     if (value === null || value === undefined) return "#bbbbbb";

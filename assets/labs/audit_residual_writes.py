@@ -24,12 +24,12 @@ arguments.
 
 # Read this first: the measures: the records and the measurement.
 #   line 1873  residlab/audit/measures.py
-#   line 1961    measure_write
-#   line 2345  residlab/audit/packet.py
-#   line 2474    model_record
-#   line 2510    input_record
-#   line 2539    intervention_record
-#   line 2646    measurement_record
+#   line 1967    measure_write
+#   line 2351  residlab/audit/packet.py
+#   line 2480    model_record
+#   line 2516    input_record
+#   line 2545    intervention_record
+#   line 2652    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/capture/blocks.py
@@ -43,12 +43,12 @@ arguments.
 #   line 1455  residlab/audit/schema.py
 #   line 1841  residlab/capture/vectors.py
 #   line 1873  residlab/audit/measures.py
-#   line 1989  residlab/audit/attribution.py
-#   line 2102  residlab/audit/placement.py
-#   line 2345  residlab/audit/packet.py
-#   line 2766  residlab/capture/files.py
-#   line 2858  residlab/audit/verify.py
-#   line 3284  residlab/audit/cli.py (the entry)
+#   line 1995  residlab/audit/attribution.py
+#   line 2108  residlab/audit/placement.py
+#   line 2351  residlab/audit/packet.py
+#   line 2772  residlab/capture/files.py
+#   line 2864  residlab/audit/verify.py
+#   line 3290  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1914,6 +1914,12 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def shown(value: float, digits: int = 3) -> float:
+    """``value`` rounded for printing to ``digits`` decimals, a negative value that rounds to zero made +0.0 (so it
+    prints 0.000, never -0.000, which reads as a sign the number does not have)."""
+    return round(value, digits) + 0.0
+
+
 def metric_tensor(logits, target: int, rival: int):
     """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
     differentiable where the logits are (Lab 07's grids and attribution patching)."""
@@ -2747,8 +2753,8 @@ def summary_lines(packet: dict) -> list[str]:
     )
     lines.append(
         f"metric logit({inputs['target']['id']}) - logit({inputs['rival']['id']}) at position "
-        f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
-        f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
+        f"{inputs['readout_position']}: clean {shown(measurement['baseline']['clean']['value']):.3f}, "
+        f"corrupt {shown(measurement['baseline']['corrupt']['value']):.3f}"
     )
     lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
                  "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
@@ -2758,7 +2764,7 @@ def summary_lines(packet: dict) -> list[str]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
                                                  "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
-        cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
+        cells = "".join(f"{'n/a':>10}" if v is None else f"{shown(v):10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
     return lines
 

@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3888  residlab/course/lab06/induction_audit.py
-#   line 3921    declared_sites
+#   line 3894  residlab/course/lab06/induction_audit.py
+#   line 3927    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -48,19 +48,19 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  687  residlab/capture/recording.py
 #   line  848  residlab/capture/patching.py
 #   line  965  residlab/audit/measures.py
-#   line 1081  residlab/course/models/induction/measures.py
-#   line 1331  residlab/course/models/induction/induction_lab.py
-#   line 1435  residlab/capture/outdir.py
-#   line 1547  residlab/capture/files.py
-#   line 1639  residlab/audit/subject.py
-#   line 1954  residlab/audit/runs.py
-#   line 2299  residlab/audit/schema.py
-#   line 2685  residlab/audit/attribution.py
-#   line 2798  residlab/audit/placement.py
-#   line 3041  residlab/audit/packet.py
-#   line 3462  residlab/audit/verify.py
-#   line 3888  residlab/course/lab06/induction_audit.py
-#   line 3979  residlab/course/lab06/induction_cli.py (the entry)
+#   line 1087  residlab/course/models/induction/measures.py
+#   line 1337  residlab/course/models/induction/induction_lab.py
+#   line 1441  residlab/capture/outdir.py
+#   line 1553  residlab/capture/files.py
+#   line 1645  residlab/audit/subject.py
+#   line 1960  residlab/audit/runs.py
+#   line 2305  residlab/audit/schema.py
+#   line 2691  residlab/audit/attribution.py
+#   line 2804  residlab/audit/placement.py
+#   line 3047  residlab/audit/packet.py
+#   line 3468  residlab/audit/verify.py
+#   line 3894  residlab/course/lab06/induction_audit.py
+#   line 3985  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1004,6 +1004,12 @@ class WriteMeasures:
     retained_fraction: float | None
     total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
+
+
+def shown(value: float, digits: int = 3) -> float:
+    """``value`` rounded for printing to ``digits`` decimals, a negative value that rounds to zero made +0.0 (so it
+    prints 0.000, never -0.000, which reads as a sign the number does not have)."""
+    return round(value, digits) + 0.0
 
 
 def metric_tensor(logits, target: int, rival: int):
@@ -3443,8 +3449,8 @@ def summary_lines(packet: dict) -> list[str]:
     )
     lines.append(
         f"metric logit({inputs['target']['id']}) - logit({inputs['rival']['id']}) at position "
-        f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
-        f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
+        f"{inputs['readout_position']}: clean {shown(measurement['baseline']['clean']['value']):.3f}, "
+        f"corrupt {shown(measurement['baseline']['corrupt']['value']):.3f}"
     )
     lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
                  "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
@@ -3454,7 +3460,7 @@ def summary_lines(packet: dict) -> list[str]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
                                                  "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
-        cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
+        cells = "".join(f"{'n/a':>10}" if v is None else f"{shown(v):10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
     return lines
 

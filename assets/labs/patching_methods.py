@@ -28,13 +28,13 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1322  residlab/course/lab07/designs.py
-#   line 1387    make_design
-#   line 1415  residlab/course/lab07/patching.py
-#   line 1572    activation_grids
-#   line 1623    path_patching
-#   line 1646  residlab/course/lab07/attribution.py
-#   line 1685    attribution_grids
+#   line 1328  residlab/course/lab07/designs.py
+#   line 1393    make_design
+#   line 1421  residlab/course/lab07/patching.py
+#   line 1578    activation_grids
+#   line 1629    path_patching
+#   line 1652  residlab/course/lab07/attribution.py
+#   line 1691    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   60  residlab/course/models/needs_torch.py
@@ -45,13 +45,13 @@ train`` writes), otherwise it trains one as the site does.
 #   line  686  residlab/capture/versions.py
 #   line  719  residlab/capture/vectors.py
 #   line  751  residlab/audit/measures.py
-#   line  867  residlab/course/models/threads.py
-#   line  889  residlab/course/models/induction/recipe.py
-#   line 1072  residlab/course/models/induction/measures.py
-#   line 1322  residlab/course/lab07/designs.py
-#   line 1415  residlab/course/lab07/patching.py
-#   line 1646  residlab/course/lab07/attribution.py
-#   line 1730  residlab/course/lab07/lab.py (the entry)
+#   line  873  residlab/course/models/threads.py
+#   line  895  residlab/course/models/induction/recipe.py
+#   line 1078  residlab/course/models/induction/measures.py
+#   line 1328  residlab/course/lab07/designs.py
+#   line 1421  residlab/course/lab07/patching.py
+#   line 1652  residlab/course/lab07/attribution.py
+#   line 1736  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -790,6 +790,12 @@ class WriteMeasures:
     retained_fraction: float | None
     total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
+
+
+def shown(value: float, digits: int = 3) -> float:
+    """``value`` rounded for printing to ``digits`` decimals, a negative value that rounds to zero made +0.0 (so it
+    prints 0.000, never -0.000, which reads as a sign the number does not have)."""
+    return round(value, digits) + 0.0
 
 
 def metric_tensor(logits, target: int, rival: int):
@@ -1875,20 +1881,20 @@ def summary_lines(report: dict) -> list[str]:
     """What the runner prints: per design the gap against its floor, path patching, and the head verdicts."""
     lines = []
     for kind, head in report["heads"]["found"].items():
-        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({head['score']:.3f}; "
-                     f"runner-up {head['runner_up']:.3f})")  # fmt: skip
+        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({shown(head['score']):.3f}; "
+                     f"runner-up {shown(head['runner_up']):.3f})")  # fmt: skip
     for name, design in report["designs"].items():
         floor = report["null"]["designs"][name]["noise_floor"]
-        lines.append(f"{name}: M(clean) {design['clean_metric']:.3f}, M(corrupt) {design['corrupt_metric']:.3f}, gap "
-                     f"{design['gap']:.3f} (noise floor {floor:.3f}; {'read' if design['readable'] else 'not read'})")  # fmt: skip
+        lines.append(f"{name}: M(clean) {shown(design['clean_metric']):.3f}, M(corrupt) {shown(design['corrupt_metric']):.3f}, gap "
+                     f"{shown(design['gap']):.3f} (noise floor {shown(floor):.3f}; {'read' if design['readable'] else 'not read'})")  # fmt: skip
         path = design["path"]
         lines.append("  block 0 attention write into block 1's " + ", ".join(
-            f"{key} {'undefined' if value is None else f'{value:.3f}'}" for key, value in path.items()))  # fmt: skip
+            f"{key} {'undefined' if value is None else f'{shown(value):.3f}'}" for key, value in path.items()))  # fmt: skip
         for method, kinds in (report["verdicts"][name] or {}).items():
             for kind, verdict in kinds.items():
                 lines.append(f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']} heads "
-                             f"{verdict['known']}): top head {verdict['top']} ({verdict['top_share']:.3f}), runner-up "
-                             f"{verdict['runner_up']} ({verdict['runner_up_share']:.3f}): {verdict['outcome']}")  # fmt: skip
+                             f"{verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), runner-up "
+                             f"{verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {verdict['outcome']}")  # fmt: skip
     return lines
 
 

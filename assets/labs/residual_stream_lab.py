@@ -26,11 +26,11 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 """
 
 # Read this first: the audit of the copy model.
-#   line  656  residlab/course/models/copy_model.py
-#   line  712    PreNormBlock
-#   line 3650  residlab/course/models/lesson_lab.py
-#   line 3781    run_traced
-#   line 3826    audit_model
+#   line  662  residlab/course/models/copy_model.py
+#   line  718    PreNormBlock
+#   line 3656  residlab/course/models/lesson_lab.py
+#   line 3787    run_traced
+#   line 3832    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   62  residlab/course/models/needs_torch.py
@@ -38,22 +38,22 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line  256  residlab/capture/patching.py
 #   line  373  residlab/capture/vectors.py
 #   line  405  residlab/audit/measures.py
-#   line  521  residlab/audit/attribution.py
-#   line  634  residlab/course/models/threads.py
-#   line  656  residlab/course/models/copy_model.py
-#   line  849  residlab/course/models/gradient_profile.py
-#   line  962  residlab/capture/blocks.py
-#   line 1172  residlab/capture/sites.py
-#   line 1277  residlab/capture/versions.py
-#   line 1310  residlab/capture/outdir.py
-#   line 1422  residlab/capture/files.py
-#   line 1514  residlab/audit/subject.py
-#   line 1829  residlab/audit/runs.py
-#   line 2174  residlab/audit/schema.py
-#   line 2560  residlab/audit/placement.py
-#   line 2803  residlab/audit/packet.py
-#   line 3224  residlab/audit/verify.py
-#   line 3650  residlab/course/models/lesson_lab.py (the entry)
+#   line  527  residlab/audit/attribution.py
+#   line  640  residlab/course/models/threads.py
+#   line  662  residlab/course/models/copy_model.py
+#   line  855  residlab/course/models/gradient_profile.py
+#   line  968  residlab/capture/blocks.py
+#   line 1178  residlab/capture/sites.py
+#   line 1283  residlab/capture/versions.py
+#   line 1316  residlab/capture/outdir.py
+#   line 1428  residlab/capture/files.py
+#   line 1520  residlab/audit/subject.py
+#   line 1835  residlab/audit/runs.py
+#   line 2180  residlab/audit/schema.py
+#   line 2566  residlab/audit/placement.py
+#   line 2809  residlab/audit/packet.py
+#   line 3230  residlab/audit/verify.py
+#   line 3656  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -444,6 +444,12 @@ class WriteMeasures:
     retained_fraction: float | None
     total_effect: float  # M(clean) - M(clean, w zeroed)
     patch_recovery: float | None
+
+
+def shown(value: float, digits: int = 3) -> float:
+    """``value`` rounded for printing to ``digits`` decimals, a negative value that rounds to zero made +0.0 (so it
+    prints 0.000, never -0.000, which reads as a sign the number does not have)."""
+    return round(value, digits) + 0.0
 
 
 def metric_tensor(logits, target: int, rival: int):
@@ -3205,8 +3211,8 @@ def summary_lines(packet: dict) -> list[str]:
     )
     lines.append(
         f"metric logit({inputs['target']['id']}) - logit({inputs['rival']['id']}) at position "
-        f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
-        f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
+        f"{inputs['readout_position']}: clean {shown(measurement['baseline']['clean']['value']):.3f}, "
+        f"corrupt {shown(measurement['baseline']['corrupt']['value']):.3f}"
     )
     lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
                  "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
@@ -3216,7 +3222,7 @@ def summary_lines(packet: dict) -> list[str]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
                                                  "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
-        cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
+        cells = "".join(f"{'n/a':>10}" if v is None else f"{shown(v):10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
     return lines
 

@@ -43,6 +43,12 @@ class WriteMeasures:
     patch_recovery: float | None
 
 
+def shown(value: float, digits: int = 3) -> float:
+    """``value`` rounded for printing to ``digits`` decimals, a negative value that rounds to zero made +0.0 (so it
+    prints 0.000, never -0.000, which reads as a sign the number does not have)."""
+    return round(value, digits) + 0.0
+
+
 def metric_tensor(logits, target: int, rival: int):
     """M = logit(target) - logit(rival) over the last axis of ``logits`` (..., vocab), as a tensor: batched, and
     differentiable where the logits are (Lab 07's grids and attribution patching)."""

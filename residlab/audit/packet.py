@@ -21,7 +21,7 @@ from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )
 from residlab.audit.schema import RECORDS, SCHEMA
-from residlab.audit.measures import logit_difference, measure_write, metric_direction, normaliser_epsilon
+from residlab.audit.measures import logit_difference, measure_write, metric_direction, normaliser_epsilon, shown
 from residlab.audit.attribution import FINAL_NORM_BIAS, OUTPUT_BIAS, bias_terms, frozen_scale, write_term
 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
@@ -415,8 +415,8 @@ def summary_lines(packet: dict) -> list[str]:
     )
     lines.append(
         f"metric logit({inputs['target']['id']}) - logit({inputs['rival']['id']}) at position "
-        f"{inputs['readout_position']}: clean {measurement['baseline']['clean']['value']:.3f}, "
-        f"corrupt {measurement['baseline']['corrupt']['value']:.3f}"
+        f"{inputs['readout_position']}: clean {shown(measurement['baseline']['clean']['value']):.3f}, "
+        f"corrupt {shown(measurement['baseline']['corrupt']['value']):.3f}"
     )
     lines.append("direct, DLA and total are what the write adds to the metric (total: M(clean) - M(clean, w zeroed), "
                  "what zeroing it removes); recovery: the share of clean - corrupt the clean w restores")
@@ -426,6 +426,6 @@ def summary_lines(packet: dict) -> list[str]:
         values = [row[key]["value"] for key in ("norm", "direct_projection", "direct_effect_exact", "dla_term",
                                                  "total_effect", "patch_recovery", "survival_cosine",
                                                  "retained_fraction")]  # fmt: skip
-        cells = "".join(f"{'n/a':>10}" if v is None else f"{v:10.3f}" for v in values)
+        cells = "".join(f"{'n/a':>10}" if v is None else f"{shown(v):10.3f}" for v in values)
         lines.append(f"{row['site'] + '@' + str(row['position']):<24}{cells}")
     return lines

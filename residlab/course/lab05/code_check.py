@@ -13,7 +13,9 @@ a norm of the wrong vector; an update returned instead of the new state. Anythin
 with its input and the value expected.
 
 The same file runs in Lab 05's page (under Pyodide, in the browser) and as the download. Exit status: 0 every
-function passes, 1 one does not, 2 the file could not be read or imported (one line says why).
+function passes, 1 one does not, 2 the file could not be read or imported (one line says why). Outside the page
+each function's checks stop after ``FUNCTION_LIMIT_S`` seconds (a loop that never ends is named, not waited on);
+in the page the editor's worker has its own limit, and Pyodide has no threads.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import importlib.util
 import math
 import random
 import sys
+import threading
 from fractions import Fraction
 from pathlib import Path
 
@@ -38,6 +41,7 @@ TRACE_KEYS = ("input", "first_update", "intermediate", "second_update", "final")
 HELD_OUT_SEED = 5  # Lab 05: the cases are the same every run, and none is an input the page shows
 HELD_OUT_COUNT = 8
 RELATIVE_TOLERANCE = 1e-9
+FUNCTION_LIMIT_S = 5  # one function's eight cases take milliseconds; this is a loop that never ends
 
 TRUNCATED = "a length mismatch truncated instead of refused"
 MUTATED = "the baseline mutated"
@@ -292,20 +296,38 @@ def check_parallel(toy) -> None:
 CHECKS = {name: globals()[f"check_{name}"] for name, _ in CHECKED_FUNCTIONS}
 
 
-def check_module(toy) -> dict[str, Mistake | None]:
-    """Every function's verdict: None when it passes, else its first Mistake."""
+def _verdict(check, toy) -> Mistake | None:
+    try:
+        check(toy)
+        return None
+    except Mistake as mistake:
+        return mistake
+    except RecursionError:
+        return Mistake(None, "recursed without end")
+
+
+def _verdict_within_limit(check, toy, limit_s: float) -> Mistake | None:
+    """The check in a daemon thread, given up after ``limit_s`` (the thread is left spinning; the process exits)."""
+    verdicts = []
+    worker = threading.Thread(target=lambda: verdicts.append(_verdict(check, toy)), daemon=True)
+    worker.start()
+    worker.join(limit_s)
+    if worker.is_alive():
+        return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
+    return verdicts[0]
+
+
+def check_module(toy, limit_s: float | None = None) -> dict[str, Mistake | None]:
+    """Every function's verdict: None when it passes, else its first Mistake. With ``limit_s``, a function whose
+    checks run longer is named as running without end."""
     verdicts = {}
     for name, arguments in CHECKED_FUNCTIONS:
         if not callable(getattr(toy, name, None)):
             verdicts[name] = Mistake(None, f"missing: define {name}({arguments})")
-            continue
-        try:
-            CHECKS[name](toy)
-            verdicts[name] = None
-        except Mistake as mistake:
-            verdicts[name] = mistake
-        except RecursionError:
-            verdicts[name] = Mistake(None, "recursed without end")
+        elif limit_s is None:
+            verdicts[name] = _verdict(CHECKS[name], toy)
+        else:
+            verdicts[name] = _verdict_within_limit(CHECKS[name], toy, limit_s)
     return verdicts
 
 
@@ -339,7 +361,7 @@ def check_main(argv: list[str] | None = None) -> int:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
     print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
-    verdicts = check_module(toy)
+    verdicts = check_module(toy, FUNCTION_LIMIT_S)
     width = max(len(name) for name in verdicts)
     for name, mistake in verdicts.items():
         print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")

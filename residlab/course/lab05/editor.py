@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from residlab.course.lab05.code_check import FUNCTION_LIMIT_S
+
 PYODIDE_DIR = Path(__file__).resolve().parents[3] / "assets" / "pyodide"
 # The loader (an ES module, run in the editor's Web Worker), the runtime, the standard library and the package
 # index the loader reads at start; not the CommonJS loader, type declarations, source maps or console pages.
@@ -43,7 +45,8 @@ function *passes*, or its mistake is named. Python here is Pyodide {facts.pyodid
 {facts.cpython} in WebAssembly), served by this site and downloaded (at most {facts.shipped_mb:.1f} MB) on your first
 Run or Check; it runs beside the page and stops a run after {RUN_LIMIT_S} s. Nothing leaves your browser, which keeps
 your code until you press **Reset to skeleton** twice. **Download as .py** saves `my_toy.py` for a plain
-`python3`, where the same checks run with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py`."""
+`python3`, where the same checks run with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py` (it gives
+each function {FUNCTION_LIMIT_S} s)."""
 
 
 def editor_block(skeleton_href: str, checker_href: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from residlab.audit.measures import shown
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
 from residlab.course.ui.explorer import explorer_block
 
@@ -39,9 +40,9 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
-            shown = "undefined" if value is None else f"{value:.3f}"
+            text = "undefined" if value is None else f"{shown(value):.3f}"
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
-                         f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {shown}</title>'
+                         f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 

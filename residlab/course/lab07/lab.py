@@ -26,6 +26,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from residlab.audit.measures import shown
 from residlab.course.models.induction.measures import find_heads, head_scores, held_out_sequences
 from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
 from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients, head_attribution
@@ -174,20 +175,20 @@ def summary_lines(report: dict) -> list[str]:
     """What the runner prints: per design the gap against its floor, path patching, and the head verdicts."""
     lines = []
     for kind, head in report["heads"]["found"].items():
-        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({head['score']:.3f}; "
-                     f"runner-up {head['runner_up']:.3f})")  # fmt: skip
+        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({shown(head['score']):.3f}; "
+                     f"runner-up {shown(head['runner_up']):.3f})")  # fmt: skip
     for name, design in report["designs"].items():
         floor = report["null"]["designs"][name]["noise_floor"]
-        lines.append(f"{name}: M(clean) {design['clean_metric']:.3f}, M(corrupt) {design['corrupt_metric']:.3f}, gap "
-                     f"{design['gap']:.3f} (noise floor {floor:.3f}; {'read' if design['readable'] else 'not read'})")  # fmt: skip
+        lines.append(f"{name}: M(clean) {shown(design['clean_metric']):.3f}, M(corrupt) {shown(design['corrupt_metric']):.3f}, gap "
+                     f"{shown(design['gap']):.3f} (noise floor {shown(floor):.3f}; {'read' if design['readable'] else 'not read'})")  # fmt: skip
         path = design["path"]
         lines.append("  block 0 attention write into block 1's " + ", ".join(
-            f"{key} {'undefined' if value is None else f'{value:.3f}'}" for key, value in path.items()))  # fmt: skip
+            f"{key} {'undefined' if value is None else f'{shown(value):.3f}'}" for key, value in path.items()))  # fmt: skip
         for method, kinds in (report["verdicts"][name] or {}).items():
             for kind, verdict in kinds.items():
                 lines.append(f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']} heads "
-                             f"{verdict['known']}): top head {verdict['top']} ({verdict['top_share']:.3f}), runner-up "
-                             f"{verdict['runner_up']} ({verdict['runner_up_share']:.3f}): {verdict['outcome']}")  # fmt: skip
+                             f"{verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), runner-up "
+                             f"{verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {verdict['outcome']}")  # fmt: skip
     return lines
 
 

@@ -5,6 +5,7 @@ shows an inline expression's text as it is)."""
 
 from __future__ import annotations
 
+from residlab.audit.measures import shown
 from residlab.course.lab07.designs import UNTESTABLE
 from residlab.course.lab07.patching import KINDS
 
@@ -18,7 +19,7 @@ def _site(kind: str, block: int) -> str:
 
 
 def _value(value) -> str:
-    return "undefined" if value is None else f"{value:.2f}"
+    return "undefined" if value is None else f"{shown(value, 2):.2f}"
 
 
 def floor_share(report: dict, name: str) -> float:
@@ -32,8 +33,8 @@ def gap_sentence(report: dict, name: str) -> str:
     floor = null["noise_floor"]
     ratio = abs(design["gap"]) / floor if floor else float("inf")
     seeds = len(report["null"]["seeds"])
-    head = (f"M(clean) = {design['clean_metric']:.2f} and M(corrupt) = {design['corrupt_metric']:.2f}, a gap of "
-            f"{design['gap']:.2f}; the same prompts through the {seeds} random-weight models give gaps of at most "
+    head = (f"M(clean) = {_value(design['clean_metric'])} and M(corrupt) = {_value(design['corrupt_metric'])}, a gap of "
+            f"{_value(design['gap'])}; the same prompts through the {seeds} random-weight models give gaps of at most "
             f"{floor:.3f} in size (the noise floor)")  # fmt: skip
     if design["readable"]:
         return f"{head}, so this gap is {ratio:.0f} times the floor and every share below is read against it."
@@ -57,7 +58,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     above = sum(1 for kind in KINDS for row in grids[kind] for value in row if value is not None and abs(value) > floor)
     total = sum(len(row) for kind in KINDS for row in grids[kind])
     cells = carrying_cells(report, name, direction)
-    listed = "; ".join(f"{site} at position {position} ({value:.2f})" for site, position, value in cells)
+    listed = "; ".join(f"{site} at position {position} ({_value(value)})" for site, position, value in cells)
     what = "restoring" if direction == "denoising" else "removing"
     carried = (f"The cells whose {what} moves at least half of the gap: {listed}." if cells else
                f"No single cell moves half of the gap by {what} it.")  # fmt: skip
@@ -77,12 +78,12 @@ def direction_sentence(report: dict, name: str) -> str:
              for position, (d, n) in enumerate(zip(drow, nrow)) if d is not None and n is not None]  # fmt: skip
     difference, site, position, denoise, noise = max(pairs)
     if difference < 0.1:
-        return (f"Denoising and noising agree on every cell within {difference:.2f} of the gap: here each site that "
+        return (f"Denoising and noising agree on every cell within {_value(difference)} of the gap: here each site that "
                 f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
     reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
                "for it" if denoise > noise else
                "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-    return (f"The two directions differ most at {site}, position {position}: {denoise:.2f} denoising, {noise:.2f} "
+    return (f"The two directions differ most at {site}, position {position}: {_value(denoise)} denoising, {_value(noise)} "
             f"noising; {reading}.")  # fmt: skip
 
 
@@ -139,22 +140,22 @@ def attribution_sentence(report: dict, name: str) -> str:
     by_class = {key: [c for c in cells if c["bend"] == key] for key in ("attention", "layernorm", "none")}
     largest = {key: max((abs(c["error"]) for c in group), default=0.0) for key, group in by_class.items()}
     first = (f"The largest error is at {worst['site']}, position {worst['position']}: attribution says "
-             f"{worst['approximate']:.2f}, the exact patch {worst['exact']:.2f} (error {worst['error']:.2f}).")  # fmt: skip
+             f"{_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}).")  # fmt: skip
     if worst["bend"] == "attention":
-        why = (f"That patch moves block 1's attention at the readout by {worst['attention_moved']:.2f} (total "
+        why = (f"That patch moves block 1's attention at the readout by {_value(worst['attention_moved'])} (total "
                "variation): the softmax leaves the region where it is close to linear, and a gradient taken at the "
                "corrupt run cannot see attention jump to another position.")  # fmt: skip
     elif worst["bend"] == "layernorm":
-        why = (f"That patch does not move block 1's attention at the readout ({worst['attention_moved']:.2f}) but changes "
+        why = (f"That patch does not move block 1's attention at the readout ({_value(worst['attention_moved'])}) but changes "
                f"the final LayerNorm's scale there by {worst['scale_change']:.0%}: the gradient at the corrupt run "
                "differentiates the division by that scale, but only to first order, and a change of that size over "
                "the whole patch is beyond where the linearisation holds.")  # fmt: skip
     else:
         why = ("Neither measured bend is there (attention at the readout and the final LayerNorm's scale barely move): "
                "the curvature is elsewhere, in the MLP's GELU or the block inputs' LayerNorms.")  # fmt: skip
-    tally = (f"Largest error where attention moves by at least {ATTENTION_BEND}: {largest['attention']:.2f} "
+    tally = (f"Largest error where attention moves by at least {ATTENTION_BEND}: {_value(largest['attention'])} "
              f"({len(by_class['attention'])} cells); where only the final scale changes by at least {SCALE_BEND:.0%}: "
-             f"{largest['layernorm']:.2f} ({len(by_class['layernorm'])} cells); elsewhere: {largest['none']:.2f} "
+             f"{_value(largest['layernorm'])} ({len(by_class['layernorm'])} cells); elsewhere: {_value(largest['none'])} "
              f"({len(by_class['none'])} cells).")  # fmt: skip
     return f"{first} {why} {tally}"
 
@@ -179,10 +180,10 @@ def heads_sentence(report: dict, name: str, method: str, kind: str) -> str:
              else "heads " + " and ".join(str(head) for head in verdict["known"]))
     both_known = verdict["top"] in verdict["known"] and verdict["runner_up"] in verdict["known"]
     tie = (", a tie between two known heads" if both_known else ", a tie") if verdict["tied"] else ""
-    top = (f"head {verdict['top']} ({verdict['top_share']:.2f}; runner-up head {verdict['runner_up']}, "
-           f"{verdict['runner_up_share']:.2f}{tie})")  # fmt: skip
+    top = (f"head {verdict['top']} ({_value(verdict['top_share'])}; runner-up head {verdict['runner_up']}, "
+           f"{_value(verdict['runner_up_share'])}{tie})")  # fmt: skip
     text = f"{OUTCOME[verdict['outcome']]}: in block {block} the largest share is {top}; the known {known}"
-    shares = ", ".join(f"{share:.2f}" for share in verdict["known_shares"])
+    shares = ", ".join(f"{_value(share)}" for share in verdict["known_shares"])
     if verdict["outcome"] in ("other", "nothing") and max(verdict["known_shares"]) <= floor_share(report, name):
         return f"{text} carry {shares}, nothing above the null in this design."
     return f"{text} carr{'ies' if len(verdict['known']) == 1 else 'y'} {shares}."

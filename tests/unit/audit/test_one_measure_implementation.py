@@ -91,3 +91,10 @@ def test_no_module_but_measures_computes_the_audit_arithmetic():
 @pytest.mark.parametrize(("clean", "corrupt", "patched", "expected"), [(3.0, 1.0, 2.0, 0.5), (2.0, 2.0, 5.0, None)])
 def test_the_recovery_is_undefined_at_a_zero_gap_and_a_ratio_elsewhere(clean, corrupt, patched, expected):
     assert measures.patch_recovery(clean, corrupt, patched) == expected
+
+
+@pytest.mark.parametrize(("value", "digits", "printed"), [(-0.0004, 3, "0.000"), (-0.0, 3, "0.000"), (-0.0005001, 3, "-0.001"),
+                                                          (-0.004, 2, "0.00"), (0.0004, 3, "0.000"), (-1.25, 2, "-1.25")])
+def test_a_value_that_rounds_to_zero_prints_without_a_sign(value, digits, printed):
+    # "-0.000" reads as a sign the number does not have (the packet's table, Lab 07's sentences and cells).
+    assert f"{measures.shown(value, digits):.{digits}f}" == printed

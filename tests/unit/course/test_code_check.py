@@ -120,6 +120,20 @@ def test_the_download_run_alone_says_what_the_package_says(plant, tmp_path):
     assert passing == len(code_check.CHECKED_FUNCTIONS) if plant is None else passing < len(code_check.CHECKED_FUNCTIONS)
 
 
+def test_a_loop_that_never_ends_is_named_within_the_limit_when_run_alone(tmp_path):
+    # Outside the page nothing else stops a learner's endless loop: the download gives each function
+    # FUNCTION_LIMIT_S and names the one that ran past it; the others are still checked.
+    looping = toy_solutions.CORRECT.replace(
+        "def parallel(x):\n    return", "def parallel(x):\n    while True:\n        pass\n    return")
+    assert looping != toy_solutions.CORRECT
+    (tmp_path / "my_toy.py").write_text(looping, encoding="utf-8")
+    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path)
+    lines = completed.stdout.splitlines()
+    assert completed.returncode == 1 and completed.stderr == ""
+    assert f"  parallel           still running after {code_check.FUNCTION_LIMIT_S:g} s: a loop that never ends?" in lines
+    assert lines[-1] == f"{len(code_check.CHECKED_FUNCTIONS) - 1} of {len(code_check.CHECKED_FUNCTIONS)} functions pass."
+
+
 @pytest.mark.parametrize("source, says", [
     (None, "my_toy.py is not a file"),
     ("def add(a, b:\n", "my_toy.py, line 1: "),

@@ -84,6 +84,7 @@ _INTERFACE = {
     "readout_sentence": ("residlab.course.lesson.lesson_figures", "readout_sentence"),
     "recovery_control_sentence": ("residlab.course.lesson.lesson_figures", "recovery_control_sentence"),
     "copy_accuracy_sentence": ("residlab.course.lesson.lesson_figures", "accuracy_sentence"),
+    "copy_loss_sentence": ("residlab.course.lesson.lesson_figures", "loss_sentence"),
     "direct_effect_reading": ("residlab.course.lesson.lesson_figures", "direct_effect_reading"),
     "total_effect_reading": ("residlab.course.lesson.lesson_figures", "total_effect_reading"),
     "plot_positional_encoding": ("residlab.course.lab04.paper_figures", "plot_positional_encoding"),

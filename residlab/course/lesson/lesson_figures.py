@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from residlab.course.ui.chance import against_chance
@@ -227,6 +229,25 @@ def accuracy_sentence(accuracy: float, vocab: int, batch: int) -> str:
     else:
         reading = f"above the chance level of {chance:.3f} (a uniform guess among the {vocab} tokens)"
     return f"By the last step the batch accuracy is {accuracy:.3f}, {reading}."
+
+
+LOSS_MARGIN = 0.05  # a loss within this of ln V (in nats) reads as the uniform guess's
+
+
+def loss_sentence(first_step: int, first_loss: float, last_loss: float, vocab: int) -> str:
+    """The logged losses against a uniform guess among the vocabulary, whose cross-entropy is ln(vocab)."""
+    uniform = math.log(vocab)
+    if first_loss > uniform + LOSS_MARGIN:
+        start = (f"above it: the random initial weights already make confident predictions, most of them wrong, "
+                 f"and a confident wrong guess costs more than an even one")  # fmt: skip
+    elif first_loss < uniform - LOSS_MARGIN:
+        start = "already below it"
+    else:
+        start = "at about that of the uniform guess"
+    end = ("below it" if last_loss < uniform - LOSS_MARGIN else
+           "not below it: the model predicts no better than an even guess")  # fmt: skip
+    return (f"A uniform guess among the {vocab} tokens has a loss of ln {vocab} = {uniform:.3f}. The loss at step "
+            f"{first_step}, {first_loss:.3f}, is {start}. By the last step it is {last_loss:.4f}, {end}.")
 
 
 READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read

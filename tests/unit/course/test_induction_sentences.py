@@ -22,7 +22,7 @@ def report(repeated=1.0, first=0.04, previous_block=0, previous_score=0.9, induc
         "head_rule_threshold": 0.5,
         "lens": {"held_out": {state: {"top1": value} for state, value in zip(states, top1)}},
         "patching": {"rows": ["a", "b"], "recovery": [[0.1, 0.9], [0.2, 0.3]], "clean_metric": clean,
-                     "corrupt_metric": corrupt},
+                     "corrupt_metric": corrupt, "experiment": {"clean": [5, 6], "corrupt": [4, 6]}},
     }
 
 
@@ -68,6 +68,18 @@ def test_lens_and_patching_sentences_name_what_the_numbers_show():
     # a gap below the floor is not read at all
     small = sentences.patching_sentence(report(clean=0.03, corrupt=0.0))
     assert "no recovery is read" in small and "R =" not in small
+    assert "no finding" not in sentences.patching_sentence(report())
+
+
+def test_the_first_rows_cell_where_the_inputs_differ_is_called_no_finding():
+    # Patching the first block's input at the only position the inputs differ turns the corrupted run into the
+    # clean one: its R = 1 holds by construction, whatever the model.
+    trivial = report()
+    trivial["patching"] |= {"recovery": [[0.1, 1.0], [0.2, 0.3]], "experiment": {"clean": [5, 6], "corrupt": [5, 7]}}
+    text = sentences.patching_sentence(trivial)
+    assert "a at position 1 (R = 1.00)" in text
+    assert text.endswith("The a at position 1 is no finding: it is the only place the two inputs differ, so patching "
+                         "it makes the corrupted run the clean one and R = 1 by construction.")
 
 
 def test_no_sentence_holds_a_quote_mark():

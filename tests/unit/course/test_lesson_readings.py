@@ -3,7 +3,7 @@ against chance, a uniform guess among the vocabulary: each flips when its number
 
 from __future__ import annotations
 
-from residlab.course.lesson.lesson_figures import accuracy_sentence, readout_sentence
+from residlab.course.lesson.lesson_figures import accuracy_sentence, loss_sentence, readout_sentence
 
 
 def test_the_readout_is_worded_against_chance():
@@ -19,6 +19,15 @@ def test_the_accuracy_is_read_against_chance_with_its_sampling_error():
     assert "at the chance level" in accuracy_sentence(0.11, vocab=10, batch=256)  # within 2 SE (0.0375)
     below = accuracy_sentence(0.02, vocab=10, batch=256)
     assert "below the chance level" in below and "prefers a wrong token" in below
+
+
+def test_the_losses_are_read_against_a_uniform_guess():
+    # ln 12 = 2.485: a first loss far above it is the initial weights' confident wrong guesses
+    assert "ln 12 = 2.485. The loss at step 1, 28.540, is above it: the random initial weights" in loss_sentence(1, 28.54, 1e-4, 12)
+    assert loss_sentence(1, 28.54, 1e-4, 12).endswith("By the last step it is 0.0001, below it.")
+    assert "is at about that of the uniform guess" in loss_sentence(1, 2.5, 2.49, 12)
+    assert "not below it: the model predicts no better than an even guess" in loss_sentence(1, 2.5, 2.49, 12)
+    assert "is already below it" in loss_sentence(1, 1.0, 0.5, 12)
 
 
 def test_the_recovery_control_is_read_only_over_a_readable_gap():

@@ -125,7 +125,14 @@ def patching_sentence(report: dict) -> str:
     if not cells:
         return f"No single patched activation recovers half of the clean-corrupt gap of {gap:.2f}."
     listed = "; ".join(f"{row} at position {position} (R = {value:.2f})" for row, position, value in cells)
-    return f"The activations that recover at least half of the clean-corrupt gap of {gap:.2f} on their own: {listed}."
+    found = f"The activations that recover at least half of the clean-corrupt gap of {gap:.2f} on their own: {listed}."
+    changed = [p for p, (c, k) in enumerate(zip(patching["experiment"]["clean"], patching["experiment"]["corrupt"]))
+               if c != k]  # fmt: skip
+    first_row = patching["rows"][0]
+    if len(changed) == 1 and any(row == first_row and position == changed[0] for row, position, _ in cells):
+        found += (f" The {first_row} at position {changed[0]} is no finding: it is the only place the two inputs "
+                  f"differ, so patching it makes the corrupted run the clean one and R = 1 by construction.")  # fmt: skip
+    return found
 
 
 def audit_sentence(verdict: dict) -> str:

@@ -85,8 +85,11 @@ test:
 		test-site test-rest test-compat test-peers
 
 # The site suite runs the pages' commands with the learners' environment too (tests/site/test_page_commands.py).
+# Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist workers, a test file per worker at a
+# time (module fixtures such as Lighthouse's run once), after one render the workers share (tests/site/conftest.py).
+SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(SITE_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest -n $(SITE_WORKERS) --dist loadfile $(SITE_SUITE)
 
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)

@@ -2,7 +2,8 @@
 opened in headless Chromium.
 
 - ``built_site``: a clean copy of the project (as a fresh clone has it) rendered by ``quarto render`` into a
-  temporary folder; the render must exit 0 and print no warning line. Needs Quarto (``$QUARTO`` or PATH).
+  temporary folder; the render must exit 0 and print no warning line. Needs Quarto (``$QUARTO`` or PATH). Once
+  per run: under pytest-xdist the workers share one render.
 - ``served``: an HTTP server on 127.0.0.1 for a built site folder.
 - ``browser``: headless Chromium through WebDriver (Debian's chromium and chromium-driver), logging every
   network event and console message so tests can assert on them.
@@ -10,12 +11,15 @@ opened in headless Chromium.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
+import json
 import os
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,24 +40,61 @@ class Build:
     output: str  # everything quarto render printed
 
 
-@pytest.fixture(scope="session")
-def rendered_copy(tmp_path_factory) -> Path:
+# Under pytest-xdist (--dist loadfile) these files, the longest after the render, go to workers first.
+LONGEST_FIRST = ("test_page_commands.py", "test_lighthouse.py")
+RENDER_WAIT_S = 3600  # how long a worker waits for another worker's render before it gives up
+
+
+def _render_into(folder: Path) -> Build:
     if not (os.environ.get("QUARTO") or shutil.which("quarto")):
-        pytest.fail(site.QUARTO_MISSING, pytrace=False)
-    return site.clean_copy(ROOT, tmp_path_factory.mktemp("render") / "project")
+        raise site.RenderError(site.QUARTO_MISSING)
+    project = site.clean_copy(ROOT, folder / "project")
+    output = site.render(project, folder / "_site", echo=lambda line: None)
+    return Build(project, folder / "_site", output)
 
 
-def _render(project: Path, output_dir: Path) -> Build:
+def _render_once_for_every_worker(shared: Path) -> Build:
+    """Under pytest-xdist (``make test`` runs the site suite on several workers) the first worker to take the lock
+    renders into the folder the workers share and records the outcome; the others wait for it and read it."""
+    record = shared / "render.json"
+    deadline = time.monotonic() + RENDER_WAIT_S
+    with open(shared / "render.lock", "w") as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise site.RenderError(f"another test worker's render did not finish within {RENDER_WAIT_S} s")
+                time.sleep(1)
+        try:
+            if not record.is_file():
+                try:
+                    build = _render_into(shared / "render")
+                    outcome = {"project": str(build.project), "site": str(build.site), "output": build.output}
+                except site.RenderError as error:
+                    outcome = {"error": str(error)}
+                record.write_text(json.dumps(outcome), encoding="utf-8")
+            outcome = json.loads(record.read_text(encoding="utf-8"))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    if "error" in outcome:
+        raise site.RenderError(outcome["error"])
+    return Build(Path(outcome["project"]), Path(outcome["site"]), outcome["output"])
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> Build:
     try:
-        output = site.render(project, output_dir, echo=lambda line: None)
+        if os.environ.get("PYTEST_XDIST_WORKER"):
+            return _render_once_for_every_worker(tmp_path_factory.getbasetemp().parent)
+        return _render_into(tmp_path_factory.mktemp("render"))
     except site.RenderError as error:
         pytest.fail(str(error), pytrace=False)
-    return Build(project, output_dir, output)
 
 
-@pytest.fixture(scope="session")
-def built_site(rendered_copy) -> Build:
-    return _render(rendered_copy, rendered_copy.parent / "_site")
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST else len(LONGEST_FIRST))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -89,10 +89,12 @@ test:
 # time (module fixtures such as Lighthouse's run once), after one render the workers share (tests/site/conftest.py).
 SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest -n $(SITE_WORKERS) --dist loadfile $(SITE_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
+# Two workers: what the site suite leaves of the two cores while it waits on its render and on Chromium.
+REST_WORKERS ?= 2
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(REST_WORKERS) --dist=loadfile $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases) and

@@ -4,6 +4,7 @@ the fixture's files and the Quarto version, so a later session renders again onl
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -36,14 +37,18 @@ def quarto_site(request, tmp_path_factory) -> Path:
     cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider: rendered for this session only
     folder = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     site = folder / "_site"
-    if not (site / "index.html").is_file():
-        # rendered outside the cache: Quarto renders nothing in a project below a hidden folder (.pytest_cache)
-        project = Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("quarto-fixture") / "project"))
-        completed = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
-                                   timeout=RENDER_TIMEOUT_S)  # fmt: skip
-        assert completed.returncode == 0 and (project / "_site" / "index.html").is_file(), completed.stderr[-3000:]
-        shutil.rmtree(site, ignore_errors=True)
-        shutil.copytree(project / "_site", site)
+    # pytest-xdist workers share the cache folder: one renders while the others wait (fcntl releases the lock
+    # when its holder exits, so a wait ends with the render's own timeout at the latest).
+    with open(folder / "render.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (site / "index.html").is_file():
+            # rendered outside the cache: Quarto renders nothing in a project below a hidden folder (.pytest_cache)
+            project = Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("quarto-fixture") / "project"))
+            completed = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
+                                       timeout=RENDER_TIMEOUT_S)  # fmt: skip
+            assert completed.returncode == 0 and (project / "_site" / "index.html").is_file(), completed.stderr[-3000:]
+            shutil.rmtree(site, ignore_errors=True)
+            shutil.copytree(project / "_site", site)
     return site
 
 

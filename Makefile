@@ -91,10 +91,10 @@ SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
-# Two workers: what the site suite leaves of the two cores while it waits on its render and on Chromium.
-REST_WORKERS ?= 2
+# One process: its tests compute (runners, trainings, renders of stand-ins) where the site suite's mostly wait on
+# Chromium, so workers here would only contend for the same two cores.
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(REST_WORKERS) --dist=loadfile $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases) and

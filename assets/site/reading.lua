@@ -11,6 +11,11 @@
 --   is drawn as a card of named fields.
 -- * Formulas keep their TeX source out of the page's text (data-tex), so that search results show the formula,
 --   not its source.
+-- * Every image drawn as an SVG file beside the page (each matplotlib figure) loads when the reader scrolls near
+--   it (loading="lazy"), not beside the stylesheets before the first paint, with the size its SVG declares as its
+--   style (a width attribute takes whole pixels, and a rounded size would redraw the figure a fraction of a pixel
+--   smaller): the page keeps its room before the figure arrives, and nothing moves when it does. An SVG that
+--   declares no size stops the render.
 
 local RECORD_COLUMNS = 4
 local RECORD_CELL_CHARACTERS = 25
@@ -161,6 +166,50 @@ local function Table(tbl)
                     pandoc.Attr("", {"rl-captioned-table"}))
 end
 
+local CSS_PIXELS = {pt = 4 / 3, px = 1, [""] = 1}
+
+local function pixels(value)  -- three decimals at most, no trailing zeros: 614.4, 460.8
+  local text = string.format("%.3f", value):gsub("0+$", ""):gsub("%.$", "")
+  return text
+end
+
+-- The SVG file an image names, relative to the page being rendered; nil for any other image.
+local function svg_file(image)
+  local src = image.src
+  if not src:match("%.svg$") or src:match("^%a[%w+.-]*:") or src:match("^/") then
+    return nil
+  end
+  for _, folder in ipairs({pandoc.path.directory(quarto.doc.input_file), "."}) do
+    local file = io.open(pandoc.path.join({folder, src}), "r")
+    if file then
+      return file
+    end
+  end
+  return nil
+end
+
+local function Image(image)
+  local given = image.attributes
+  if given.loading or given.style or given.width or given.height then
+    return nil
+  end
+  local file = svg_file(image)
+  if not file then
+    return nil
+  end
+  local root = (file:read(4096) or ""):match("<svg%f[%s][^>]*>") or ""
+  file:close()
+  local width, wunit = root:match('%swidth="([%d.]+)(%a*)"')
+  local height, hunit = root:match('%sheight="([%d.]+)(%a*)"')
+  if not (width and height and CSS_PIXELS[wunit] and CSS_PIXELS[hunit]) then
+    error("reading.lua: the figure " .. image.src .. " declares no width and height in pt or px")
+  end
+  width, height = pixels(tonumber(width) * CSS_PIXELS[wunit]), pixels(tonumber(height) * CSS_PIXELS[hunit])
+  image.attributes.style = "width: " .. width .. "px; aspect-ratio: " .. width .. " / " .. height
+  image.attributes.loading = "lazy"
+  return image
+end
+
 -- Only the document's body: the title and other metadata are written as plain text too (<title>, search), where
 -- raw HTML would be dropped; and an image's description is its alt text, plain text as well.
 local text = {
@@ -173,6 +222,6 @@ local text = {
 
 -- Tables first (their cells' text is read before identifiers become raw HTML), then the text.
 function Pandoc(doc)
-  doc.blocks = doc.blocks:walk({Table = Table}):walk(text)
+  doc.blocks = doc.blocks:walk({Table = Table}):walk(text):walk({Image = Image})
   return doc
 end

@@ -13,14 +13,15 @@ done before left as it is.
   a few kilobytes (Quarto's tooltip and icon rules, the explorers') are written into the page
   (``inline_small_stylesheets``): each would cost a round trip before the first paint.
 - Quarto's search scripts are fetched once the page has loaded (``load_search_after_the_page``; a page opened
-  from a search result gets them as before), and figures' images as the reader scrolls near them, at the size
-  their SVG declares (``lazy_figures``): neither competes with what the first screen needs.
+  from a search result gets them as before): they do not compete with what the first screen needs. (Figures'
+  images load as the reader scrolls near them through the site's Lua filter, ``assets/site/reading.lua``: Quarto's
+  own way, so no rewrite here.)
 - Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
   body's padding for the fixed header, which one of them sets, is set by a script right after the header
   (``reserve_header_height``), so on a phone the page does not jump down once they run.
 
-Quarto 1.10 has no format option or include for these (each changes what Quarto itself writes, where it writes
-it), so they rewrite its output; the figures' attributes could come from a Lua filter instead (not done yet).
+Quarto 1.10 has no format option, include or filter for these (each changes what Quarto itself writes, where it
+writes it: its head, its scripts, its header), so they rewrite its output.
 Each is written against the HTML of the Quarto the site is built and tested with (README), and each stops the
 build (``PatternMissing``: the rewrite and the page named) when the pattern it rewrites is missing from a page
 it has not rewritten before, so a Quarto that writes its pages differently fails the render instead of shipping
@@ -51,7 +52,7 @@ def rewrite(html: str, page: Path, site_dir: Path, fonts: dict) -> str:
     try:
         html = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
         html = preload_fonts(inline_small_stylesheets(html, page, site_dir), page, site_dir, fonts)
-        return lazy_figures(load_search_after_the_page(html), page, site_dir)
+        return load_search_after_the_page(html)
     except PatternMissing as error:
         where = page.relative_to(site_dir) if site_dir in page.parents else page
         raise PatternMissing(error.rewrite, error.missing, where) from None
@@ -307,12 +308,6 @@ SEARCH_LOADER = """<script id="%(id)s" data-scripts="%(scripts)s">
 })();
 </script>
 """
-FIGURE_IMAGE = re.compile(r'<img\b(?![^>]*\bloading=)(?=[^>]*\bclass="[^"]*\bfigure-img\b)[^>]*?(?P<end>\s*/?>)')
-IMAGE_SOURCE = re.compile(r'\bsrc="(?P<src>[^":]+\.svg)"')
-SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="(?P<width>[\d.]+)(?P<wunit>pt|px)?"'
-                      r'[^>]*?\bheight="(?P<height>[\d.]+)(?P<hunit>pt|px)?"')
-CSS_PIXELS = {"pt": 4 / 3, "px": 1.0, None: 1.0}
-FIGURE = re.compile(r"<figure\b.*?</figure>", re.S)
 
 
 def load_search_after_the_page(html: str) -> str:
@@ -339,46 +334,3 @@ def start_search_after_load(site_dir: Path) -> None:
         raise SystemExit(f"page_weight: {SEARCH_JS} no longer starts with {SEARCH_START!r} once: Quarto's search "
                          "changed; update residlab/build/first_paint.py")
     script.write_text(text.replace(SEARCH_START, SEARCH_START_AFTER_LOAD), encoding="utf-8")
-
-
-def svg_size(path: Path) -> tuple[float, float] | None:
-    """The width and height, in CSS pixels, that an SVG file's root element declares, or None."""
-    with open(path, encoding="utf-8", errors="replace") as svg:
-        size = SVG_SIZE.search(svg.read(4096))
-    if not size:
-        return None
-    return (float(size.group("width")) * CSS_PIXELS[size.group("wunit")],
-            float(size.group("height")) * CSS_PIXELS[size.group("hunit")])
-
-
-def _pixels(value: float) -> str:
-    return f"{value:.3f}".rstrip("0").rstrip(".")
-
-
-def lazy_figures(html: str, page: Path, site_dir: Path) -> str:
-    """The page with its figures' images (Quarto's ``figure-img``, drawn as SVG files of the site) loaded when the
-    reader scrolls near them, not beside the stylesheets before the first paint; each gets the size its SVG
-    declares (as a style: width attributes take whole pixels, and a rounded size would redraw the figure a
-    fraction of a pixel smaller), so the page keeps its room before it arrives and nothing moves when it does.
-    An image in a ``<figure>`` without Quarto's ``figure-img`` class, or an SVG figure that is not a file of the
-    site or declares no size, stops the build."""
-    for figure in FIGURE.findall(html):
-        for image in re.findall(r"<img\b[^>]*>", figure):
-            if not re.search(r'\bclass="[^"]*\bfigure-img\b', image):
-                raise PatternMissing("lazy_figures", f"an image in a <figure> without the class figure-img: {image}")
-
-    def lazy(image: re.Match) -> str:
-        source = IMAGE_SOURCE.search(image.group(0))
-        if not source or re.search(r"\s(width|height|style)=", image.group(0)):
-            return image.group(0)
-        path = _site_file(page, source.group("src"), site_dir)
-        size = svg_size(path) if path else None
-        if size is None:
-            raise PatternMissing("lazy_figures", f"the figure {source.group('src')} is no SVG file of the site with a "
-                                 "declared width and height")
-        head = image.group(0)[:image.start("end") - image.start()]
-        width, height = map(_pixels, size)
-        style = f"width: {width}px; aspect-ratio: {width} / {height}"
-        return f'{head} style="{style}" loading="lazy"{image.group("end")}'
-
-    return FIGURE_IMAGE.sub(lazy, html)

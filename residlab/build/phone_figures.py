@@ -16,7 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
-from residlab.build.first_paint import IMAGE_SOURCE, _pixels, _site_file, svg_size
+from residlab.build.first_paint import _site_file
 from residlab.course.ui.figure_widths import PHONE_FIGURES, PHONE_ID_PREFIX, PHONE_MEDIA
 from residlab.render.render_cache import RENDER_CACHE_DIR
 
@@ -24,7 +24,25 @@ SOURCE_END = 'type="image/svg+xml">'  # the end of the <source> written before a
 FIGURE_IMAGE = re.compile(r'(?<!' + re.escape(SOURCE_END) + r')<img\b(?=[^>]*\bclass="[^"]*\bfigure-img\b)[^>]*>')
 PHONE_ID = re.compile(re.escape(PHONE_ID_PREFIX) + r'(?P<name>[0-9a-f]+)"')
 STYLE = re.compile(r'\bstyle="(?P<style>[^"]*)"')
+IMAGE_SOURCE = re.compile(r'\bsrc="(?P<src>[^":]+\.svg)"')
+SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="(?P<width>[\d.]+)(?P<wunit>pt|px)?"'
+                      r'[^>]*?\bheight="(?P<height>[\d.]+)(?P<hunit>pt|px)?"')
+CSS_PIXELS = {"pt": 4 / 3, "px": 1.0, None: 1.0}
 PHONE_SUFFIX = "-phone.svg"
+
+
+def svg_size(path: Path) -> tuple[float, float] | None:
+    """The width and height, in CSS pixels, that an SVG file's root element declares, or None."""
+    with open(path, encoding="utf-8", errors="replace") as svg:
+        size = SVG_SIZE.search(svg.read(4096))
+    if not size:
+        return None
+    return (float(size.group("width")) * CSS_PIXELS[size.group("wunit")],
+            float(size.group("height")) * CSS_PIXELS[size.group("hunit")])
+
+
+def _pixels(value: float) -> str:  # as reading.lua writes the wide drawing's size
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def phone_drawings(root: Path) -> Path:

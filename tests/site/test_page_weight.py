@@ -253,3 +253,22 @@ def test_every_page_has_its_description_in_the_built_page(built_site):
         built = (built_site.site / source.relative_to(ROOT).with_suffix(".html")).read_text(encoding="utf-8")
         meta = re.search(r'<meta name="description" content="([^"]*)"', built)
         assert meta and plain(html.unescape(meta.group(1))) == plain(description), source.relative_to(ROOT)
+
+
+def test_every_figure_loads_lazily_at_the_size_its_svg_declares(built_site):
+    # assets/site/reading.lua sizes and defers every SVG figure, so the page keeps its room before the figure arrives
+    from residlab.build.phone_figures import svg_size
+
+    seen = 0
+    for page in PAGES:
+        path = built_site.site / page
+        for tag in re.findall(r"<img\b[^>]*>", path.read_text(encoding="utf-8")):
+            source = re.search(r'\bsrc="(?P<src>[^":]+\.svg)"', tag)
+            if not source or "figure-img" not in tag:
+                continue
+            seen += 1
+            width, height = svg_size((path.parent / html.unescape(source.group("src"))).resolve())
+            style = re.search(r'\bstyle="width: (?P<w>[\d.]+)px; aspect-ratio: (?P<aw>[\d.]+) / (?P<ah>[\d.]+)', tag)
+            assert style and 'loading="lazy"' in tag, f"{page}: {tag}"
+            assert abs(float(style["w"]) - width) < 1e-3 and abs(float(style["ah"]) - height) < 1e-3, f"{page}: {tag}"
+    assert seen >= 5  # the lesson's, Lab 04's, Lab 05's, Lab 06's and the glossary's figures at least

@@ -4,7 +4,6 @@ the fixture's files and the Quarto version, so a later session renders again onl
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 FIXTURE = Path(__file__).resolve().parent / "quarto_fixture"
+READING_FILTER = Path(__file__).resolve().parents[3] / "assets" / "site" / "reading.lua"  # the site's own filter
 RENDER_TIMEOUT_S = 600  # a tiny project; on a busy two-core machine about a minute
 
 
@@ -33,22 +33,20 @@ def quarto_site(request, tmp_path_factory) -> Path:
     for path in sorted(FIXTURE.rglob("*")):
         if path.is_file():
             digest.update(path.relative_to(FIXTURE).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update(b"reading.lua\0" + READING_FILTER.read_bytes())
     name = f"quarto-fixture-{digest.hexdigest()[:16]}"
     cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider: rendered for this session only
     folder = cache.mkdir(name) if cache is not None else tmp_path_factory.mktemp(name)
     site = folder / "_site"
-    # pytest-xdist workers share the cache folder: one renders while the others wait (fcntl releases the lock
-    # when its holder exits, so a wait ends with the render's own timeout at the latest).
-    with open(folder / "render.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (site / "index.html").is_file():
-            # rendered outside the cache: Quarto renders nothing in a project below a hidden folder (.pytest_cache)
-            project = Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("quarto-fixture") / "project"))
-            completed = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
-                                       timeout=RENDER_TIMEOUT_S)  # fmt: skip
-            assert completed.returncode == 0 and (project / "_site" / "index.html").is_file(), completed.stderr[-3000:]
-            shutil.rmtree(site, ignore_errors=True)
-            shutil.copytree(project / "_site", site)
+    if not (site / "index.html").is_file():
+        # rendered outside the cache: Quarto renders nothing in a project below a hidden folder (.pytest_cache)
+        project = Path(shutil.copytree(FIXTURE, tmp_path_factory.mktemp("quarto-fixture") / "project"))
+        shutil.copyfile(READING_FILTER, project / "reading.lua")
+        completed = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
+                                   timeout=RENDER_TIMEOUT_S)  # fmt: skip
+        assert completed.returncode == 0 and (project / "_site" / "index.html").is_file(), completed.stderr[-3000:]
+        shutil.rmtree(site, ignore_errors=True)
+        shutil.copytree(project / "_site", site)
     return site
 
 

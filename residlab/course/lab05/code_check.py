@@ -308,12 +308,21 @@ def _verdict(check, toy) -> Mistake | None:
 
 def _verdict_within_limit(check, toy, limit_s: float) -> Mistake | None:
     """The check in a daemon thread, given up after ``limit_s`` (the thread is left spinning; the process exits)."""
-    verdicts = []
-    worker = threading.Thread(target=lambda: verdicts.append(_verdict(check, toy)), daemon=True)
+    verdicts, errors = [], []
+
+    def run() -> None:
+        try:
+            verdicts.append(_verdict(check, toy))
+        except BaseException as error:  # raised below, as it would be without the thread
+            errors.append(error)
+
+    worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(limit_s)
     if worker.is_alive():
         return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
+    if errors:
+        raise errors[0]
     return verdicts[0]
 
 

@@ -71,6 +71,7 @@ _INTERFACE = {
     "specimen_cache_layouts": ("residlab.course.shared", "specimen_cache_layouts"),
     "audited_decoder": ("residlab.course.shared", "audited_decoder"),
     "induction_training": ("residlab.course.shared", "induction_training"),
+    "patching_report": ("residlab.course.shared", "patching_report"),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.ui.tables", "markdown_table"),
     "math_label": ("residlab.course.ui.tables", "math_label"),

@@ -151,12 +151,26 @@ def induction_training():
                                           recipe.saved_model_files(run.model))  # fmt: skip
 
 
+# ---- Lab 07 -------------------------------------------------------------------------------------------------
+
+
+@shared_value()
+def patching_report():
+    """Lab 07's report (``lab07.lab.run_lab``) on the induction model this render trained, the one the glossary and
+    Lab 06 show (``induction_training``), loaded from its directory's files as a learner's runner loads it."""
+    from residlab.course.lab07.lab import run_lab
+    from residlab.course.lab07.page import model_from_files
+
+    return run_lab(model_from_files(induction_training().model_files))
+
+
 # ---- the prefetch --------------------------------------------------------------------------------------------
 
 # In the order of the pages that first read each (Quarto renders glossary/, then the top-level pages, labs/ and
 # lessons/). Not the specimen model itself: the first page to render (the activation cache) needs it as soon as the
 # prefetch could have it, so it builds it, and the pages after it (and specimen_cache_layouts here) read it.
-PREFETCH = (induction_training, copy_model_training, specimen_cache_layouts, gradient_profile, audited_decoder)
+PREFETCH = (induction_training, copy_model_training, specimen_cache_layouts, gradient_profile, audited_decoder,
+            patching_report)
 
 
 def _alive(pid: int) -> bool:

@@ -1,10 +1,10 @@
-"""What Lab 07's page reads, its one name at the front door (``patching_methods``): the report of ``lab.run_lab``
-on the induction model this render trained (the one the glossary and Lab 06 show), computed once per render
-through the render cache, the build-time checks the page asserts, and the room's ``sentences`` and ``figures``."""
+"""What Lab 07's page reads, its name at the front door (``patching_methods``): the build-time checks the page
+asserts on its report, and the room's ``sentences`` and ``figures``. The report itself, ``lab.run_lab`` on the
+induction model this render trained, is a shared value (``residlab.course.shared.patching_report``): computed once
+per render, by the prefetch while the pages before it render."""
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from pathlib import Path
 
@@ -12,7 +12,6 @@ from residlab.course.models.induction.recipe import load_induction_model
 from residlab.course.lab07 import figures, sentences  # noqa: F401 (the page reads them from here)
 from residlab.course.lab07.lab import HEAD_METHODS, run_lab  # noqa: F401
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.render.render_cache import render_cached
 
 
 def model_from_files(files: dict[str, bytes]):
@@ -22,13 +21,6 @@ def model_from_files(files: dict[str, bytes]):
         for name, data in files.items():
             (Path(scratch) / name).write_bytes(data)
         return load_induction_model(Path(scratch))
-
-
-def site_report(model_files: dict[str, bytes]) -> dict:
-    """``run_lab`` on the induction model of ``model_files`` (the page passes this render's,
-    ``induction_training().model_files``), once per render: the cache key is the files' digest."""
-    digest = hashlib.sha256(b"".join(model_files[name] for name in sorted(model_files))).hexdigest()
-    return render_cached("lab07_report", (digest,), lambda: run_lab(model_from_files(model_files)))
 
 
 def check_report(report: dict) -> None:

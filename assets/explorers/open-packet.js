@@ -108,7 +108,11 @@
   function cell(entry, config) {
     const value = isObject(entry) ? entry.value : undefined;
     if (value === null) return "n/a";
-    return typeof value === "number" ? J.fixed(value, config.decimals) : "—";
+    return typeof value === "number" ? shown(value, config.decimals) : "—";
+  }
+  // As residlab.audit.measures.shown: a value that rounds to zero prints without a sign (0.000, never -0.000).
+  function shown(value, decimals) {
+    return J.fixed(value, decimals).replace(/^-(0\.0+)$/, "$1");
   }
 
   function describe(records, config) {
@@ -119,7 +123,7 @@
     if (!Array.isArray(results) || !results.every(isObject)) throw new Refusal("measurement.json: results is not a list of objects");
     if (!Array.isArray(sites) || !sites.every(isObject)) throw new Refusal("intervention.json: declared_sites is not a list of objects");
     const columns = measurementColumns(results, config);
-    const baseline = (which) => { const value = field(records, `measurement.baseline.${which}.value`); return typeof value === "number" ? J.fixed(value, config.decimals) : text(value); };
+    const baseline = (which) => { const value = field(records, `measurement.baseline.${which}.value`); return typeof value === "number" ? shown(value, config.decimals) : text(value); };
     const command = `python ${config.runner} verify PACKET-DIR${specimen ? "" : " --model MODEL-DIR"}`;
     return [
       specimen ? element("p", { class: "rl-status rl-error rl-open-status" }, `Random-weight ${text(source.name)} specimen (seed ${text(source.seed)}): these numbers describe no trained model.`) : "",

@@ -74,6 +74,7 @@ _INTERFACE = {
     "patching_report": ("residlab.course.shared", "patching_report"),
     # what they draw and tabulate
     "markdown_table": ("residlab.course.ui.tables", "markdown_table"),
+    "shown": ("residlab.audit.measures", "shown"),
     "math_label": ("residlab.course.ui.tables", "math_label"),
     "plot_gradient_profile": ("residlab.course.lesson.lesson_figures", "plot_gradient_profile"),
     "summarise_profile": ("residlab.course.lesson.lesson_figures", "summarise_profile"),

@@ -43,7 +43,7 @@ def editor_text(held_out_count: int, checker_href: str) -> str:
 {held_out_count} inputs this page never shows and compares the answers with the exact toy: each
 function *passes*, or its mistake is named. Python here is Pyodide {facts.pyodide} (CPython
 {facts.cpython} in WebAssembly), served by this site and downloaded (at most {facts.shipped_mb:.1f} MB) on your first
-Run or Check; it runs beside the page and stops a run after {RUN_LIMIT_S} s. Nothing leaves your browser, which keeps
+Run or Check; it runs beside the page and stops a Run or Check after {RUN_LIMIT_S} s. Nothing leaves your browser, which keeps
 your code until you press **Reset to skeleton** twice. **Download as .py** saves `my_toy.py` for a plain
 `python3`, where the same checks run with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py` (it gives
 each function {FUNCTION_LIMIT_S} s)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 
+from residlab.audit.measures import shown
 from residlab.audit.packet import RECORDS, SCHEMA
 from residlab.audit.verify import MAX_RECORD_BYTES
 from residlab.capture.sites import EMBEDDING_SITE, FINAL_NORM_SITE, site_name
@@ -99,7 +100,7 @@ def measurement_columns(results: list[dict]) -> list[str]:
 
 def measurement_cell(entry) -> str:
     value = entry.get("value") if isinstance(entry, dict) else None
-    return "n/a" if value is None else f"{value:.{MEASUREMENT_DECIMALS}f}"
+    return "n/a" if value is None else f"{shown(value, MEASUREMENT_DECIMALS):.{MEASUREMENT_DECIMALS}f}"
 
 
 def measurement_table(packet: dict) -> str:

@@ -59,9 +59,9 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     total = sum(len(row) for kind in KINDS for row in grids[kind])
     cells = carrying_cells(report, name, direction)
     listed = "; ".join(f"{site} at position {position} ({_value(value)})" for site, position, value in cells)
-    what = "restoring" if direction == "denoising" else "removing"
-    carried = (f"The cells whose {what} moves at least half of the gap: {listed}." if cells else
-               f"No single cell moves half of the gap by {what} it.")  # fmt: skip
+    what = "restored" if direction == "denoising" else "removed"
+    carried = (f"The cells that move at least half of the gap when {what} alone: {listed}." if cells else
+               f"No single cell moves half of the gap when {what} alone.")  # fmt: skip
     return (f"{carried} Of the {total} cells, {above} move M by more than the largest effect of any cell of the "
             f"random-weight models ({floor:.3f} of the gap); the others are at the null.")  # fmt: skip
 

@@ -238,15 +238,15 @@ def loss_sentence(first_step: int, first_loss: float, last_loss: float, vocab: i
     uniform = math.log(vocab)
     if first_loss > uniform + LOSS_MARGIN:
         start = (f"above it: the random initial weights already make confident predictions, most of them wrong, "
-                 f"and a confident wrong guess costs more than an even one")  # fmt: skip
+                 f"and a confident wrong guess costs more than a uniform one")  # fmt: skip
     elif first_loss < uniform - LOSS_MARGIN:
         start = "already below it"
     else:
         start = "at about that of the uniform guess"
-    end = ("below it" if last_loss < uniform - LOSS_MARGIN else
-           "not below it: the model predicts no better than an even guess")  # fmt: skip
+    end = (f"below ln {vocab}" if last_loss < uniform - LOSS_MARGIN else
+           f"not below ln {vocab}: the model predicts no better than a uniform guess")  # fmt: skip
     return (f"A uniform guess among the {vocab} tokens has a loss of ln {vocab} = {uniform:.3f}. The loss at step "
-            f"{first_step}, {first_loss:.3f}, is {start}. By the last step it is {last_loss:.4f}, {end}.")
+            f"{first_step}, {first_loss:.3f}, is {start}. At the last step the loss is {last_loss:.4f}, {end}.")
 
 
 READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read

@@ -24,9 +24,9 @@ def test_the_accuracy_is_read_against_chance_with_its_sampling_error():
 def test_the_losses_are_read_against_a_uniform_guess():
     # ln 12 = 2.485: a first loss far above it is the initial weights' confident wrong guesses
     assert "ln 12 = 2.485. The loss at step 1, 28.540, is above it: the random initial weights" in loss_sentence(1, 28.54, 1e-4, 12)
-    assert loss_sentence(1, 28.54, 1e-4, 12).endswith("By the last step it is 0.0001, below it.")
+    assert loss_sentence(1, 28.54, 1e-4, 12).endswith("At the last step the loss is 0.0001, below ln 12.")
     assert "is at about that of the uniform guess" in loss_sentence(1, 2.5, 2.49, 12)
-    assert "not below it: the model predicts no better than an even guess" in loss_sentence(1, 2.5, 2.49, 12)
+    assert "not below ln 12: the model predicts no better than a uniform guess" in loss_sentence(1, 2.5, 2.49, 12)
     assert "is already below it" in loss_sentence(1, 1.0, 0.5, 12)
 
 

@@ -179,7 +179,9 @@ local function svg_file(image)
   if not src:match("%.svg$") or src:match("^%a[%w+.-]*:") or src:match("^/") then
     return nil
   end
-  for _, folder in ipairs({pandoc.path.directory(quarto.doc.input_file), "."}) do
+  -- Quarto names the page it renders; under a plain pandoc (the filter's own tests) the working folder is all.
+  local page = quarto and quarto.doc and quarto.doc.input_file
+  for _, folder in ipairs(page and {pandoc.path.directory(page), "."} or {"."}) do
     local file = io.open(pandoc.path.join({folder, src}), "r")
     if file then
       return file

@@ -30,7 +30,7 @@ def report(built_site, tmp_path_factory):
     uses = render_cache.read_uses(folder)
     computed = [use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]
     assert len(computed) == 1, computed
-    assert len([use for use in uses if use["name"] == "lab07_report" and use["how"] == "computed"]) == 1
+    assert len([use for use in uses if use["name"] == "patching_report" and use["how"] == "computed"]) == 1
     (entry,) = folder.glob(f"*/{computed[0]['entry']}")
     directory = tmp_path_factory.mktemp("induction-model")
     for name, data in pickle.loads(entry.read_bytes()).model_files.items():

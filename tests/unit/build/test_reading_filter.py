@@ -67,3 +67,22 @@ def test_tables_sit_in_scrolling_boxes_with_their_captions_above(page):
 def test_formulas_keep_their_tex_out_of_the_text(page):
     assert '<math data-tex="r_{L,t} \\in \\mathbb{R}^d" display="inline"' in page
     assert "<annotation" not in page and "mathbb{R}^d</" not in page
+
+
+def _pandoc(markdown: str, folder: Path) -> subprocess.CompletedProcess:
+    quarto = os.environ.get("QUARTO") or shutil.which("quarto")
+    return subprocess.run([quarto, "pandoc", "-f", "markdown", "-t", "html5", "--lua-filter", str(FILTER)], cwd=folder,
+                          input=markdown, capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_an_svg_figure_loads_lazily_at_its_declared_size_and_an_unsized_one_stops_the_render(tmp_path):
+    (tmp_path / "drawn.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="460.8pt" height="345.6pt"/>')
+    (tmp_path / "unsized.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 3 2"/>')
+    done = _pandoc("![A figure](drawn.svg)\n\n![A picture](picture.png)\n\n![Sized by hand](drawn.svg){width=50%}\n", tmp_path)
+    assert done.returncode == 0, done.stderr
+    images = re.findall(r"<img\b[^>]*>", re.sub(r"\s+", " ", done.stdout))  # pandoc's line wrapping aside
+    # 460.8 pt and 345.6 pt are 614.4 and 460.8 CSS pixels
+    assert 'style="width: 614.4px; aspect-ratio: 614.4 / 460.8" loading="lazy"' in images[0]
+    assert "loading" not in images[1] and "loading" not in images[2]  # not an SVG; a size the author chose
+    failed = _pandoc("![A figure](unsized.svg)\n", tmp_path)
+    assert failed.returncode != 0 and "reading.lua: the figure unsized.svg declares no width and height" in failed.stderr

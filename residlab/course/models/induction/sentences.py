@@ -33,7 +33,7 @@ def accuracy_sentence(report: dict) -> str:
                          f"found a shortcut the data leaves")  # fmt: skip
     within = f" (two standard errors over its {count} predictions: {margin:.3f})" if count else ""
     return (f"On held-out sequences its top-1 accuracy is {repeated:.3f} on the repeated half: {learned}. On the "
-            f"first half it is {first:.3f}, {first_reading}{within}.")  # fmt: skip
+            f"first half it is {first:.3f}{within}, {first_reading}.")  # fmt: skip
 
 
 def uniform_attention_scores(periods) -> dict[str, float]:

@@ -257,13 +257,13 @@ def test_every_page_has_its_description_in_the_built_page(built_site):
 
 def test_every_figure_loads_lazily_at_the_size_its_svg_declares(built_site):
     # assets/site/reading.lua sizes and defers every SVG figure, so the page keeps its room before the figure arrives
-    from residlab.build.phone_figures import svg_size
+    from residlab.build.phone_figures import IMAGE_SOURCE, svg_size
 
     seen = 0
     for page in PAGES:
         path = built_site.site / page
         for tag in re.findall(r"<img\b[^>]*>", path.read_text(encoding="utf-8")):
-            source = re.search(r'\bsrc="(?P<src>[^":]+\.svg)"', tag)
+            source = IMAGE_SOURCE.search(tag)
             if not source or "figure-img" not in tag:
                 continue
             seen += 1

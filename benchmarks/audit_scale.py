@@ -9,14 +9,15 @@ parameters) and random weights, written once as float32 safetensors shards (abou
 temporary directory by default; a folder that already holds it is reused), one tensor at a time, so building it
 never holds the model; then a bfloat16 copy, shard by shard (about 2 GB), which the bfloat16 case loads as a
 learner with a bfloat16 checkpoint would (loading the float32 files and converting would count the mapped float32
-pages in that case's memory). The three cases run at once, each in its own process (peak memory is a process's): each
-loads the directory as ``residlab audit --model DIR`` does (``placement.place_directory``), then times side by side, in a random order
-each round, one whole audit of 12 writes (both writes of the last 6 blocks at the last position:
-``audit.build_packet``) and the 26 plain forwards it needs. Printed per case: the audit over its forwards (goal:
-at most 1.5x), the peak resident memory over the model's size in its dtype (goal: at most 1.3x; the whole
-process, torch and transformers included), and the measurement compared with float32's: the disk case's
-byte for byte, bfloat16's value by value within the tolerance it declares. Random weights: the numbers are a
-cost measurement, not a finding about any model.
+pages in that case's memory). The three cases run one after another, each alone in its own process (peak
+memory is a process's): each loads the directory as ``residlab audit --model DIR`` does
+(``placement.place_directory``), then times side by side, in a random order each round, one whole audit of 12
+writes (both writes of the last 6 blocks at the last position: ``audit.build_packet``) and the 26 plain
+forwards it needs. Printed per case: the audit over its forwards (goal: at most 1.5x), the peak resident
+memory over the model's size in its dtype (goal: at most 1.3x; the whole process, torch and transformers
+included), and the measurement compared with float32's: the disk case's byte for byte, bfloat16's value by value
+within the tolerance it declares. Random weights: the numbers are a cost measurement, not a finding about any
+model.
 """
 
 from __future__ import annotations
@@ -192,26 +193,23 @@ def main() -> int:
     directories = {case: directory for case in CASES} | {"bfloat16": bfloat16_copy(directory)}
     print(f"specimen: {directory.name} (random weights, GPT-NeoX width {args.width}, {args.blocks} blocks), "
           f"ready in {time.perf_counter() - started:.0f} s", flush=True)
-    # The cases run at once, each in its own process (each measures its own side-by-side ratios and peak); each
-    # case's own line is printed as it ends, the comparisons with float32 when every case has.
-    children = {case: subprocess.Popen([sys.executable, __file__, "--case", case, "--model", str(directories[case]),
-                                        "--tokens", str(args.tokens), "--rounds", str(args.rounds), "--threads",
-                                        str(args.threads), "--width", str(args.width), "--blocks", str(args.blocks)],
-                                       stdout=subprocess.PIPE, text=True) for case in CASES}  # fmt: skip
+    # The cases run one after another, each in its own process (each measures its own side-by-side ratios and
+    # peak): run at once, a case's audit and forwards met different contention as the others ended (on 2 cores
+    # that alone put bfloat16's audit at 1.71x its forwards). Each case's line is printed as it ends, the
+    # comparisons with float32 when every case has.
     results = {}
-    while children:
-        for case, child in list(children.items()):
-            if child.poll() is not None:
-                output = child.communicate()[0]
-                if child.returncode != 0:
-                    raise SystemExit(f"case {case} failed (exit {child.returncode})")
-                results[case] = json.loads(output)
-                print(f"  done: {case_line(case, results[case])}", flush=True)
-                del children[case]
-        time.sleep(1)
+    for case in CASES:
+        child = subprocess.run([sys.executable, __file__, "--case", case, "--model", str(directories[case]),
+                                "--tokens", str(args.tokens), "--rounds", str(args.rounds), "--threads",
+                                str(args.threads), "--width", str(args.width), "--blocks", str(args.blocks)],
+                               stdout=subprocess.PIPE, text=True)  # fmt: skip
+        if child.returncode != 0:
+            raise SystemExit(f"case {case} failed (exit {child.returncode})")
+        results[case] = json.loads(child.stdout)
+        print(f"  done: {case_line(case, results[case])}", flush=True)
     exact = results["float32"]
     print(f"{exact['parameters'] / 1e9:.2f}B parameters, {WRITES} writes, {args.tokens} tokens, {args.threads} thread(s), "
-          f"{args.rounds} round(s) per case, the cases at once, each in its own process")  # fmt: skip
+          f"{args.rounds} round(s) per case, the cases one after another, each in its own process")  # fmt: skip
     for case in CASES:
         result, times = results[case], results[case]["times"]
         line = f"  {case_line(case, result)}"

@@ -112,7 +112,11 @@ def one_round(site: Path, source: str) -> dict:
     try:
         driver.get(f"http://127.0.0.1:{server.server_address[1]}/{LAB}")
         driver.execute_script("document.getElementById('toy-editor').scrollIntoView()")
-        time.sleep(1)
+        deadline = time.monotonic() + 30  # the page fetches the editor's script when the editor nears the screen
+        while not driver.execute_script("return !!document.getElementById('toy-editor-code')"):
+            if time.monotonic() > deadline:
+                raise SystemExit("python_in_page: the editor never came when it neared the screen")
+            time.sleep(0.1)
         driver.execute_script("const c = document.getElementById('toy-editor-code'); c.value = arguments[0];"
                               "c.dispatchEvent(new Event('input'))", source)
         before = len(sent)

@@ -44,7 +44,6 @@
     return { x, y, slotWidth: plotWidth / slots };
   }
 
-  let forgetResize = null;
   function build(root, data) {
     const first = data.positions[0];
     const labels = first.boundaries.map((row) => row.label);
@@ -137,17 +136,11 @@
       writesFigure.append(svgElement("text", { x: WIDTH - 66, y: 13 }, "MLP"));
       writesFigure.setAttribute("aria-label", `Bar chart of the write norms at position ${position}: ${updates.map((row) => `block ${row.block} attention ${fixed(row.attn_write_norm)}, MLP ${fixed(row.mlp_write_norm)}`).join("; ")}.` + (incoming ? ` Block ${incoming.block} is outlined.` : ""));
     }
-    // A table box that scrolls sideways (on a phone) must be reachable by keyboard to be scrolled.
-    const keyboardScroll = () => root.querySelectorAll(".rl-table-box").forEach((box) => {
-      if (box.scrollWidth > box.clientWidth) box.setAttribute("tabindex", "0"); else box.removeAttribute("tabindex");
-    });
     positionSelect.addEventListener("change", show);
     boundarySelect.addEventListener("change", show);
-    if (forgetResize) forgetResize(); // built again (another run): the earlier build's listener goes
-    window.addEventListener("resize", keyboardScroll);
-    forgetResize = () => window.removeEventListener("resize", keyboardScroll);
     show();
-    keyboardScroll();
+    // A table box that scrolls sideways (on a phone) must be reachable by keyboard to be scrolled.
+    window.residlabScrollBoxes?.watch(root.querySelectorAll(".rl-table-box"));  // the site's one mechanism (accessibility.html)
   }
 
   // open-capture.js shows a reader's verified run in this same explorer, and the page's own capture again.

@@ -342,7 +342,6 @@
       J.keyboardScroll(root);
     }
     J.acceptFiles(input, root, (files) => { open(files).catch((error) => { status.classList.add("rl-error"); status.textContent = `Refused: ${error.name}.`; }); });
-    window.addEventListener("resize", () => J.keyboardScroll(root));
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

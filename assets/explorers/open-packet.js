@@ -193,7 +193,6 @@
       J.keyboardScroll(root);
     }
     J.acceptFiles(input, root, (files) => { open(files); });
-    window.addEventListener("resize", () => J.keyboardScroll(root));
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

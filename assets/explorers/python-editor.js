@@ -1,5 +1,6 @@
-// Lab 05 Part 3's editor (Run, Check, Download, Reset) and "Run it here". Python runs in python-worker.js, started
-// by the first run: a run past the editor's data-limit (s) ends the worker. Code stays in local storage.
+// Lab 05 Part 3's editor (Run, Check, Download, Reset) and "Run it here". The page fetches this script when either
+// nears the screen; Python runs in python-worker.js, started by the first run: a run past the editor's data-limit
+// (s) ends the worker. Code stays in local storage.
 (function () {
   "use strict";
 
@@ -73,23 +74,16 @@
     root.replaceChildren(element("label", { for: code.id, class: "rl-heading" }, "Your toy (my_toy.py)"), help, code,
       element("div", { class: "rl-checker-actions" }, buttons), box);
 
-    let loaded = false;
     const save = () => { try { localStorage.setItem(STORE, code.value); } catch (error) { /* storage off */ } };
     const loadSkeleton = () => fetch(skeleton).then((response) => response.text());
-    function fill() {
-      if (loaded) return;
-      loaded = true;
-      let kept = null;
-      try { kept = localStorage.getItem(STORE); } catch (error) { /* storage off */ }
-      if (kept !== null) { code.value = kept; return; }
+    // The learner's kept code, or the skeleton (fetched now: this script came when the editor neared the screen).
+    let kept = null;
+    try { kept = localStorage.getItem(STORE); } catch (error) { /* storage off */ }
+    if (kept !== null) code.value = kept;
+    else {
       code.placeholder = "Loading the skeleton…";
       loadSkeleton().then((text) => { if (!code.value) code.value = text; code.placeholder = ""; });
     }
-    // The skeleton is fetched when the editor nears the screen, not with the page.
-    new IntersectionObserver((entries, observer) => {
-      if (entries.some((entry) => entry.isIntersecting)) { observer.disconnect(); fill(); }
-    }, { rootMargin: "400px" }).observe(root);
-    code.addEventListener("focus", fill);
 
     let tabFree = false; // after Esc, Tab leaves the editor
     code.addEventListener("keydown", (event) => {
@@ -119,11 +113,9 @@
     code.addEventListener("input", save);
 
     runButton.addEventListener("click", async () => {
-      fill();
       finished(await run({ files: { "my_toy.py": code.value }, argv: ["my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
     });
     checkButton.addEventListener("click", async () => {
-      fill();
       finished(await run({ files: { "my_toy.py": code.value }, fetch: { "check_toy.py": checker },
         argv: ["check_toy.py", "my_toy.py"] }, (text) => { box.textContent = text; }), box, interpreter);
     });
@@ -144,7 +136,6 @@
       clearTimeout(armed);
       armed = null;
       resetButton.textContent = "Reset to skeleton";
-      loaded = true;
       code.value = await loadSkeleton();
       save();
       box.textContent = "The skeleton is back.";

@@ -265,10 +265,9 @@
     ]));
     return box;
   }
+  // A table box that scrolls sideways must be reachable by keyboard: the site's one mechanism (accessibility.html).
   function keyboardScroll(root) {
-    root.querySelectorAll(".rl-table-box").forEach((box) => {
-      if (box.scrollWidth > box.clientWidth) box.setAttribute("tabindex", "0"); else box.removeAttribute("tabindex");
-    });
+    window.residlabScrollBoxes?.watch(root.querySelectorAll(".rl-table-box"));
   }
 
   class NoCryptoError extends Error {}

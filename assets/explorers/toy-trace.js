@@ -325,13 +325,11 @@
       status.classList.remove("rl-error");
       status.textContent = `Exact arithmetic for x = ${vectorText(values.slice(0, 3))} and x̃ = ${vectorText(values.slice(3))}.`;
     }
-    // A value box that scrolls sideways must be reachable by keyboard to be scrolled; one that fits need not.
-    const boxes = [...root.querySelectorAll(".rl-value")];
-    const keyboardScroll = () => boxes.forEach((box) => {
-      if (box.scrollWidth > box.clientWidth) box.setAttribute("tabindex", "0"); else box.removeAttribute("tabindex");
-    });
+    // A value box that scrolls sideways must be reachable by keyboard to be scrolled; one that fits need not: the
+    // site's one mechanism (accessibility.html), told again when the values' text changes.
+    const boxes = root.querySelectorAll(".rl-value");
+    const keyboardScroll = () => window.residlabScrollBoxes?.watch(boxes);
     for (const input of inputs) input.addEventListener("input", () => { update(); keyboardScroll(); });
-    window.addEventListener("resize", keyboardScroll);
     root.querySelector("form").addEventListener("submit", (event) => event.preventDefault());
     update();
     keyboardScroll();

@@ -23,13 +23,13 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1873  residlab/audit/measures.py
-#   line 1967    measure_write
-#   line 2351  residlab/audit/packet.py
-#   line 2480    model_record
-#   line 2516    input_record
-#   line 2545    intervention_record
-#   line 2652    measurement_record
+#   line 1879  residlab/audit/measures.py
+#   line 1973    measure_write
+#   line 2357  residlab/audit/packet.py
+#   line 2486    model_record
+#   line 2522    input_record
+#   line 2551    intervention_record
+#   line 2658    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/capture/blocks.py
@@ -39,16 +39,16 @@ arguments.
 #   line  855  residlab/capture/patching.py
 #   line  972  residlab/capture/sites.py
 #   line 1077  residlab/audit/runs.py
-#   line 1422  residlab/capture/versions.py
-#   line 1455  residlab/audit/schema.py
-#   line 1841  residlab/capture/vectors.py
-#   line 1873  residlab/audit/measures.py
-#   line 1995  residlab/audit/attribution.py
-#   line 2108  residlab/audit/placement.py
-#   line 2351  residlab/audit/packet.py
-#   line 2772  residlab/capture/files.py
-#   line 2864  residlab/audit/verify.py
-#   line 3290  residlab/audit/cli.py (the entry)
+#   line 1428  residlab/capture/versions.py
+#   line 1461  residlab/audit/schema.py
+#   line 1847  residlab/capture/vectors.py
+#   line 1879  residlab/audit/measures.py
+#   line 2001  residlab/audit/attribution.py
+#   line 2114  residlab/audit/placement.py
+#   line 2357  residlab/audit/packet.py
+#   line 2778  residlab/capture/files.py
+#   line 2870  residlab/audit/verify.py
+#   line 3296  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1104,7 +1104,7 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
@@ -1217,7 +1217,7 @@ class DeclaredSite:
 class Run:
     run_id: str
     input_name: str  # "clean" or "corrupt"
-    sites: dict  # site name -> tensor (n, d), in forward order
+    sites: dict  # site name -> tensor (n, d), in forward order; emptied once an intervened run is compared
     logits: object  # (vocab,) at the last position
     digest_before: str
     digest_after: str
@@ -1405,17 +1405,23 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
         watch = ParameterWatch(subject.model)
         clean = execute(subject, "clean", "clean", list(audit_input.clean_ids), watch)
         corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), watch)
-        runs = [clean, corrupt]
+        runs, comparisons = [clean, corrupt], []
+
+        def compared(run: Run) -> Run:
+            # An intervened run is compared with its source as it ends and kept without its site records: the
+            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
+            return replace(run, sites={})
+
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), watch,
-                                site=site, replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), watch,
-                                site=site, replacement=clean.sites[site.name][site.position].clone(),
-                                source_run="corrupt", kind="clean write"))  # fmt: skip
+            interventions = ((f"ablate {site.label}", "clean", torch.zeros(width), "zero"),
+                             (f"patch {site.label}", "corrupt", clean.sites[site.name][site.position].clone(), "clean write"))
+            for run_id, source, replacement, kind in interventions:  # each on its source run's input
+                ids = audit_input.clean_ids if source == "clean" else audit_input.corrupt_ids
+                runs.append(compared(execute(subject, run_id, source, list(ids), watch, site=site,
+                                             replacement=replacement, source_run=source, kind=kind)))
         parameters = watch.close()
-    by_id = {run.run_id: run for run in runs}
-    comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
     return runs, comparisons, parameters
 
 

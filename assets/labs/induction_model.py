@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3894  residlab/course/lab06/induction_audit.py
-#   line 3927    declared_sites
+#   line 3900  residlab/course/lab06/induction_audit.py
+#   line 3933    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -54,13 +54,13 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 1553  residlab/capture/files.py
 #   line 1645  residlab/audit/subject.py
 #   line 1960  residlab/audit/runs.py
-#   line 2305  residlab/audit/schema.py
-#   line 2691  residlab/audit/attribution.py
-#   line 2804  residlab/audit/placement.py
-#   line 3047  residlab/audit/packet.py
-#   line 3468  residlab/audit/verify.py
-#   line 3894  residlab/course/lab06/induction_audit.py
-#   line 3985  residlab/course/lab06/induction_cli.py (the entry)
+#   line 2311  residlab/audit/schema.py
+#   line 2697  residlab/audit/attribution.py
+#   line 2810  residlab/audit/placement.py
+#   line 3053  residlab/audit/packet.py
+#   line 3474  residlab/audit/verify.py
+#   line 3900  residlab/course/lab06/induction_audit.py
+#   line 3991  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1987,7 +1987,7 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
@@ -2100,7 +2100,7 @@ class DeclaredSite:
 class Run:
     run_id: str
     input_name: str  # "clean" or "corrupt"
-    sites: dict  # site name -> tensor (n, d), in forward order
+    sites: dict  # site name -> tensor (n, d), in forward order; emptied once an intervened run is compared
     logits: object  # (vocab,) at the last position
     digest_before: str
     digest_after: str
@@ -2288,17 +2288,23 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
         watch = ParameterWatch(subject.model)
         clean = execute(subject, "clean", "clean", list(audit_input.clean_ids), watch)
         corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), watch)
-        runs = [clean, corrupt]
+        runs, comparisons = [clean, corrupt], []
+
+        def compared(run: Run) -> Run:
+            # An intervened run is compared with its source as it ends and kept without its site records: the
+            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
+            return replace(run, sites={})
+
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), watch,
-                                site=site, replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), watch,
-                                site=site, replacement=clean.sites[site.name][site.position].clone(),
-                                source_run="corrupt", kind="clean write"))  # fmt: skip
+            interventions = ((f"ablate {site.label}", "clean", torch.zeros(width), "zero"),
+                             (f"patch {site.label}", "corrupt", clean.sites[site.name][site.position].clone(), "clean write"))
+            for run_id, source, replacement, kind in interventions:  # each on its source run's input
+                ids = audit_input.clean_ids if source == "clean" else audit_input.corrupt_ids
+                runs.append(compared(execute(subject, run_id, source, list(ids), watch, site=site,
+                                             replacement=replacement, source_run=source, kind=kind)))
         parameters = watch.close()
-    by_id = {run.run_id: run for run in runs}
-    comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
     return runs, comparisons, parameters
 
 

@@ -28,9 +28,9 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 # Read this first: the audit of the copy model.
 #   line  662  residlab/course/models/copy_model.py
 #   line  718    PreNormBlock
-#   line 3656  residlab/course/models/lesson_lab.py
-#   line 3787    run_traced
-#   line 3832    audit_model
+#   line 3662  residlab/course/models/lesson_lab.py
+#   line 3793    run_traced
+#   line 3838    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   62  residlab/course/models/needs_torch.py
@@ -49,11 +49,11 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line 1428  residlab/capture/files.py
 #   line 1520  residlab/audit/subject.py
 #   line 1835  residlab/audit/runs.py
-#   line 2180  residlab/audit/schema.py
-#   line 2566  residlab/audit/placement.py
-#   line 2809  residlab/audit/packet.py
-#   line 3230  residlab/audit/verify.py
-#   line 3656  residlab/course/models/lesson_lab.py (the entry)
+#   line 2186  residlab/audit/schema.py
+#   line 2572  residlab/audit/placement.py
+#   line 2815  residlab/audit/packet.py
+#   line 3236  residlab/audit/verify.py
+#   line 3662  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1862,7 +1862,7 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 COMPONENTS = {"attn": "attn_write", "mlp": "mlp_write"}
@@ -1975,7 +1975,7 @@ class DeclaredSite:
 class Run:
     run_id: str
     input_name: str  # "clean" or "corrupt"
-    sites: dict  # site name -> tensor (n, d), in forward order
+    sites: dict  # site name -> tensor (n, d), in forward order; emptied once an intervened run is compared
     logits: object  # (vocab,) at the last position
     digest_before: str
     digest_after: str
@@ -2163,17 +2163,23 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
         watch = ParameterWatch(subject.model)
         clean = execute(subject, "clean", "clean", list(audit_input.clean_ids), watch)
         corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), watch)
-        runs = [clean, corrupt]
+        runs, comparisons = [clean, corrupt], []
+
+        def compared(run: Run) -> Run:
+            # An intervened run is compared with its source as it ends and kept without its site records: the
+            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
+            return replace(run, sites={})
+
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), watch,
-                                site=site, replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), watch,
-                                site=site, replacement=clean.sites[site.name][site.position].clone(),
-                                source_run="corrupt", kind="clean write"))  # fmt: skip
+            interventions = ((f"ablate {site.label}", "clean", torch.zeros(width), "zero"),
+                             (f"patch {site.label}", "corrupt", clean.sites[site.name][site.position].clone(), "clean write"))
+            for run_id, source, replacement, kind in interventions:  # each on its source run's input
+                ids = audit_input.clean_ids if source == "clean" else audit_input.corrupt_ids
+                runs.append(compared(execute(subject, run_id, source, list(ids), watch, site=site,
+                                             replacement=replacement, source_run=source, kind=kind)))
         parameters = watch.close()
-    by_id = {run.run_id: run for run in runs}
-    comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
     return runs, comparisons, parameters
 
 

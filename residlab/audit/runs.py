@@ -28,7 +28,7 @@ import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from residlab.capture.blocks import canonical_path
 from residlab.capture.patching import set_to
@@ -146,7 +146,7 @@ class DeclaredSite:
 class Run:
     run_id: str
     input_name: str  # "clean" or "corrupt"
-    sites: dict  # site name -> tensor (n, d), in forward order
+    sites: dict  # site name -> tensor (n, d), in forward order; emptied once an intervened run is compared
     logits: object  # (vocab,) at the last position
     digest_before: str
     digest_after: str
@@ -316,7 +316,9 @@ def torch_threads(threads: int):
 
 
 def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
-    """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    """Every run the audit needs, each compared with its source; returns (runs, comparisons). The clean and corrupt
+    runs come first with their site records; each intervened run comes back with ``sites == {}``, its comparison
+    taken when it ended."""
     runs, comparisons, _ = run_audit_measured(subject, audit_input, sites, threads)
     return runs, comparisons
 
@@ -334,16 +336,23 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
         watch = ParameterWatch(subject.model)
         clean = execute(subject, "clean", "clean", list(audit_input.clean_ids), watch)
         corrupt = execute(subject, "corrupt", "corrupt", list(audit_input.corrupt_ids), watch)
-        runs = [clean, corrupt]
+        runs, comparisons = [clean, corrupt], []
+
+        def compared(run: Run) -> Run:
+            # An intervened run is compared with its source as it ends and kept without its site records: the
+            # audit holds at most three runs' records (clean, corrupt and the one just ended), whatever the
+            # number of writes.
+            comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
+            return replace(run, sites={})
+
         for site in sites:
             width = clean.sites[site.name].shape[1]
-            runs.append(execute(subject, f"ablate {site.label}", "clean", list(audit_input.clean_ids), watch,
-                                site=site, replacement=torch.zeros(width), source_run="clean", kind="zero"))  # fmt: skip
-            runs.append(execute(subject, f"patch {site.label}", "corrupt", list(audit_input.corrupt_ids), watch,
-                                site=site, replacement=clean.sites[site.name][site.position].clone(),
-                                source_run="corrupt", kind="clean write"))  # fmt: skip
+            interventions = ((f"ablate {site.label}", "clean", torch.zeros(width), "zero"),
+                             (f"patch {site.label}", "corrupt", clean.sites[site.name][site.position].clone(), "clean write"))
+            for run_id, source, replacement, kind in interventions:  # each on its source run's input
+                ids = audit_input.clean_ids if source == "clean" else audit_input.corrupt_ids
+                runs.append(compared(execute(subject, run_id, source, list(ids), watch, site=site,
+                                             replacement=replacement, source_run=source, kind=kind)))
         parameters = watch.close()
-    by_id = {run.run_id: run for run in runs}
-    comparisons = [compare_to_source(run, by_id[run.source_run]) for run in runs if run.site is not None]
     return runs, comparisons, parameters
 

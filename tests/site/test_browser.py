@@ -39,6 +39,9 @@ def open_page(browser, url: str) -> dict:
     browser.get_log("performance"), browser.get_log("browser")  # drop what earlier pages left
     browser.get(url)
     wait_for(browser, lambda b: b.execute_script("return document.readyState") == "complete", f"{url} never loaded")
+    # and two frames more: what a ResizeObserver does after layout (accessibility.html's tab stops) is done by then
+    browser.execute_async_script("const done = arguments[arguments.length - 1];"
+                                 "requestAnimationFrame(() => requestAnimationFrame(() => done(true)))")
     events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
     requested = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"}
     failed = [f"{requested.get(e['params']['requestId'], '?')}: {e['params']['errorText']}"

@@ -4,6 +4,8 @@ the run is re-hashed and named; a write that bypasses the counter and persists i
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 import torch
 
@@ -104,3 +106,30 @@ def test_parameters_without_a_version_counter_are_hashed_after_every_run(monkeyp
     runs, _ = audit.run_audit(subject, _audit_input(), _all_writes(subject)[:1])
     assert len(calls) == 1 + len(runs) + 1
     assert len({run.digest_after for run in runs}) == 1
+
+
+def test_an_intervened_run_is_compared_as_it_ends_and_keeps_no_records(monkeypatch):
+    """The audit holds two runs' site records (clean and corrupt) whatever the number of writes: each intervened
+    run is compared with its source before the next run starts, then kept as its logits and digests only."""
+    subject = audit.build_specimen("gpt_neox", 0)
+    sites = _all_writes(subject)[:3]
+    records, alive = [], []  # a weak reference to one record tensor of each run; the live ones at each comparison
+    execute, compare = audit_runs.execute, audit_runs.compare_to_source
+
+    def recorded(*args, **kwargs):
+        run = execute(*args, **kwargs)
+        records.append(weakref.ref(next(iter(run.sites.values()))))
+        return run
+
+    def compared(run, source):
+        alive.append(sum(reference() is not None for reference in records))
+        return compare(run, source)
+
+    monkeypatch.setattr(audit_runs, "execute", recorded)
+    monkeypatch.setattr(audit_runs, "compare_to_source", compared)
+    runs, comparisons = audit.run_audit(subject, _audit_input(), sites)
+    assert [run.run_id for run in runs[:2]] == ["clean", "corrupt"] and all(run.sites for run in runs[:2])
+    assert len(runs) == 2 + 2 * len(sites) and all(run.sites == {} and run.logits is not None for run in runs[2:])
+    assert [c["run"] for c in comparisons] == [run.run_id for run in runs[2:]]
+    assert alive == [3] * len(comparisons)  # clean, corrupt and the run being compared: never more
+    assert all(c["upstream_identical"] == c["upstream_sites"] and c["declared_equals_replacement"] for c in comparisons)

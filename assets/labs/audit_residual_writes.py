@@ -23,13 +23,13 @@ arguments.
 """
 
 # Read this first: the measures: the records and the measurement.
-#   line 1879  residlab/audit/measures.py
-#   line 1973    measure_write
-#   line 2357  residlab/audit/packet.py
-#   line 2486    model_record
-#   line 2522    input_record
-#   line 2551    intervention_record
-#   line 2658    measurement_record
+#   line 1882  residlab/audit/measures.py
+#   line 1976    measure_write
+#   line 2360  residlab/audit/packet.py
+#   line 2489    model_record
+#   line 2525    input_record
+#   line 2554    intervention_record
+#   line 2661    measurement_record
 #
 # Contents (the line where each section's marker starts):
 #   line   57  residlab/capture/blocks.py
@@ -39,16 +39,16 @@ arguments.
 #   line  855  residlab/capture/patching.py
 #   line  972  residlab/capture/sites.py
 #   line 1077  residlab/audit/runs.py
-#   line 1428  residlab/capture/versions.py
-#   line 1461  residlab/audit/schema.py
-#   line 1847  residlab/capture/vectors.py
-#   line 1879  residlab/audit/measures.py
-#   line 2001  residlab/audit/attribution.py
-#   line 2114  residlab/audit/placement.py
-#   line 2357  residlab/audit/packet.py
-#   line 2778  residlab/capture/files.py
-#   line 2870  residlab/audit/verify.py
-#   line 3296  residlab/audit/cli.py (the entry)
+#   line 1431  residlab/capture/versions.py
+#   line 1464  residlab/audit/schema.py
+#   line 1850  residlab/capture/vectors.py
+#   line 1882  residlab/audit/measures.py
+#   line 2004  residlab/audit/attribution.py
+#   line 2117  residlab/audit/placement.py
+#   line 2360  residlab/audit/packet.py
+#   line 2781  residlab/capture/files.py
+#   line 2873  residlab/audit/verify.py
+#   line 3299  residlab/audit/cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1387,7 +1387,9 @@ def torch_threads(threads: int):
 
 
 def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
-    """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    """Every run the audit needs, each compared with its source; returns (runs, comparisons). The clean and corrupt
+    runs come first with their site records; each intervened run comes back with ``sites == {}``, its comparison
+    taken when it ended."""
     runs, comparisons, _ = run_audit_measured(subject, audit_input, sites, threads)
     return runs, comparisons
 
@@ -1409,7 +1411,8 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
 
         def compared(run: Run) -> Run:
             # An intervened run is compared with its source as it ends and kept without its site records: the
-            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            # audit holds at most three runs' records (clean, corrupt and the one just ended), whatever the
+            # number of writes.
             comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
             return replace(run, sites={})
 

@@ -34,8 +34,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  189  residlab/course/models/induction/recipe.py
 #   line  242    MODEL_CONFIG
 #   line  311    train_induction_model
-#   line 3900  residlab/course/lab06/induction_audit.py
-#   line 3933    declared_sites
+#   line 3903  residlab/course/lab06/induction_audit.py
+#   line 3936    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
@@ -54,13 +54,13 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 1553  residlab/capture/files.py
 #   line 1645  residlab/audit/subject.py
 #   line 1960  residlab/audit/runs.py
-#   line 2311  residlab/audit/schema.py
-#   line 2697  residlab/audit/attribution.py
-#   line 2810  residlab/audit/placement.py
-#   line 3053  residlab/audit/packet.py
-#   line 3474  residlab/audit/verify.py
-#   line 3900  residlab/course/lab06/induction_audit.py
-#   line 3991  residlab/course/lab06/induction_cli.py (the entry)
+#   line 2314  residlab/audit/schema.py
+#   line 2700  residlab/audit/attribution.py
+#   line 2813  residlab/audit/placement.py
+#   line 3056  residlab/audit/packet.py
+#   line 3477  residlab/audit/verify.py
+#   line 3903  residlab/course/lab06/induction_audit.py
+#   line 3994  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2270,7 +2270,9 @@ def torch_threads(threads: int):
 
 
 def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
-    """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    """Every run the audit needs, each compared with its source; returns (runs, comparisons). The clean and corrupt
+    runs come first with their site records; each intervened run comes back with ``sites == {}``, its comparison
+    taken when it ended."""
     runs, comparisons, _ = run_audit_measured(subject, audit_input, sites, threads)
     return runs, comparisons
 
@@ -2292,7 +2294,8 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
 
         def compared(run: Run) -> Run:
             # An intervened run is compared with its source as it ends and kept without its site records: the
-            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            # audit holds at most three runs' records (clean, corrupt and the one just ended), whatever the
+            # number of writes.
             comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
             return replace(run, sites={})
 

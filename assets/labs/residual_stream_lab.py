@@ -28,9 +28,9 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 # Read this first: the audit of the copy model.
 #   line  662  residlab/course/models/copy_model.py
 #   line  718    PreNormBlock
-#   line 3662  residlab/course/models/lesson_lab.py
-#   line 3793    run_traced
-#   line 3838    audit_model
+#   line 3665  residlab/course/models/lesson_lab.py
+#   line 3796    run_traced
+#   line 3841    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   62  residlab/course/models/needs_torch.py
@@ -49,11 +49,11 @@ Run it as ``residlab lesson`` or, standalone, ``python3 residual_stream_lab.py``
 #   line 1428  residlab/capture/files.py
 #   line 1520  residlab/audit/subject.py
 #   line 1835  residlab/audit/runs.py
-#   line 2186  residlab/audit/schema.py
-#   line 2572  residlab/audit/placement.py
-#   line 2815  residlab/audit/packet.py
-#   line 3236  residlab/audit/verify.py
-#   line 3662  residlab/course/models/lesson_lab.py (the entry)
+#   line 2189  residlab/audit/schema.py
+#   line 2575  residlab/audit/placement.py
+#   line 2818  residlab/audit/packet.py
+#   line 3239  residlab/audit/verify.py
+#   line 3665  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2145,7 +2145,9 @@ def torch_threads(threads: int):
 
 
 def run_audit(subject: Subject, audit_input: AuditInput, sites: list[DeclaredSite], threads: int = 1):
-    """Every run the audit needs, each compared with its source; returns (runs, comparisons)."""
+    """Every run the audit needs, each compared with its source; returns (runs, comparisons). The clean and corrupt
+    runs come first with their site records; each intervened run comes back with ``sites == {}``, its comparison
+    taken when it ended."""
     runs, comparisons, _ = run_audit_measured(subject, audit_input, sites, threads)
     return runs, comparisons
 
@@ -2167,7 +2169,8 @@ def run_audit_measured(subject: Subject, audit_input: AuditInput, sites: list[De
 
         def compared(run: Run) -> Run:
             # An intervened run is compared with its source as it ends and kept without its site records: the
-            # audit holds two runs' records (clean and corrupt) whatever the number of writes.
+            # audit holds at most three runs' records (clean, corrupt and the one just ended), whatever the
+            # number of writes.
             comparisons.append(compare_to_source(run, clean if run.source_run == "clean" else corrupt))
             return replace(run, sites={})
 

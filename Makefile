@@ -71,12 +71,13 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
 # Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
-# The two long ones start as soon as their environments are built: the site suite (one render of a clean copy,
-# then the browser; the runners' tests meanwhile) and the rest (units and the stand-in publish renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
+# The two long ones, each one process most of the time, start as soon as their environments are built: the site
+# suite (one render of a clean copy, then the browser) and the rest (units, runners, the stand-in publish
+# renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
 # environments are built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are
 # built on both cores and the long suites start sooner.
-SITE_SUITE := tests/site tests/runners --ignore=tests/site/test_publish_pythia.py
-REST_SUITE := tests/unit tests/site/test_publish_pythia.py
+SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
+REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
 BESIDE := nice -n 10
 LONG_SUITES_FIRST :=
 test:
@@ -86,14 +87,12 @@ test:
 # The site suite runs the pages' commands with the learners' environment too (tests/site/test_page_commands.py).
 # Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist workers, a test file per worker at a
 # time (module fixtures such as Lighthouse's run once), after one render the workers share (tests/site/conftest.py).
-# The runners' tests (tests/runners) need no render: they run here, on the workers that would otherwise wait for it
-# (tests/site/conftest.py hands out the files in that order; --no-loadscope-reorder keeps it).
 SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile --no-loadscope-reorder $(SITE_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
-# One process: its tests compute (trainings, renders of stand-ins) where the site suite's mostly wait on Chromium,
-# so workers here would only contend for the same two cores.
+# One process: its tests compute (runners, trainings, renders of stand-ins) where the site suite's mostly wait on
+# Chromium, so workers here would only contend for the same two cores.
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 

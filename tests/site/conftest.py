@@ -40,10 +40,8 @@ class Build:
     output: str  # everything quarto render printed
 
 
-# The order in which pytest-xdist (--dist loadfile --no-loadscope-reorder) hands files to workers: first the
-# page-commands test, whose worker starts the render; then the runners' tests (make test-site runs tests/runners),
-# which need no render, on the other workers while it lasts; then the longest of those that wait for it.
-LONGEST_AFTER_THE_RENDER = ("test_lighthouse.py", "test_browser.py", "test_dark_mode.py")
+# Under pytest-xdist (--dist loadfile) these files, the longest after the render, go to workers first.
+LONGEST_FIRST = ("test_page_commands.py", "test_lighthouse.py")
 RENDER_WAIT_S = 3600  # how long a worker waits for another worker's render before it gives up
 
 
@@ -95,18 +93,8 @@ def built_site(tmp_path_factory) -> Build:
         pytest.fail(str(error), pytrace=False)
 
 
-def _handed_out(item) -> int:
-    if item.path.name == "test_page_commands.py":
-        return 0
-    if item.path.parent.name == "runners":
-        return 1
-    if item.path.name in LONGEST_AFTER_THE_RENDER:
-        return 2 + LONGEST_AFTER_THE_RENDER.index(item.path.name)
-    return 2 + len(LONGEST_AFTER_THE_RENDER)
-
-
 def pytest_collection_modifyitems(items):
-    items.sort(key=_handed_out)
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST else len(LONGEST_FIRST))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

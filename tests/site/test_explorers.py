@@ -304,10 +304,11 @@ def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
     origin = urlsplit(lab_url).netloc
     scripts = [url for url in lab["requested"] if "/assets/explorers/" in url]
     # the registry's scripts of Lab 05 from the site itself (their small stylesheet is written into the page when the
-    # site is built), all but the editor's worker, which only a first Run or Check starts
+    # site is built), all but the editor's, fetched when the editor nears the screen (test_python_in_page), and its
+    # worker, which only a first Run or Check starts
     from residlab.course import pages
 
-    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-worker.js"}
+    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-editor.js", "python-worker.js"}
     assert sorted(url.rsplit("/", 1)[1] for url in scripts) == sorted(expected), lab["requested"]
     assert [url for url in lab["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin] == []
     assert lab["failed"] == [] and [e for e in lab["console"] if e["level"] == "SEVERE"] == []

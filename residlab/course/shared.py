@@ -22,6 +22,7 @@ import inspect
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from residlab.course.glossary.cache_layouts import EXAMPLE_PROMPT  # no torch: the page's prompt, the default key
@@ -159,9 +160,13 @@ def patching_report():
     """Lab 07's report (``lab07.lab.run_lab``) on the induction model this render trained, the one the glossary and
     Lab 06 show (``induction_training``), loaded from its directory's files as a learner's runner loads it."""
     from residlab.course.lab07.lab import run_lab
-    from residlab.course.lab07.page import model_from_files
+    from residlab.course.models.induction.recipe import load_induction_model
 
-    return run_lab(model_from_files(induction_training().model_files))
+    with tempfile.TemporaryDirectory(prefix="residlab-lab07-") as scratch:
+        for name, data in induction_training().model_files.items():
+            (Path(scratch) / name).write_bytes(data)
+        model = load_induction_model(Path(scratch))
+    return run_lab(model)
 
 
 # ---- the prefetch --------------------------------------------------------------------------------------------

@@ -5,22 +5,9 @@ per render, by the prefetch while the pages before it render."""
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-from residlab.course.models.induction.recipe import load_induction_model
 from residlab.course.lab07 import figures, sentences  # noqa: F401 (the page reads them from here)
-from residlab.course.lab07.lab import HEAD_METHODS, run_lab  # noqa: F401
+from residlab.course.lab07.lab import HEAD_METHODS  # noqa: F401
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-
-
-def model_from_files(files: dict[str, bytes]):
-    """The induction model loaded from its directory's files (config.json, model.safetensors), as a learner's
-    runner loads the directory ``residlab induction train`` writes."""
-    with tempfile.TemporaryDirectory(prefix="residlab-lab07-") as scratch:
-        for name, data in files.items():
-            (Path(scratch) / name).write_bytes(data)
-        return load_induction_model(Path(scratch))
 
 
 def check_report(report: dict) -> None:

@@ -206,7 +206,7 @@
     const parsed = {};
     for (const name of [OBSERVATIONS, CAPTURES]) {
       const recorded = manifest.results[name], file = byName.get(name);
-      need(file.size === recorded.size, name, `${file.size.toLocaleString("en")} bytes, but ${MANIFEST} records ${recorded.size.toLocaleString("en")}: not the file of this run`);
+      need(file.size === recorded.size, name, `${J.grouped(file.size)} bytes, but ${MANIFEST} records ${J.grouped(recorded.size)}: not the file of this run`);
       const { bytes, text } = await read(name);
       const digest = await J.sha256Hex(bytes); // NoCryptoError: the run cannot be verified here
       need(digest === recorded.sha256, name, `its SHA-256 is ${digest}, but ${MANIFEST} records ${recorded.sha256}: changed, or another run's file`);
@@ -243,7 +243,7 @@
     }
     for (const entry of Array.isArray(manifest.files) ? manifest.files : []) {
       if (isObject(entry) && typeof entry.name === "string") {
-        rows.push([entry.name, `${isInt(entry.size) ? entry.size.toLocaleString("en") : "?"} bytes, sha256 ${typeof entry.sha256 === "string" ? entry.sha256.slice(0, 16) + "…" : "none"}`]);
+        rows.push([entry.name, `${isInt(entry.size) ? J.grouped(entry.size) : "?"} bytes, sha256 ${typeof entry.sha256 === "string" ? entry.sha256.slice(0, 16) + "…" : "none"}`]);
       }
     }
     return table(`What ${MANIFEST} says was observed`, ["what", "recorded"], rows);
@@ -286,7 +286,7 @@
       "No run opened: the explorer shows the site's capture.");
     const details = element("div", { id: "open-capture-details" });
     const back = element("button", { type: "button", class: "btn btn-outline-secondary btn-sm", id: "open-capture-back", hidden: "" }, "Show the site's capture again");
-    const limits = Object.entries(config.files).map(([name, limit]) => `${name} up to ${(limit / 1048576).toLocaleString("en")} MiB`).join(", ");
+    const limits = Object.entries(config.files).map(([name, limit]) => `${name} up to ${J.grouped(limit / 1048576)} MiB`).join(", ");
     root.replaceChildren(
       element("p", {}, [element("label", { for: "open-capture-files" }, "Choose your run's manifest.json, observations.json and captures.json (all three at once)"), input]),
       element("p", { class: "rl-hint" }, `…or drop the three files anywhere in this box. They are read by your browser only; nothing is uploaded. Sizes: ${limits}.`),

@@ -161,7 +161,7 @@
     const details = element("div", { id: "open-packet-details" });
     root.replaceChildren(
       element("p", {}, [element("label", { for: "open-packet-files" }, `Choose your packet's four records (${names}) all at once`), input]),
-      element("p", { class: "rl-hint" }, `…or drop them anywhere in this box. They are read by your browser only; nothing is uploaded. Each may be up to ${(config.max_bytes / 1048576).toLocaleString("en")} MiB.`),
+      element("p", { class: "rl-hint" }, `…or drop them anywhere in this box. They are read by your browser only; nothing is uploaded. Each may be up to ${J.grouped(config.max_bytes / 1048576)} MiB.`),
       status, details,
     );
 

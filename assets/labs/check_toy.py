@@ -19,14 +19,14 @@ with its input and the value expected.
 
 The same file runs in Lab 05's page (under Pyodide, in the browser) and as the download. Exit status: 0 every
 function passes, 1 one does not, 2 the file could not be read or imported (one line says why). Outside the page
-each function's checks stop after ``FUNCTION_LIMIT_S`` seconds (a loop that never ends is named, not waited on);
-in the page the editor's worker has its own limit, and Pyodide has no threads.
+the file's top-level code and each function's checks stop after ``FUNCTION_LIMIT_S`` seconds (a loop that never
+ends is named, not waited on); in the page the editor's worker has its own limit, and Pyodide has no threads.
 """
 
 # Read this first: the checks, one per function, and the named mistakes.
 #   line  810  residlab/course/lab05/code_check.py
 #   line  853    held_out_inputs
-#   line 1116    check_module
+#   line 1128    check_module
 #   line  294  residlab/course/lab05/toy.py
 #   line  396    sequential_trace
 #   line  419    parallel_trace
@@ -1093,24 +1093,36 @@ def _verdict(check, toy) -> Mistake | None:
         return Mistake(None, "recursed without end")
 
 
-def _verdict_within_limit(check, toy, limit_s: float) -> Mistake | None:
-    """The check in a daemon thread, given up after ``limit_s`` (the thread is left spinning; the process exits)."""
-    verdicts, errors = [], []
+class _StillRunning(Exception):
+    pass
+
+
+def _within_limit(function, limit_s: float):
+    """``function()`` in a daemon thread, given up after ``limit_s`` (_StillRunning; the thread is left spinning and
+    the process exits without it); what it raises is raised here, as it would be without the thread."""
+    results, errors = [], []
 
     def run() -> None:
         try:
-            verdicts.append(_verdict(check, toy))
-        except BaseException as error:  # raised below, as it would be without the thread
+            results.append(function())
+        except BaseException as error:
             errors.append(error)
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     worker.join(limit_s)
     if worker.is_alive():
-        return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
+        raise _StillRunning
     if errors:
         raise errors[0]
-    return verdicts[0]
+    return results[0]
+
+
+def _verdict_within_limit(check, toy, limit_s: float) -> Mistake | None:
+    try:
+        return _within_limit(lambda: _verdict(check, toy), limit_s)
+    except _StillRunning:
+        return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
 
 
 def check_module(toy, limit_s: float | None = None) -> dict[str, Mistake | None]:
@@ -1131,13 +1143,20 @@ class LearnerFileError(Exception):
     """The learner's file is missing, unreadable or fails on import; the message is one line."""
 
 
-def load_learner_module(path: Path):
+def load_learner_module(path: Path, limit_s: float | None = None):
+    """The learner's file imported as a module; with ``limit_s``, its top-level code is given up after that long."""
     if not path.is_file():
         raise LearnerFileError(f"{path} is not a file: save your toy (for example my_toy.py) and name it here")
     spec = importlib.util.spec_from_file_location("learner_toy", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        if limit_s is None:
+            spec.loader.exec_module(module)
+        else:
+            _within_limit(lambda: spec.loader.exec_module(module), limit_s)
+    except _StillRunning:
+        raise LearnerFileError(f"{path} was still running its top-level code after {limit_s:g} s: a loop that never "
+                               "ends, or a call that waits for input, outside the functions?") from None
     except SyntaxError as error:
         raise LearnerFileError(f"{path}, line {error.lineno}: {error.msg}") from None
     except Exception as error:  # the learner's top-level code: report it in one line
@@ -1151,14 +1170,15 @@ def check_main(argv: list[str] | None = None) -> int:
     if len(arguments) != 1 or arguments[0].startswith("-"):
         print(f"usage: {program} my_toy.py  (checks the functions of Lab 05 Part 3's skeleton)", file=sys.stderr)
         return 2
+    # Pyodide has no threads; in the page the editor's worker stops a run that outlasts its own limit.
+    limit_s = None if sys.platform == "emscripten" else FUNCTION_LIMIT_S
     try:
-        toy = load_learner_module(Path(arguments[0]))
+        toy = load_learner_module(Path(arguments[0]), limit_s)
     except LearnerFileError as error:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
     print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
-    # Pyodide has no threads; in the page the editor's worker stops a run that outlasts its own limit.
-    verdicts = check_module(toy, None if sys.platform == "emscripten" else FUNCTION_LIMIT_S)
+    verdicts = check_module(toy, limit_s)
     width = max(len(name) for name in verdicts)
     for name, mistake in verdicts.items():
         print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")

@@ -19,6 +19,11 @@ done before left as it is.
 - Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
   body's padding for the fixed header, which one of them sets, is set by a script right after the header
   (``reserve_header_height``), so on a phone the page does not jump down once they run.
+- AnchorJS (the links Quarto puts beside headings) starts by adding its base rules as a new stylesheet at the top
+  of the head, once the page has been laid out, and a new stylesheet makes the browser restyle and lay out the
+  whole page again: on Lab 05 a second full layout, the longest task of its load on a phone. The same rules, read
+  from the site's own ``anchor.min.js``, are written where AnchorJS would put them (``seed_anchor_styles``);
+  finding them, it adds none.
 
 Quarto 1.10 has no format option, include or filter for these (each changes what Quarto itself writes, where it
 writes it: its head, its scripts, its header), so they rewrite its output.
@@ -51,6 +56,7 @@ def rewrite(html: str, page: Path, site_dir: Path, fonts: dict) -> str:
     (file name -> whether a page's body draws with it). A missing pattern stops the build, naming the page."""
     try:
         html = reserve_header_height(defer_head_scripts(defer_other_scheme(html)))
+        html = seed_anchor_styles(html, page, site_dir)
         html = preload_fonts(inline_small_stylesheets(html, page, site_dir), page, site_dir, fonts)
         return load_search_after_the_page(html)
     except PatternMissing as error:
@@ -188,6 +194,46 @@ def reserve_header_height(html: str) -> str:
     if not header:
         raise PatternMissing("reserve_header_height", 'no fixed header (<header id="quarto-header" class="fixed-top">)')
     return html[:header.end()] + HEADER_OFFSET_SCRIPT + html[header.end():]
+
+
+# ---------------------------------------------------------------- AnchorJS's base rules
+
+ANCHOR_SCRIPT = re.compile(r'<script src="(?P<src>[^"]*anchor\.min\.js)"[^>]*>')
+# AnchorJS's add(): when the head has no <style class="anchorjs">, it makes one and inserts its rules one by one.
+ANCHOR_STYLE_CHECK = 'null===document.head.querySelector("style.anchorjs")'
+ANCHOR_RULE = re.compile(r"""insertRule\((?P<quote>["'])(?P<rule>.*?)(?P=quote),""")
+ANCHOR_STYLE_MARK = "data-residlab-seeded"
+# where AnchorJS inserts its style: before the head's first stylesheet or style element
+FIRST_STYLE = re.compile(r'<style\b|<link\b[^>]*\brel="stylesheet"')
+
+
+def anchor_rules(script: Path) -> str:
+    """The rules AnchorJS's ``add()`` inserts into the style it makes, in order, read from ``script``."""
+    text = script.read_text(encoding="utf-8")
+    start = text.find(ANCHOR_STYLE_CHECK)
+    end = text.find("querySelectorAll", start)  # add() goes on to the page's ids once the rules are in
+    rules = [match.group("rule") for match in ANCHOR_RULE.finditer(text, start, end)] if start != -1 else []
+    if not rules or any("\\" in rule for rule in rules):  # escapes would need JavaScript's reading of the string
+        raise PatternMissing("seed_anchor_styles", f"{script.name} no longer inserts its rules as "
+                             f"{ANCHOR_STYLE_CHECK} && insertRule(...)")  # fmt: skip
+    return "".join(rules)
+
+
+def seed_anchor_styles(html: str, page: Path, site_dir: Path) -> str:
+    """The page with AnchorJS's base rules (``anchor_rules`` of the ``anchor.min.js`` it loads) in a ``<style
+    class="anchorjs">`` before its first stylesheet, where AnchorJS would insert them; unchanged if it loads no
+    AnchorJS or was done before."""
+    head_end = html.find("</head>")
+    script = ANCHOR_SCRIPT.search(html[:max(head_end, 0)])
+    if script is None or ANCHOR_STYLE_MARK in html[:head_end]:
+        return html
+    source = _site_file(page, script.group("src"), site_dir)
+    first = FIRST_STYLE.search(html, 0, head_end)
+    if source is None or first is None:
+        raise PatternMissing("seed_anchor_styles", f"{script.group('src')} is not a file of the site"
+                             if source is None else "no stylesheet in the head")  # fmt: skip
+    style = f'<style class="anchorjs" {ANCHOR_STYLE_MARK}>{anchor_rules(source)}</style>\n'
+    return html[:first.start()] + style + html[first.start():]
 
 
 # ---------------------------------------------------------------- fonts and small stylesheets

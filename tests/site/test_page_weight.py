@@ -80,12 +80,24 @@ return {preloaded: [...document.querySelectorAll('link[rel=preload][as=font]')].
 """
 
 
+# AnchorJS's style elements in the head (whether each is the one the build wrote), whether that one comes before the
+# head's first stylesheet (where AnchorJS puts its own), its heading links and their opacity before any hover.
+ANCHORS = """
+const styles = [...document.head.querySelectorAll('style.anchorjs')];
+const links = document.querySelectorAll('.anchorjs-link');
+return {styles: styles.map(s => s.hasAttribute('data-residlab-seeded')),
+        first: styles.length > 0 && document.head.querySelector('[rel="stylesheet"],style') === styles[0],
+        anchored: document.querySelectorAll('.anchored').length, links: links.length,
+        opacity: links.length ? getComputedStyle(links[0]).opacity : null};
+"""
+
+
 @pytest.fixture(scope="module")
 def shown(base_url, browser) -> dict:
     """Every page opened once: the characters its MathML shows, the icon glyphs it draws, what it requested."""
     from selenium.webdriver.common.by import By
 
-    facts = {"math": {}, "icons": {}, "requested": {}, "fonts": {}}
+    facts = {"math": {}, "icons": {}, "requested": {}, "fonts": {}, "anchors": {}}
     browser.set_window_size(1280, 900)
     for page in PAGES:
         facts["requested"][page] = open_page(browser, f"{base_url}/{page}")["requested"]
@@ -93,6 +105,7 @@ def shown(base_url, browser) -> dict:
         facts["math"][page] = (set(text) | {italic(letter) for letter in letters if italic(letter)}) - set("\n\t\r")
         facts["icons"].update({name: content.strip('"') for name, _, content in browser.execute_script(ICON_GLYPHS)})
         facts["fonts"][page] = browser.execute_script(FONTS)
+        facts["anchors"][page] = browser.execute_script(ANCHORS)
     # Quarto's search draws one more icon in every result, from a name its script holds
     search_button(browser).click()
     field = wait_for(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".aa-DetachedOverlay input.aa-Input"), "search did not open")
@@ -139,6 +152,14 @@ def test_each_page_preloads_the_fonts_it_draws_with_and_fetches_each_once(shown)
         assert all(count == 1 for count, _ in fonts["fetched"].values()), page
         assert {families[name] for name in expected} <= set(fonts["loaded"]), page
     assert sum(fonts["math"] for fonts in shown["fonts"].values()) >= 5  # most pages show math
+
+
+def test_anchorjs_finds_its_rules_written_in_and_adds_no_stylesheet(shown):
+    """A stylesheet added after the page is laid out makes the browser restyle and lay out all of it again: the build
+    writes AnchorJS's rules in (first_paint.seed_anchor_styles), so it adds none and still puts its heading links."""
+    for page, anchors in shown["anchors"].items():
+        assert anchors["styles"] == [True] and anchors["first"], (page, anchors)
+        assert anchors["links"] == anchors["anchored"] > 0 and anchors["opacity"] == "0", (page, anchors)
 
 
 # Each Bootstrap scheme stylesheet fetched: its scheme, whether the parser's fetch blocked rendering, and whether it

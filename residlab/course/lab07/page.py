@@ -13,7 +13,8 @@ from residlab.course.lab07.patching import DIRECTIONS, KINDS
 def check_report(report: dict) -> None:
     """The invariants a report satisfies whatever the model learned (AssertionError naming the one that fails):
     every cell before the first position where the prompts differ is exactly 0 (attention is causal, so nothing
-    there differs between the runs), block b's input equals block b-1's output cell for cell, and the attribution
+    there differs between the runs), block b's input equals block b-1's output cell for cell, the cells that restore
+    the whole gap by construction (``sentences.by_construction``) restore it in both directions, and the attribution
     error is attribution minus exact."""
     for name, design in report["designs"].items():
         first = min(design["changed"])
@@ -24,6 +25,10 @@ def check_report(report: dict) -> None:
                     assert all(value == 0.0 for value in row[:first]), f"{name} {direction} {kind}: a cell before {first} moved"
             for block in range(1, len(grids["resid_pre"])):
                 assert grids["resid_pre"][block] == grids["resid_post"][block - 1], f"{name}: resid_pre {block} != resid_post {block - 1}"
+            for site, position, kind, block in sentences.distinct_cells(design):
+                if sentences.by_construction(design, kind, block, position):
+                    value = grids[kind][block][position]
+                    assert abs(value - 1.0) < 1e-4, f"{name} {direction} {site} at {position}: {value}, not 1 by construction"
         for kind in KINDS:
             for e_row, a_row, x_row in zip(design["error"][kind], design["attribution"][kind], design["activation"]["denoising"][kind]):
                 for e, a, x in zip(e_row, a_row, x_row):

@@ -42,11 +42,44 @@ def gap_sentence(report: dict, name: str) -> str:
             f"read on this page.")  # fmt: skip
 
 
-def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, float]]:
-    """(site, position, share) of every cell carrying at least HALF of the gap, in depth order."""
-    grids = report["designs"][name]["activation"][direction]
-    return [(_site(kind, block), position, value) for kind in KINDS for block, row in enumerate(grids[kind])
-            for position, value in enumerate(row) if value is not None and value >= HALF]  # fmt: skip
+def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
+    """(site, position, kind, block) of every distinct cell of a design's grids, in the order the model runs. Block
+    b's input is block b-1's output (the page checks they are equal cell for cell), so that tensor is one cell,
+    named by both sites."""
+    grids = design["activation"]["denoising"]
+    depth = len(grids["resid_pre"])
+    cells = []
+    for block in range(depth):
+        for kind in KINDS:
+            if kind == "resid_pre" and block > 0:
+                continue  # named with the block before's output
+            site = _site(kind, block)
+            if kind == "resid_post" and block < depth - 1:
+                site += f" = {_site('resid_pre', block + 1)}"
+            cells.extend((site, position, kind, block) for position in range(len(grids[kind][block])))
+    return cells
+
+
+def by_construction(design: dict, kind: str, block: int, position: int) -> str:
+    """Why a cell restores the whole gap whatever the model, or "" when nothing forces it: patching the first block's
+    input at the only position where the prompts differ makes one run the other, and the last block's output at
+    the readout is all the metric reads."""
+    depth = len(design["activation"]["denoising"]["resid_pre"])
+    if kind == "resid_pre" and block == 0 and list(design["changed"]) == [position]:
+        return "by construction: the prompts differ only there"
+    if kind == "resid_post" and block == depth - 1 and position == design["readout"]:
+        return "by construction: the metric reads only this state"
+    return ""
+
+
+def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, float, str]]:
+    """(site, position, share, why by construction or "") of every distinct cell carrying at least HALF of the gap,
+    in the order the model runs."""
+    design = report["designs"][name]
+    grids = design["activation"][direction]
+    return [(site, position, value, by_construction(design, kind, block, position))
+            for site, position, kind, block in distinct_cells(design)
+            if (value := grids[kind][block][position]) is not None and value >= HALF]  # fmt: skip
 
 
 def grid_sentence(report: dict, name: str, direction: str) -> str:
@@ -55,15 +88,18 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
         return "Not read: the gap is within its noise floor."
     floor = floor_share(report, name)
     grids = design["activation"][direction]
-    above = sum(1 for kind in KINDS for row in grids[kind] for value in row if value is not None and abs(value) > floor)
-    total = sum(len(row) for kind in KINDS for row in grids[kind])
-    cells = carrying_cells(report, name, direction)
-    listed = "; ".join(f"{site} at position {position} ({_value(value)})" for site, position, value in cells)
+    cells = distinct_cells(design)
+    above = sum(1 for _, position, kind, block in cells
+                if (value := grids[kind][block][position]) is not None and abs(value) > floor)  # fmt: skip
+    carrying = carrying_cells(report, name, direction)
+    listed = "; ".join(f"{site} at position {position} ({_value(value)}{', ' + why if why else ''})"
+                       for site, position, value, why in carrying)  # fmt: skip
     what = "restored" if direction == "denoising" else "removed"
-    carried = (f"The cells that move at least half of the gap when {what} alone: {listed}." if cells else
-               f"No single cell moves half of the gap when {what} alone.")  # fmt: skip
-    return (f"{carried} Of the {total} cells, {above} move M by more than the largest effect of any cell of the "
-            f"random-weight models ({floor:.3f} of the gap); the others are at the null.")  # fmt: skip
+    said = (f"The cells that move at least half of the gap when {what} alone: {listed}." if carrying else
+            f"No single cell moves half of the gap when {what} alone.")  # fmt: skip
+    shared = " (each block's input is the block before's output, counted once)" if len(grids["resid_pre"]) > 1 else ""
+    return (f"{said} Of the {len(cells)} distinct cells{shared}, {above} move M by more than the largest effect of any "
+            f"cell of the random-weight models ({floor:.3f} of the gap); the others are at the null.")  # fmt: skip
 
 
 def direction_sentence(report: dict, name: str) -> str:
@@ -72,10 +108,10 @@ def direction_sentence(report: dict, name: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
         return ""
-    pairs = [(abs(d - n), _site(kind, block), position, d, n) for kind in KINDS
-             for block, (drow, nrow) in enumerate(zip(design["activation"]["denoising"][kind],
-                                                      design["activation"]["noising"][kind]))
-             for position, (d, n) in enumerate(zip(drow, nrow)) if d is not None and n is not None]  # fmt: skip
+    grids = design["activation"]
+    pairs = [(abs(d - n), site, position, d, n) for site, position, kind, block in distinct_cells(design)
+             if (d := grids["denoising"][kind][block][position]) is not None
+             and (n := grids["noising"][kind][block][position]) is not None]  # fmt: skip
     difference, site, position, denoise, noise = max(pairs)
     if difference < 0.1:
         return (f"Denoising and noising agree on every cell within {_value(difference)} of the gap: here each site that "
@@ -116,19 +152,18 @@ def bend_class(cell: dict) -> str:
 
 
 def attribution_cells(report: dict, name: str) -> list[dict]:
-    """Every cell with its exact and approximate recovery, error and bend measures."""
+    """Every distinct cell with its exact and approximate recovery, error and bend measures."""
     design = report["designs"][name]
     cells = []
-    for kind in KINDS:
-        for block, row in enumerate(design["error"][kind]):
-            for position, error in enumerate(row):
-                if error is None:
-                    continue
-                bend = design["bends"][kind][block][position]
-                cells.append({"site": _site(kind, block), "position": position, "error": error,
-                              "exact": design["activation"]["denoising"][kind][block][position],
-                              "approximate": design["attribution"][kind][block][position],
-                              **bend, "bend": bend_class(bend)})  # fmt: skip
+    for site, position, kind, block in distinct_cells(design):
+        error = design["error"][kind][block][position]
+        if error is None:
+            continue
+        bend = design["bends"][kind][block][position]
+        cells.append({"site": site, "position": position, "error": error,
+                      "exact": design["activation"]["denoising"][kind][block][position],
+                      "approximate": design["attribution"][kind][block][position],
+                      **bend, "bend": bend_class(bend)})  # fmt: skip
     return cells
 
 

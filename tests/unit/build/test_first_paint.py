@@ -1,8 +1,8 @@
 """residlab.build.first_paint, on the pages the pinned Quarto renders from a small project (``conftest.py``): the
 scheme stylesheets are rewritten once, each behind its own scheme's media query, the head's scripts are deferred,
-the fixed header's height reserved, small stylesheets written in, the fonts a page draws with preloaded, search
-loaded after the page and figures lazily; and every rewrite stops the build, naming itself and the page, when the
-pattern it rewrites is missing. (tests/site/test_page_weight.py checks the built site itself, in Chromium.)"""
+the fixed header's height reserved, AnchorJS's base rules and small stylesheets written in, the fonts a page draws
+with preloaded, search loaded after the page and figures lazily; and every rewrite stops the build, naming itself
+and the page, when the pattern it rewrites is missing. (tests/site/test_page_weight.py checks the built site itself, in Chromium.)"""
 
 from __future__ import annotations
 
@@ -103,6 +103,31 @@ def test_quartos_search_is_made_to_start_after_load_once_and_a_changed_search_st
     script.write_text('document.addEventListener("DOMContentLoaded", () => build());', encoding="utf-8")
     with pytest.raises(SystemExit, match="quarto-search.js no longer starts with"):
         first_paint.start_search_after_load(built_copy)
+
+
+def test_anchorjs_base_rules_are_written_where_it_would_insert_them_once(quarto_site):
+    page = quarto_site / "index.html"
+    html = page_text(quarto_site)
+    script = re.search(r'<script src="([^"]*anchor\.min\.js)"', html)
+    assert script and '<style class="anchorjs"' not in html  # Quarto's page loads AnchorJS, which adds the style
+    seeded = first_paint.seed_anchor_styles(html, page, quarto_site)
+    style = re.search(r'<style class="anchorjs" data-residlab-seeded>(.*?)</style>\n', seeded).group(0)
+    # the page as it was, the style before its first stylesheet or style, as AnchorJS's add() would insert it
+    first = re.search(r'<style\b|<link\b[^>]*\brel="stylesheet"', html).start()
+    assert seeded == html[:first] + style + html[first:]
+    rules = style.split(">", 1)[1].rsplit("</style>", 1)[0]
+    assert rules.startswith(".anchorjs-link{opacity:0;") and "@font-face{font-family:anchorjs-icons;" in rules
+    library = (quarto_site / "site_libs" / "quarto-html" / "anchor.min.js").read_text(encoding="utf-8")
+    assert all(rule in library for rule in re.findall(r"[^{}]+\{[^{}]*\}", rules))  # each rule, as the library has it
+    assert first_paint.seed_anchor_styles(seeded, page, quarto_site) == seeded  # a page done before is left as it is
+    without = html.replace(script.group(0), "<script")  # a page that loads no AnchorJS
+    assert first_paint.seed_anchor_styles(without, page, quarto_site) == without
+
+
+def test_an_anchorjs_that_adds_its_rules_otherwise_stops_the_build(built_copy):
+    library = built_copy / "site_libs" / "quarto-html" / "anchor.min.js"
+    library.write_text(library.read_text(encoding="utf-8").replace("insertRule(", "addRule("), encoding="utf-8")
+    stops("seed_anchor_styles", page_text(built_copy), built_copy)
 
 
 def test_the_sites_filter_loads_svg_figures_lazily_at_their_declared_size_and_other_images_as_before(quarto_site):

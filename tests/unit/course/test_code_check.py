@@ -134,6 +134,17 @@ def test_a_loop_that_never_ends_is_named_within_the_limit_when_run_alone(tmp_pat
     assert lines[-1] == f"{len(code_check.CHECKED_FUNCTIONS) - 1} of {len(code_check.CHECKED_FUNCTIONS)} functions pass."
 
 
+def test_top_level_code_that_never_ends_is_named_within_the_limit_when_run_alone(tmp_path):
+    # A learner who calls their own code at the top level, in a loop that never ends (or waiting for input), gets
+    # one line and exit status 2 after FUNCTION_LIMIT_S, not a checker that hangs.
+    (tmp_path / "my_toy.py").write_text(toy_solutions.CORRECT + "\nwhile True:\n    pass\n", encoding="utf-8")
+    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path)
+    assert (completed.returncode, completed.stdout) == (2, "")
+    assert completed.stderr == (f"check_toy.py: error: my_toy.py was still running its top-level code after "
+                                f"{code_check.FUNCTION_LIMIT_S:g} s: a loop that never ends, or a call that waits for "
+                                "input, outside the functions?\n")
+
+
 @pytest.mark.parametrize("source, says", [
     (None, "my_toy.py is not a file"),
     ("def add(a, b:\n", "my_toy.py, line 1: "),

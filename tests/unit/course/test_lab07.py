@@ -92,10 +92,11 @@ def test_head_verdicts(row, known, floor, outcome):
 def _small_report(gap: float, floor: float) -> dict:
     """A report of the shape ``run_lab`` writes, one design, numbers chosen by the test."""
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
-    output = [[0.0, 0.0, 0.2], [0.0, 0.0, 0.5]]  # block 1's input is block 0's output
-    design = {"clean": [1, 2, 1], "corrupt": [3, 2, 1], "target": 2, "rival": 4, "changed": [0], "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
+    entry = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.2]]  # block 0's input at the one changed position: 1 by construction
+    output = [[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]  # block 1's input is block 0's output; the readout reads block 1's
+    design = {"clean": [1, 2, 1], "corrupt": [1, 2, 3], "target": 2, "rival": 4, "changed": [2], "readout": 2, "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
               "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
-              "activation": {d: {"resid_pre": grid, "attn_write": grid, "mlp_write": grid, "resid_post": output}
+              "activation": {d: {"resid_pre": entry, "attn_write": grid, "mlp_write": grid, "resid_post": output}
                              for d in ("denoising", "noising")},
               "attribution": {k: grid for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")},
               "error": {k: [[0.0, 0.0, -0.5], [0.0, 0.0, 0.0]] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")},
@@ -131,7 +132,6 @@ def test_the_page_checks_catch_a_moved_cell_before_the_first_difference():
     from residlab.course.lab07.page import check_report
 
     report = _small_report(gap=20.0, floor=0.01)
-    report["designs"]["copied_token"]["changed"] = [2]
     report["designs"]["copied_token"]["error"] = {k: [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")}
     report["designs"]["copied_token"]["attribution"] = report["designs"]["copied_token"]["activation"]["denoising"]
     check_report(report)
@@ -143,6 +143,24 @@ def test_the_page_checks_catch_a_moved_cell_before_the_first_difference():
     moved["designs"]["copied_token"]["activation"]["noising"]["mlp_write"][1][0] = 0.1
     with pytest.raises(AssertionError, match="a cell before 2 moved"):
         check_report(moved)
+    forced = json.loads(json.dumps(report))
+    forced["designs"]["copied_token"]["activation"]["noising"]["resid_post"][1][2] = 0.9
+    with pytest.raises(AssertionError, match="noising blocks.1.resid_post at 2: 0.9, not 1 by construction"):
+        check_report(forced)
+
+
+def test_the_grid_sentence_counts_a_tensor_once_and_says_what_holds_by_construction():
+    report = _small_report(gap=20.0, floor=0.01)
+    text = sentences.grid_sentence(report, "copied_token", "denoising")
+    assert text.startswith("The cells that move at least half of the gap when restored alone: blocks.0.resid_pre at "
+                           "position 2 (1.00, by construction: the prompts differ only there); blocks.0.attn_write at "
+                           "position 2 (0.90); blocks.0.mlp_write at position 2 (0.90); blocks.1.resid_post at position "
+                           "2 (1.00, by construction: the metric reads only this state).")
+    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 7 of them above 0.01
+    assert "Of the 21 distinct cells (each block's input is the block before's output, counted once), 7 move M" in text
+    assert sentences.distinct_cells(report["designs"]["copied_token"])[9][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
+    report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
+    assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
 
 
 def test_the_figure_and_the_explorer_read_the_same_numbers():
@@ -151,8 +169,8 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     report = _small_report(gap=20.0, floor=0.01)
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 1 + 4 * 2 * 6  # the paper, then kinds x directions x cells
-    assert "blocks.0.resid_pre, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
+    assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
     island = figures.explorer_html(report, "x.js")
     payload = island.split('">', 1)[1].split("</script>", 1)[0]
-    assert json.loads(payload)["designs"]["copied_token"]["activation"]["denoising"]["resid_pre"][0][2] == 0.9
+    assert json.loads(payload)["designs"]["copied_token"]["activation"]["denoising"]["attn_write"][0][2] == 0.9

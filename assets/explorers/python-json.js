@@ -233,7 +233,6 @@
     return (x < 0 || Object.is(x, -0) ? "-" : "") + shown;
   }
 
-  // Python's f"{x:.{precision}g}": significant digits, exponent form below 1e-4 or from 10**precision on.
   // A number's whole digits grouped by threes with commas, as Python's f"{n:,}" writes them. Not toLocaleString:
   // its first call loads the browser's locale data, tens of milliseconds on a phone while the page loads.
   function grouped(n) {
@@ -241,6 +240,7 @@
     return whole.replace(/\B(?=(\d{3})+$)/g, ",") + (fraction === undefined ? "" : `.${fraction}`);
   }
 
+  // Python's f"{x:.{precision}g}": significant digits, exponent form below 1e-4 or from 10**precision on.
   function general(x, precision) {
     if (!Number.isFinite(x)) return String(x);
     if (x === 0) return Object.is(x, -0) ? "-0" : "0";

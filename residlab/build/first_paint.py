@@ -19,9 +19,10 @@ done before left as it is.
 - Quarto's scripts in the head are deferred (``defer_head_scripts``): they no longer hold up the first paint. The
   body's padding for the fixed header, which one of them sets, is set by a script right after the header
   (``reserve_header_height``), so on a phone the page does not jump down once they run.
-- AnchorJS (the links Quarto puts beside headings) starts by adding its base rules as a new stylesheet at the top
-  of the head, once the page has been laid out, and a new stylesheet makes the browser restyle and lay out the
-  whole page again: on Lab 05 a second full layout, the longest task of its load on a phone. The same rules, read
+- AnchorJS (the links Quarto puts beside headings) starts by adding its base rules, an ``@font-face`` among them,
+  as a new style element before the head's first stylesheet, once the page has been laid out; a new font face
+  makes the browser restyle and lay out the whole page again: on Lab 05 a second full layout, the longest task of
+  its load on a phone. The same rules, read
   from the site's own ``anchor.min.js``, are written where AnchorJS would put them (``seed_anchor_styles``);
   finding them, it adds none.
 
@@ -198,7 +199,7 @@ def reserve_header_height(html: str) -> str:
 
 # ---------------------------------------------------------------- AnchorJS's base rules
 
-ANCHOR_SCRIPT = re.compile(r'<script src="(?P<src>[^"]*anchor\.min\.js)"[^>]*>')
+ANCHOR_SCRIPT = re.compile(r'<script\b[^>]*\bsrc="(?P<src>[^"]*anchor\.min\.js)"[^>]*>')
 # AnchorJS's add(): when the head has no <style class="anchorjs">, it makes one and inserts its rules one by one.
 ANCHOR_STYLE_CHECK = 'null===document.head.querySelector("style.anchorjs")'
 ANCHOR_RULE = re.compile(r"""insertRule\((?P<quote>["'])(?P<rule>.*?)(?P=quote),""")
@@ -207,13 +208,20 @@ ANCHOR_STYLE_MARK = "data-residlab-seeded"
 FIRST_STYLE = re.compile(r'<style\b|<link\b[^>]*\brel="stylesheet"')
 
 
+def _quoted_font(rule: str) -> bool:
+    """The one rule that holds quotes: the @font-face, whose format("truetype") is in double quotes within a
+    single-quoted string."""
+    return rule.startswith("@font-face{") and "'" not in rule and "\\" not in rule and "</" not in rule
+
+
 def anchor_rules(script: Path) -> str:
     """The rules AnchorJS's ``add()`` inserts into the style it makes, in order, read from ``script``."""
     text = script.read_text(encoding="utf-8")
     start = text.find(ANCHOR_STYLE_CHECK)
     end = text.find("querySelectorAll", start)  # add() goes on to the page's ids once the rules are in
     rules = [match.group("rule") for match in ANCHOR_RULE.finditer(text, start, end)] if start != -1 else []
-    if not rules or any("\\" in rule for rule in rules):  # escapes would need JavaScript's reading of the string
+    # an escape, a string joined with +, or a rule that could end the <style> would need more than copying
+    if not rules or any(re.search(r"""[\\"']|</style""", rule, re.I) and not _quoted_font(rule) for rule in rules):
         raise PatternMissing("seed_anchor_styles", f"{script.name} no longer inserts its rules as "
                              f"{ANCHOR_STYLE_CHECK} && insertRule(...)")  # fmt: skip
     return "".join(rules)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import math
+import os
 import random
 import sys
 import threading
@@ -310,6 +311,9 @@ class _StillRunning(Exception):
     pass
 
 
+_given_up = []  # threads left running (a learner's endless loop, or a read of input that never comes)
+
+
 def _within_limit(function, limit_s: float):
     """``function()`` in a daemon thread, given up after ``limit_s`` (_StillRunning; the thread is left spinning and
     the process exits without it); what it raises is raised here, as it would be without the thread."""
@@ -325,6 +329,7 @@ def _within_limit(function, limit_s: float):
     worker.start()
     worker.join(limit_s)
     if worker.is_alive():
+        _given_up.append(worker)
         raise _StillRunning
     if errors:
         raise errors[0]
@@ -377,6 +382,16 @@ def load_learner_module(path: Path, limit_s: float | None = None):
     return module
 
 
+def _exit(status: int) -> int:
+    """``status`` returned, or, with a thread given up, the process ended at once: a daemon thread blocked reading
+    standard input would make the interpreter's shutdown abort (Fatal Python error) instead of exiting."""
+    if _given_up:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
 def check_main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     program = Path(sys.argv[0]).name or "check_toy.py"
@@ -389,7 +404,7 @@ def check_main(argv: list[str] | None = None) -> int:
         toy = load_learner_module(Path(arguments[0]), limit_s)
     except LearnerFileError as error:
         print(f"{program}: error: {error}", file=sys.stderr)
-        return 2
+        return _exit(2)
     print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
     verdicts = check_module(toy, limit_s)
     width = max(len(name) for name in verdicts)
@@ -397,7 +412,7 @@ def check_main(argv: list[str] | None = None) -> int:
         print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")
     passed = sum(mistake is None for mistake in verdicts.values())
     print(f"{passed} of {len(verdicts)} functions pass.")
-    return 0 if passed == len(verdicts) else 1
+    return _exit(0 if passed == len(verdicts) else 1)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ function *passes*, or its mistake is named. Python here is Pyodide {facts.pyodid
 Run or Check; it runs beside the page and stops a Run or Check after {RUN_LIMIT_S} s. Nothing leaves your browser, which keeps
 your code until you press **Reset to skeleton** twice. **Download as .py** saves `my_toy.py` for a plain
 `python3`, where the same checks run with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py` (it gives
-each function {FUNCTION_LIMIT_S} s)."""
+your file's top-level code and each function {FUNCTION_LIMIT_S} s)."""
 
 
 def editor_block(skeleton_href: str, checker_href: str) -> str:

@@ -28,7 +28,7 @@ def check_report(report: dict) -> None:
             for site, position, kind, block in sentences.distinct_cells(design):
                 if sentences.by_construction(design, kind, block, position):
                     value = grids[kind][block][position]
-                    assert abs(value - 1.0) < 1e-4, f"{name} {direction} {site} at {position}: {value}, not 1 by construction"
+                    assert value is not None and abs(value - 1.0) < 1e-4, f"{name} {direction} {site} at {position}: {value}, not 1 by construction"
         for kind in KINDS:
             for e_row, a_row, x_row in zip(design["error"][kind], design["attribution"][kind], design["activation"]["denoising"][kind]):
                 for e, a, x in zip(e_row, a_row, x_row):

@@ -61,9 +61,10 @@ def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
 
 
 def by_construction(design: dict, kind: str, block: int, position: int) -> str:
-    """Why a cell restores the whole gap whatever the model, or "" when nothing forces it: patching the first block's
-    input at the only position where the prompts differ makes one run the other, and the last block's output at
-    the readout is all the metric reads."""
+    """Why a cell restores the whole gap whatever the model: patching the first block's input at the only position
+    where the prompts differ makes one run the other, and the last block's output at the readout is all the metric
+    reads; "" for any other cell. (The designs never change the readout's own token, where every cell at the
+    readout would be forced too.)"""
     depth = len(design["activation"]["denoising"]["resid_pre"])
     if kind == "resid_pre" and block == 0 and list(design["changed"]) == [position]:
         return "by construction: the prompts differ only there"
@@ -89,8 +90,9 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     floor = floor_share(report, name)
     grids = design["activation"][direction]
     cells = distinct_cells(design)
-    above = sum(1 for _, position, kind, block in cells
-                if (value := grids[kind][block][position]) is not None and abs(value) > floor)  # fmt: skip
+    moving = [(kind, block, position) for _, position, kind, block in cells
+              if (value := grids[kind][block][position]) is not None and abs(value) > floor]  # fmt: skip
+    forced = sum(1 for kind, block, position in moving if by_construction(design, kind, block, position))
     carrying = carrying_cells(report, name, direction)
     listed = "; ".join(f"{site} at position {position} ({_value(value)}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
@@ -98,8 +100,13 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     said = (f"The cells that move at least half of the gap when {what} alone: {listed}." if carrying else
             f"No single cell moves half of the gap when {what} alone.")  # fmt: skip
     shared = " (each block's input is the block before's output, counted once)" if len(grids["resid_pre"]) > 1 else ""
-    return (f"{said} Of the {len(cells)} distinct cells{shared}, {above} move M by more than the largest effect of any "
-            f"cell of the random-weight models ({floor:.3f} of the gap); the others are at the null.")  # fmt: skip
+    forced_said = f" ({forced} of them by construction)" if forced else ""
+    # attention is causal: before the first position where the prompts differ nothing differs (check_report)
+    before = sum(1 for _, position, _, _ in cells if position < min(design["changed"]))
+    return (f"{said} Of the {len(cells)} distinct cells{shared}, {len(moving)}{forced_said} move M by more than the "
+            f"largest effect of any cell of the random-weight models ({floor:.3f} of the gap); the others are at the "
+            f"null, {before} of them exactly 0 by causality (before the first position where the prompts "
+            f"differ).")  # fmt: skip
 
 
 def direction_sentence(report: dict, name: str) -> str:

@@ -146,6 +146,7 @@ def test_the_rewrites_of_a_whole_page_change_it_once(quarto_site):
     html = page.read_text(encoding="utf-8")
     once = first_paint.rewrite(html, page, quarto_site, {})  # (the font preloads: below, on the subset's names)
     assert once != html and first_paint.rewrite(once, page, quarto_site, {}) == once
+    assert once.count('<style class="anchorjs" data-residlab-seeded>') == 1  # after the head's scripts were deferred
 
 
 # ---------------------------------------------------------------- a missing pattern stops the build, one per rewrite

@@ -5,6 +5,7 @@ a learner runs it, says the same."""
 from __future__ import annotations
 
 import inspect
+import os
 import subprocess
 import sys
 import types
@@ -26,10 +27,19 @@ def module_from(source: str) -> types.ModuleType:
     return module
 
 
-def run_alone(script: Path, *arguments: str, cwd: Path) -> subprocess.CompletedProcess:
+def run_alone(script: Path, *arguments: str, cwd: Path, silent_stdin: bool = False) -> subprocess.CompletedProcess:
     # -I: no PYTHONPATH, no user site, no current folder on the path: the download needs nothing but itself.
-    return subprocess.run([sys.executable, "-I", str(script), *arguments], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False)
+    # silent_stdin: standard input a pipe that stays open and sends nothing until the process has ended.
+    if not silent_stdin:
+        return subprocess.run([sys.executable, "-I", str(script), *arguments], cwd=cwd, capture_output=True,
+                              text=True, timeout=120, check=False)
+    read_end, write_end = os.pipe()
+    try:
+        with os.fdopen(read_end) as stdin:
+            return subprocess.run([sys.executable, "-I", str(script), *arguments], cwd=cwd, stdin=stdin,
+                                  capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
 
 
 def test_the_correct_solution_passes_every_function():
@@ -134,12 +144,14 @@ def test_a_loop_that_never_ends_is_named_within_the_limit_when_run_alone(tmp_pat
     assert lines[-1] == f"{len(code_check.CHECKED_FUNCTIONS) - 1} of {len(code_check.CHECKED_FUNCTIONS)} functions pass."
 
 
-def test_top_level_code_that_never_ends_is_named_within_the_limit_when_run_alone(tmp_path):
-    # A learner who calls their own code at the top level, in a loop that never ends (or waiting for input), gets
-    # one line and exit status 2 after FUNCTION_LIMIT_S, not a checker that hangs.
-    (tmp_path / "my_toy.py").write_text(toy_solutions.CORRECT + "\nwhile True:\n    pass\n", encoding="utf-8")
-    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path)
-    assert (completed.returncode, completed.stdout) == (2, "")
+@pytest.mark.parametrize(("top_level", "printed"), [("while True:\n    pass\n", ""), ("answer = input('x? ')\n", "x? ")])
+def test_top_level_code_that_never_ends_is_named_within_the_limit_when_run_alone(top_level, printed, tmp_path):
+    # A learner who calls their own code at the top level, in a loop that never ends or waiting for input that never
+    # comes (standard input a pipe left open), gets one line and exit status 2 after FUNCTION_LIMIT_S, not a checker
+    # that hangs or an interpreter that aborts at shutdown.
+    (tmp_path / "my_toy.py").write_text(toy_solutions.CORRECT + "\n" + top_level, encoding="utf-8")
+    completed = run_alone(DOWNLOAD, "my_toy.py", cwd=tmp_path, silent_stdin=True)
+    assert (completed.returncode, completed.stdout) == (2, printed)  # (the learner's own prompt)
     assert completed.stderr == (f"check_toy.py: error: my_toy.py was still running its top-level code after "
                                 f"{code_check.FUNCTION_LIMIT_S:g} s: a loop that never ends, or a call that waits for "
                                 "input, outside the functions?\n")

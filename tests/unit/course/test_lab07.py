@@ -92,9 +92,9 @@ def test_head_verdicts(row, known, floor, outcome):
 def _small_report(gap: float, floor: float) -> dict:
     """A report of the shape ``run_lab`` writes, one design, numbers chosen by the test."""
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
-    entry = [[0.0, 0.0, 1.0], [0.0, 0.0, 0.2]]  # block 0's input at the one changed position: 1 by construction
+    entry = [[0.0, 1.0, 0.9], [0.0, 0.0, 0.2]]  # block 0's input at the one changed position: 1 by construction
     output = [[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]  # block 1's input is block 0's output; the readout reads block 1's
-    design = {"clean": [1, 2, 1], "corrupt": [1, 2, 3], "target": 2, "rival": 4, "changed": [2], "readout": 2, "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
+    design = {"clean": [1, 2, 1], "corrupt": [1, 3, 1], "target": 2, "rival": 4, "changed": [1], "readout": 2, "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
               "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
               "activation": {d: {"resid_pre": entry, "attn_write": grid, "mlp_write": grid, "resid_post": output}
                              for d in ("denoising", "noising")},
@@ -141,7 +141,7 @@ def test_the_page_checks_catch_a_moved_cell_before_the_first_difference():
         check_report(split)
     moved = json.loads(json.dumps(report))
     moved["designs"]["copied_token"]["activation"]["noising"]["mlp_write"][1][0] = 0.1
-    with pytest.raises(AssertionError, match="a cell before 2 moved"):
+    with pytest.raises(AssertionError, match="a cell before 1 moved"):
         check_report(moved)
     forced = json.loads(json.dumps(report))
     forced["designs"]["copied_token"]["activation"]["noising"]["resid_post"][1][2] = 0.9
@@ -153,11 +153,15 @@ def test_the_grid_sentence_counts_a_tensor_once_and_says_what_holds_by_construct
     report = _small_report(gap=20.0, floor=0.01)
     text = sentences.grid_sentence(report, "copied_token", "denoising")
     assert text.startswith("The cells that move at least half of the gap when restored alone: blocks.0.resid_pre at "
-                           "position 2 (1.00, by construction: the prompts differ only there); blocks.0.attn_write at "
-                           "position 2 (0.90); blocks.0.mlp_write at position 2 (0.90); blocks.1.resid_post at position "
-                           "2 (1.00, by construction: the metric reads only this state).")
-    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 7 of them above 0.01
-    assert "Of the 21 distinct cells (each block's input is the block before's output, counted once), 7 move M" in text
+                           "position 1 (1.00, by construction: the prompts differ only there); blocks.0.resid_pre at "
+                           "position 2 (0.90); blocks.0.attn_write at position 2 (0.90); blocks.0.mlp_write at position "
+                           "2 (0.90); blocks.1.resid_post at position 2 (1.00, by construction: the metric reads only "
+                           "this state).")
+    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 8 of them above 0.01
+    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 8 (2 of them by "
+            "construction) move M") in text
+    assert text.endswith("the others are at the null, 7 of them exactly 0 by causality (before the first position "
+                         "where the prompts differ).")  # position 0 of each of the 7 distinct sites
     assert sentences.distinct_cells(report["designs"]["copied_token"])[9][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")

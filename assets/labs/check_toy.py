@@ -1169,16 +1169,6 @@ def load_learner_module(path: Path, limit_s: float | None = None):
     return module
 
 
-def _exit(status: int) -> int:
-    """``status`` returned, or, with a thread given up, the process ended at once: a daemon thread blocked reading
-    standard input would make the interpreter's shutdown abort (Fatal Python error) instead of exiting."""
-    if _given_up:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
-    return status
-
-
 def check_main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     program = Path(sys.argv[0]).name or "check_toy.py"
@@ -1191,7 +1181,7 @@ def check_main(argv: list[str] | None = None) -> int:
         toy = load_learner_module(Path(arguments[0]), limit_s)
     except LearnerFileError as error:
         print(f"{program}: error: {error}", file=sys.stderr)
-        return _exit(2)
+        return 2
     print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
     verdicts = check_module(toy, limit_s)
     width = max(len(name) for name in verdicts)
@@ -1199,8 +1189,18 @@ def check_main(argv: list[str] | None = None) -> int:
         print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")
     passed = sum(mistake is None for mistake in verdicts.values())
     print(f"{passed} of {len(verdicts)} functions pass.")
-    return _exit(0 if passed == len(verdicts) else 1)
+    return 0 if passed == len(verdicts) else 1
+
+
+def exit_with(status: int) -> None:
+    """The script's exit. With a thread given up, the process ends at once: a daemon thread blocked reading standard
+    input would make the interpreter's shutdown abort (Fatal Python error) instead of exiting with ``status``."""
+    if _given_up:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 if __name__ == "__main__":
-    sys.exit(check_main())
+    exit_with(check_main())

@@ -22,9 +22,8 @@ done before left as it is.
 - AnchorJS (the links Quarto puts beside headings) starts by adding its base rules, an ``@font-face`` among them,
   as a new style element before the head's first stylesheet, once the page has been laid out; a new font face
   makes the browser restyle and lay out the whole page again: on Lab 05 a second full layout, the longest task of
-  its load on a phone. The same rules, read
-  from the site's own ``anchor.min.js``, are written where AnchorJS would put them (``seed_anchor_styles``);
-  finding them, it adds none.
+  its load on a phone. The same rules, read from the site's own ``anchor.min.js``, are written where AnchorJS
+  would put them (``seed_anchor_styles``); finding them, it adds none.
 
 Quarto 1.10 has no format option, include or filter for these (each changes what Quarto itself writes, where it
 writes it: its head, its scripts, its header), so they rewrite its output.

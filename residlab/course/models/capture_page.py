@@ -39,7 +39,7 @@ class CaptureError(RuntimeError):
 class PageCapture:
     manifest: dict
     observations: dict
-    directory: Path
+    directory: Path | None  # None for a capture made during the render: read whole, its folder then removed
     fresh: bool  # True: captured during this render from verified files; False: a committed capture
     captures: dict  # captures.json as read, hashed against the manifest and checked above: the tensors shown
     # Set by capture_source.page_capture: "fresh", "committed" (of the lock's files) or "specimen" (the synthetic

@@ -58,9 +58,12 @@ def page_capture(captures: Path = CAPTURES, environ: dict | None = None) -> Page
     label = dict(lock_label=lock_label(lock), on_purpose=choice == "committed")
     verified = verified_files(lock, environ) if choice == "fresh" else None
     if verified is not None:
-        output = Path(tempfile.mkdtemp(prefix="residlab-page-capture-")) / "capture"
-        observe_to_directory(verified, output, command=["residlab site render (a capture during this render)"])
-        return dataclasses.replace(read_capture(output, fresh=True), kind="fresh", artifacts=verified, **label)
+        # the page keeps the numbers, read whole and checked, not the files: no render leaves a folder behind
+        with tempfile.TemporaryDirectory(prefix="residlab-page-capture-") as folder:
+            output = Path(folder) / "capture"
+            observe_to_directory(verified, output, command=["residlab site render (a capture during this render)"])
+            capture = read_capture(output, fresh=True)
+        return dataclasses.replace(capture, directory=None, kind="fresh", artifacts=verified, **label)
     committed = Path(captures) / capture_folder_name(lock)
     if committed.is_dir():
         capture = read_capture(committed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -47,10 +48,15 @@ def test_without_files_or_a_committed_capture_the_page_shows_the_specimen_as_the
     assert "Null baseline" in callout and "Pythia-14M's numbers" not in callout + sentence
 
 
-def test_named_files_that_verify_are_captured_during_the_render(captures, environ, specimen_dir, specimen_lock_data):
+def test_named_files_that_verify_are_captured_during_the_render(captures, environ, specimen_dir, specimen_lock_data,
+                                                               tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temporary"))
+    (tmp_path / "temporary").mkdir()
     shown = capture_source.page_capture(captures, dict(environ, **{cache.ARTIFACTS_ENV: str(specimen_dir)}))
     assert (shown.kind, shown.fresh) == ("fresh", True) and shown.artifacts.directory == specimen_dir
-    assert shown.manifest["revision"] == specimen_lock_data["revision"] and shown.directory.parent != captures
+    assert shown.manifest["revision"] == specimen_lock_data["revision"] and shown.directory is None
+    assert list((tmp_path / "temporary").glob("residlab-page-capture-*")) == []  # the capture's folder, removed once read
+    assert shown.captures["token_ids"] == [token["id"] for token in shown.observations["tokens"]]
     sentence = capture_source.source_sentence(shown)
     assert "**captured during this render**" in sentence
     assert f"`{specimen_lock_data['repository']}` at revision `{specimen_lock_data['revision']}`" in sentence

@@ -1,7 +1,8 @@
 """``residlab site verify DIR``: checks what a render built.
 
-A page for every source page, every resource copied byte for byte, every internal link, image, script and
-stylesheet resolves inside DIR, no cell output is an error or stderr, and nothing is loaded from another host.
+A page for every source page, every resource copied byte for byte (the site's own scripts without their comment
+lines, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, no cell output is an
+error or stderr, and nothing is loaded from another host.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from residlab.build.page_weight import EXPLORER_SCRIPTS, without_comment_lines
 from residlab.build.site_check import load_config, site_pages
 
 class _References(HTMLParser):
@@ -50,6 +52,14 @@ def _local_target(site_dir: Path, html: Path, url: str) -> Path | None:
 REMOTE_CSS_IMPORT = re.compile(r"@import\s+(?:url\()?\s*[\"']?(?:https?:)?//|url\(\s*[\"']?(?:https?:)?//")
 
 
+def served_form(source: Path, root: Path) -> bytes:
+    """What the site serves for a resource: the file itself, or for the site's own scripts the file without its
+    comment lines (page_weight.py)."""
+    if source.parent == root / EXPLORER_SCRIPTS and source.suffix == ".js":
+        return without_comment_lines(source.read_text(encoding="utf-8")).encode("utf-8")
+    return source.read_bytes()
+
+
 def verify_build(root: Path, site_dir: Path) -> list[str]:
     """Problems with what a render wrote to ``site_dir`` for the project in ``root``."""
     problems = []
@@ -62,7 +72,7 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
             built = site_dir / source.relative_to(root)
             if not built.is_file():
                 problems.append(f"{built.relative_to(site_dir)}: resource not copied into the site")
-            elif built.read_bytes() != source.read_bytes():
+            elif built.read_bytes() != served_form(source, root):
                 problems.append(f"{built.relative_to(site_dir)}: differs from {source.relative_to(root)}")
     for html in sorted(site_dir.rglob("*.html")):
         where = html.relative_to(site_dir)

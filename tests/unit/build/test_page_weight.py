@@ -1,11 +1,13 @@
 """residlab.build.page_weight, on small inputs: which characters MathML shows, the math font subset keeps them and
-its stretchy brackets, and the icons the site names are found. (test_first_paint.py checks the pages' rewrites;
+its stretchy brackets, the icons the site names are found, and the site's scripts lose only their comment lines. (test_first_paint.py checks the pages' rewrites;
 tests/site/test_page_weight.py the built site itself, in Chromium: what the scheme script does there, and what the
 pages draw.)"""
 
 from __future__ import annotations
 
+import shutil
 import string
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -86,3 +88,53 @@ def test_the_icons_named_in_pages_stylesheets_and_class_building_scripts_are_fou
     # the icon stylesheet itself declares every icon: reading it would keep them all
     (tmp_path / page_weight.ICONS_CSS).write_text(".bi-sun::before { content: '\\f1d2'; }", encoding="utf-8")
     assert page_weight.used_icons(tmp_path, known) == {"github", "chevron-right", "search", "x"}
+
+
+SCRIPT = """(function () {
+  // a comment line, dropped
+  var url = "https://example.org/a";  // a comment after code stays
+  //no space either
+  return url;
+})();"""
+
+
+def test_a_script_loses_its_comment_lines_and_nothing_else():
+    assert page_weight.without_comment_lines(SCRIPT) == (
+        '(function () {\n  var url = "https://example.org/a";  // a comment after code stays\n  return url;\n})();')
+    lighter = page_weight.without_comment_lines(SCRIPT)
+    assert page_weight.without_comment_lines(lighter) == lighter
+
+
+@pytest.mark.parametrize("inside", [
+    "var text = `first line\n// inside a template literal\nlast line`;",
+    "var text = \"continued \\\n// inside a string\";",
+    "/* a block comment\n// inside it */",
+])
+def test_a_script_whose_comment_line_could_be_inside_something_else_is_left_whole(inside):
+    assert page_weight.without_comment_lines(inside) == inside
+
+
+def test_inline_scripts_lose_their_comment_lines_json_and_linked_scripts_do_not():
+    json_data = '<script type="application/json" id="data">{"a": "x\n// y"}</script>'
+    linked = '<script src="a.js">\n// kept\n</script>'
+    page = f"<head>{json_data}{linked}</head><body><script>\n// gone\nrun();\n</script>" \
+           '<script type="module">\n// gone too\nimport "./b.js";\n</script></body>'
+    assert page_weight.without_inline_comment_lines(page) == (
+        f"<head>{json_data}{linked}</head><body><script>\nrun();\n</script>"
+        '<script type="module">\nimport "./b.js";\n</script></body>')
+
+
+def test_the_sites_own_scripts_without_comment_lines_still_parse(tmp_path):
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on PATH: this test parses the site's scripts in it (Node 18 or newer)")
+    explorers = tmp_path / page_weight.EXPLORER_SCRIPTS
+    shutil.copytree(ROOT / page_weight.EXPLORER_SCRIPTS, explorers)
+    before, after = page_weight.lighten_scripts(tmp_path)
+    assert after < before  # the sources have comment lines, and lose them
+    for script in sorted(explorers.glob("*.js")):
+        served, source = (script.read_text(encoding="utf-8"),
+                          (ROOT / page_weight.EXPLORER_SCRIPTS / script.name).read_text(encoding="utf-8"))
+        assert served == source or not [line for line in served.splitlines() if line.lstrip().startswith("//")]
+        checked = subprocess.run([node, "--check", str(script)], capture_output=True, text=True, timeout=60, check=False)
+        assert checked.returncode == 0, f"{script.name}: {checked.stderr}"

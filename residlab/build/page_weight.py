@@ -110,32 +110,135 @@ def mathml_characters(html: str) -> set[str]:
 # ---------------------------------------------------------------- the site's own scripts, without comment lines
 
 EXPLORER_SCRIPTS = Path("assets/explorers")  # the site's own script files (site_libs: libraries, shipped minified)
-SCRIPT_ELEMENT = re.compile(r"(?P<open><script\b(?P<attributes>[^>]*)>)(?P<body>.*?)(?P<close></script>)", re.S | re.I)
-SCRIPT_TYPE = re.compile(r'\btype="(?P<type>[^"]*)"', re.I)
 JAVASCRIPT_TYPES = {"", "text/javascript", "application/javascript", "module"}
+WORD = re.compile(r"[\w$.]+")  # an identifier, keyword or number (a tokenizer's rough cut, enough to find comments)
+# After these words a "/" starts a regular expression; after any other word, a value, it divides.
+REGEX_AFTER = {"return", "typeof", "instanceof", "in", "of", "new", "delete", "void", "throw", "case", "do", "else",
+               "yield", "await"}
+
+
+def _skip_quoted(script: str, i: int, end_char: str) -> int | None:
+    """The index after the string or regular expression that starts at ``i``; None if it runs off its line."""
+    in_class = False
+    i += 1
+    while i < len(script) and (script[i] != end_char or in_class):
+        if script[i] == "\\":
+            i += 1
+        elif script[i] == "\n":
+            return None
+        elif end_char == "/" and script[i] in "[]":
+            in_class = script[i] == "["
+        i += 1
+    return i + 1 if i < len(script) else None
+
+
+def _skip_template(script: str, i: int) -> tuple[int | None, bool]:
+    """From inside a template literal at ``i``: the index after its end or after its next ``${``, and whether it
+    was a ``${``."""
+    while i < len(script):
+        if script[i] == "\\":
+            i += 2
+        elif script[i] == "`":
+            return i + 1, False
+        elif script.startswith("${", i):
+            return i + 2, True
+        else:
+            i += 1
+    return None, False
+
+
+def comment_only_lines(script: str) -> set[int] | None:
+    """The numbers (from 0) of the lines of ``script`` (JavaScript) that hold only a ``//`` comment, found by
+    reading it token by token (strings, template literals and their substitutions, regular expressions, block
+    comments), or None where the reading does not come out even (an unclosed string, brace or template)."""
+    lines, braces, previous, i = set(), [], "(", 0
+    while i < len(script):
+        char = script[i]
+        if char.isspace():
+            i += 1
+        elif script.startswith("//", i):
+            line_start = script.rfind("\n", 0, i) + 1
+            if not script[line_start:i].strip():
+                lines.add(script.count("\n", 0, i))
+            end = script.find("\n", i)
+            i = len(script) if end < 0 else end
+        elif script.startswith("/*", i):
+            end = script.find("*/", i + 2)
+            if end < 0:
+                return None
+            i = end + 2
+        elif char in "'\"" or (char == "/" and previous not in ("value", ")", "]")):
+            i = _skip_quoted(script, i, char)
+            if i is None:
+                return None
+            flags = WORD.match(script, i) if char == "/" else None
+            previous, i = "value", flags.end() if flags else i
+        elif char == "`" or (char == "}" and braces and braces[-1] == "${"):
+            if char == "}":
+                braces.pop()
+            i, substitution = _skip_template(script, i + 1)
+            if i is None:
+                return None
+            if substitution:
+                braces.append("${")
+            previous = "(" if substitution else "value"
+        elif char == "{":
+            braces.append("{")
+            previous, i = "{", i + 1
+        elif char == "}":
+            if not braces:
+                return None
+            braces.pop()
+            previous, i = "}", i + 1
+        elif char.isalnum() or char in "_$":
+            word = WORD.match(script, i).group(0)
+            previous, i = ("(" if word in REGEX_AFTER else "value"), i + len(word)
+        else:
+            previous, i = char, i + 1
+    return None if braces else lines
 
 
 def without_comment_lines(script: str) -> str:
-    """``script`` (JavaScript) without its lines that hold only a ``//`` comment. A script in which such a line
-    could be the inside of something else (a template literal or a string continued over lines, a ``/* */``
-    comment) is returned whole: the site's scripts have none where it matters, and whole is always correct."""
-    lines = script.split("\n")
-    spans_lines = any(line.count("`") % 2 or line.rstrip().endswith("\\") or line.count("/*") != line.count("*/")
-                      for line in lines)
-    if spans_lines:
+    """``script`` (JavaScript) without its lines that hold only a ``//`` comment; whole where comment_only_lines
+    cannot read it."""
+    lines = comment_only_lines(script)
+    if not lines:
         return script
-    return "\n".join(line for line in lines if not line.lstrip().startswith("//"))
+    return "\n".join(line for number, line in enumerate(script.split("\n")) if number not in lines)
+
+
+class _Scripts(HTMLParser):
+    """The character ranges of a page's inline scripts' bodies, with each script's attributes."""
+
+    def __init__(self, html: str):
+        super().__init__(convert_charrefs=False)
+        self.line_starts = [0] + [match.end() for match in re.finditer("\n", html)]
+        self.found, self._open = [], None
+        self.feed(html)
+        self.close()
+
+    def _index(self) -> int:
+        line, offset = self.getpos()
+        return self.line_starts[line - 1] + offset
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "script":
+            self._open = (self._index() + len(self.get_starttag_text()), dict(attrs))
+
+    def handle_endtag(self, tag):
+        if tag == "script" and self._open:
+            start, attributes = self._open
+            self.found.append((start, self._index(), attributes))
+            self._open = None
 
 
 def without_inline_comment_lines(html: str) -> str:
-    """``html`` with each inline script (not JSON, not one with a ``src``) passed through without_comment_lines."""
-    def lighter(match: re.Match) -> str:
-        attributes = match["attributes"]
-        kind = SCRIPT_TYPE.search(attributes)
-        if re.search(r"\bsrc=", attributes) or (kind["type"].lower() if kind else "") not in JAVASCRIPT_TYPES:
-            return match[0]
-        return match["open"] + without_comment_lines(match["body"]) + match["close"]
-    return SCRIPT_ELEMENT.sub(lighter, html)
+    """``html`` with each inline JavaScript (not JSON, not a script with a ``src``) passed through
+    without_comment_lines."""
+    for start, end, attributes in reversed(_Scripts(html).found):
+        if "src" not in attributes and (attributes.get("type") or "").lower() in JAVASCRIPT_TYPES:
+            html = html[:start] + without_comment_lines(html[start:end]) + html[end:]
+    return html
 
 
 def lighten_scripts(site_dir: Path) -> tuple[int, int]:
@@ -290,7 +393,7 @@ def lighten(root: Path, site_dir: Path, echo=print) -> None:
         if lighter != html:
             page.write_text(lighter, encoding="utf-8")
             changed += 1
-    echo(f"page_weight: {changed} pages rewritten so that their first paint waits for less (first_paint.py)")
+    echo(f"page_weight: {changed} pages rewritten (first_paint.py, phone figures, their scripts' comment lines)")
 
 
 def main() -> int:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from built_text import shown
 
-from residlab.build import site, site_check, site_verify
+from residlab.build import page_weight, site, site_check, site_verify
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,6 +53,27 @@ def test_built_site_is_complete_and_self_contained(built_site):
 
     for path in pages.served_downloads():
         assert (built_site.site / path).read_bytes() == (ROOT / path).read_bytes()
+
+
+def test_every_script_the_site_serves_without_its_comment_lines_still_parses(built_site, tmp_path):
+    """page_weight.py took the comment lines out of the site's scripts: each one, a file or written into a page,
+    still parses (node --check), and none has a comment-only line left that the tokenizer could read."""
+    node = shutil.which("node")
+    assert node, "node is not on PATH: this test parses the served scripts in it (Node 18 or newer)"
+    scripts = sorted((built_site.site / page_weight.EXPLORER_SCRIPTS).glob("*.js"))
+    for page in sorted(built_site.site.rglob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        for number, (start, end, attributes) in enumerate(page_weight._Scripts(html).found):
+            if "src" not in attributes and (attributes.get("type") or "") in ("", "text/javascript"):
+                script = tmp_path / f"{page.relative_to(built_site.site).as_posix().replace('/', '_')}-{number}.js"
+                script.write_text(html[start:end], encoding="utf-8")
+                scripts.append(script)
+    assert len(scripts) > 100  # the explorers' files and every page's inline scripts
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        assert page_weight.comment_only_lines(text) in (set(), None), f"{script.name}: comment lines left"
+        checked = subprocess.run([node, "--check", str(script)], capture_output=True, text=True, timeout=60, check=False)
+        assert checked.returncode == 0, f"{script.name}: {checked.stderr}"
 
 
 def sidebar_pages(entries) -> list[str]:

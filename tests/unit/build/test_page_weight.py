@@ -94,33 +94,61 @@ SCRIPT = """(function () {
   // a comment line, dropped
   var url = "https://example.org/a";  // a comment after code stays
   //no space either
-  return url;
+  var half = total / 2, pattern = /[/]\\//g;
+  // dropped after a division and a regular expression too
+  return `${url}`;
 })();"""
 
 
 def test_a_script_loses_its_comment_lines_and_nothing_else():
     assert page_weight.without_comment_lines(SCRIPT) == (
-        '(function () {\n  var url = "https://example.org/a";  // a comment after code stays\n  return url;\n})();')
+        '(function () {\n  var url = "https://example.org/a";  // a comment after code stays\n'
+        '  var half = total / 2, pattern = /[/]\\//g;\n  return `${url}`;\n})();')
     lighter = page_weight.without_comment_lines(SCRIPT)
     assert page_weight.without_comment_lines(lighter) == lighter
 
 
+@pytest.mark.parametrize("before", [
+    "var re = /[/`]/;",  # a slash and a backtick inside a regular expression's class
+    "var re = /'/;",  # a quote inside a regular expression
+    'var half = total / 2, slash = "/";',  # a division, then a slash in a string
+    'var text = `${ "`" }`;',  # a backtick in a string inside a substitution
+    "if (ready) { run(); }",
+])
+def test_a_comment_line_after_code_that_looks_like_something_else_is_dropped(before):
+    assert page_weight.without_comment_lines(f"{before}\n// gone\nrun();") == f"{before}\nrun();"
+
+
 @pytest.mark.parametrize("inside", [
     "var text = `first line\n// inside a template literal\nlast line`;",
-    "var text = \"continued \\\n// inside a string\";",
+    "var text = `a\\`\n// inside, after an escaped backtick\nb\\``;",
+    'var q = "`", text = `start\n// inside, a backtick in a string before it\nend`, r = "`";',
+    "var re = /`/, text = `start\n// inside, a backtick in a regular expression before it\nend`;",
+    "var text = `${ {a: 1}.a }\n// inside, after a substitution holding braces\n`;",
+    'var text = "continued \\\n// inside a string";',
     "/* a block comment\n// inside it */",
 ])
-def test_a_script_whose_comment_line_could_be_inside_something_else_is_left_whole(inside):
+def test_a_comment_line_inside_something_else_stays(inside):
     assert page_weight.without_comment_lines(inside) == inside
 
 
-def test_inline_scripts_lose_their_comment_lines_json_and_linked_scripts_do_not():
-    json_data = '<script type="application/json" id="data">{"a": "x\n// y"}</script>'
-    linked = '<script src="a.js">\n// kept\n</script>'
-    page = f"<head>{json_data}{linked}</head><body><script>\n// gone\nrun();\n</script>" \
-           '<script type="module">\n// gone too\nimport "./b.js";\n</script></body>'
+@pytest.mark.parametrize("unreadable", ["var text = 'never closed;\n// a comment", "if (x) {\n// a comment"])
+def test_a_script_the_tokenizer_cannot_read_through_is_left_whole(unreadable):
+    assert page_weight.comment_only_lines(unreadable) is None
+    assert page_weight.without_comment_lines(unreadable) == unreadable
+
+
+def test_inline_scripts_lose_their_comment_lines_other_scripts_and_text_do_not():
+    untouched = ('<script type="application/json" id="data">{"a": "x\n// y"}</script>'
+                 '<script src="a.js">\n// kept\n</script>'
+                 "<script type='text/x-template'>\n// kept\n</script>"
+                 '<script data-type="module" type="text/x-python">\n// kept\n</script>'
+                 "<!-- an old <script> tag -->\n<pre><code>\n// shown as text\n</code></pre>"
+                 "<script-note>\n// a custom element's text\n</script-note>")
+    page = (f"<head>{untouched}</head><body><script>\n// gone\nrun();\n</script >"
+            '<script type="module">\n// gone too\nimport "./b.js";\n</script></body>')
     assert page_weight.without_inline_comment_lines(page) == (
-        f"<head>{json_data}{linked}</head><body><script>\nrun();\n</script>"
+        f"<head>{untouched}</head><body><script>\nrun();\n</script >"
         '<script type="module">\nimport "./b.js";\n</script></body>')
 
 

@@ -232,12 +232,16 @@ class _Scripts(HTMLParser):
             self._open = None
 
 
+def inline_scripts(html: str) -> list[tuple[int, int]]:
+    """Where each inline JavaScript of ``html`` (not JSON, not a script with a ``src``) starts and ends."""
+    return [(start, end) for start, end, attributes in _Scripts(html).found
+            if "src" not in attributes and (attributes.get("type") or "").lower() in JAVASCRIPT_TYPES]
+
+
 def without_inline_comment_lines(html: str) -> str:
-    """``html`` with each inline JavaScript (not JSON, not a script with a ``src``) passed through
-    without_comment_lines."""
-    for start, end, attributes in reversed(_Scripts(html).found):
-        if "src" not in attributes and (attributes.get("type") or "").lower() in JAVASCRIPT_TYPES:
-            html = html[:start] + without_comment_lines(html[start:end]) + html[end:]
+    """``html`` with each inline JavaScript passed through without_comment_lines."""
+    for start, end in reversed(inline_scripts(html)):
+        html = html[:start] + without_comment_lines(html[start:end]) + html[end:]
     return html
 
 

@@ -111,14 +111,22 @@ def mathml_characters(html: str) -> set[str]:
 
 EXPLORER_SCRIPTS = Path("assets/explorers")  # the site's own script files (site_libs: libraries, shipped minified)
 JAVASCRIPT_TYPES = {"", "text/javascript", "application/javascript", "module"}
-WORD = re.compile(r"[\w$.]+")  # an identifier, keyword or number (a tokenizer's rough cut, enough to find comments)
-# After these words a "/" starts a regular expression; after any other word, a value, it divides.
-REGEX_AFTER = {"return", "typeof", "instanceof", "in", "of", "new", "delete", "void", "throw", "case", "do", "else",
-               "yield", "await"}
+WORD = re.compile(r"[\w$.\u0080-\U0010ffff]+")  # an identifier, keyword or number (non-ASCII counts as a letter)
+# After these words a "/" starts a regular expression; after any other word (a value) it divides.
+REGEX_AFTER = {"return", "typeof", "instanceof", "in", "of", "new", "delete", "void", "throw", "case", "default", "do",
+               "else", "yield", "await"}
+# After ")" (an if's condition, or a value), "}" (a block, or an object) and "++"/"--" a "/" may start either; the
+# reading goes on as a division only where the rest of its line holds nothing a misread could open or close.
+GUESSED_AFTER = {")", "}", "+", "-"}
+MISREAD_RISK = re.compile(r"[`'\"{}]|/\*")
+# Line ends a "//" comment stops at besides "\n", and HTML-like comments and a hashbang: scripts with any of these are
+# served whole rather than read.
+UNREAD = re.compile(r"\r(?!\n)|[\u2028\u2029]|<!--|-->|\A#!")
 
 
 def _skip_quoted(script: str, i: int, end_char: str) -> int | None:
-    """The index after the string or regular expression that starts at ``i``; None if it runs off its line."""
+    """The index after the string (end_char a quote) or regular expression (end_char "/") that starts at ``i``;
+    None if it runs off its line."""
     in_class = False
     i += 1
     while i < len(script) and (script[i] != end_char or in_class):
@@ -149,8 +157,13 @@ def _skip_template(script: str, i: int) -> tuple[int | None, bool]:
 
 def comment_only_lines(script: str) -> set[int] | None:
     """The numbers (from 0) of the lines of ``script`` (JavaScript) that hold only a ``//`` comment, found by
-    reading it token by token (strings, template literals and their substitutions, regular expressions, block
-    comments), or None where the reading does not come out even (an unclosed string, brace or template)."""
+    reading it token by token as far as comments need: strings, template literals and their substitutions,
+    regular expressions (told from a division by the token before; where that is a guess, only if the rest of the
+    line cannot mislead), block comments. None where it cannot be read so: see UNREAD and MISREAD_RISK, or an
+    unclosed string, brace or template."""
+    if UNREAD.search(script):
+        return None
+    # previous: "value" (a "/" after it divides), or the punctuator or "(" (an expression may start next)
     lines, braces, previous, i = set(), [], "(", 0
     while i < len(script):
         char = script[i]
@@ -167,7 +180,12 @@ def comment_only_lines(script: str) -> set[int] | None:
             if end < 0:
                 return None
             i = end + 2
-        elif char in "'\"" or (char == "/" and previous not in ("value", ")", "]")):
+        elif char == "/" and previous in GUESSED_AFTER:
+            line_end = script.find("\n", i)
+            if MISREAD_RISK.search(script, i, len(script) if line_end < 0 else line_end):
+                return None
+            previous, i = "/", i + 1  # read as a division: the rest of the line holds no string, template or brace
+        elif char in "'\"" or (char == "/" and previous not in ("value", "]")):
             i = _skip_quoted(script, i, char)
             if i is None:
                 return None
@@ -190,7 +208,7 @@ def comment_only_lines(script: str) -> set[int] | None:
                 return None
             braces.pop()
             previous, i = "}", i + 1
-        elif char.isalnum() or char in "_$":
+        elif WORD.match(script, i):
             word = WORD.match(script, i).group(0)
             previous, i = ("(" if word in REGEX_AFTER else "value"), i + len(word)
         else:
@@ -207,13 +225,19 @@ def without_comment_lines(script: str) -> str:
     return "\n".join(line for number, line in enumerate(script.split("\n")) if number not in lines)
 
 
+# Elements whose content is text, or foreign (SVG, MathML, where entities in a script are decoded), to a browser:
+# a <script> inside one is not a script the page runs as written.
+NOT_RUN_INSIDE = {"textarea", "title", "xmp", "iframe", "noembed", "noframes", "plaintext", "noscript", "svg", "math"}
+
+
 class _Scripts(HTMLParser):
-    """The character ranges of a page's inline scripts' bodies, with each script's attributes."""
+    """The character ranges of a page's inline scripts' bodies, with each script's attributes (the first of each
+    name, as a browser reads them), leaving out scripts inside NOT_RUN_INSIDE."""
 
     def __init__(self, html: str):
         super().__init__(convert_charrefs=False)
         self.line_starts = [0] + [match.end() for match in re.finditer("\n", html)]
-        self.found, self._open = [], None
+        self.found, self._open, self._containers = [], None, []
         self.feed(html)
         self.close()
 
@@ -222,20 +246,31 @@ class _Scripts(HTMLParser):
         return self.line_starts[line - 1] + offset
 
     def handle_starttag(self, tag, attrs):
-        if tag == "script":
-            self._open = (self._index() + len(self.get_starttag_text()), dict(attrs))
+        if tag in NOT_RUN_INSIDE:
+            self._containers.append(tag)
+        elif tag == "script" and not self._containers:
+            first = {}
+            for name, value in attrs:
+                first.setdefault(name, value)
+            self._open = (self._index() + len(self.get_starttag_text()), first)
 
     def handle_endtag(self, tag):
-        if tag == "script" and self._open:
+        if tag in self._containers:
+            del self._containers[len(self._containers) - 1 - self._containers[::-1].index(tag):]
+        elif tag == "script" and self._open:
             start, attributes = self._open
             self.found.append((start, self._index(), attributes))
             self._open = None
 
 
 def inline_scripts(html: str) -> list[tuple[int, int]]:
-    """Where each inline JavaScript of ``html`` (not JSON, not a script with a ``src``) starts and ends."""
+    """Where each inline JavaScript of ``html`` starts and ends: not JSON or another type, not a script with a
+    ``src`` or a ``language`` other than JavaScript, not one whose end Python's parser may have read past (its
+    body holds ``</script``)."""
     return [(start, end) for start, end, attributes in _Scripts(html).found
-            if "src" not in attributes and (attributes.get("type") or "").lower() in JAVASCRIPT_TYPES]
+            if "src" not in attributes and (attributes.get("type") or "").lower() in JAVASCRIPT_TYPES
+            and (attributes.get("language") or "javascript").lower().startswith("javascript")
+            and "</script" not in html[start:end].lower()]
 
 
 def without_inline_comment_lines(html: str) -> str:

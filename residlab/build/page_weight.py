@@ -208,9 +208,8 @@ def comment_only_lines(script: str) -> set[int] | None:
                 return None
             braces.pop()
             previous, i = "}", i + 1
-        elif WORD.match(script, i):
-            word = WORD.match(script, i).group(0)
-            previous, i = ("(" if word in REGEX_AFTER else "value"), i + len(word)
+        elif word := WORD.match(script, i):
+            previous, i = ("(" if word[0] in REGEX_AFTER else "value"), word.end()
         else:
             previous, i = char, i + 1
     return None if braces else lines

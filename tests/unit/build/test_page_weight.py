@@ -5,15 +5,14 @@ pages draw.)"""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import string
-import subprocess
 import unicodedata
 from pathlib import Path
 
 import pytest
+
+from node_syntax import node_parses
 
 from residlab.build import page_weight
 
@@ -182,23 +181,6 @@ def test_the_sites_own_scripts_without_comment_lines_still_parse(tmp_path):
     served = {script.name: script.read_text(encoding="utf-8") for script in sorted(explorers.glob("*.js"))}
     assert [name for name, text in served.items() if page_weight.comment_only_lines(text) != set()] == []
     assert dict(zip(served, node_parses(list(served.values())))) == dict.fromkeys(served, True)
-
-
-# Compiles each script without running it: a module (python-worker.js, a module worker) as a module.
-PARSE_EACH = """const vm = require("vm"); let input = "";
-process.stdin.on("data", (chunk) => input += chunk).on("end", () => process.stdout.write(JSON.stringify(
-  JSON.parse(input).map(([code, module]) => { try { module ? new vm.SourceTextModule(code) : new vm.Script(code); return true; }
-                                             catch (error) { return false; } }))));"""
-
-
-def node_parses(texts: list[str]) -> list[bool]:
-    node = shutil.which("node")
-    if node is None:
-        pytest.fail("node is not on PATH: these tests parse the site's scripts in it (Node 18 or newer)")
-    scripts = [[text, bool(re.search(r"^(import|export)\b", text, re.M))] for text in texts]
-    done = subprocess.run([node, "--experimental-vm-modules", "-e", PARSE_EACH], input=json.dumps(scripts),
-                          capture_output=True, text=True, timeout=120, check=True)
-    return json.loads(done.stdout)
 
 
 def test_each_line_dropped_from_the_sites_scripts_is_one_javascript_reads_as_a_comment():

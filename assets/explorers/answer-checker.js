@@ -270,8 +270,7 @@
       keys: Object.freeze(Object.fromEntries(Object.entries(ENTRIES).map(([part, entries]) => [part, entries.map(([key, , kind]) => [key, kind])]))),
     });
   }
-  // toy-trace.js (its arithmetic) comes further down the page, deferred like this script: start once it has run
-  // (DOMContentLoaded follows every deferred script).
-  if (window.residlabToyArithmetic) start();
-  else document.addEventListener("DOMContentLoaded", start);
+  // Each checker's block names toy-trace.js (its arithmetic) before this script, and the site's loader runs a
+  // block's scripts in that order (assets/site/explorers.html).
+  start();
 })();

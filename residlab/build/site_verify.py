@@ -30,6 +30,9 @@ class _References(HTMLParser):
         name = self.ATTRIBUTES.get(tag)
         if name and attributes.get(name):
             self.references.append((tag, attributes[name]))
+        # an explorer's block names the scripts the site's loader fetches (assets/site/explorers.html)
+        for script in (attributes.get("data-residlab-scripts") or "").split():
+            self.references.append(("script", script))
         if tag == "link" and attributes.get("href"):
             self.link_rels.append((attributes.get("rel") or "", attributes["href"]))
 

@@ -81,7 +81,7 @@ class PageFamily:
     navbar_text: str | None = None  # a top-level page's entry in the navbar (a section's is its name)
     contents: tuple[str, ...] = ()  # the family's other pages (the glossary's entries), in sidebar order
     runners: tuple[Runner, ...] = ()
-    explorers: tuple[str, ...] = ()  # scripts in assets/explorers/ its pages load
+    explorers: tuple[str, ...] = ()  # scripts in assets/explorers/ its pages' blocks name (data-residlab-scripts)
     downloads: tuple[str, ...] = ()  # other files the site serves for it (patterns Quarto copies)
     path_step: int | None = None  # the number of its step on the learning path (``path`` says what it is)
     pages: tuple[str, ...] = field(init=False)

@@ -34,14 +34,31 @@ def wait_for(browser, condition, message: str):
         pytest.fail(f"{message} (waited {WAIT_SECONDS} s)", pytrace=False)
 
 
-def open_page(browser, url: str) -> dict:
-    """Load a page and wait until it has settled; returns what it requested and logged while loading."""
+# Scrolls to each explorer's block in turn, as a reader would, so the site's loader (assets/site/explorers.html)
+# fetches its scripts; resolves once every block has settled (aria-busy gone), back at the top of the page.
+BRING_EXPLORERS = """
+const done = arguments[arguments.length - 1];
+const frames = () => new Promise((next) => requestAnimationFrame(() => requestAnimationFrame(next)));
+(async () => {
+  for (const block of document.querySelectorAll("[data-residlab-scripts]")) { block.scrollIntoView(); await frames(); }
+  while (document.querySelector("[data-residlab-scripts][aria-busy]")) await frames();
+  window.scrollTo(0, 0);
+  await frames();
+})().then(() => done(true));
+"""
+
+
+def open_page(browser, url: str, explorers: bool = True) -> dict:
+    """Load a page and wait until it has settled, its explorers built unless ``explorers`` is false (they load when
+    a reader nears them); returns what it requested and logged meanwhile."""
     browser.get_log("performance"), browser.get_log("browser")  # drop what earlier pages left
     browser.get(url)
     wait_for(browser, lambda b: b.execute_script("return document.readyState") == "complete", f"{url} never loaded")
     # and two frames more: what a ResizeObserver does after layout (accessibility.html's tab stops) is done by then
     browser.execute_async_script("const done = arguments[arguments.length - 1];"
                                  "requestAnimationFrame(() => requestAnimationFrame(() => done(true)))")
+    if explorers:
+        browser.execute_async_script(BRING_EXPLORERS)
     events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
     requested = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"}
     failed = [f"{requested.get(e['params']['requestId'], '?')}: {e['params']['errorText']}"

@@ -115,6 +115,8 @@ def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
         "</head>", '<script src="https://cdn.example.org/x.js"></script></head>').replace(
         "</main>", '<div class="cell-output cell-output-stderr">UserWarning</div></main>'), encoding="utf-8")
     (broken / "site_libs" / "extra.css").write_text("@import url('https://fonts.example.org/f.css');\n")
+    lab07 = broken / "labs" / "07-patching-methods.html"
+    lab07.write_text(lab07.read_text(encoding="utf-8").replace("explorers/patching-explorer.js", "explorers/patching.js"), encoding="utf-8")
     problems = "\n".join(site_verify.verify_build(built_site.project, broken))
     assert "glossary/mlp.html: not built (source glossary/mlp.qmd)" in problems
     assert "assets/labs/trace_residual_toy.py: differs from assets/labs/trace_residual_toy.py" in problems
@@ -122,6 +124,8 @@ def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
     assert "lessons/04-residual-stream.html: a cell wrote to stderr or raised" in problems
     assert "mlp.html does not resolve to a file in the site" in problems  # the sidebar links to the deleted page
     assert "site_libs/extra.css: fetches a stylesheet or font from another host" in problems
+    # a script an explorer's block names for the site's loader
+    assert "labs/07-patching-methods.html: <script> ../assets/explorers/patching.js does not resolve" in problems
 
 
 def test_math_is_mathml_everywhere(built_site):

@@ -304,11 +304,30 @@ def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
     origin = urlsplit(lab_url).netloc
     scripts = [url for url in lab["requested"] if "/assets/explorers/" in url]
     # the registry's scripts of Lab 05 from the site itself (their small stylesheet is written into the page when the
-    # site is built), all but the editor's, fetched when the editor nears the screen (test_python_in_page), and its
-    # worker, which only a first Run or Check starts
+    # site is built), each fetched once as its block neared the screen, all but the editor's worker, which only a
+    # first Run or Check starts
     from residlab.course import pages
 
-    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-editor.js", "python-worker.js"}
+    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-worker.js"}
     assert sorted(url.rsplit("/", 1)[1] for url in scripts) == sorted(expected), lab["requested"]
     assert [url for url in lab["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin] == []
     assert lab["failed"] == [] and [e for e in lab["console"] if e["level"] == "SEVERE"] == []
+
+
+def test_explorers_load_when_a_reader_nears_them(browser, lab_url):
+    """Nothing in assets/explorers/ is fetched with the page: a block's scripts are fetched, in the order its
+    data-residlab-scripts names them, once the block nears the screen (assets/site/explorers.html), and until they
+    have run the block keeps its text for readers without JavaScript."""
+    loaded = open_page(browser, lab_url, explorers=False)
+    assert [url for url in loaded["requested"] if "/assets/explorers/" in url] == []
+    assert "needs JavaScript" in browser.find_element("id", "toy-explorer").text
+    browser.get_log("performance")
+    browser.execute_script("document.querySelector('.residlab-checker[data-part=\"1\"]').scrollIntoView()")
+    wait_for(browser, lambda b: b.find_elements("css selector", ".residlab-checker[data-part='1'] form"), "the answer checker was never built")
+    wait_for(browser, lambda b: b.find_elements("css selector", "#toy-explorer output[data-field]"), "toy-trace.js did not build the toy explorer")
+    assert browser.execute_script("return document.querySelectorAll('[aria-busy]').length") == 0
+    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
+    fetched = [e["params"]["request"]["url"].rsplit("/", 1)[1] for e in events
+               if e["method"] == "Network.requestWillBeSent" and "/assets/explorers/" in e["params"]["request"]["url"]]
+    # the checker's arithmetic first, then the checker; the toy explorer's block names toy-trace.js too: once
+    assert fetched[:2] == ["toy-trace.js", "answer-checker.js"] and fetched.count("toy-trace.js") == 1, fetched

@@ -49,10 +49,11 @@ your code until you press **Reset to skeleton** twice. **Download as .py** saves
 your file's top-level code and each function {FUNCTION_LIMIT_S} s)."""
 
 
-def editor_block(skeleton_href: str, checker_href: str) -> str:
-    """The editor's element, which python-editor.js fills in (HTML)."""
+def editor_block(skeleton_href: str, checker_href: str, editor_src: str) -> str:
+    """The editor's element, which python-editor.js (``editor_src``, fetched when the element nears the screen:
+    ``assets/site/explorers.html``) fills in (HTML)."""
     return f"""<div class="residlab-python" id="toy-editor" data-skeleton="{skeleton_href}"
-data-checker="{checker_href}" data-limit="{RUN_LIMIT_S}">
+data-checker="{checker_href}" data-limit="{RUN_LIMIT_S}" data-residlab-scripts="{editor_src}">
 <p>The editor needs JavaScript; check_toy.py checks your file.</p>
 </div>
 """

@@ -43,13 +43,14 @@ MEASUREMENT_DECIMALS = 3
 def _block(element_id: str, config: dict, script_dir: str, scripts: tuple[str, ...], fallback: str) -> str:
     # "<" escaped, so nothing in the configuration can end the script element early.
     payload = json.dumps(config, ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
-    tags = "".join(f'<script src="{html.escape(script_dir + name)}" defer></script>\n' for name in SCRIPTS + scripts)
+    # in the order they run (assets/site/explorers.html fetches them when the block nears the screen)
+    sources = " ".join(script_dir + name for name in SCRIPTS + scripts)
     return (
         "```{=html}\n"
         f'<script type="application/json" id="{element_id}-config">{payload}</script>\n'
-        f'<div class="residlab-explorer rl-opener" id="{element_id}" data-config="{element_id}-config">'
-        f"<p>{html.escape(fallback)}</p></div>\n"
-        f"{tags}```\n"
+        f'<div class="residlab-explorer rl-opener" id="{element_id}" data-config="{element_id}-config"'
+        f' data-residlab-scripts="{html.escape(sources)}"><p>{html.escape(fallback)}</p></div>\n'
+        "```\n"
     )
 
 
@@ -70,7 +71,8 @@ def capture_opener_config() -> dict:
 
 def capture_opener(script_dir: str) -> str:
     """For a page cell with ``output: asis``, after the capture explorer: the "open your own run" block."""
-    return _block("open-capture", capture_opener_config(), script_dir, ("open-capture.js",),
+    # open-capture.js redraws the capture explorer with the reader's run (capture-explorer.js's build)
+    return _block("open-capture", capture_opener_config(), script_dir, ("capture-explorer.js", "open-capture.js"),
                   "Opening your own run needs JavaScript.")  # fmt: skip
 
 

@@ -16,15 +16,15 @@ import json
 def explorer_block(explorer_id: str, data, script_src: str, without_script: str) -> str:
     """The explorer's raw HTML block: its data as JSON in ``<script type="application/json"
     id="EXPLORER_ID-data">``, the element the script fills (``id=EXPLORER_ID``, ``data-source`` naming the data),
-    holding ``without_script`` for readers without JavaScript, and the script, deferred."""
+    holding ``without_script`` for readers without JavaScript and naming its script in ``data-residlab-scripts``
+    (the site's loader, ``assets/site/explorers.html``, fetches it when the element nears the screen)."""
     data_id = f"{explorer_id}-data"
     # "<" escaped, so no string in the data can end the script element early.
     payload = json.dumps(data, ensure_ascii=True, allow_nan=False).replace("<", "\\u003c")
     return (
         "```{=html}\n"
         f'<script type="application/json" id="{data_id}">{payload}</script>\n'
-        f'<div class="residlab-explorer" id="{explorer_id}" data-source="{data_id}">'
-        f"<p>{html.escape(without_script)}</p></div>\n"
-        f'<script src="{html.escape(script_src)}" defer></script>\n'
+        f'<div class="residlab-explorer" id="{explorer_id}" data-source="{data_id}"'
+        f' data-residlab-scripts="{html.escape(script_src)}"><p>{html.escape(without_script)}</p></div>\n'
         "```\n"
     )

@@ -138,7 +138,8 @@ def test_the_html_block_carries_the_data_and_no_piece_can_close_its_script(data)
     hostile = {**data, "tokens": [{"position": 0, "id": 1, "piece": "</script><b>"}]}
     block = explorer_data.explorer_html(hostile, "../assets/explorers/capture-explorer.js")
     assert block.startswith("```{=html}\n") and block.endswith("```\n")
-    assert block.count("</script>") == 2  # the data element's and the script's own, nothing from the piece
+    assert block.count("</script>") == 1  # the data element's, nothing from the piece
     payload = block.split('id="capture-explorer-data">', 1)[1].split("</script>", 1)[0]
     assert json.loads(payload)["tokens"][0]["piece"] == "</script><b>"
-    assert '<script src="../assets/explorers/capture-explorer.js" defer></script>' in block
+    # the script is named for the site's loader, which fetches it when the block nears the screen
+    assert 'data-residlab-scripts="../assets/explorers/capture-explorer.js"' in block and "<script src" not in block

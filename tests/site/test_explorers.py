@@ -316,8 +316,8 @@ def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
 
 def test_explorers_load_when_a_reader_nears_them(browser, lab_url):
     """Nothing in assets/explorers/ is fetched with the page: a block's scripts are fetched, in the order its
-    data-residlab-scripts names them, once the block nears the screen (assets/site/explorers.html), and until they
-    have run the block keeps its text for readers without JavaScript."""
+    data-residlab-scripts names them, once the block nears the screen (assets/site/explorers.html); until then the
+    block keeps its text for readers without JavaScript."""
     loaded = open_page(browser, lab_url, explorers=False)
     assert [url for url in loaded["requested"] if "/assets/explorers/" in url] == []
     assert "needs JavaScript" in browser.find_element("id", "toy-explorer").text

@@ -271,6 +271,8 @@
     });
   }
   // Each checker's block names toy-trace.js (its arithmetic) before this script, and the site's loader runs a
-  // block's scripts in that order (assets/site/explorers.html).
-  start();
+  // block's scripts in that order (assets/site/explorers.html); if toy-trace.js failed to load (offline), the
+  // checkers start when the loader's next try brings it.
+  if (window.residlabToyArithmetic) start();
+  else document.addEventListener("residlab:toy-arithmetic", start, { once: true });
 })();

@@ -349,6 +349,7 @@
     frac, add, sub, mul, neg, equal, greater, exactText, toFloat, parseEntry, vectorPieces, MINUS_SIGNS, SLASHES, norm,
     sequential, F, G, readout, vAdd, vSub, vectorText, DEFAULT_INPUT,
   });
+  document.dispatchEvent(new Event("residlab:toy-arithmetic"));  // for a checker that ran before this script could
 
   function start() {
     const root = document.getElementById("toy-explorer");

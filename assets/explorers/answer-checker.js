@@ -274,5 +274,5 @@
   // block's scripts in that order (assets/site/explorers.html); if toy-trace.js failed to load (offline), the
   // checkers start when the loader's next try brings it.
   if (window.residlabToyArithmetic) start();
-  else document.addEventListener("residlab:toy-arithmetic", start, { once: true });
+  else window.residlabAwaitingToyArithmetic = start;
 })();

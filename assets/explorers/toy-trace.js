@@ -349,7 +349,8 @@
     frac, add, sub, mul, neg, equal, greater, exactText, toFloat, parseEntry, vectorPieces, MINUS_SIGNS, SLASHES, norm,
     sequential, F, G, readout, vAdd, vSub, vectorText, DEFAULT_INPUT,
   });
-  document.dispatchEvent(new Event("residlab:toy-arithmetic"));  // for a checker that ran before this script could
+  // a checker that ran before this script could (answer-checker.js, when this one failed to load) starts now
+  if (typeof window.residlabAwaitingToyArithmetic === "function") window.residlabAwaitingToyArithmetic();
 
   function start() {
     const root = document.getElementById("toy-explorer");

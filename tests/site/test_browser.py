@@ -36,13 +36,14 @@ def wait_for(browser, condition, message: str):
 
 # Scrolls to each explorer's block in turn, as a reader would, so the site's loader (assets/site/explorers.html)
 # fetches its scripts: on to the next block once this one is loading or its scripts have all run (the loader marks
-# those data-ran); resolves once every block has settled (aria-busy gone), back at the top of the page.
+# those data-ran); resolves once every shown block has settled (aria-busy gone), back at the top of the page.
 BRING_EXPLORERS = """
 const done = arguments[arguments.length - 1];
 const frames = () => new Promise((next) => requestAnimationFrame(() => requestAnimationFrame(next)));
 const ran = (src) => [...document.querySelectorAll("script[data-ran]")].some((s) => s.src === new URL(src, document.baseURI).href);
 (async () => {
   for (const block of document.querySelectorAll("[data-residlab-scripts]")) {
+    if (!block.getClientRects().length) continue;  // not shown (print hides some): it loads once shown
     block.scrollIntoView();
     do await frames();
     while (!block.hasAttribute("aria-busy") && !block.dataset.residlabScripts.split(/\\s+/).filter(Boolean).every(ran));

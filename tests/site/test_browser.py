@@ -75,6 +75,12 @@ def open_page(browser, url: str, explorers: bool = True) -> dict:
     return {"requested": sorted(set(requested.values())), "failed": failed, "console": browser.get_log("browser")}
 
 
+def requested_urls(browser) -> list[str]:
+    """Every URL the page requested since the performance log was last read."""
+    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
+    return [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
+
+
 def search_button(browser):
     """Quarto's search button, once its scripts (loaded after the page) have drawn it."""
     from selenium.webdriver.common.by import By

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from test_browser import open_page, wait_for
+from test_browser import open_page, requested_urls, wait_for
 
 from residlab.course.lab05 import toy
 
@@ -326,8 +326,6 @@ def test_explorers_load_when_a_reader_nears_them(browser, lab_url):
     wait_for(browser, lambda b: b.find_elements("css selector", ".residlab-checker[data-part='1'] form"), "the answer checker was never built")
     wait_for(browser, lambda b: b.find_elements("css selector", "#toy-explorer output[data-field]"), "toy-trace.js did not build the toy explorer")
     assert browser.execute_script("return document.querySelectorAll('[aria-busy]').length") == 0
-    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
-    fetched = [e["params"]["request"]["url"].rsplit("/", 1)[1] for e in events
-               if e["method"] == "Network.requestWillBeSent" and "/assets/explorers/" in e["params"]["request"]["url"]]
+    fetched = [url.rsplit("/", 1)[1] for url in requested_urls(browser) if "/assets/explorers/" in url]
     # the checker's arithmetic first, then the checker; the toy explorer's block names toy-trace.js too: once
     assert fetched[:2] == ["toy-trace.js", "answer-checker.js"] and fetched.count("toy-trace.js") == 1, fetched

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import toy_solutions
-from test_browser import axe_violations
+from test_browser import axe_violations, requested_urls
 
 from residlab.build import pyodide_files
 from residlab.course.lab05 import code_check, toy
@@ -78,11 +78,6 @@ def offline_browser(tmp_path_factory):
         yield driver
     finally:
         driver.quit()
-
-
-def requested_urls(browser) -> list[str]:
-    events = [json.loads(entry["message"])["message"] for entry in browser.get_log("performance")]
-    return [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
 
 
 def wait_until(condition, seconds: float, message: str):

@@ -1,6 +1,6 @@
 // Lab 05 Part 3's editor (Run, Check, Download, Reset) and "Run it here". The site's loader fetches this script when
-// either nears the screen (assets/site/explorers.html); Python runs in python-worker.js, started by the first run: a run past the editor's data-limit
-// (s) ends the worker. Code stays in local storage.
+// either nears the screen (assets/site/explorers.html); Python runs in python-worker.js, started by the first run:
+// a run past the editor's data-limit (s) ends the worker. Code stays in local storage.
 (function () {
   "use strict";
 

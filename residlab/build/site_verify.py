@@ -1,8 +1,9 @@
 """``residlab site verify DIR``: checks what a render built.
 
 A page for every source page, every resource copied byte for byte (the site's own scripts without their comment
-lines, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, no cell output is an
-error or stderr, and nothing is loaded from another host.
+lines, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, every link to a
+place on its own page (a citation to its reference, a cross-reference) names an id the page has, no cell output is
+an error or stderr, and nothing is loaded from another host.
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ class _References(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.references: list[tuple[str, str]] = []
         self.link_rels: list[tuple[str, str]] = []  # (rel, href) of <link> tags
+        self.ids: set[str] = set()
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
+        if attributes.get("id"):
+            self.ids.add(attributes["id"])
         name = self.ATTRIBUTES.get(tag)
         if name and attributes.get(name):
             self.references.append((tag, attributes[name]))
@@ -90,6 +94,8 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
                 if tag in ("script", "img", "iframe", "source") or (tag == "link" and rels - {"canonical", "alternate"}):
                     problems.append(f"{where}: <{tag}> loads {url} from another host")
                 continue
+            if tag == "a" and url.startswith("#") and len(url) > 1 and unquote(url[1:]) not in parser.ids:
+                problems.append(f"{where}: <a> {url} names no id on the page")
             target = _local_target(site_dir, html, url)
             if target is not None and not target.exists():
                 problems.append(f"{where}: <{tag}> {url} does not resolve to a file in the site")

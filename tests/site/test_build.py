@@ -113,7 +113,8 @@ def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
     lesson = broken / "lessons" / "04-residual-stream.html"
     lesson.write_text(lesson.read_text(encoding="utf-8").replace(
         "</head>", '<script src="https://cdn.example.org/x.js"></script></head>').replace(
-        "</main>", '<div class="cell-output cell-output-stderr">UserWarning</div></main>'), encoding="utf-8")
+        "</main>", '<div class="cell-output cell-output-stderr">UserWarning</div></main>').replace(
+        'id="ref-vaswani2017attention"', 'id="ref-renamed"'), encoding="utf-8")
     (broken / "site_libs" / "extra.css").write_text("@import url('https://fonts.example.org/f.css');\n")
     lab07 = broken / "labs" / "07-patching-methods.html"
     lab07.write_text(lab07.read_text(encoding="utf-8").replace("explorers/patching-explorer.js", "explorers/patching.js"), encoding="utf-8")
@@ -122,6 +123,8 @@ def test_verify_build_names_each_kind_of_problem(built_site, tmp_path):
     assert "assets/labs/trace_residual_toy.py: differs from assets/labs/trace_residual_toy.py" in problems
     assert "lessons/04-residual-stream.html: <script> loads https://cdn.example.org/x.js from another host" in problems
     assert "lessons/04-residual-stream.html: a cell wrote to stderr or raised" in problems
+    # a citation whose entry in the references is gone
+    assert "lessons/04-residual-stream.html: <a> #ref-vaswani2017attention names no id on the page" in problems
     assert "mlp.html does not resolve to a file in the site" in problems  # the sidebar links to the deleted page
     assert "site_libs/extra.css: fetches a stylesheet or font from another host" in problems
     # a script an explorer's block names for the site's loader

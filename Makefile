@@ -55,6 +55,18 @@ $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml | $(LONG
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
 	$(call build_venv,$(RUNNER_VENV),assets/labs/residual-requirements.txt)
 
+# The learners' wheelhouse: the wheels the learners' requirement files resolve to (torch first, from TORCH_INDEX, as
+# every environment takes it) and nothing else. tests/site/test_page_commands.py builds each page's environment
+# by running the page's own venv and pip lines with pip allowed no index but this folder, so a page that installs
+# too little fails there as a learner's run would.
+WHEELHOUSE := .wheelhouse
+LEARNER_REQUIREMENTS := assets/labs/torch-requirements.txt assets/labs/residual-requirements.txt
+$(WHEELHOUSE)/.filled: $(LEARNER_REQUIREMENTS)
+	rm -rf $(WHEELHOUSE)
+	$(PYTHON) -m pip download --quiet --dest $(WHEELHOUSE) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' assets/labs/torch-requirements.txt)"
+	$(PYTHON) -m pip download --quiet --dest $(WHEELHOUSE) --find-links $(WHEELHOUSE) $(addprefix -r ,$(LEARNER_REQUIREMENTS))
+	touch $@
+
 $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/package-lock.json
 	npm ci --prefix $(LIGHTHOUSE) --no-audit --no-fund --loglevel=error
 	touch $@
@@ -84,12 +96,13 @@ test:
 	$(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
 		test-site test-rest test-compat test-peers
 
-# The site suite runs the pages' commands with the learners' environment too (tests/site/test_page_commands.py).
-# Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist workers, a test file per worker at a
-# time (module fixtures such as Lighthouse's run once), after one render the workers share (tests/site/conftest.py).
+# The site suite runs the pages' commands too, each page's environment built from the wheelhouse as the page says
+# (tests/site/test_page_commands.py). Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist
+# workers, a test file per worker at a time (module fixtures such as Lighthouse's run once), after one render the
+# workers share (tests/site/conftest.py).
 SITE_WORKERS ?= 3
-test-site: $(VENV)/.installed $(RUNNER_VENV)/.installed $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
+test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
+	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
 # One process: its tests compute (runners, trainings, renders of stand-ins) where the site suite's mostly wait on
 # Chromium, so workers here would only contend for the same two cores.
@@ -137,4 +150,4 @@ page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(WHEELHOUSE) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules _site _freeze .residlab-render-cache .quarto

@@ -31,36 +31,36 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 """
 
 # Read this first: the recipe and the audit's input: the training, then the declared writes.
-#   line  189  residlab/course/models/induction/recipe.py
-#   line  242    MODEL_CONFIG
-#   line  311    train_induction_model
-#   line 3903  residlab/course/lab06/induction_audit.py
-#   line 3936    declared_sites
+#   line  191  residlab/course/models/induction/recipe.py
+#   line  244    MODEL_CONFIG
+#   line  313    train_induction_model
+#   line 3905  residlab/course/lab06/induction_audit.py
+#   line 3938    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
-#   line  102  residlab/course/models/threads.py
-#   line  124  residlab/capture/versions.py
-#   line  157  residlab/capture/vectors.py
-#   line  189  residlab/course/models/induction/recipe.py
-#   line  372  residlab/capture/blocks.py
-#   line  582  residlab/capture/sites.py
-#   line  687  residlab/capture/recording.py
-#   line  848  residlab/capture/patching.py
-#   line  965  residlab/audit/measures.py
-#   line 1087  residlab/course/models/induction/measures.py
-#   line 1337  residlab/course/models/induction/induction_lab.py
-#   line 1441  residlab/capture/outdir.py
-#   line 1553  residlab/capture/files.py
-#   line 1645  residlab/audit/subject.py
-#   line 1960  residlab/audit/runs.py
-#   line 2314  residlab/audit/schema.py
-#   line 2700  residlab/audit/attribution.py
-#   line 2813  residlab/audit/placement.py
-#   line 3056  residlab/audit/packet.py
-#   line 3477  residlab/audit/verify.py
-#   line 3903  residlab/course/lab06/induction_audit.py
-#   line 3994  residlab/course/lab06/induction_cli.py (the entry)
+#   line  104  residlab/course/models/threads.py
+#   line  126  residlab/capture/versions.py
+#   line  159  residlab/capture/vectors.py
+#   line  191  residlab/course/models/induction/recipe.py
+#   line  374  residlab/capture/blocks.py
+#   line  584  residlab/capture/sites.py
+#   line  689  residlab/capture/recording.py
+#   line  850  residlab/capture/patching.py
+#   line  967  residlab/audit/measures.py
+#   line 1089  residlab/course/models/induction/measures.py
+#   line 1339  residlab/course/models/induction/induction_lab.py
+#   line 1443  residlab/capture/outdir.py
+#   line 1555  residlab/capture/files.py
+#   line 1647  residlab/audit/subject.py
+#   line 1962  residlab/audit/runs.py
+#   line 2316  residlab/audit/schema.py
+#   line 2702  residlab/audit/attribution.py
+#   line 2815  residlab/audit/placement.py
+#   line 3058  residlab/audit/packet.py
+#   line 3479  residlab/audit/verify.py
+#   line 3905  residlab/course/lab06/induction_audit.py
+#   line 3996  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -84,9 +84,11 @@ from pathlib import Path
 
 
 def torch_missing_message(program: str, python: str) -> str:
+    # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
-        f"{program}: torch is not installed for this Python ({python}): install PyTorch (the CPU build is enough: "
-        "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu), then run it again"
+        f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
+        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
+        "on Windows .venv-residual\\Scripts\\python.exe)"
     )
 
 

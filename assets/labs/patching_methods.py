@@ -28,30 +28,30 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1328  residlab/course/lab07/designs.py
-#   line 1393    make_design
-#   line 1421  residlab/course/lab07/patching.py
-#   line 1578    activation_grids
-#   line 1629    path_patching
-#   line 1652  residlab/course/lab07/attribution.py
-#   line 1691    attribution_grids
+#   line 1330  residlab/course/lab07/designs.py
+#   line 1395    make_design
+#   line 1423  residlab/course/lab07/patching.py
+#   line 1580    activation_grids
+#   line 1631    path_patching
+#   line 1654  residlab/course/lab07/attribution.py
+#   line 1693    attribution_grids
 #
 # Contents (the line where each section's marker starts):
 #   line   60  residlab/course/models/needs_torch.py
-#   line   93  residlab/capture/blocks.py
-#   line  303  residlab/capture/sites.py
-#   line  408  residlab/capture/recording.py
-#   line  569  residlab/capture/patching.py
-#   line  686  residlab/capture/versions.py
-#   line  719  residlab/capture/vectors.py
-#   line  751  residlab/audit/measures.py
-#   line  873  residlab/course/models/threads.py
-#   line  895  residlab/course/models/induction/recipe.py
-#   line 1078  residlab/course/models/induction/measures.py
-#   line 1328  residlab/course/lab07/designs.py
-#   line 1421  residlab/course/lab07/patching.py
-#   line 1652  residlab/course/lab07/attribution.py
-#   line 1736  residlab/course/lab07/lab.py (the entry)
+#   line   95  residlab/capture/blocks.py
+#   line  305  residlab/capture/sites.py
+#   line  410  residlab/capture/recording.py
+#   line  571  residlab/capture/patching.py
+#   line  688  residlab/capture/versions.py
+#   line  721  residlab/capture/vectors.py
+#   line  753  residlab/audit/measures.py
+#   line  875  residlab/course/models/threads.py
+#   line  897  residlab/course/models/induction/recipe.py
+#   line 1080  residlab/course/models/induction/measures.py
+#   line 1330  residlab/course/lab07/designs.py
+#   line 1423  residlab/course/lab07/patching.py
+#   line 1654  residlab/course/lab07/attribution.py
+#   line 1738  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -75,9 +75,11 @@ from pathlib import Path
 
 
 def torch_missing_message(program: str, python: str) -> str:
+    # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
-        f"{program}: torch is not installed for this Python ({python}): install PyTorch (the CPU build is enough: "
-        "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu), then run it again"
+        f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
+        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
+        "on Windows .venv-residual\\Scripts\\python.exe)"
     )
 
 

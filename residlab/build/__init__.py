@@ -16,6 +16,8 @@
   a runner's module follows).
 - ``checkout``: the project as a fresh clone has it, copied elsewhere (the render tests' clean copy, the trial's
   throwaway copy).
+- ``npm_installs``: the first Quarto pre-render step, the npm packages the site serves (``assets/*/``) installed
+  from their locks when missing, so a plain ``quarto render`` of a fresh clone builds.
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
 - ``preview_image``: a Quarto post-render step, the site's social-preview image drawn into the built site.
 - ``page_weight``: a Quarto post-render step, what a phone downloads before it paints: the fonts subset to what

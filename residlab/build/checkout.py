@@ -1,8 +1,8 @@
 """The project as a fresh clone has it: the files git knows (tracked, and untracked ones git does not ignore, as they
 are in the working tree), copied into another folder. A render there starts with no ``_freeze/``, ``_site/`` or
-``.quarto/``, and a trial there with no environments. The one thing a fresh clone fetches before it renders,
-Pyodide (``make pyodide``: ``npm ci`` from its lock), is carried over as installed, so the copy renders offline.
-Standard library only: ``residlab pins`` runs without the project's environment.
+``.quarto/``, and a trial there with no environments or npm installs: its render installs the site's npm packages
+from their locks as a fresh clone's does (``residlab/build/npm_installs.py``, from npm's cache once ``make`` has
+installed the same locks). Standard library only: ``residlab pins`` runs without the project's environment.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-
-from residlab.build.pyodide_files import carry_install
 
 
 class CheckoutError(RuntimeError):
@@ -32,5 +30,4 @@ def clean_copy(root: Path, destination: Path) -> Path:
         if source.is_symlink() or source.is_file():  # a tracked file deleted in the working tree is not copied
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target, follow_symlinks=False)
-    carry_install(root, destination)
     return destination

@@ -2,8 +2,8 @@
 
 ``residlab/locks/pythia-14m.lock.json`` holds the specimen pin and the library versions the project's
 checks ran. Everything else that names a version is derived from it here: ``_variables.yml`` (read by
-the pages through ``{{< var >}}``), ``assets/labs/residual-requirements.txt`` (read by learners' pip)
-and the runner's embedded lock. ``requirements.txt`` is the project's own environment: it is checked
+the pages through ``{{< var >}}``), ``assets/labs/residual-requirements.txt`` and
+``assets/labs/torch-requirements.txt`` (read by learners' pip) and the runner's embedded lock. ``requirements.txt`` is the project's own environment: it is checked
 against the lock, never silently rewritten; a re-pin (``repinned_texts``) rewrites it and the lock together.
 """
 
@@ -66,6 +66,21 @@ def residual_requirements(lock: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def torch_requirements(lock: dict, requirements_text: str) -> str:
+    """The learners' requirements for the runners that need PyTorch alone: torch at the lock's pin and NumPy at the
+    project's (torch warns on import without NumPy, and the packets' digests read tensors' bytes through it)."""
+    numpy = requirement_pins(requirements_text)["numpy"]
+    lines = [
+        f"# {GENERATED_NOTE}",
+        "# Pinned for residual_stream_lab.py and read_transformer_paper.py: the versions the residlab checks ran "
+        f"(Python {lock['libraries']['python']}).",
+        "# On Linux or Windows, install the CPU wheel of torch first (see Lesson 2.1's lab) to avoid CUDA downloads.",
+        f"torch=={lock['libraries']['torch']}",
+        f"numpy=={numpy}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def compat_requirements(lock: dict, requirements_text: str) -> str:
     """The second test environment: the lock's libraries with the "also_tested" ones swapped in, plus
     the test tools at the project's own pins."""
@@ -107,6 +122,7 @@ def pinned_outputs(site_root: Path, lock: dict) -> dict[Path, str]:
     return {
         site_root / "_variables.yml": variables_yaml(lock),
         site_root / "assets" / "labs" / "residual-requirements.txt": residual_requirements(lock),
+        site_root / "assets" / "labs" / "torch-requirements.txt": torch_requirements(lock, requirements_text),
         site_root / "tests" / "compat-requirements.txt": compat_requirements(lock, requirements_text),
     }
 

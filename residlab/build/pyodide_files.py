@@ -65,17 +65,6 @@ def copy_into_site(root: Path, output: Path) -> list[Path]:
     return copied
 
 
-def carry_install(root: Path, destination: Path) -> None:
-    """Copy the install of ``root`` (the shipped files and the package's manifest), if there is one, into the same
-    place under ``destination``: a clean copy renders with the Pyodide ``npm ci`` installed, offline."""
-    if not (root / INSTALLED / "package.json").is_file():
-        return
-    (destination / INSTALLED).mkdir(parents=True, exist_ok=True)
-    for name in (*SHIPPED, "package.json"):
-        if (root / INSTALLED / name).is_file():
-            shutil.copy2(root / INSTALLED / name, destination / INSTALLED / name)
-
-
 def main() -> int:
     root = Path.cwd()
     output = Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_site")

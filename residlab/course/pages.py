@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = "assets/labs"
 EXPLORER_DIR = "assets/explorers"
 RUNNER_REQUIREMENTS = f"{RUNNER_DIR}/residual-requirements.txt"  # what a learner installs (``residlab sync``)
+# What a learner installs for the runners that need PyTorch alone (``residlab sync``): torch and NumPy.
+TORCH_REQUIREMENTS = f"{RUNNER_DIR}/torch-requirements.txt"
 METADATA_FILE = "_pages.yml"  # written by ``residlab sync``, included by ``_quarto.yml``'s metadata-files
 
 
@@ -113,8 +115,8 @@ def page_title(page: str, root: Path = ROOT) -> str:
 TOY_SKELETON = ("my_toy.py", "course/lab05/toy_skeleton.py")
 PINNED_LOCK = DataSection("EMBEDDED_LOCK_JSON", "locks/pythia-14m.lock.json", "the pinned lock")
 TORCH_CHECK = "course/models/needs_torch.py"  # stops a runner that needs torch, in one line, when torch is missing
-PYTORCH = "PyTorch"
 REQUIREMENTS_LINK = f"[{RUNNER_REQUIREMENTS.rsplit('/', 1)[1]}]({RUNNER_REQUIREMENTS})"
+PYTORCH = f"PyTorch and NumPy ([{TORCH_REQUIREMENTS.rsplit('/', 1)[1]}]({TORCH_REQUIREMENTS}))"
 
 FAMILIES = (
     PageFamily("index.qmd", sidebar_text="Overview", summary="the course's front page: who it is for, the path, "
@@ -138,7 +140,7 @@ FAMILIES = (
                     "course/models/lesson_lab.py",
                 ),
                 "Lesson 2.1: the copy-model audit, its packet written and verified, and the pre-LN/post-LN gradient "
-                "profile (needs only torch)",
+                "profile (needs torch and NumPy: torch-requirements.txt)",
                 "the audit of the copy model",
                 (
                     ReadFirst("course/models/copy_model.py", ("PreNormBlock",)),
@@ -150,7 +152,7 @@ FAMILIES = (
             ),
         ),
         # The TransformerLens and nnsight snippets the pages' peer boxes show and link (residlab/course/ui/peers.py).
-        downloads=("assets/peers/*.py",),
+        downloads=("assets/peers/*.py", TORCH_REQUIREMENTS),
     ),
     PageFamily(
         "labs/04-read-transformer-paper.qmd", label="Lab 04", room="lab04", section="Labs", path_step=2,
@@ -168,7 +170,7 @@ FAMILIES = (
                     "course/lab04/paper_lab.py",
                 ),
                 "Lab 04: the sinusoidal encoding, the post-LN block traced and checked, Lesson 2.1's gradient "
-                "routes (needs only torch)",
+                "routes (needs torch and NumPy: torch-requirements.txt)",
                 "the traced block",
                 (ReadFirst("course/lab04/traced_block.py", ("capture_block", "check_post_ln", "check_pre_ln")),),
                 summary="Lab 04: the positional-encoding check, the post-LN block traced with hooks, the gradient "

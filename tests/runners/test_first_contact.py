@@ -91,8 +91,9 @@ def test_torch_runners_without_torch_say_so_in_one_line(tmp_path, python_without
     completed = run_alone(python_without_torch, runner, ["--skip-profile"], tmp_path)
     assert completed.returncode == 1 and completed.stdout == ""
     assert one_line(completed.stderr) == (
-        f"{runner}: torch is not installed for this Python ({python_without_torch}): install PyTorch (the CPU build "
-        "is enough: python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu), then run it again"
+        f"{runner}: torch is not installed for this Python ({python_without_torch}): run it with the Python of the "
+        "virtual environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python "
+        f"{runner}; on Windows .venv-residual\\Scripts\\python.exe)"
     )
 
 

@@ -10,16 +10,19 @@ unit tests run these functions on small pages of their own).
   the platform demands. Both are normalised first (``.venv\\Scripts\\python.exe`` is ``.venv/bin/python``,
   ``py -3.12`` is ``python3.12``, ``py`` is ``python3``), and the torch install lines, which differ by platform
   (PyTorch's CPU index on Linux and Windows), are set aside.
-- ``run_page(page, folder, fetch, learner)``: the Linux block of each tabset and every other block, line by line.
-  What a line may be: a virtual environment made (``python3.12 -m venv .venv-residual``: the learners' environment
-  stands in for it), a pip line (checked to install only a requirement file the site served into this folder or
-  the pinned torch, then skipped), or a Python runner run with that environment. Anything else is a command the
-  test cannot run, and fails like a command that exits non-zero.
+- ``run_page(page, folder, fetch, learner)``: the Linux block of each tabset and every other block, line by line,
+  for real. What a line may be: a virtual environment made (``python3 -m venv .venv-residual``, made with the
+  learner's bare Python), a pip line (one that installs a requirement file the site served into this folder, or
+  the pinned torch; run as written, with pip allowed no index, only the wheelhouse: ``wheelhouse_pip_env``), or a
+  Python runner run with the Python the line names (``python3``, the bare Python; ``.venv-x/bin/python``, that
+  environment's). Anything else is a command the test cannot run, and fails like a command that exits non-zero.
+  A page that installs too little fails where its runner first needs what is missing, as a learner's run would.
 """
 
 from __future__ import annotations
 
 import html.parser
+import os
 import posixpath
 import re
 import shlex
@@ -32,6 +35,7 @@ PLATFORMS = ("Linux", "macOS", "Windows")
 DOWNLOADS = "assets/labs/"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 COMMAND_TIMEOUT = 900  # seconds: the slowest command (a lesson's training with its gradient profile) takes a few minutes
+REFUSING_PROXY = "http://127.0.0.1:9"  # the discard port: a pip that tried a host would be refused at once
 
 
 @dataclass(frozen=True)
@@ -195,9 +199,28 @@ class Folder:
 
 @dataclass(frozen=True)
 class Learner:
-    python: str  # the learners' environment: stands in for every virtual environment a page makes
-    torch_pin: str  # the torch version the site's requirement file pins
+    python: str  # what ``python3`` means: a bare Python, nothing installed; it makes the pages' environments
+    torch_pin: str  # the torch version the site's requirement files pin
     env: dict  # the environment commands run in (the fake hub's HF_ENDPOINT)
+    wheelhouse: Path  # the only place the pages' pip lines install from
+
+    @property
+    def pip_env(self) -> dict:
+        return wheelhouse_pip_env(self.env, self.wheelhouse)
+
+
+def wheelhouse_pip_env(env: dict, wheelhouse: Path) -> dict:
+    """``env`` with pip confined to ``wheelhouse``: no index (``--index-url`` on a line is then ignored), no
+    configuration file of this machine (its find-links or indexes), any host refused."""
+    confined = {key: value for key, value in env.items() if not key.upper().startswith(("PIP_", "HTTP", "ALL_PROXY"))}
+    confined.update({
+        "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
+        "PIP_NO_COMPILE": "1",  # what is installed is the same; compiling every module of torch is not (tens of s)
+        "HTTP_PROXY": REFUSING_PROXY, "HTTPS_PROXY": REFUSING_PROXY, "http_proxy": REFUSING_PROXY,
+        "https_proxy": REFUSING_PROXY, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+    })  # fmt: skip
+    return confined
 
 
 def fetch_downloads(page: Page, folder: Folder, fetch) -> None:
@@ -208,16 +231,17 @@ def fetch_downloads(page: Page, folder: Folder, fetch) -> None:
         folder.served.add(name)
 
 
-def _python_of(word: str, folder: Folder) -> bool:
-    """Whether the word runs a Python: python3, python3.12, or the python of an environment made in the folder."""
+def _python_of(word: str, folder: Folder, learner: Learner) -> str | None:
+    """The interpreter a line's first word runs: the bare Python for python3 or python3.12, an environment's Python
+    for ``.venv-x/bin/python`` when an earlier line made that environment in the folder; None for anything else."""
     if re.fullmatch(r"python3(\.\d+)?", word):
-        return True
+        return learner.python
     environment = word.removesuffix("/bin/python")
     if environment != word:
         if environment not in folder.environments:
             raise CommandFailed(f"{word}: no earlier command made the environment {environment}")
-        return True
-    return False
+        return str(folder.path / environment / "bin" / "python")
+    return None
 
 
 def _check_pip(words: list[str], folder: Folder, learner: Learner, line: str) -> None:
@@ -235,26 +259,30 @@ def _check_pip(words: list[str], folder: Folder, learner: Learner, line: str) ->
     raise CommandFailed(f"{line}: installs something other than a served requirement file or the pinned torch")
 
 
-def run_line(line: str, folder: Folder, learner: Learner) -> subprocess.CompletedProcess | None:
-    """Run one command line of a page in its folder; None for a line checked and skipped (an environment, pip)."""
-    words = shlex.split(re.sub(r"\s+#.*$", "", line))
-    if not words:
-        return None
-    if not _python_of(words[0], folder):
-        raise CommandFailed(f"{line}: the test cannot run {words[0]!r} (only Python and the site's runners)")
-    if words[1:3] == ["-m", "venv"] and len(words) == 4:
-        folder.environments.add(words[3])
-        return None
-    if words[1:3] == ["-m", "pip"]:
-        _check_pip(words, folder, learner, line)
-        return None
-    if len(words) < 2 or not words[1].endswith(".py") or words[1] not in folder.served:
-        raise CommandFailed(f"{line}: runs no runner the site served into this folder")
-    completed = subprocess.run([learner.python, *words[1:]], cwd=folder.path, env=learner.env, capture_output=True,
-                               text=True, timeout=COMMAND_TIMEOUT)  # fmt: skip
+def _run(line: str, arguments: list[str], folder: Folder, env: dict) -> subprocess.CompletedProcess:
+    completed = subprocess.run(arguments, cwd=folder.path, env=env, capture_output=True, text=True,
+                               timeout=COMMAND_TIMEOUT)  # fmt: skip
     if completed.returncode != 0:
         raise CommandFailed(f"{line}: exit status {completed.returncode}\n{completed.stderr[-2000:]}")
     return completed
+
+
+def run_line(line: str, folder: Folder, learner: Learner) -> subprocess.CompletedProcess:
+    """Run one command line of a page in its folder, as written."""
+    words = shlex.split(re.sub(r"\s+#.*$", "", line))
+    python = _python_of(words[0], folder, learner) if words else None
+    if python is None:
+        raise CommandFailed(f"{line}: the test cannot run {words[0] if words else line!r} (only Python and the site's runners)")
+    if words[1:3] == ["-m", "venv"] and words[3:-1] in ([], ["--without-pip"]):
+        completed = _run(line, [python, *words[1:]], folder, learner.env)
+        folder.environments.add(words[-1])
+        return completed
+    if words[1:3] == ["-m", "pip"]:
+        _check_pip(words, folder, learner, line)
+        return _run(line, [python, *words[1:]], folder, learner.pip_env)
+    if len(words) < 2 or not words[1].endswith(".py") or words[1] not in folder.served:
+        raise CommandFailed(f"{line}: runs no runner the site served into this folder")
+    return _run(line, [python, *words[1:]], folder, learner.env)
 
 
 def lines_to_run(page: Page) -> list[str]:
@@ -263,7 +291,7 @@ def lines_to_run(page: Page) -> list[str]:
 
 
 def run_page(page: Page, folder: Folder, fetch, learner: Learner) -> list[str]:
-    """Fetch the page's downloads into the folder, then run its lines in order; returns the lines run or skipped."""
+    """Fetch the page's downloads into the folder, then run its lines in order; returns the lines run."""
     fetch_downloads(page, folder, fetch)
     done = []
     for line in lines_to_run(page):

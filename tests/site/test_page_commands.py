@@ -1,18 +1,21 @@
-"""Every command a learner-facing page shows runs, as written, from what the site serves.
+"""Every command a learner-facing page shows runs, as written, in the environment the page builds.
 
 The pages (home, lesson, labs, glossary) are read from the built HTML in page order; each page's shell blocks run
 in a fresh folder that holds only the files the page links under ``assets/labs/``, fetched over HTTP from the
-built site served on 127.0.0.1, or, for a page that names an earlier lab's folder, in that folder after that lab's
-commands ran (``page_commands``: what a line may be, how the platforms' variants are compared). The learners'
-environment (``.venv-runner``, RESIDLAB_RUNNER_PYTHON) stands in for every virtual environment a page makes; the
-Hub is the fake hub on 127.0.0.1 serving the synthetic specimen under its own lock, which stands in for the lock
-the observation runner carries (its ``EMBEDDED_LOCK_JSON`` data section, replaced in the fetched copy). Every
-command must exit 0; one the test cannot run fails it, and so does a file a command reads that no earlier
+built site served on 127.0.0.1, or, for a page that names an earlier page's folder, in that folder after that page's
+commands ran (``page_commands``: what a line may be, how the platforms' variants are compared). Nothing stands in
+for a learner's environment: ``python3`` is a bare Python (an empty virtual environment), and each page's
+``python3 -m venv`` and ``pip install`` lines run as written, pip confined to the wheelhouse ``make test`` fills from
+the learners' requirement files (RESIDLAB_WHEELHOUSE), so a page that installs too little fails as a learner's run
+would. The Hub is the fake hub on 127.0.0.1 serving the synthetic specimen under its own lock, which stands in for
+the lock the observation runner carries (its ``EMBEDDED_LOCK_JSON`` data section, replaced in the fetched copy).
+Every command must exit 0; one the test cannot run fails it, and so does a file a command reads that no earlier
 command wrote (the command fails).
 
 ``make test`` runs it on the session's render (``built_site``); RESIDLAB_BUILT_SITE=path/to/_site runs it on a
 site already built (``make page`` renders pages into _site/ one at a time), checking the pages found there.
-The small pages below check the reader and the runner themselves: a broken command fails, cheaply.
+The small pages below check the reader and the runner themselves, with tiny wheels of their own: a broken command
+fails, and so does a page that installs too little, cheaply.
 """
 
 from __future__ import annotations
@@ -20,18 +23,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from page_commands import (
-    CommandFailed, Folder, Learner, normalise, read_page, run_line, run_page, variant_problems,
-)
+from fakeindex import build_wheel
+from page_commands import CommandFailed, Folder, Learner, normalise, read_page, run_page, variant_problems
 
 ROOT = Path(__file__).resolve().parents[2]
-LEARNER_PYTHON = os.environ.get("RESIDLAB_RUNNER_PYTHON")
+WHEELHOUSE = os.environ.get("RESIDLAB_WHEELHOUSE")
 BUILT_SITE = os.environ.get("RESIDLAB_BUILT_SITE")
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 LEARNER_PAGES = ("index.html", "lessons/*.html", "labs/*.html", "glossary/*.html")  # in the order a learner goes
@@ -66,18 +69,32 @@ def site(request) -> Path:
     return request.getfixturevalue("built_site").site
 
 
-@pytest.fixture
-def learner_python():
-    if not LEARNER_PYTHON:
-        message = "RESIDLAB_RUNNER_PYTHON is unset: `make test` builds the learners' environment and sets it"
+@pytest.fixture(scope="module")
+def wheelhouse() -> Path:
+    if not WHEELHOUSE:
+        message = "RESIDLAB_WHEELHOUSE is unset: `make test` fills the learners' wheelhouse and sets it"
         if IN_CI:
             pytest.fail(f"{message}; in CI these tests must run, never skip")
         pytest.skip(message)
-    return LEARNER_PYTHON
+    return Path(WHEELHOUSE).resolve()
 
 
-@pytest.mark.slow  # every page's commands: the lesson's, Lab 04's and the induction model's trainings among them
-def test_every_command_of_every_learner_page_runs_as_written(site, served, learner_python, hub_env,
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory) -> str:
+    """What a learner's ``python3`` is before any page ran: a Python with nothing installed."""
+    folder = tmp_path_factory.mktemp("bare") / "python3"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
+    return str(folder / "bin" / "python")
+
+
+def learner_env(hub_env: dict) -> dict:
+    # The environments' modules are compiled once, on first import, as a learner's are (hub_env forbids it, and
+    # every runner would then compile torch again).
+    return {key: value for key, value in hub_env.items() if key != "PYTHONDONTWRITEBYTECODE"}
+
+
+@pytest.mark.slow  # every page's environments built, and every command run: the trainings among them
+def test_every_command_of_every_learner_page_runs_as_written(site, served, bare_python, wheelhouse, hub_env,
                                                              specimen_lock_data, tmp_path):  # fmt: skip
     base = served(site)
 
@@ -86,7 +103,7 @@ def test_every_command_of_every_learner_page_runs_as_written(site, served, learn
             data = response.read()
         return with_lock(data, specimen_lock_data) if path == OBSERVATION_RUNNER else data
 
-    learner = Learner(learner_python, torch_pin(fetch(REQUIREMENTS).decode("utf-8")), hub_env)
+    learner = Learner(bare_python, torch_pin(fetch(REQUIREMENTS).decode("utf-8")), learner_env(hub_env), wheelhouse)
     folders: dict[str, Folder] = {}
     ran = {}
     for path in learner_pages(site):
@@ -105,8 +122,9 @@ def test_every_command_of_every_learner_page_runs_as_written(site, served, learn
         except CommandFailed as failed:
             pytest.fail(f"{path}: {failed}", pytrace=False)
     # The pages that teach a command line show one (a page that lost its blocks would pass unseen otherwise).
-    for expected in ("lessons/04-residual-stream.html", "labs/05-trace-residual-stream.html",
-                     "labs/06-audit-a-decoder.html"):  # fmt: skip
+    for expected in ("lessons/04-residual-stream.html", "labs/04-read-transformer-paper.html",
+                     "labs/05-trace-residual-stream.html", "labs/06-audit-a-decoder.html",
+                     "labs/07-patching-methods.html"):  # fmt: skip
         if (site / expected).exists() or not BUILT_SITE:
             assert ran.get(expected), f"{expected} shows no command"
 
@@ -126,9 +144,21 @@ def test_the_platforms_commands_differ_only_where_the_platform_demands(site):
 TOY_RUNNER = """import pathlib, sys
 if sys.argv[1] == "write":
     pathlib.Path(sys.argv[2]).write_text("made")
+elif sys.argv[1] == "needs":  # what the page's requirement file must have installed
+    import tinydep, torch
 else:
     sys.exit(0 if pathlib.Path(sys.argv[2]).read_text() == "made" else 1)
 """
+REQUIREMENTS_SERVED = "torch==2.0.0\ntinydep==1.0\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_wheelhouse(tmp_path_factory) -> Path:
+    """A wheelhouse of the small pages' pins: a torch 2.0.0 and a tinydep 1.0 of a few bytes each."""
+    folder = tmp_path_factory.mktemp("tiny-wheelhouse")
+    build_wheel(folder, "torch", "2.0.0", {"torch/__init__.py": "VERSION = '2.0.0'\n"})
+    build_wheel(folder, "tinydep", "1.0", {"tinydep.py": "VERSION = '1.0'\n"})
+    return folder
 
 
 def code(language: str, lines: list[str]) -> str:
@@ -154,23 +184,26 @@ def small_page(*blocks: str) -> str:
 
 
 GOOD = {
-    "Linux": ["python3.12 -m venv .venv-x", ".venv-x/bin/python -m pip install torch==2.0.0 --index-url "
+    "Linux": ["python3 -m venv .venv-x", ".venv-x/bin/python -m pip install torch==2.0.0 --index-url "
               "https://download.pytorch.org/whl/cpu", ".venv-x/bin/python -m pip install -r reqs.txt",
-              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt"],
-    "macOS": ["python3.12 -m venv .venv-x", ".venv-x/bin/python -m pip install -r reqs.txt",
-              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt"],
-    "Windows": ["py -3.12 -m venv .venv-x", ".venv-x\\Scripts\\python.exe -m pip install torch==2.0.0 --index-url "
+              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt",
+              ".venv-x/bin/python toy.py needs"],
+    "macOS": ["python3 -m venv .venv-x", ".venv-x/bin/python -m pip install -r reqs.txt",
+              ".venv-x/bin/python toy.py write made.txt", ".venv-x/bin/python toy.py read made.txt",
+              ".venv-x/bin/python toy.py needs"],
+    "Windows": ["py -m venv .venv-x", ".venv-x\\Scripts\\python.exe -m pip install torch==2.0.0 --index-url "
                 "https://download.pytorch.org/whl/cpu", ".venv-x\\Scripts\\python.exe -m pip install -r reqs.txt",
-                ".venv-x\\Scripts\\python.exe toy.py write made.txt", ".venv-x\\Scripts\\python.exe toy.py read made.txt"],
+                ".venv-x\\Scripts\\python.exe toy.py write made.txt", ".venv-x\\Scripts\\python.exe toy.py read made.txt",
+                ".venv-x\\Scripts\\python.exe toy.py needs"],
 }  # fmt: skip
 
 
-def run_small(html: str, tmp_path: Path) -> list[str]:
+def run_small(html: str, folder: Path, python: str, wheelhouse: Path, requirements: str = REQUIREMENTS_SERVED):
     page = read_page(html, "labs/small.html")
-    folder = Folder(tmp_path / "folder")
+    folder = Folder(folder)
     folder.path.mkdir(parents=True)
-    files = {"assets/labs/toy.py": TOY_RUNNER.encode(), "assets/labs/reqs.txt": b"torch==2.0.0\n"}
-    return run_page(page, folder, lambda path: files[path], Learner(sys.executable, "2.0.0", dict(os.environ)))
+    files = {"assets/labs/toy.py": TOY_RUNNER.encode(), "assets/labs/reqs.txt": requirements.encode()}
+    return run_page(page, folder, lambda path: files[path], Learner(python, "2.0.0", dict(os.environ), wheelhouse))
 
 
 def test_the_reader_finds_blocks_tabs_downloads_and_folder_in_page_order():
@@ -186,9 +219,28 @@ def test_the_reader_finds_blocks_tabs_downloads_and_folder_in_page_order():
     assert normalise(GOOD["Windows"][4]) == GOOD["Linux"][4]
 
 
-def test_a_page_whose_commands_work_runs_and_skips_only_environment_and_pip_lines(tmp_path):
-    assert run_small(small_page(tabset(GOOD)), tmp_path) == GOOD["Linux"]
-    assert (tmp_path / "folder" / "made.txt").read_text() == "made"
+def test_a_page_whose_commands_work_builds_its_environment_and_runs(tmp_path, bare_python, tiny_wheelhouse):
+    assert run_small(small_page(tabset(GOOD)), tmp_path / "f", bare_python, tiny_wheelhouse) == GOOD["Linux"]
+    assert (tmp_path / "f" / "made.txt").read_text() == "made"
+    installed = subprocess.run([str(tmp_path / "f" / ".venv-x" / "bin" / "python"), "-c",
+                                "import tinydep, torch; print(tinydep.VERSION, torch.VERSION)"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+    assert installed.stdout.split() == ["1.0", "2.0.0"]  # from the wheelhouse, as the page's lines installed them
+
+
+def test_a_page_that_installs_too_little_fails_where_the_runner_needs_it(tmp_path, bare_python, tiny_wheelhouse):
+    # The requirement file the page serves forgets a dependency: the runner that imports it fails, as a learner's.
+    with pytest.raises(CommandFailed, match=r"toy.py needs: exit status 1(.|\n)*No module named 'tinydep'"):
+        run_small(small_page(tabset(GOOD)), tmp_path / "f", bare_python, tiny_wheelhouse, "torch==2.0.0\n")
+
+
+def test_a_pin_the_wheelhouse_lacks_fails_the_install_line(tmp_path, bare_python, tiny_wheelhouse):
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    for wheel in tiny_wheelhouse.glob("torch-*.whl"):  # tinydep left out, as a deleted numpy would be
+        (wheelhouse / wheel.name).write_bytes(wheel.read_bytes())
+    with pytest.raises(CommandFailed, match=r"pip install -r reqs.txt: exit status 1(.|\n)*tinydep"):
+        run_small(small_page(tabset(GOOD)), tmp_path / "f", bare_python, wheelhouse)
 
 
 @pytest.mark.parametrize("broken, reason", [
@@ -201,23 +253,27 @@ def test_a_page_whose_commands_work_runs_and_skips_only_environment_and_pip_line
     (".venv-x/bin/python -m pip install torch==1.0 --index-url https://download.pytorch.org/whl/cpu", "not the pinned"),
     (".venv-y/bin/python toy.py read made.txt", "no earlier command made the environment .venv-y"),
 ])  # fmt: skip
-def test_breaking_one_command_fails_the_page(tmp_path, broken, reason):
-    lines = [*GOOD["Linux"][:4], broken]
+def test_breaking_one_command_fails_the_page(tmp_path, bare_python, tiny_wheelhouse, broken, reason):
+    # None of these needs an install to fail: an environment without pip is made at once.
+    lines = ["python3 -m venv --without-pip .venv-x", GOOD["Linux"][3], broken]
     with pytest.raises(CommandFailed, match=re.escape(reason)):
-        run_small(small_page(tabset({**GOOD, "Linux": lines})), tmp_path)
+        run_small(small_page(code("bash", lines)), tmp_path / "f", bare_python, tiny_wheelhouse)
 
 
 def test_a_variant_that_differs_beyond_its_platform_is_named():
-    macos = [*GOOD["macOS"][:2], ".venv-x/bin/python toy.py write other.txt", GOOD["macOS"][3]]
+    macos = [*GOOD["macOS"][:2], ".venv-x/bin/python toy.py write other.txt", *GOOD["macOS"][3:]]
     problems = variant_problems(read_page(small_page(tabset({**GOOD, "macOS": macos})), "labs/small.html"))
     assert len(problems) == 1 and "macOS block differs" in problems[0]
 
 
-def test_a_line_outside_any_tab_runs_too(tmp_path):
+def test_a_line_outside_any_tab_runs_too_with_the_bare_python(tmp_path, bare_python, tiny_wheelhouse):
     page = small_page(code("bash", ["python3 toy.py write made.txt"]), code("bash", ["python3 toy.py read made.txt"]))
-    assert len(run_small(page, tmp_path)) == 2
+    assert len(run_small(page, tmp_path / "f", bare_python, tiny_wheelhouse)) == 2
     with pytest.raises(CommandFailed, match="exit status 1"):
-        run_small(small_page(code("bash", ["python3 toy.py read made.txt"])), tmp_path / "again")
+        run_small(small_page(code("bash", ["python3 toy.py read made.txt"])), tmp_path / "again", bare_python,
+                  tiny_wheelhouse)  # fmt: skip
+    with pytest.raises(CommandFailed, match="No module named 'tinydep'"):  # nothing is installed in python3
+        run_small(small_page(code("bash", ["python3 toy.py needs"])), tmp_path / "bare", bare_python, tiny_wheelhouse)
 
 
 def test_the_observation_runner_takes_the_specimen_lock_in_its_data_section():

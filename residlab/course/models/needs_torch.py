@@ -16,9 +16,11 @@ from pathlib import Path
 
 
 def torch_missing_message(program: str, python: str) -> str:
+    # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
-        f"{program}: torch is not installed for this Python ({python}): install PyTorch (the CPU build is enough: "
-        "python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu), then run it again"
+        f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
+        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
+        "on Windows .venv-residual\\Scripts\\python.exe)"
     )
 
 

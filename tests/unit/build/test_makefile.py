@@ -21,6 +21,8 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requirements.txt",
                 ".venv-runner": "assets/labs/residual-requirements.txt",
                 ".venv-peers": "benchmarks/peer-requirements.txt"}  # fmt: skip
+# What learners install (the page-commands test's wheelhouse is filled from these).
+LEARNER_REQUIREMENTS = ("assets/labs/torch-requirements.txt", "assets/labs/residual-requirements.txt")
 LIGHTHOUSE = "tests/site/lighthouse"
 PYODIDE = "assets/pyodide"  # Lab 05 Part 3's interpreter, served by the site (residlab/build/pyodide_files.py)
 
@@ -29,7 +31,7 @@ def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[st
     """`make -n test` (or another target) in a copy of the files the Makefile reads, so no environment exists yet."""
     if shutil.which("make") is None:
         pytest.fail("make is not on PATH: the README's two commands need it")
-    for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), f"{LIGHTHOUSE}/package.json",
+    for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), *LEARNER_REQUIREMENTS, f"{LIGHTHOUSE}/package.json",
                  f"{LIGHTHOUSE}/package-lock.json", f"{PYODIDE}/package.json", f"{PYODIDE}/package-lock.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, folder / name)
@@ -55,6 +57,15 @@ def test_every_environment_installs_torch_first_from_the_cpu_index(tmp_path):
         assert f"grep -E '^torch==' {requirements}" in torch_line
         assert rest_line.endswith(f"-r {requirements}") and "--index-url" not in rest_line
         assert re.search(r"^torch==\S+$", (ROOT / requirements).read_text(encoding="utf-8"), re.MULTILINE)
+
+
+def test_the_wheelhouse_takes_torch_first_from_the_cpu_index_then_what_learners_install(tmp_path):
+    downloads = [line for line in make_dry_run(tmp_path) if " -m pip download " in line]
+    assert len(downloads) == 2
+    assert f"--index-url {CPU_INDEX} " in downloads[0]
+    assert f"grep -E '^torch==' {LEARNER_REQUIREMENTS[0]}" in downloads[0]
+    assert "--find-links .wheelhouse" in downloads[1] and "--index-url" not in downloads[1]  # keeps that torch
+    assert downloads[1].endswith(" ".join(f"-r {name}" for name in LEARNER_REQUIREMENTS))
 
 
 def test_torch_index_is_overridden_from_the_command_line(tmp_path):

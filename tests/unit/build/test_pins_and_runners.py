@@ -62,6 +62,10 @@ def test_lock_pins_reach_variables_and_learner_requirements():
         assert f'{name.replace("_", "-")}: "{lock["libraries"][name]}"' in variables
     assert lock["revision"] in variables
     assert f'{lock["total_bytes"]:,}' in variables
+    # The runners that need PyTorch alone: the lock's torch, and NumPy at the project's own pin, nothing else.
+    torch_only = pins.requirement_pins((ROOT / "assets" / "labs" / "torch-requirements.txt").read_text())
+    project = pins.requirement_pins((ROOT / "requirements.txt").read_text())
+    assert torch_only == {"torch": lock["libraries"]["torch"], "numpy": project["numpy"]}
 
 
 DOC_FUTURE = '"""{name}."""\n\nfrom __future__ import annotations\n\n'

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 EXPECTED_DERIVED = {
     *(runner.path for runner in pages.runners()),  # the downloads
-    pages.RUNNER_REQUIREMENTS,  # what learners install
+    pages.RUNNER_REQUIREMENTS, pages.TORCH_REQUIREMENTS,  # what learners install
     f"{pages.RUNNER_DIR}/{pages.TOY_SKELETON[0]}",  # Lab 05 Part 3's skeleton, the editor's starting point
     "_variables.yml",  # what the pages show through {{< var >}}
     pages.METADATA_FILE,  # the navbar, sidebar and resources, from the registry

@@ -27,6 +27,18 @@ def test_render_prints_no_warning_and_renders_every_page(built_site):
     assert sorted(rendered) == sources
 
 
+def test_a_clean_copy_renders_with_the_npm_packages_installed_from_their_locks(built_site):
+    # The copy is a fresh clone's files (no node_modules): the render's first step installed what the site serves.
+    from residlab.build import npm_installs
+
+    output = site.ANSI_ESCAPE.sub("", built_site.output)
+    for folder in npm_installs.site_locks(built_site.project):
+        where = folder.relative_to(built_site.project).as_posix()
+        assert f"npm_installs: {where} installed from its lock (npm ci)" in output
+        assert npm_installs.is_current(folder)
+    assert (built_site.site / "assets" / "pyodide" / "pyodide-lock.json").is_file()
+
+
 def test_each_shared_value_was_computed_once_and_prefetched(built_site):
     """The fresh render's freeze guard started the prefetch: it computed every value of its plan, a page's kernel read
     each, and no shared value was computed twice (nor a prefetched one by a page)."""

@@ -120,7 +120,10 @@ def test_every_command_of_every_learner_page_runs_as_written(site, served, bare_
         try:
             ran[path] = run_page(page, folder, fetch, learner)
         except CommandFailed as failed:
-            pytest.fail(f"{path}: {failed}", pytrace=False)
+            failure = f"{path}: {failed}"
+        else:
+            continue
+        pytest.fail(failure, pytrace=False)  # outside the handler: the page and the command, without a traceback
     # The pages that teach a command line show one (a page that lost its blocks would pass unseen otherwise).
     for expected in ("lessons/04-residual-stream.html", "labs/04-read-transformer-paper.html",
                      "labs/05-trace-residual-stream.html", "labs/06-audit-a-decoder.html",

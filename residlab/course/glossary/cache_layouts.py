@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from residlab.capture.blocks import block_type_for
 from residlab.capture.recording import SiteFiredTwice, record_sites
+from residlab.capture.sites import block_path
 from residlab.capture.versions import import_transformers_quietly
 
 if TYPE_CHECKING:  # torch is imported where it is used: the tokenizer page needs none of it
@@ -158,14 +160,16 @@ def _check_input_ids(input_ids: torch.Tensor) -> None:
 
 
 def gpt_neox_cache_layouts(model, prompt: EncodedPrompt, source: str) -> CacheLayouts:
-    """Both layouts for a GPT-NeoX causal LM: hooks on ``model.gpt_neox.layers`` give ``residual_after``;
-    the observation capture (``capture_residuals(...).boundaries()``, raw H_0..H_L) gives
+    """Both layouts for a GPT-NeoX causal LM: hooks on its blocks (where the block table says they live) give
+    ``residual_after``; the observation capture (``capture_residuals(...).boundaries()``, raw H_0..H_L) gives
     ``residual_boundaries``. Two separate forward passes of the same eval-mode model on the same ids."""
     from residlab.pythia.observe import capture_residuals
 
     input_ids = prompt.input_ids
     _check_input_ids(input_ids)
-    residual_after = record_block_outputs(list(model.gpt_neox.layers), lambda: model(input_ids))
+    block_type = block_type_for(model.config)
+    blocks = [model.get_submodule(block_path(block_type, block)) for block in range(model.config.num_hidden_layers)]
+    residual_after = record_block_outputs(blocks, lambda: model(input_ids))
     residual_boundaries = capture_residuals(model, input_ids).boundaries().detach()
     return CacheLayouts(source, prompt.pieces, residual_after, residual_boundaries)
 

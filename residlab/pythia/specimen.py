@@ -15,6 +15,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from residlab.capture.blocks import BLOCK_TYPES
+from residlab.capture.sites import block_path
 from residlab.pythia.lock import ALLOWED_FILES, default_lock_path
 
 SPECIMEN_REPOSITORY = "residlab/synthetic-gpt-neox-specimen"
@@ -72,7 +74,7 @@ def checkpoint_tensor_shapes(config: dict = PINNED_CONFIG) -> dict[str, tuple[in
     width, inner, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     shapes: dict[str, tuple[int, ...]] = {"gpt_neox.embed_in.weight": (vocab, width)}
     for layer in range(config["num_hidden_layers"]):
-        prefix = f"gpt_neox.layers.{layer}."
+        prefix = f"{block_path(BLOCK_TYPES['gpt_neox'], layer)}."  # a module's path is its tensors' prefix
         for norm in ("input_layernorm", "post_attention_layernorm"):
             shapes[prefix + norm + ".weight"] = (width,)
             shapes[prefix + norm + ".bias"] = (width,)
@@ -84,8 +86,8 @@ def checkpoint_tensor_shapes(config: dict = PINNED_CONFIG) -> dict[str, tuple[in
         shapes[prefix + "mlp.dense_h_to_4h.bias"] = (inner,)
         shapes[prefix + "mlp.dense_4h_to_h.weight"] = (width, inner)
         shapes[prefix + "mlp.dense_4h_to_h.bias"] = (width,)
-    shapes["gpt_neox.final_layer_norm.weight"] = (width,)
-    shapes["gpt_neox.final_layer_norm.bias"] = (width,)
+    shapes[f"{BLOCK_TYPES['gpt_neox'].final_norm}.weight"] = (width,)
+    shapes[f"{BLOCK_TYPES['gpt_neox'].final_norm}.bias"] = (width,)
     shapes["embed_out.weight"] = (vocab, width)
     return shapes
 

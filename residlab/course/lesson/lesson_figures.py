@@ -128,26 +128,36 @@ def plot_gradient_profile(profile: GradientProfile, ax=None):
     return both_widths(draw)
 
 
+GRADIENT_TICKS = 5  # labelled ticks on the log axis, the lowest and highest median among them
+
+
 def _draw_gradient_profile(profile: GradientProfile, ax, narrow: bool) -> None:
-    from matplotlib.ticker import FormatStrFormatter
+    import numpy as np
+    from matplotlib.ticker import FormatStrFormatter, NullLocator
 
     depths = list(range(1, profile.depth + 1))
     for arrangement, values in profile.medians.items():
         style = ARRANGEMENT_STYLES.get(arrangement, {})
         ax.plot(depths, values, label=arrangement, linewidth=1.8, markersize=4, **style)
     ax.set_yscale("log")
-    # Plain decimals on both major and minor log ticks: the data span about one decade.
-    ax.yaxis.set_major_formatter(FormatStrFormatter("%.2f"))
-    ax.yaxis.set_minor_formatter(FormatStrFormatter("%.2f"))
+    # Ticks at the data's lowest and highest medians and evenly between them in ratio, so the axis is labelled at
+    # both of its ends whatever the run; plain decimals, since the data span about one decade.
+    every = [value for values in profile.medians.values() for value in values]
+    low, high = min(every), max(every)
+    ax.set_yticks(np.geomspace(low, high, GRADIENT_TICKS) if high > low else [low])
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    ax.set_ylim(low / 1.08, high * 1.08)
     ax.set_xlabel("block depth (1 = nearest the input)")
     ax.set_ylabel("median mean parameter-gradient norm")
     ax.set_xticks(depths[::2] if narrow and len(depths) > 10 else depths)  # on a phone, every other depth
     ax.set_title(f"{profile.depth} blocks of width {profile.width},{chr(10) if narrow else ' '}median over {profile.seeds} seeds")
     ax.grid(True, which="both", alpha=0.3)
-    if narrow:  # below the plot: the lines use the whole width
+    # Outside the axes, so no point of any line is hidden: below the plot on a phone, to its right otherwise.
+    if narrow:
         ax.figure.legend(title="stack", loc="outside lower center", ncol=2)
     else:
-        ax.legend(title="stack", loc="center left")
+        ax.figure.legend(title="stack", loc="outside right upper")
 
 
 def _occurrences(count: int) -> str:

@@ -145,14 +145,29 @@ def pins_table(lock) -> str:
     )  # fmt: skip
 
 
+def pin_origin_counts(lock) -> tuple[int, int, int]:
+    """(hashes recorded at the pinned revision, hashes recorded at another revision, sizes derived with no hash)."""
+    origins = [pin_origin(entry, lock) for entry in lock.files]
+    return (sum(origin.endswith("at the pinned revision") for origin in origins),
+            sum("not yet re-read" in origin for origin in origins),
+            sum(origin.startswith("size derived") for origin in origins))  # fmt: skip
+
+
+def pins_summary(lock) -> str:
+    """The pins' provenance in one clause, counted from the lock (the home page's, beside the revision)."""
+    at_pinned, elsewhere, derived = pin_origin_counts(lock)
+    if elsewhere == derived == 0:
+        return f"every one of the {len(lock.files)} files pinned by a hash recorded at that revision"
+    return (f"of the {len(lock.files)} files, {at_pinned} pinned by a hash recorded at that revision, {elsewhere} by "
+            f"hashes recorded at another revision of the repository and {derived} by a size alone; a learner's first "
+            "run checks them against the bytes it downloads")  # fmt: skip
+
+
 def pins_sentence(lock) -> str:
     """What the pins rest on, counted from the lock: said to learners as it is."""
-    origins = [pin_origin(entry, lock) for entry in lock.files]
-    at_pinned = sum(origin.endswith("at the pinned revision") for origin in origins)
-    elsewhere = sum("not yet re-read" in origin for origin in origins)
-    derived = sum(origin.startswith("size derived") for origin in origins)
+    at_pinned, elsewhere, derived = pin_origin_counts(lock)
     return (f"These pins were gathered without reading the Hugging Face Hub at the pinned revision, from public "
-            f"records of other projects that queried it: of the {len(origins)} files, {at_pinned} has its hash "
+            f"records of other projects that queried it: of the {len(lock.files)} files, {at_pinned} has its hash "
             f"recorded at the pinned revision, {elsewhere} at another revision of the same repository (likely the "
             f"same bytes, not checked), and {derived} has only a size, derived by subtraction from the total. Your "
             f"first run is the real check: it compares every size and recorded hash with the bytes it downloads, "

@@ -229,8 +229,18 @@ def test_figure_has_labelled_axes_and_legend(profile):
     ax = figure.axes[0]
     assert ax.get_xlabel() and ax.get_ylabel()
     assert ax.get_yscale() == "log"
-    assert [text.get_text() for text in ax.get_legend().get_texts()] == ["pre-LN", "post-LN", "pre-LN + final LN"]
+    (legend,) = figure.legends
+    assert [text.get_text() for text in legend.get_texts()] == ["pre-LN", "post-LN", "pre-LN + final LN"]
     assert len(ax.lines) == 3 and all(len(line.get_xdata()) == 18 for line in ax.lines)
+    # The legend hides no point (it lies outside the axes), and the log axis is labelled at both ends of the data.
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+    values = [value for line in ax.lines for value in line.get_ydata()]
+    ticks = ax.get_yticks()
+    assert min(ticks) == pytest.approx(min(values)) and max(ticks) == pytest.approx(max(values))
+    low, high = ax.get_ylim()
+    assert low < min(values) and max(values) < high
 
 
 # ---- the report --------------------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def test_attention_entry_shows_this_renders_accuracy_scores_and_heads(built_site
     accuracy = {half: float(torch.cat([h.reshape(-1) for h in found]).double().mean()) for half, found in hits.items()}
     text = shown(built_site.site, "glossary/attention.html")
     assert f"top-1 accuracy is {accuracy['repeated']:.3f} on the repeated half" in text
-    assert f"On the first half it is {accuracy['first']:.3f} (two standard errors over its " in text
+    assert f"On the first half it is {accuracy['first']:.3f}, " in text
     scores = report["head_scores"]
     for block, row in enumerate(scores["previous_token"]):
         for head, previous in enumerate(row):

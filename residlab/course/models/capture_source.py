@@ -154,13 +154,13 @@ def pin_origin_counts(lock) -> tuple[int, int, int]:
 
 
 def pins_summary(lock) -> str:
-    """The pins' provenance in one clause, counted from the lock (the home page's, beside the revision)."""
+    """The pins' provenance in one sentence, counted from the lock (the home page's, after the revision)."""
     at_pinned, elsewhere, derived = pin_origin_counts(lock)
     if elsewhere == derived == 0:
-        return f"every one of the {len(lock.files)} files pinned by a hash recorded at that revision"
-    return (f"of the {len(lock.files)} files, {at_pinned} pinned by a hash recorded at that revision, {elsewhere} by "
-            f"hashes recorded at another revision of the repository and {derived} by a size alone; a learner's first "
-            "run checks them against the bytes it downloads")  # fmt: skip
+        return f"Each of its {len(lock.files)} files is pinned by a hash recorded at that revision."
+    return (f"Of its {len(lock.files)} files, {at_pinned} is pinned by a hash recorded at that revision, {elsewhere} "
+            f"by hashes recorded at another revision of the repository and {derived} by a size alone; a learner's "
+            "first run checks them against the bytes it downloads.")  # fmt: skip
 
 
 def pins_sentence(lock) -> str:

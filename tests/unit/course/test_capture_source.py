@@ -4,6 +4,7 @@ publisher's "committed on purpose"; and files that are there but do not verify, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -119,3 +120,9 @@ def test_the_pins_are_said_as_they_were_obtained():
     assert sum(origin.startswith("size derived") for origin in origins) == 1
     assert "1 has its hash recorded at the pinned revision, 4 at another revision" in sentence
     assert table.strip().count("\n") == len(lock.files) + 1 and "cf967c0a9a04" in table
+    # The home page's one sentence says the same counts, and says nothing weaker once every hash is re-read.
+    assert capture_source.pins_summary(lock).startswith(
+        "Of its 6 files, 1 is pinned by a hash recorded at that revision, 4 by hashes recorded at another revision")
+    reread = dataclasses.replace(lock, files=tuple(dataclasses.replace(entry, sha256="0" * 64, source=f"read at {lock.revision}")
+                                                   for entry in lock.files))  # fmt: skip
+    assert capture_source.pins_summary(reread) == "Each of its 6 files is pinned by a hash recorded at that revision."

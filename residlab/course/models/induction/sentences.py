@@ -31,9 +31,11 @@ def accuracy_sentence(report: dict) -> str:
     else:
         first_reading = (f"above the {best:.3f} that any predictor reaches without memory of other sequences: it has "
                          f"found a shortcut the data leaves")  # fmt: skip
-    within = f" (two standard errors over its {count} predictions: {margin:.3f})" if count else ""
+    # The band is chance's, not the estimate's: where a chance-level predictor would land over these predictions.
+    band = (f" (over its {count} predictions, a predictor at that chance level would score within {margin:.3f} of "
+            f"{best:.3f}, two standard errors)") if count else ""
     return (f"On held-out sequences its top-1 accuracy is {repeated:.3f} on the repeated half: {learned}. On the "
-            f"first half it is {first:.3f}{within}, {first_reading}.")  # fmt: skip
+            f"first half it is {first:.3f}, {first_reading}{band}.")  # fmt: skip
 
 
 def uniform_attention_scores(periods) -> dict[str, float]:

@@ -11,8 +11,8 @@ unit tests run these functions on small pages of their own).
   ``py -3.12`` is ``python3.12``, ``py`` is ``python3``), and the torch install lines, which differ by platform
   (PyTorch's CPU index on Linux and Windows), are set aside.
 - ``run_page(page, folder, fetch, learner)``: the Linux block of each tabset and every other block, line by line,
-  for real. What a line may be: a virtual environment made (``python3 -m venv .venv-residual``, made with the
-  learner's bare Python), a pip line (one that installs a requirement file the site served into this folder, or
+  for real. What a line may be: a virtual environment made (``python3 -m venv [--without-pip] .venv-residual``,
+  made with the learner's bare Python), a pip line (one that installs a requirement file the site served into this folder, or
   the pinned torch; run as written, with pip allowed no index, only the wheelhouse: ``wheelhouse_pip_env``), or a
   Python runner run with the Python the line names (``python3``, the bare Python; ``.venv-x/bin/python``, that
   environment's). Anything else is a command the test cannot run, and fails like a command that exits non-zero.
@@ -272,7 +272,8 @@ def run_line(line: str, folder: Folder, learner: Learner) -> subprocess.Complete
     words = shlex.split(re.sub(r"\s+#.*$", "", line))
     python = _python_of(words[0], folder, learner) if words else None
     if python is None:
-        raise CommandFailed(f"{line}: the test cannot run {words[0] if words else line!r} (only Python and the site's runners)")
+        what = words[0] if words else line
+        raise CommandFailed(f"{line}: the test cannot run {what!r} (only Python and the site's runners)")
     if words[1:3] == ["-m", "venv"] and words[3:-1] in ([], ["--without-pip"]):
         completed = _run(line, [python, *words[1:]], folder, learner.env)
         folder.environments.add(words[-1])

@@ -1,7 +1,8 @@
 """The project as a fresh clone has it: the files git knows (tracked, and untracked ones git does not ignore, as they
 are in the working tree), copied into another folder. A render there starts with no ``_freeze/``, ``_site/`` or
-``.quarto/``, and a trial there with no environments. The one thing a fresh clone fetches before it renders,
-Pyodide (``make pyodide``: ``npm ci`` from its lock), is carried over as installed, so the copy renders offline.
+``.quarto/``, and a trial there with no environments. What a fresh clone fetches before it renders, Pyodide
+(``make pyodide``) and the code editor's packages (``make editor``), each ``npm ci`` from its lock, is carried over as
+installed, so the copy renders offline.
 Standard library only: ``residlab pins`` runs without the project's environment.
 """
 
@@ -11,7 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from residlab.build.pyodide_files import carry_install
+from residlab.build import editor_bundle, pyodide_files
 
 
 class CheckoutError(RuntimeError):
@@ -32,5 +33,6 @@ def clean_copy(root: Path, destination: Path) -> Path:
         if source.is_symlink() or source.is_file():  # a tracked file deleted in the working tree is not copied
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target, follow_symlinks=False)
-    carry_install(root, destination)
+    pyodide_files.carry_install(root, destination)
+    editor_bundle.carry_install(root, destination)
     return destination

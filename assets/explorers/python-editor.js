@@ -1,6 +1,8 @@
 // Lab 05 Part 3's editor (Run, Check, Download, Reset) and "Run it here". The site's loader fetches this script when
 // either nears the screen (assets/site/explorers.html), after the editor's CodeMirror bundle (assets/editor/, built
 // by residlab/build/editor_bundle.py); if that bundle did not load, the code is edited in a plain textarea instead.
+// This script builds the editor and the runner at once, whichever block neared first, so both blocks name the
+// bundle before it.
 // Python runs in python-worker.js, started by the first run: a run past the editor's data-limit (s) ends the worker,
 // and Check gives each function data-function-limit (s), then checks the others again in a fresh worker.
 // Code stays in local storage.

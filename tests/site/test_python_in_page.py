@@ -387,3 +387,15 @@ def test_the_licence_is_served_beside_the_interpreter(lab):
 
     with urllib.request.urlopen(f"{lab['base']}/assets/pyodide/LICENSE", timeout=30) as response:
         assert response.read().decode("utf-8").startswith("Mozilla Public License Version 2.0")
+
+
+def test_the_page_states_the_limits_and_the_keyboard_escape_the_editor_keeps(lab):
+    # The paragraph above the editor is generated from the same constants the editor and checker use.
+    from residlab.course.lab05 import editor
+
+    browser = lab["browser"]
+    text = " ".join(browser.execute_script("return document.getElementById('toy-editor').previousElementSibling.textContent").split())
+    assert f"one still running after {code_check.FUNCTION_LIMIT_S} s is named as a loop that never ends" in text, text
+    assert f"stops a Run after {editor.RUN_LIMIT_S} s" in text and "press Esc, then Tab" in text, text
+    assert "shows a syntax error at once, with its line" in text
+    assert browser.execute_script("return window.residlabPython.limitSeconds()") == editor.RUN_LIMIT_S

@@ -41,18 +41,15 @@ def interpreter(pyodide_dir: Path = PYODIDE_DIR) -> Interpreter:
 def editor_text(held_out_count: int, checker_href: str) -> str:
     """What the editor does, with the interpreter's facts (Markdown)."""
     facts = interpreter()
-    return f"""**Run** runs your code as `python3 my_toy.py` would; a syntax or indentation error is shown at once,
-with its line number. **Check** calls each function on {held_out_count} inputs this page never shows and compares
-the answers with the exact toy: each function *passes*, or its mistake is named (a suppression never applied, a
-difference of norms where the norm of the difference is asked, an index read one place off, and others), or the
-wrong value is shown with its input and the value expected. Python here is Pyodide {facts.pyodide} (CPython
+    return f"""**Run** runs your code as `python3 my_toy.py` would, and shows a syntax error at once, with its
+line. **Check** calls each function on {held_out_count} inputs this page never shows and compares the answers with
+the exact toy: each function *passes*, or its mistake is named; one still running after {FUNCTION_LIMIT_S} s is
+named as a loop that never ends, and the others are still checked. Python here is Pyodide {facts.pyodide} (CPython
 {facts.cpython} in WebAssembly), served by this site and downloaded (at most {facts.shipped_mb:.1f} MB) on your first
-Run or Check; it runs beside the page and stops a Run after {RUN_LIMIT_S} s. Check gives each function
-{FUNCTION_LIMIT_S} s: one that runs longer is named as a loop that never ends, and the others are still checked.
-The editor highlights Python and numbers its lines; Tab indents, so to move on with the keyboard press **Esc**, then
-**Tab**. Nothing leaves your browser, which keeps your code until you press **Reset to skeleton** twice.
-**Download as .py** saves `my_toy.py` for a plain `python3`, where the same checks run with
-[check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py` (it gives your file's top-level code and each
+Run or Check; it runs beside the page and stops a Run after {RUN_LIMIT_S} s. Tab indents in the editor: to move on
+with the keyboard, press **Esc**, then **Tab**. Nothing leaves your browser, which keeps your code until you press
+**Reset to skeleton** twice. **Download as .py** saves `my_toy.py` for a plain `python3`, where the same checks run
+with [check_toy.py]({checker_href}): `python3 check_toy.py my_toy.py` (it gives your file's top-level code and each
 function {FUNCTION_LIMIT_S} s)."""
 
 

@@ -212,6 +212,19 @@ def test_an_error_before_the_program_starts_is_shown_at_once_with_its_line(lab, 
     print(f"{error} shown {seconds:.2f} s after Run")  # the figure the issue asks for (within 2 s)
 
 
+def test_check_reports_a_syntax_error_in_the_learners_file_at_once_with_its_line(lab):
+    # The checker imports my_toy.py before any function is timed: its one line, with the line number, comes back
+    # as the download's does, not a stop after the run limit.
+    browser = lab["browser"]
+    limit = browser.execute_script("return window.residlabPython.limitSeconds()")
+    set_code(browser, toy_solutions.CORRECT.replace("def norm(v):", "def norm(v:"))
+    click(browser, "Check")
+    wait_until(lambda: settled(browser), limit - 1, "the error was not shown before the run limit")
+    line = toy_solutions.CORRECT.splitlines().index("def norm(v):") + 1
+    assert output(browser).startswith(f"check_toy.py: error: my_toy.py, line {line}: "), output(browser)
+    assert status(browser).endswith("exit status 2.")
+
+
 def test_check_passes_a_correct_solution(lab):
     set_code(lab["browser"], toy_solutions.CORRECT)
     checked = press(lab["browser"], "Check")

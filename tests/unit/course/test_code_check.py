@@ -71,9 +71,9 @@ def test_an_index_one_place_off_is_named_with_the_reads_it_got_wrong():
     # G(y) = [y2, -y2, 2*y1] read 1-based (y[2], y[2], y[1]): every read one place on, each named.
     mistake = code_check.check_module(module_from(toy_solutions.planted("index_off_one_based")))["second_update"]
     assert "y[2] read for y[1], y[2] read for y[1], y[1] read for y[0]" in mistake.detail
-    # and the learner's second_block, built on that second_update, is named for the same cause
-    assert code_check.check_module(module_from(toy_solutions.planted("index_off_one_based")))["second_block"].name \
-        == code_check.INDEX_OFF
+    # and the learner's second_block and trace, built on that second_update, are named for the same cause
+    verdicts = code_check.check_module(module_from(toy_solutions.planted("index_off_one_based")))
+    assert verdicts["second_block"].name == verdicts["trace"].name == code_check.INDEX_OFF
 
 
 def test_a_wrong_value_near_a_named_mistake_is_not_given_its_name():

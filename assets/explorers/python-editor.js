@@ -65,10 +65,11 @@
   async function check(request, show) {
     const ended = [];
     for (;;) {
-      const result = await run({ ...request, check: { ended } }, show);
+      const note = ended.length ? `${ended.join(", ")} did not finish within ${functionLimit} s; checking the others ` +
+        "again in a fresh interpreter. " : "";
+      const result = await run({ ...request, check: { ended } }, (text) => show(note + text));
       if (!result || !result.ended) return result;
       ended.push(result.ended);
-      show(`${result.ended} did not finish within ${functionLimit} s; checking the others again in a fresh interpreter…`);
     }
   }
 

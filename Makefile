@@ -24,6 +24,9 @@ LIGHTHOUSE := tests/site/lighthouse
 # Pyodide (CPython in WebAssembly) for Lab 05 Part 3's editor, pinned by its package-lock.json, installed by npm ci;
 # a render copies the files the site serves from it (residlab/build/pyodide_files.py, a post-render step).
 PYODIDE := assets/pyodide
+# CodeMirror 6 and esbuild for the same editor, pinned by their own package-lock.json, installed by npm ci; a render
+# bundles the editor's one script from them (residlab/build/editor_bundle.py, a post-render step).
+EDITOR := assets/editor
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
@@ -38,7 +41,7 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pyodide pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
+.PHONY: render page pyodide editor pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
 
@@ -77,6 +80,12 @@ $(PYODIDE)/node_modules/.installed: $(PYODIDE)/package.json $(PYODIDE)/package-l
 	npm ci --prefix $(PYODIDE) --no-audit --no-fund --loglevel=error
 	touch $@
 
+editor: $(EDITOR)/node_modules/.installed
+
+$(EDITOR)/node_modules/.installed: $(EDITOR)/package.json $(EDITOR)/package-lock.json
+	npm ci --prefix $(EDITOR) --no-audit --no-fund --loglevel=error
+	touch $@
+
 # TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
 # peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
 $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml | $(LONG_SUITES_FIRST)
@@ -101,12 +110,13 @@ test:
 # workers, a test file per worker at a time (module fixtures such as Lighthouse's run once), after one render the
 # workers share (tests/site/conftest.py).
 SITE_WORKERS ?= 3
-test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed
+test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed \
+		$(EDITOR)/node_modules/.installed
 	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
 # One process: its tests compute (runners, trainings, renders of stand-ins) where the site suite's mostly wait on
 # Chromium, so workers here would only contend for the same two cores.
-test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed
+test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
@@ -128,7 +138,7 @@ sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
 # A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
-render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed
+render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
 	rm -rf _freeze .residlab-render-cache
@@ -145,9 +155,9 @@ pythia: $(VENV)/.installed
 pythia-capture: $(VENV)/.installed
 	$(BIN)/residlab pythia capture --captures assets/captures
 
-page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed
+page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
 	@test -n "$(PAGE)" || { echo "usage: make page PAGE=path/to/page.qmd"; exit 2; }
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(WHEELHOUSE) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(WHEELHOUSE) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules $(EDITOR)/node_modules _site _freeze .residlab-render-cache .quarto

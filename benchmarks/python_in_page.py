@@ -78,14 +78,16 @@ def browser():
 
 
 def timed_press(driver, label: str, limit_s: float = 300) -> tuple[float, str]:
+    # The status line above the output box says when a run has finished ("Ran with ..." or "Stopped: ...").
     driver.execute_script(
-        "const box = document.getElementById('toy-editor-output'); box.textContent = '';"
+        "document.getElementById('toy-editor-output-status').textContent = '';"
         "window.__pressed = performance.now();"
         "[...document.querySelectorAll('#toy-editor button')].find(b => b.textContent === arguments[0]).click()", label)
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
-        text = driver.execute_script("return document.getElementById('toy-editor-output').textContent")
-        if text and not text.startswith(("Starting Python", "Running")):
+        status = driver.execute_script("return document.getElementById('toy-editor-output-status').textContent")
+        if status.startswith(("Ran with ", "Stopped: ", "Did not run")):
+            text = driver.execute_script("return document.getElementById('toy-editor-output').textContent")
             return driver.execute_script("return performance.now() - window.__pressed") / 1000, text
         time.sleep(0.05)
     raise SystemExit(f"python_in_page: {label} gave no result within {limit_s} s")
@@ -113,12 +115,11 @@ def one_round(site: Path, source: str) -> dict:
         driver.get(f"http://127.0.0.1:{server.server_address[1]}/{LAB}")
         driver.execute_script("document.getElementById('toy-editor').scrollIntoView()")
         deadline = time.monotonic() + 30  # the page fetches the editor's script when the editor nears the screen
-        while not driver.execute_script("return !!document.getElementById('toy-editor-code')"):
+        while not driver.execute_script("return !!window.residlabPython"):
             if time.monotonic() > deadline:
                 raise SystemExit("python_in_page: the editor never came when it neared the screen")
             time.sleep(0.1)
-        driver.execute_script("const c = document.getElementById('toy-editor-code'); c.value = arguments[0];"
-                              "c.dispatchEvent(new Event('input'))", source)
+        driver.execute_script("window.residlabPython.setCode(arguments[0])", source)
         before = len(sent)
         first_s, printed = timed_press(driver, "Run")
         downloaded = sum(size for _, size in sent[before:])

@@ -2,7 +2,8 @@
 solution with each mistake the checker names planted in it: tests/unit/course/test_code_check.py runs them through
 the checker in Python, tests/site/test_python_in_page.py through the page's editor.
 
-A plant is (what the checker must say, the line of the solution it replaces, the line that replaces it).
+A plant is (the function it is planted in, what the checker must say there, the line of the solution it replaces,
+the line that replaces it).
 """
 
 from __future__ import annotations
@@ -104,12 +105,67 @@ PLANTS = {
         "    return add(x, first_update(x))",
         "    return first_update(x)",
     ),
+    "not_applied": (
+        "suppress_first", "a suppression never applied",
+        "    y = add(x, [0, 0, 0])\n    return second_block(y)",
+        "    y = first_block(x)\n    return second_block(y)",
+    ),
+    "difference_of_norms": (
+        "total_change_norm", "a difference of norms where the norm of the difference is asked",
+        "    return norm([b - a for a, b in zip(x, z)])",
+        "    return norm(z) - norm(x)",
+    ),
+    "index_off": (
+        "readout", "an index read one place off",
+        "    return z[2]",
+        "    return z[1]",
+    ),
+}
+
+# The same mistakes written another way, which the checker must still name from the values alone (the plants above
+# are what the page's tests run; these show the checker does not recognise their code).
+VARIANTS = {
+    "not_applied_scaled": (
+        "suppress_first", "a suppression never applied",
+        "    y = add(x, [0, 0, 0])\n    return second_block(y)",
+        "    y = add(x, [1 * value for value in first_update(x)])\n    return second_block(y)",
+    ),
+    "not_applied_second": (
+        "suppress_second", "a suppression never applied",
+        "    y = first_block(x)\n    return add(y, [0, 0, 0])",
+        "    return trace(x)['final']",
+    ),
+    "difference_of_norms_reversed": (
+        "total_change_norm", "a difference of norms where the norm of the difference is asked",
+        "    return norm([b - a for a, b in zip(x, z)])",
+        "    return math.hypot(*x) - math.hypot(*z)",
+    ),
+    "index_off_one_based": (
+        "second_update", "an index read one place off",
+        "    return [y[1], -y[1], 2 * y[0]]",
+        "    return [y[2], -y[2], 2 * y[1]]",
+    ),
+    "index_off_single_read": (
+        "second_update", "an index read one place off",
+        "    return [y[1], -y[1], 2 * y[0]]",
+        "    return [y[1], -y[1], 2 * y[1]]",
+    ),
+    "index_off_first_update": (
+        "first_update", "an index read one place off",
+        "    return [-x[0], 2, 0]",
+        "    second = x[1]\n    return [-second, 2, 0]",
+    ),
+    "index_off_negative": (
+        "readout", "an index read one place off",
+        "    return z[2]",
+        "    return z[-2]",
+    ),
 }
 
 
 def planted(name: str) -> str:
-    """The correct solution with one mistake planted."""
-    _, _, old, new = PLANTS[name]
+    """The correct solution with one mistake planted (a plant's name or a variant's)."""
+    _, _, old, new = PLANTS[name] if name in PLANTS else VARIANTS[name]
     assert CORRECT.count(old) == 1, old
     return CORRECT.replace(old, new)
 

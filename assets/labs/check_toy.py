@@ -13,29 +13,35 @@ the page never shows, made the same way every run (``held_out_inputs``), and its
 ``residlab.course.lab05.toy``'s exact ones (within 1e-9, relative, so floats pass). One line per function says
 ``passes`` or names the mistake: a length mismatch truncated instead of refused; the baseline mutated (a list it
 was given changed, or the baseline trace changed by an intervention); the first branch suppressed by subtracting
-its old update instead of recomputing the second branch; the parallel arrangement reading the intermediate state;
-a norm of the wrong vector; an update returned instead of the new state. Anything else is a wrong value, shown
-with its input and the value expected.
+its old update instead of recomputing the second branch; a suppression never applied (the baseline's final stream
+returned); the parallel arrangement reading the intermediate state; a norm of the wrong vector; a difference of norms
+where the norm of the difference is asked; an index read one place off; an update returned instead of the new state.
+Each is recognised by its value (the answer equals what that wrong computation gives on the same input), not by the
+code's text. Anything else is a wrong value, shown with its input and the value expected. Entries may be ints,
+floats, Fractions or Decimals, the numbers the toy's own ``Vector`` reads.
 
 The same file runs in Lab 05's page (under Pyodide, in the browser) and as the download. Exit status: 0 every
 function passes, 1 one does not, 2 the file could not be read or imported (one line says why). Outside the page
 the file's top-level code and each function's checks stop after ``FUNCTION_LIMIT_S`` seconds (a loop that never
-ends is named, not waited on); in the page the editor's worker has its own limit, and Pyodide has no threads.
+ends is named, not waited on). Pyodide has no threads, so in the page the editor keeps the time instead: it calls
+``check_main`` with ``before_function``, which tells it each function as its checks start, ends the interpreter when
+one runs past ``FUNCTION_LIMIT_S``, and calls ``check_main`` again in a fresh one with that function in ``ended``, so
+the others are still judged and the runaway one is named in the same words.
 """
 
 # Read this first: the checks, one per function, and the named mistakes.
-#   line  810  residlab/course/lab05/code_check.py
-#   line  854    held_out_inputs
-#   line 1133    check_module
-#   line  294  residlab/course/lab05/toy.py
-#   line  396    sequential_trace
-#   line  419    parallel_trace
+#   line  816  residlab/course/lab05/code_check.py
+#   line  870    held_out_inputs
+#   line 1208    check_module
+#   line  300  residlab/course/lab05/toy.py
+#   line  402    sequential_trace
+#   line  425    parallel_trace
 #
 # Contents (the line where each section's marker starts):
-#   line   44  residlab/course/lab05/exact_vectors.py
-#   line  245  residlab/course/lab05/notation.py
-#   line  294  residlab/course/lab05/toy.py
-#   line  810  residlab/course/lab05/code_check.py (the entry)
+#   line   50  residlab/course/lab05/exact_vectors.py
+#   line  251  residlab/course/lab05/notation.py
+#   line  300  residlab/course/lab05/toy.py
+#   line  816  residlab/course/lab05/code_check.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -811,11 +817,14 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 
 import copy
 import importlib.util
+import itertools
 import math
 import os
 import random
 import sys
 import threading
+from collections.abc import Callable, Collection
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
@@ -830,6 +839,8 @@ HELD_OUT_SEED = 5  # Lab 05: the cases are the same every run, and none is an in
 HELD_OUT_COUNT = 8
 RELATIVE_TOLERANCE = 1e-9
 FUNCTION_LIMIT_S = 5  # one function's eight cases take milliseconds; this is a loop that never ends
+# What a learner's function may return as a number: what the toy's Vector reads exactly (exact_vectors._exact_entry).
+NUMBER_TYPES = (int, float, Fraction, Decimal)
 
 TRUNCATED = "a length mismatch truncated instead of refused"
 MUTATED = "the baseline mutated"
@@ -838,6 +849,11 @@ SUBTRACTED = ("the first branch suppressed by subtracting its old update instead
 READS_INTERMEDIATE = "the parallel arrangement reading the intermediate state"
 WRONG_NORM = "a norm of the wrong vector"
 UPDATE_NOT_STATE = "an update returned instead of the new state"
+NOT_APPLIED = "a suppression never applied"
+DIFFERENCE_OF_NORMS = "a difference of norms where the norm of the difference is asked"
+INDEX_OFF = "an index read one place off"
+NAMED_MISTAKES = (TRUNCATED, MUTATED, SUBTRACTED, NOT_APPLIED, READS_INTERMEDIATE, WRONG_NORM, DIFFERENCE_OF_NORMS,
+                  INDEX_OFF, UPDATE_NOT_STATE)
 
 
 class Mistake(Exception):
@@ -870,13 +886,15 @@ def _text(value) -> str:
         return "[" + ", ".join(_text(item) for item in value) + "]"
     if isinstance(value, Fraction):
         return exact_text(value)
+    if isinstance(value, Decimal):
+        return str(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return repr(value)
 
 
 def _close(got, expected: Fraction | float) -> bool:
-    if isinstance(got, bool) or not isinstance(got, (int, float, Fraction)):
+    if isinstance(got, bool) or not isinstance(got, NUMBER_TYPES):
         return False
     return math.isfinite(float(got)) and abs(float(got) - float(expected)) <= RELATIVE_TOLERANCE * max(1.0, abs(float(expected)))
 
@@ -884,7 +902,7 @@ def _close(got, expected: Fraction | float) -> bool:
 def _as_vector(got, what: str) -> list:
     """The learner's answer as a list of three numbers, or a Mistake saying what came back instead."""
     if not isinstance(got, (list, tuple)) or len(got) != 3 or any(
-            isinstance(item, bool) or not isinstance(item, (int, float, Fraction)) for item in got):
+            isinstance(item, bool) or not isinstance(item, NUMBER_TYPES) for item in got):
         raise Mistake(None, f"{what} returned {_text(got) if isinstance(got, (list, tuple)) else repr(got)}, not a "
                             "list of three numbers")
     return list(got)
@@ -919,6 +937,43 @@ def _expect_vector(got, expected: Vector, call: str, known: dict[str, Vector]) -
         if _same(got, vector) and not _same(got, expected):
             raise Mistake(name, f"{call} returned {_text(got)}, which is {label}; expected {expected}")
     raise Mistake(None, f"{call} returned {_text(got)}; expected {expected}")
+
+
+class _MisreadVector(Vector):
+    """A vector whose successive index reads are shifted as ``shifts`` says (the k-th read of entry i gives entry
+    i + shifts[k], wrapping as a negative Python index does), recording each read as (meant, read): the toy's own
+    rules, run on it, give the value a learner's rule gets with those reads one place off."""
+
+    def __init__(self, entries, shifts: tuple[int, ...]) -> None:
+        super().__init__(entries)
+        object.__setattr__(self, "shifts", shifts)
+        object.__setattr__(self, "reads", [])
+
+    def __getitem__(self, index: int) -> Fraction:
+        shift = self.shifts[len(self.reads)] if len(self.reads) < len(self.shifts) else 0
+        read = (index + shift) % len(self.entries)
+        self.reads.append((index, read))
+        return self.entries[read]
+
+
+def _read_count(rule) -> int:
+    probe = _MisreadVector((0, 0, 0), ())
+    rule(probe)
+    return len(probe.reads)
+
+
+def _index_off(rule, values: list, name: str) -> dict[str, tuple[str, Vector]]:
+    """``rule`` (one of the toy's, reading its argument by index) on ``values`` with one or more of its reads one
+    place off, each labelled with the reads it got wrong: the known answers of an index read one place off."""
+    known = {}
+    for shifts in itertools.product((0, 1, -1), repeat=_read_count(rule)):
+        if not any(shifts):
+            continue
+        misread = _MisreadVector(values, shifts)
+        value = rule(misread)
+        wrong = ", ".join(f"{name}[{read}] read for {name}[{meant}]" for meant, read in misread.reads if meant != read)
+        known.setdefault(f"what it gives with {wrong}", (INDEX_OFF, value))
+    return known
 
 
 # ---- one check per function: each raises Mistake at the first case that fails ------------------------------------
@@ -957,36 +1012,38 @@ def check_add(toy) -> None:
         _expect_vector(got, Vector(a) + Vector(b), f"add({_text(a)}, {_text(b)})", {})
 
 
-def _check_rule(toy, name: str, reference, state) -> None:
+def _check_rule(toy, name: str, reference, state, argument: str) -> None:
     for values in held_out_inputs():
         call = f"{name}({_text(values)})"
         got = _as_vector(_call(getattr(toy, name), name, values), call)
         vector = Vector(values)
-        _expect_vector(got, reference(vector), call, {"the new state, not the update": (None, state(vector))})
+        known = {"the new state, not the update": (None, state(vector)), **_index_off(reference, values, argument)}
+        _expect_vector(got, reference(vector), call, known)
 
 
 def check_first_update(toy) -> None:
-    _check_rule(toy, "first_update", first_update, lambda x: x + first_update(x))
+    _check_rule(toy, "first_update", first_update, lambda x: x + first_update(x), "x")
 
 
 def check_second_update(toy) -> None:
-    _check_rule(toy, "second_update", second_update, lambda y: y + second_update(y))
+    _check_rule(toy, "second_update", second_update, lambda y: y + second_update(y), "y")
 
 
-def _check_block(toy, name: str, update) -> None:
+def _check_block(toy, name: str, update, argument: str) -> None:
     for values in held_out_inputs():
         call = f"{name}({_text(values)})"
         got = _as_vector(_call(getattr(toy, name), name, values), call)
         vector = Vector(values)
-        _expect_vector(got, vector + update(vector), call, {"the update alone": (UPDATE_NOT_STATE, update(vector))})
+        misread = {label: (mistake, vector + value) for label, (mistake, value) in _index_off(update, values, argument).items()}
+        _expect_vector(got, vector + update(vector), call, {"the update alone": (UPDATE_NOT_STATE, update(vector)), **misread})
 
 
 def check_first_block(toy) -> None:
-    _check_block(toy, "first_block", first_update)
+    _check_block(toy, "first_block", first_update, "x")
 
 
 def check_second_block(toy) -> None:
-    _check_block(toy, "second_block", second_update)
+    _check_block(toy, "second_block", second_update, "y")
 
 
 def check_norm(toy) -> None:
@@ -1001,11 +1058,17 @@ def check_norm(toy) -> None:
 
 
 def check_readout(toy) -> None:
+    third = READOUT_WEIGHTS.index(1)  # s = [0, 0, 1] z reads z[2]
     for values in held_out_inputs():
         got = _call(toy.readout, "readout", values)
-        if not _close(got, Fraction(values[2])):
-            raise Mistake(None, f"readout({_text(values)}) returned {_text(got)}; expected {_text(values[2])}, the "
-                                "third coordinate")
+        if _close(got, readout(Vector(values))):
+            continue
+        call = f"readout({_text(values)}) returned {_text(got)}"
+        for read in ((third + 1) % len(values), third - 1):
+            if _close(got, Fraction(values[read])):
+                raise Mistake(INDEX_OFF, f"{call}, which is z[{read}]; expected {_text(values[third])}, z[{third}], the "
+                                         "third coordinate")
+        raise Mistake(None, f"{call}; expected {_text(values[third])}, the third coordinate")
 
 
 def _learner_trace(toy, values: list) -> dict:
@@ -1022,8 +1085,10 @@ def check_trace(toy) -> None:
         got = _learner_trace(toy, values)
         exact = sequential_trace(Vector(values))
         updates = {"intermediate": exact.first_update, "final": exact.second_update}
+        misread = {"first_update": _index_off(first_update, list(exact.input.entries), "x"),
+                   "second_update": _index_off(second_update, list(exact.intermediate.entries), "y")}
         for key in TRACE_KEYS:
-            known = {"the update alone": (UPDATE_NOT_STATE, updates[key])} if key in updates else {}
+            known = {"the update alone": (UPDATE_NOT_STATE, updates[key])} if key in updates else misread.get(key, {})
             _expect_vector(got[key], getattr(exact, key), f"trace({_text(values)})[{key!r}]", known)
 
 
@@ -1042,6 +1107,10 @@ def check_total_change_norm(toy) -> None:
         expected = (exact.final - exact.input).norm()
         if named:
             raise Mistake(WRONG_NORM, f"{call}, the norm of {named[0]}; expected |z - x| = {expected.exact}")
+        final, start = exact.final.norm().value, exact.input.norm().value
+        for label, difference in (("|z| - |x|", final - start), ("|x| - |z|", start - final)):
+            if _close(got, difference):
+                raise Mistake(DIFFERENCE_OF_NORMS, f"{call}, which is {label}; expected |z - x| = {expected.exact}")
         raise Mistake(None, f"{call}; expected |z - x| = {expected.exact} = {expected.value!r}")
 
 
@@ -1064,14 +1133,16 @@ def _check_intervention(toy, name: str, expected, known) -> None:
 def check_suppress_first(toy) -> None:
     _check_intervention(
         toy, "suppress_first", lambda t: sequential_trace(t.input, suppress_first=True).final,
-        lambda t: {"old z - old F(x)": (SUBTRACTED, t.final - t.first_update),
+        lambda t: {"the baseline z, with F still written": (NOT_APPLIED, t.final),
+                   "old z - old F(x)": (SUBTRACTED, t.final - t.first_update),
                    "G(x) alone": (UPDATE_NOT_STATE, second_update(t.input))})
 
 
 def check_suppress_second(toy) -> None:
     _check_intervention(
         toy, "suppress_second", lambda t: t.intermediate,
-        lambda t: {"F(x) alone": (UPDATE_NOT_STATE, t.first_update)})
+        lambda t: {"the baseline z, with G still written": (NOT_APPLIED, t.final),
+                   "F(x) alone": (UPDATE_NOT_STATE, t.first_update)})
 
 
 def check_parallel(toy) -> None:
@@ -1123,18 +1194,30 @@ def _within_limit(function, limit_s: float):
     return results[0]
 
 
+def _still_running(limit_s: float) -> Mistake:
+    return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
+
+
 def _verdict_within_limit(check, toy, limit_s: float) -> Mistake | None:
     try:
         return _within_limit(lambda: _verdict(check, toy), limit_s)
     except _StillRunning:
-        return Mistake(None, f"still running after {limit_s:g} s: a loop that never ends?")
+        return _still_running(limit_s)
 
 
-def check_module(toy, limit_s: float | None = None) -> dict[str, Mistake | None]:
+def check_module(toy, limit_s: float | None = None, *, before_function: Callable[[str], None] | None = None,
+                 ended: Collection[str] = ()) -> dict[str, Mistake | None]:
     """Every function's verdict: None when it passes, else its first Mistake. With ``limit_s``, a function whose
-    checks run longer is named as running without end."""
+    checks run longer is named as running without end. The page's editor, which keeps the time itself (Pyodide has
+    no threads), is told each function as its checks start (``before_function``) and names in ``ended`` the ones it
+    ended after ``FUNCTION_LIMIT_S``: those are not called again."""
     verdicts = {}
     for name, arguments in CHECKED_FUNCTIONS:
+        if name in ended:
+            verdicts[name] = _still_running(FUNCTION_LIMIT_S)
+            continue
+        if before_function is not None:
+            before_function(name)
         if not callable(getattr(toy, name, None)):
             verdicts[name] = Mistake(None, f"missing: define {name}({arguments})")
         elif limit_s is None:
@@ -1169,13 +1252,16 @@ def load_learner_module(path: Path, limit_s: float | None = None):
     return module
 
 
-def check_main(argv: list[str] | None = None) -> int:
+def check_main(argv: list[str] | None = None, *, before_function: Callable[[str], None] | None = None,
+               ended: Collection[str] = ()) -> int:
+    """The command: check the file ``argv`` names, print a line per function, return the exit status.
+    ``before_function`` and ``ended`` are the page editor's (``check_module``)."""
     arguments = sys.argv[1:] if argv is None else argv
     program = Path(sys.argv[0]).name or "check_toy.py"
     if len(arguments) != 1 or arguments[0].startswith("-"):
         print(f"usage: {program} my_toy.py  (checks the functions of Lab 05 Part 3's skeleton)", file=sys.stderr)
         return 2
-    # Pyodide has no threads; in the page the editor's worker stops a run that outlasts its own limit.
+    # Pyodide has no threads; in the page the editor times each function (before_function, ended).
     limit_s = None if sys.platform == "emscripten" else FUNCTION_LIMIT_S
     try:
         toy = load_learner_module(Path(arguments[0]), limit_s)
@@ -1183,7 +1269,7 @@ def check_main(argv: list[str] | None = None) -> int:
         print(f"{program}: error: {error}", file=sys.stderr)
         return 2
     print(f"Checking {arguments[0]} against the exact toy on {HELD_OUT_COUNT} held-out inputs:")
-    verdicts = check_module(toy, limit_s)
+    verdicts = check_module(toy, limit_s, before_function=before_function, ended=ended)
     width = max(len(name) for name in verdicts)
     for name, mistake in verdicts.items():
         print(f"  {name:<{width}}  {'passes' if mistake is None else mistake.line()}")

@@ -1,9 +1,11 @@
 # my_toy.py: Lab 05 Part 3's skeleton, written by `residlab sync` from residlab/course/lab05/toy_skeleton.py.
 """Lab 05 Part 3: the toy residual stream, written by you, in plain Python.
 
-A vector is a list of three numbers, a 3 x 1 column written as a list: x = [1, 2, -1]. Fill in every
-function below (each now raises NotImplementedError), keeping its name and arguments: the checker calls them
-by these names. Every function returns a new list and leaves the lists it is given unchanged.
+A vector is a list of three numbers, a 3 x 1 column written as a list: x = [1, 2, -1]. A number may be an int,
+a float, a fractions.Fraction or a decimal.Decimal: the checker compares each with the exact answer within 1e-9
+(relative), so floats pass. Fill in every function below (each now raises NotImplementedError), keeping its name
+and arguments: the checker calls them by these names. Every function returns a new list and leaves the lists it
+is given unchanged.
 
 Run this file to see what it prints:    python3 my_toy.py
 Check it on inputs the page never shows: python3 check_toy.py my_toy.py

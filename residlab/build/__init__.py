@@ -29,6 +29,8 @@
   beside it in the site and offered to a phone by ``<picture>``.
 - ``pyodide_files``: a Quarto post-render step, the pinned Pyodide files Lab 05's editor runs copied into the site
   (from ``make pyodide``'s install).
+- ``editor_bundle``: a Quarto post-render step, Lab 05's code editor (CodeMirror 6) bundled by esbuild into the site
+  (from ``make editor``'s install).
 - ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
   ``benchmarks/lighthouse_scores.py``).
 """

@@ -25,6 +25,7 @@ ENVIRONMENTS = {".venv": "requirements.txt", ".venv-compat": "tests/compat-requi
 LEARNER_REQUIREMENTS = ("assets/labs/torch-requirements.txt", "assets/labs/residual-requirements.txt")
 LIGHTHOUSE = "tests/site/lighthouse"
 PYODIDE = "assets/pyodide"  # Lab 05 Part 3's interpreter, served by the site (residlab/build/pyodide_files.py)
+EDITOR = "assets/editor"  # Lab 05 Part 3's code editor, bundled into the site (residlab/build/editor_bundle.py)
 
 
 def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[str]:
@@ -32,7 +33,8 @@ def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[st
     if shutil.which("make") is None:
         pytest.fail("make is not on PATH: the README's two commands need it")
     for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), *LEARNER_REQUIREMENTS, f"{LIGHTHOUSE}/package.json",
-                 f"{LIGHTHOUSE}/package-lock.json", f"{PYODIDE}/package.json", f"{PYODIDE}/package-lock.json"):
+                 f"{LIGHTHOUSE}/package-lock.json", f"{PYODIDE}/package.json", f"{PYODIDE}/package-lock.json",
+                 f"{EDITOR}/package.json", f"{EDITOR}/package-lock.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, folder / name)
     # As on a fresh shell: when the suite itself runs under `make test TORCH_INDEX=` (as CI runs it), make passes
@@ -88,7 +90,7 @@ def test_lighthouse_is_installed_from_its_lock_before_the_site_suite(tmp_path):
     lines = make_dry_run(tmp_path)
     install = [line for line in lines if line.startswith("npm ")]
     assert sorted(install) == sorted(f"npm ci --prefix {folder} --no-audit --no-fund --loglevel=error"
-                                     for folder in (LIGHTHOUSE, PYODIDE))
+                                     for folder in (LIGHTHOUSE, PYODIDE, EDITOR))
     site_suite = next(i for i, line in enumerate(lines) if " -m pytest" in line and " tests/site " in f"{line} ")
     assert max(map(lines.index, install)) < site_suite
     package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
@@ -133,17 +135,32 @@ def test_no_folder_holding_tests_is_one_pytest_does_not_enter(pytestconfig):
             assert not any(fnmatch.fnmatch(part, pattern) for pattern in skipped), f"pytest skips {folder}"
 
 
-def test_pyodide_is_installed_from_its_lock_before_any_render(tmp_path):
-    # The site serves Pyodide from the npm install (a post-render step copies it): `make render` and `make page`,
-    # the README's way to build, install it first, pinned exactly.
-    import json
-
-    install = f"npm ci --prefix {PYODIDE} --no-audit --no-fund --loglevel=error"
+@pytest.mark.parametrize("folder", [PYODIDE, EDITOR])
+def test_the_editors_npm_installs_come_from_their_locks_before_any_render(tmp_path, folder):
+    # The site serves Pyodide and the bundled CodeMirror from npm installs (post-render steps copy and bundle them):
+    # `make render` and `make page`, the README's way to build, install both first, from their locks.
+    install = f"npm ci --prefix {folder} --no-audit --no-fund --loglevel=error"
     for target, arguments in (("render", ()), ("page", ("PAGE=labs/05-trace-residual-stream.qmd",))):
         lines = make_dry_run(tmp_path, *arguments, target=target)
         assert install in lines, target
         render = next(i for i, line in enumerate(lines) if "residlab site render" in line)
         assert lines.index(install) < render, target
+
+
+def test_codemirror_and_esbuild_are_pinned_exactly_in_the_editors_lock():
+    import json
+
+    package = json.loads((ROOT / EDITOR / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / EDITOR / "package-lock.json").read_text(encoding="utf-8"))
+    assert {"@codemirror/view", "@codemirror/state", "@codemirror/lang-python", "esbuild"} <= set(package["dependencies"])
+    for name, version in package["dependencies"].items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), name  # exact, as npm i -E writes it
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version, name
+
+
+def test_pyodide_is_pinned_exactly_in_its_lock():
+    import json
+
     package = json.loads((ROOT / PYODIDE / "package.json").read_text(encoding="utf-8"))
     lock = json.loads((ROOT / PYODIDE / "package-lock.json").read_text(encoding="utf-8"))
     version = package["dependencies"]["pyodide"]

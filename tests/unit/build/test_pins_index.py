@@ -289,6 +289,7 @@ def test_the_projects_own_plan_tries_the_runtime_pins_with_paths_and_targets_tha
     assert prepare[0] == "make" and "venv" in prepare and re.search(r"^venv:", makefile, re.M)
     assert ".venv-runner/.installed" in prepare and "RUNNER_VENV := .venv-runner" in makefile
     assert "pyodide" in prepare and re.search(r"^pyodide:", makefile, re.M)  # the render check serves Pyodide
+    assert "editor" in prepare and re.search(r"^editor:", makefile, re.M)  # and bundles the code editor
     tests = [part for check in plan.checks for part in check.command if part.startswith("tests/")]
     assert {"tests/unit/capture", "tests/unit/audit", "tests/runners"} <= set(tests)
     assert all((root / path).is_dir() for path in tests), tests

@@ -21,8 +21,10 @@
 - ``freeze_guard``: the Quarto pre-render step that drops frozen page results when a page's inputs changed.
 - ``preview_image``: a Quarto post-render step, the site's social-preview image drawn into the built site.
 - ``page_weight``: a Quarto post-render step, what a phone downloads before it paints: the fonts subset to what
-  the pages use, the site's own scripts without their comment lines, then ``first_paint``'s rewrites of every
-  page.
+  the pages use, the site's own scripts and stylesheet and every page's inline scripts minified (``minify``), then
+  ``first_paint``'s rewrites of every page.
+- ``minify``: esbuild, the build's one JavaScript and CSS tool, from ``assets/editor``'s npm lock: it minifies for
+  ``page_weight`` and bundles for ``editor_bundle``.
 - ``first_paint``: the rewrites of Quarto's HTML for which Quarto offers no option of its own, each stopping the
   build with a clear error when the pattern it rewrites is missing.
 - ``phone_figures``: a Quarto post-render step, each figure's phone drawing (``course/ui/figure_widths``) put

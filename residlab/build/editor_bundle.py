@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from residlab.build import minify  # noqa: E402
+
 EDITOR_DIR = Path("assets/editor")  # package.json, package-lock.json, editor.mjs; node_modules/ once installed
 ENTRY = EDITOR_DIR / "editor.mjs"
 INSTALLED = EDITOR_DIR / "node_modules"
-ESBUILD = INSTALLED / "esbuild" / "bin" / "esbuild"
 BUNDLE = EDITOR_DIR / "codemirror.js"  # where the site serves it, under the output folder
 LICENCES = EDITOR_DIR / "codemirror.LICENSE.txt"
 LICENCE_FILES = ("LICENSE", "LICENSE.md", "LICENSE.txt")
@@ -72,13 +75,12 @@ def bundle(root: Path, output: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         metafile = Path(scratch) / "meta.json"
-        completed = subprocess.run(
-            [str(root / ESBUILD), str(root / ENTRY), "--bundle", "--minify", "--format=iife", "--target=es2020",
-             "--legal-comments=none", "--log-level=warning", f"--banner:js={_header(root)}", f"--outfile={target}",
-             f"--metafile={metafile}"],
-            cwd=root, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-        if completed.returncode != 0 or completed.stderr.strip():
-            raise EditorMissing(f"esbuild could not bundle {ENTRY}: {(completed.stderr or completed.stdout).strip()}")
+        try:
+            minify.run_esbuild(root, [str(root / ENTRY), "--bundle", "--minify", "--format=iife", "--target=es2020",
+                                      "--legal-comments=none", f"--banner:js={_header(root)}", f"--outfile={target}",
+                                      f"--metafile={metafile}"], f"bundle {ENTRY}")  # fmt: skip
+        except minify.MinifyError as error:
+            raise EditorMissing(str(error)) from None
         inputs = json.loads(metafile.read_text(encoding="utf-8"))["inputs"]
     (output / LICENCES).write_text(_licences(root, inputs), encoding="utf-8")
     return target

@@ -9,9 +9,9 @@
   stylesheets name (``bi-NAME`` classes, and names the scripts build such classes from), as a woff2 beside it;
   ``bootstrap-icons.css`` is rewritten to declare only those. Quarto's full font stays in site_libs as the
   source (its glyphs are named after the icons), unreferenced, so no reader downloads it.
-- The site's own scripts (``assets/explorers/``, and every page's inline scripts) lose their lines that hold only a
-  ``//`` comment, written for whoever reads the source (on Lab 05, 6.5 KB of the 275 KB a phone downloaded, the
-  comments Quarto writes into its own inline scripts among them). The sources keep them.
+- The site's own scripts and stylesheet (``assets/explorers/``) and every page's inline scripts (Quarto's among
+  them) are minified by esbuild (``minify.py``): the comments and the whitespace written for whoever reads the
+  source go, and a script's local names shorten. The sources keep them.
 - Each page is then rewritten so that its first paint waits for as little as it can
   (``residlab/build/first_paint.py``: the colour schemes' stylesheets, the head's scripts, the fixed header's
   height, preloaded fonts, small stylesheets written in, search and figures after the first screen), and its
@@ -36,7 +36,7 @@ from pathlib import Path
 if __name__ == "__main__":  # run by Quarto as a script: the residlab beside it, whatever Python Quarto found
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from residlab.build import first_paint, phone_figures  # noqa: E402
+from residlab.build import first_paint, minify, phone_figures  # noqa: E402
 
 MATH_FONT = Path("assets/site/fonts/noto-sans-math-400.woff2")
 ICONS_CSS = Path("site_libs/bootstrap/bootstrap-icons.css")
@@ -107,121 +107,11 @@ def mathml_characters(html: str) -> set[str]:
     return parser.characters
 
 
-# ---------------------------------------------------------------- the site's own scripts, without comment lines
+# ---------------------------------------------------------------- the site's own scripts and stylesheets, minified
 
-EXPLORER_SCRIPTS = Path("assets/explorers")  # the site's own script files (site_libs: libraries, shipped minified)
+EXPLORER_SCRIPTS = Path("assets/explorers")  # the site's own scripts and stylesheet (site_libs: libraries, shipped minified)
+OWN_SUFFIXES = (".js", ".css")
 JAVASCRIPT_TYPES = {"", "text/javascript", "application/javascript", "module"}
-WORD = re.compile(r"[\w$.\u0080-\U0010ffff]+")  # an identifier, keyword or number (non-ASCII counts as a letter)
-# After these words a "/" starts a regular expression; after any other word (a value) it divides.
-REGEX_AFTER = {"return", "typeof", "instanceof", "in", "of", "new", "delete", "void", "throw", "case", "default", "do",
-               "else", "yield", "await"}
-# After ")" (an if's condition, or a value), "}" (a block, or an object) and "++"/"--" a "/" may start either; the
-# reading goes on as a division only where the rest of its line holds nothing a misread could open or close.
-GUESSED_AFTER = {")", "}", "+", "-"}
-MISREAD_RISK = re.compile(r"[`'\"{}]|/\*")
-# Line ends a "//" comment stops at besides "\n", and HTML-like comments and a hashbang: scripts with any of these are
-# served whole rather than read.
-UNREAD = re.compile(r"\r(?!\n)|[\u2028\u2029]|<!--|-->|\A#!")
-
-
-def _skip_quoted(script: str, i: int, end_char: str) -> int | None:
-    """The index after the string (end_char a quote) or regular expression (end_char "/") that starts at ``i``;
-    None if it runs off its line."""
-    in_class = False
-    i += 1
-    while i < len(script) and (script[i] != end_char or in_class):
-        if script[i] == "\\":
-            i += 1
-        elif script[i] == "\n":
-            return None
-        elif end_char == "/" and script[i] in "[]":
-            in_class = script[i] == "["
-        i += 1
-    return i + 1 if i < len(script) else None
-
-
-def _skip_template(script: str, i: int) -> tuple[int | None, bool]:
-    """From inside a template literal at ``i``: the index after its end or after its next ``${``, and whether it
-    was a ``${``."""
-    while i < len(script):
-        if script[i] == "\\":
-            i += 2
-        elif script[i] == "`":
-            return i + 1, False
-        elif script.startswith("${", i):
-            return i + 2, True
-        else:
-            i += 1
-    return None, False
-
-
-def comment_only_lines(script: str) -> set[int] | None:
-    """The numbers (from 0) of the lines of ``script`` (JavaScript) that hold only a ``//`` comment, found by
-    reading it token by token as far as comments need: strings, template literals and their substitutions,
-    regular expressions (told from a division by the token before; where that is a guess, only if the rest of the
-    line cannot mislead), block comments. None where it cannot be read so: see UNREAD and MISREAD_RISK, or an
-    unclosed string, brace or template."""
-    if UNREAD.search(script):
-        return None
-    # previous: "value" (a "/" after it divides), or the punctuator or "(" (an expression may start next)
-    lines, braces, previous, i = set(), [], "(", 0
-    while i < len(script):
-        char = script[i]
-        if char.isspace():
-            i += 1
-        elif script.startswith("//", i):
-            line_start = script.rfind("\n", 0, i) + 1
-            if not script[line_start:i].strip():
-                lines.add(script.count("\n", 0, i))
-            end = script.find("\n", i)
-            i = len(script) if end < 0 else end
-        elif script.startswith("/*", i):
-            end = script.find("*/", i + 2)
-            if end < 0:
-                return None
-            i = end + 2
-        elif char == "/" and previous in GUESSED_AFTER:
-            line_end = script.find("\n", i)
-            if MISREAD_RISK.search(script, i, len(script) if line_end < 0 else line_end):
-                return None
-            previous, i = "/", i + 1  # read as a division: the rest of the line holds no string, template or brace
-        elif char in "'\"" or (char == "/" and previous not in ("value", "]")):
-            i = _skip_quoted(script, i, char)
-            if i is None:
-                return None
-            flags = WORD.match(script, i) if char == "/" else None
-            previous, i = "value", flags.end() if flags else i
-        elif char == "`" or (char == "}" and braces and braces[-1] == "${"):
-            if char == "}":
-                braces.pop()
-            i, substitution = _skip_template(script, i + 1)
-            if i is None:
-                return None
-            if substitution:
-                braces.append("${")
-            previous = "(" if substitution else "value"
-        elif char == "{":
-            braces.append("{")
-            previous, i = "{", i + 1
-        elif char == "}":
-            if not braces:
-                return None
-            braces.pop()
-            previous, i = "}", i + 1
-        elif word := WORD.match(script, i):
-            previous, i = ("(" if word[0] in REGEX_AFTER else "value"), word.end()
-        else:
-            previous, i = char, i + 1
-    return None if braces else lines
-
-
-def without_comment_lines(script: str) -> str:
-    """``script`` (JavaScript) without its lines that hold only a ``//`` comment; whole where comment_only_lines
-    cannot read it."""
-    lines = comment_only_lines(script)
-    if not lines:
-        return script
-    return "\n".join(line for number, line in enumerate(script.split("\n")) if number not in lines)
 
 
 # Elements whose content is text, or foreign (SVG, MathML, where entities in a script are decoded), to a browser:
@@ -272,23 +162,35 @@ def inline_scripts(html: str) -> list[tuple[int, int]]:
             and "</script" not in html[start:end].lower()]
 
 
-def without_inline_comment_lines(html: str) -> str:
-    """``html`` with each inline JavaScript passed through without_comment_lines."""
-    for start, end in reversed(inline_scripts(html)):
-        html = html[:start] + without_comment_lines(html[start:end]) + html[end:]
-    return html
+def own_files(folder: Path) -> list[Path]:
+    """The site's own scripts and stylesheets in ``folder`` (the explorers' folder of the project or of a site)."""
+    return sorted(path for path in folder.iterdir() if path.suffix in OWN_SUFFIXES) if folder.is_dir() else []
 
 
-def lighten_scripts(site_dir: Path) -> tuple[int, int]:
-    """The site's own script files without their comment lines, in place; their bytes before and after."""
-    before = after = 0
-    for script in sorted((site_dir / EXPLORER_SCRIPTS).glob("*.js")):
-        text = script.read_text(encoding="utf-8")
-        lighter = without_comment_lines(text)
-        before, after = before + len(text.encode()), after + len(lighter.encode())
-        if lighter != text:
-            script.write_text(lighter, encoding="utf-8")
-    return before, after
+def minify_own_files(root: Path, site_dir: Path) -> tuple[int, int]:
+    """Each of the site's own scripts and stylesheets that the render copied, written as esbuild minifies its source
+    in the project (so a second run writes the same bytes); their bytes before and after."""
+    served = [path for path in own_files(site_dir / EXPLORER_SCRIPTS) if (root / EXPLORER_SCRIPTS / path.name).is_file()]
+    texts = {path.name: (root / EXPLORER_SCRIPTS / path.name).read_text(encoding="utf-8") for path in served}
+    smaller = minify.minified(root, texts)
+    for path in served:
+        path.write_text(smaller[path.name], encoding="utf-8")
+    return sum(len(text.encode()) for text in texts.values()), sum(len(text.encode()) for text in smaller.values())
+
+
+def minify_inline_scripts(root: Path, pages: dict[Path, str]) -> dict[Path, str]:
+    """Each page's inline JavaScript (``inline_scripts``) minified by esbuild: one run for every distinct script of
+    every page (Quarto writes the same few into each)."""
+    found = {page: inline_scripts(html) for page, html in pages.items()}
+    distinct = {html[start:end] for page, html in pages.items() for start, end in found[page]}
+    names = {text: f"inline-{number}.js" for number, text in enumerate(sorted(distinct))}
+    smaller = minify.minified(root, {name: text for text, name in names.items()})
+    rewritten = {}
+    for page, html in pages.items():
+        for start, end in reversed(found[page]):
+            html = html[:start] + smaller[names[html[start:end]]] + html[end:]
+        rewritten[page] = html
+    return rewritten
 
 
 REDIRECT = 'http-equiv="refresh"'  # the page Quarto writes as index.html when a render leaves the home page out
@@ -419,25 +321,29 @@ def lighten(root: Path, site_dir: Path, echo=print) -> None:
     echo(f"page_weight: {MATH_FONT.name} subset to {len(characters)} characters: {subset_bytes:,} of {source_bytes:,} bytes")
     source_bytes, subset_bytes, icons = subset_icons(site_dir)
     echo(f"page_weight: icon font subset to {len(icons)} icons: {subset_bytes:,} bytes ({ICONS_FONT.name}: {source_bytes:,})")
-    before, after = lighten_scripts(site_dir)
-    echo(f"page_weight: the site's script files without their comment lines: {after:,} of {before:,} bytes")
+    before, after = minify_own_files(root, site_dir)
+    echo(f"page_weight: the site's own scripts and stylesheet minified by esbuild: {after:,} of {before:,} bytes")
     first_paint.start_search_after_load(site_dir)
-    changed = 0
-    for page in _html_files(site_dir):
-        html = page.read_text(encoding="utf-8")
-        lighter = first_paint.rewrite(html, page, site_dir, FIRST_PAINT_FONTS)
-        lighter = phone_figures.with_phone_figures(lighter, page, site_dir, phone_figures.phone_drawings(root))
-        lighter = without_inline_comment_lines(lighter)
-        if lighter != html:
-            page.write_text(lighter, encoding="utf-8")
-            changed += 1
-    echo(f"page_weight: {changed} pages rewritten (first_paint.py, phone figures, their scripts' comment lines)")
+    built = {page: page.read_text(encoding="utf-8") for page in _html_files(site_dir)}
+    rewritten = {page: phone_figures.with_phone_figures(first_paint.rewrite(html, page, site_dir, FIRST_PAINT_FONTS),
+                                                         page, site_dir, phone_figures.phone_drawings(root))
+                 for page, html in built.items()}  # fmt: skip
+    # A page the rewrites left as it was is one an earlier run processed (a render of one page runs this over the
+    # whole site): its scripts are minified already, and esbuild would only rename their names again.
+    changed = {page: html for page, html in rewritten.items() if html != built[page]}
+    for page, html in minify_inline_scripts(root, changed).items():
+        page.write_text(html, encoding="utf-8")
+    echo(f"page_weight: {len(changed)} pages rewritten (first_paint.py, phone figures, their inline scripts minified)")
 
 
 def main() -> int:
     root = Path.cwd()
     output = Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_site")
-    lighten(root, output if output.is_absolute() else root / output)
+    try:
+        lighten(root, output if output.is_absolute() else root / output)
+    except minify.MinifyError as error:
+        print(f"page_weight: error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,7 +1,7 @@
 """``residlab site verify DIR``: checks what a render built.
 
-A page for every source page, every resource copied byte for byte (the site's own scripts without their comment
-lines, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, every link to a
+A page for every source page, every resource copied byte for byte (the site's own scripts and stylesheet as esbuild
+minifies their sources, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, every link to a
 place on its own page (a citation to its reference, a cross-reference) names an id the page has, no cell output is
 an error or stderr, and nothing is loaded from another host.
 """
@@ -13,7 +13,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from residlab.build.page_weight import EXPLORER_SCRIPTS, without_comment_lines
+from residlab.build import minify
+from residlab.build.page_weight import EXPLORER_SCRIPTS, own_files
 from residlab.build.site_check import load_config, site_pages
 
 class _References(HTMLParser):
@@ -59,12 +60,12 @@ def _local_target(site_dir: Path, html: Path, url: str) -> Path | None:
 REMOTE_CSS_IMPORT = re.compile(r"@import\s+(?:url\()?\s*[\"']?(?:https?:)?//|url\(\s*[\"']?(?:https?:)?//")
 
 
-def served_form(source: Path, root: Path) -> bytes:
-    """What the site serves for a resource: the file itself, or for the site's own scripts the file without its
-    comment lines (page_weight.py)."""
-    if source.parent == root / EXPLORER_SCRIPTS and source.suffix == ".js":
-        return without_comment_lines(source.read_text(encoding="utf-8")).encode("utf-8")
-    return source.read_bytes()
+def served_forms(root: Path) -> dict[Path, bytes]:
+    """What the site serves for each of its own scripts and stylesheets: the source minified by esbuild
+    (page_weight.py); esbuild refuses a source it cannot parse. Every other resource is served as it is."""
+    sources = own_files(root / EXPLORER_SCRIPTS)
+    smaller = minify.minified(root, {path.name: path.read_text(encoding="utf-8") for path in sources})
+    return {path: smaller[path.name].encode("utf-8") for path in sources}
 
 
 def verify_build(root: Path, site_dir: Path) -> list[str]:
@@ -74,12 +75,17 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
         built = site_dir / page.relative_to(root).with_suffix(".html")
         if not built.is_file():
             problems.append(f"{built.relative_to(site_dir)}: not built (source {page.relative_to(root)})")
+    try:
+        minified = served_forms(root)
+    except minify.MinifyError as error:
+        minified = {}
+        problems.append(str(error))
     for pattern in load_config(root).get("project", {}).get("resources", []):
         for source in sorted(root.glob(pattern)):
             built = site_dir / source.relative_to(root)
             if not built.is_file():
                 problems.append(f"{built.relative_to(site_dir)}: resource not copied into the site")
-            elif built.read_bytes() != served_form(source, root):
+            elif built.read_bytes() != minified.get(source, source.read_bytes()):
                 problems.append(f"{built.relative_to(site_dir)}: differs from {source.relative_to(root)}")
     for html in sorted(site_dir.rglob("*.html")):
         where = html.relative_to(site_dir)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from residlab.build import editor_bundle
+from residlab.build import editor_bundle, minify
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def installed() -> None:
-    if not (ROOT / editor_bundle.ESBUILD).is_file():
+    if not (ROOT / minify.ESBUILD).is_file():
         pytest.fail(f"{editor_bundle.INSTALLED} is missing: run `make editor` (make test does)", pytrace=False)
 
 

@@ -1,5 +1,5 @@
 """residlab.build.page_weight, on small inputs: which characters MathML shows, the math font subset keeps them and
-its stretchy brackets, the icons the site names are found, and the site's scripts lose only their comment lines. (test_first_paint.py checks the pages' rewrites;
+its stretchy brackets, the icons the site names are found, and the site's scripts and stylesheet are minified by esbuild. (test_first_paint.py checks the pages' rewrites;
 tests/site/test_page_weight.py the built site itself, in Chromium: what the scheme script does there, and what the
 pages draw.)"""
 
@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from node_syntax import node_parses
-
-from residlab.build import page_weight
+from residlab.build import minify, page_weight, site_verify
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -91,68 +89,28 @@ def test_the_icons_named_in_pages_stylesheets_and_class_building_scripts_are_fou
     assert page_weight.used_icons(tmp_path, known) == {"github", "chevron-right", "search", "x"}
 
 
-SCRIPT = """(function () {
-  // a comment line, dropped
-  var url = "https://example.org/a";  // a comment after code stays
-  //no space either
-  var half = total / 2, pattern = /[/]\\//g;
-  // dropped after a division and a regular expression too
-  return `${url}`;
-})();"""
+def test_esbuild_minifies_keeping_a_scripts_top_level_names_and_a_modules_imports():
+    smaller = minify.minified(ROOT, {
+        "classic.js": "// read by whoever reads the source\nfunction shared(count) {\n  var longName = count * 2;\n"
+                      "  return longName;  // after code\n}\nvar alsoShared = `${shared(1)} items`;\n",
+        "module.js": 'import { helper } from "./helper.js";\n// a note\nexport const doubled = helper(2) * 2;\n',
+        "sheet.css": "/* a note */\n.box {\n  color : red ;\n}\n",
+    })  # fmt: skip
+    classic = smaller["classic.js"]
+    assert "function shared(" in classic and "var alsoShared=" in classic  # other scripts and the page read these
+    assert "//" not in classic and "longName" not in classic and "\n" not in classic
+    assert smaller["module.js"].startswith('import{helper as') and "export const doubled=" in smaller["module.js"]
+    assert smaller["sheet.css"] == ".box{color:red}"
 
 
-def test_a_script_loses_its_comment_lines_and_nothing_else():
-    assert page_weight.without_comment_lines(SCRIPT) == (
-        '(function () {\n  var url = "https://example.org/a";  // a comment after code stays\n'
-        '  var half = total / 2, pattern = /[/]\\//g;\n  return `${url}`;\n})();')
-    lighter = page_weight.without_comment_lines(SCRIPT)
-    assert page_weight.without_comment_lines(lighter) == lighter
+def test_a_text_esbuild_cannot_parse_stops_the_build_naming_it():
+    with pytest.raises(minify.MinifyError, match=r"esbuild could not minify broken\.js: .*Unexpected end of file(.|\n)*broken\.js:3:0"):
+        minify.minified(ROOT, {"broken.js": "if (ready) {\n  run();\n"})
+    with pytest.raises(minify.MinifyError, match=r"cannot minify notes\.txt"):
+        minify.minified(ROOT, {"notes.txt": "text"})
 
 
-@pytest.mark.parametrize("before", [
-    "var re = /[/`]/;",  # a slash and a backtick inside a regular expression's class
-    "var re = /'/;",  # a quote inside a regular expression
-    'var half = total / 2, slash = "/";',  # a division, then a slash in a string
-    'var text = `${ "`" }`;',  # a backtick in a string inside a substitution
-    "if (ready) { run(); }",
-])
-def test_a_comment_line_after_code_that_looks_like_something_else_is_dropped(before):
-    assert page_weight.without_comment_lines(f"{before}\n// gone\nrun();") == f"{before}\nrun();"
-
-
-@pytest.mark.parametrize("inside", [
-    "var text = `first line\n// inside a template literal\nlast line`;",
-    "var text = `a\\`\n// inside, after an escaped backtick\nb\\``;",
-    'var q = "`", text = `start\n// inside, a backtick in a string before it\nend`, r = "`";',
-    "var re = /`/, text = `start\n// inside, a backtick in a regular expression before it\nend`;",
-    "var text = `${ {a: 1}.a }\n// inside, after a substitution holding braces\n`;",
-    'var text = "continued \\\n// inside a string";',
-    "/* a block comment\n// inside it */",
-    # where a "/" could start a regular expression or divide, a misread could open or close a template literal
-    "if (x) /`/.test(s);\nvar t = `\n// inside a template literal\n`;\nif (x) /`/.test(s);",
-    "var y = i++ / 2, u = `/`, t;\nt = `\n// inside a template literal\n`;\nvar s2 = 1; // closing `",
-    "var e\u0301 = 4, y = e\u0301 / 2, u = `/`, t = `\n// inside a template literal\n`; // `",
-])
-def test_a_comment_line_inside_something_else_stays(inside):
-    assert page_weight.without_comment_lines(inside) == inside
-
-
-@pytest.mark.parametrize("line_end", ["\r", "\u2028", "\u2029"])
-def test_a_line_end_javascript_reads_and_the_lines_do_not_is_left_whole(line_end):
-    script = f"var t = 1;\n// a comment{line_end}t = 2;"  # JavaScript's comment ends at line_end: t = 2 is code
-    assert page_weight.without_comment_lines(script) == script
-
-
-@pytest.mark.parametrize("unreadable", [
-    "var text = 'never closed;\n// a comment", "if (x) {\n// a comment",
-    "<!-- `\nvar t = `\n// an HTML-like comment opens the line\n`;", "#!/usr/bin/env node --title=`\n// a comment",
-])
-def test_a_script_the_tokenizer_cannot_read_through_is_left_whole(unreadable):
-    assert page_weight.comment_only_lines(unreadable) is None
-    assert page_weight.without_comment_lines(unreadable) == unreadable
-
-
-def test_inline_scripts_lose_their_comment_lines_other_scripts_and_text_do_not():
+def test_inline_scripts_are_minified_other_scripts_and_text_are_not():
     untouched = ('<script type="application/json" id="data">{"a": "x\n// y"}</script>'
                  '<script src="a.js">\n// kept\n</script>'
                  "<script type='text/x-template'>\n// kept\n</script>"
@@ -165,36 +123,21 @@ def test_inline_scripts_lose_their_comment_lines_other_scripts_and_text_do_not()
                  '<script type="text/x-template" type="module">\n// the first type counts\n</script>'
                  '<script language="text">\n// not JavaScript\n</script>'
                  "<script>run();</script/><pre>\n// a browser ends the script at its slash: this is page text\n</pre>"
-                 "<script>x();</script>")
-    page = (f"<head>{untouched}</head><body><script>\n// gone\nrun();\n</script >"
+                 "<script>x();</script>")  # already as esbuild writes it
+    page = (f"<head>{untouched}</head><body><script>\n// gone\nrun( 1 );\n</script >"
             '<script type="module">\n// gone too\nimport "./b.js";\n</script></body>')
-    assert page_weight.without_inline_comment_lines(page) == (
-        f"<head>{untouched}</head><body><script>\nrun();\n</script >"
-        '<script type="module">\nimport "./b.js";\n</script></body>')
+    other = "<body><script>\n// the same script on another page is minified once\nrun( 1 );\n</script></body>"
+    pages = page_weight.minify_inline_scripts(ROOT, {Path("a.html"): page, Path("b.html"): other})
+    assert pages[Path("a.html")] == (f"<head>{untouched}</head><body><script>run(1);</script >"
+                                     '<script type="module">import"./b.js";</script></body>')  # fmt: skip
+    assert pages[Path("b.html")] == "<body><script>run(1);</script></body>"
 
 
-def test_the_sites_own_scripts_without_comment_lines_still_parse(tmp_path):
+def test_the_sites_own_files_are_served_as_esbuild_minifies_them_and_the_build_checks_it(tmp_path):
     explorers = tmp_path / page_weight.EXPLORER_SCRIPTS
     shutil.copytree(ROOT / page_weight.EXPLORER_SCRIPTS, explorers)
-    before, after = page_weight.lighten_scripts(tmp_path)
-    assert after < before  # the sources have comment lines, and lose them
-    served = {script.name: script.read_text(encoding="utf-8") for script in sorted(explorers.glob("*.js"))}
-    assert [name for name, text in served.items() if page_weight.comment_only_lines(text) != set()] == []
-    assert dict(zip(served, node_parses(list(served.values())))) == dict.fromkeys(served, True)
-
-
-def test_each_line_dropped_from_the_sites_scripts_is_one_javascript_reads_as_a_comment():
-    """Node's own parser as the judge: a dropped line put back as code that cannot parse anywhere but in a
-    comment, a string or a template (`@@@ ) ] }`) breaks the script, so it was not inside one."""
-    sources, planted, where = [], [], []
-    for script in sorted((ROOT / page_weight.EXPLORER_SCRIPTS).glob("*.js")):
-        text = script.read_text(encoding="utf-8")
-        lines = text.split("\n")
-        sources.append(text)
-        for number in sorted(page_weight.comment_only_lines(text) or ()):
-            assert lines[number].lstrip().startswith("//"), f"{script.name}:{number + 1}"
-            planted.append("\n".join(lines[:number] + ["@@@ ) ] }"] + lines[number + 1:]))
-            where.append(f"{script.name}:{number + 1}")
-    assert len(planted) > 100
-    assert all(node_parses(sources))
-    assert [place for place, parses in zip(where, node_parses(planted)) if parses] == []
+    before, after = page_weight.minify_own_files(ROOT, tmp_path)
+    assert after < before * 0.7  # comments, whitespace and long local names go
+    served = site_verify.served_forms(ROOT)
+    assert {path.name for path in served} == {path.name for path in page_weight.own_files(explorers)}
+    assert all((explorers / path.name).read_bytes() == form for path, form in served.items())

@@ -61,6 +61,7 @@ _INTERFACE = {
     "downloads_table": ("residlab.course.pages", "downloads_table"),
     "learning_path": ("residlab.course.pages", "learning_path"),
     "download_href": ("residlab.course.pages", "download_href"),
+    "LEARNER_PYTHON": ("residlab.course.pages", "LEARNER_PYTHON"),
     "toy_editor": ("residlab.course.lab05.editor", None),
     "patching_methods": ("residlab.course.lab07.page", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)

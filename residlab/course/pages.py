@@ -28,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = "assets/labs"
 EXPLORER_DIR = "assets/explorers"
 RUNNER_REQUIREMENTS = f"{RUNNER_DIR}/residual-requirements.txt"  # what a learner installs (``residlab sync``)
+# The interpreter of the environment Lab 05 Part 4 builds, as the pages write it (macOS and Linux): every command a
+# page or an opener shows for a runner that needs more than the standard library names it, never a bare python.
+LEARNER_PYTHON = ".venv-residual/bin/python"
 METADATA_FILE = "_pages.yml"  # written by ``residlab sync``, included by ``_quarto.yml``'s metadata-files
 
 

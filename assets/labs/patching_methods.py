@@ -22,36 +22,37 @@ models of the same shape (the null), as one report of plain data.
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
   block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
   attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
+  ``verdict_cells`` gives each cell the one word (``VERDICT_WORDS``) the runner prints and the page's table shows.
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1328  residlab/course/lab07/designs.py
-#   line 1393    make_design
-#   line 1421  residlab/course/lab07/patching.py
-#   line 1578    activation_grids
-#   line 1629    path_patching
-#   line 1652  residlab/course/lab07/attribution.py
-#   line 1691    attribution_grids
+#   line 1329  residlab/course/lab07/designs.py
+#   line 1394    make_design
+#   line 1422  residlab/course/lab07/patching.py
+#   line 1579    activation_grids
+#   line 1630    path_patching
+#   line 1653  residlab/course/lab07/attribution.py
+#   line 1692    attribution_grids
 #
 # Contents (the line where each section's marker starts):
-#   line   60  residlab/course/models/needs_torch.py
-#   line   93  residlab/capture/blocks.py
-#   line  303  residlab/capture/sites.py
-#   line  408  residlab/capture/recording.py
-#   line  569  residlab/capture/patching.py
-#   line  686  residlab/capture/versions.py
-#   line  719  residlab/capture/vectors.py
-#   line  751  residlab/audit/measures.py
-#   line  873  residlab/course/models/threads.py
-#   line  895  residlab/course/models/induction/recipe.py
-#   line 1078  residlab/course/models/induction/measures.py
-#   line 1328  residlab/course/lab07/designs.py
-#   line 1421  residlab/course/lab07/patching.py
-#   line 1652  residlab/course/lab07/attribution.py
-#   line 1736  residlab/course/lab07/lab.py (the entry)
+#   line   61  residlab/course/models/needs_torch.py
+#   line   94  residlab/capture/blocks.py
+#   line  304  residlab/capture/sites.py
+#   line  409  residlab/capture/recording.py
+#   line  570  residlab/capture/patching.py
+#   line  687  residlab/capture/versions.py
+#   line  720  residlab/capture/vectors.py
+#   line  752  residlab/audit/measures.py
+#   line  874  residlab/course/models/threads.py
+#   line  896  residlab/course/models/induction/recipe.py
+#   line 1079  residlab/course/models/induction/measures.py
+#   line 1329  residlab/course/lab07/designs.py
+#   line 1422  residlab/course/lab07/patching.py
+#   line 1653  residlab/course/lab07/attribution.py
+#   line 1737  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ models of the same shape (the null), as one report of plain data.
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
   block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
   attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
+  ``verdict_cells`` gives each cell the one word (``VERDICT_WORDS``) the runner prints and the page's table shows.
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.

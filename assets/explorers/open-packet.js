@@ -124,7 +124,7 @@
     if (!Array.isArray(sites) || !sites.every(isObject)) throw new Refusal("intervention.json: declared_sites is not a list of objects");
     const columns = measurementColumns(results, config);
     const baseline = (which) => { const value = field(records, `measurement.baseline.${which}.value`); return typeof value === "number" ? shown(value, config.decimals) : text(value); };
-    const command = `python ${config.runner} verify PACKET-DIR${specimen ? "" : " --model MODEL-DIR"}`;
+    const command = `${config.python} ${config.runner} verify PACKET-DIR${specimen ? "" : " --model MODEL-DIR"}`;
     return [
       specimen ? element("p", { class: "rl-status rl-error rl-open-status" }, `Random-weight ${text(source.name)} specimen (seed ${text(source.seed)}): these numbers describe no trained model.`) : "",
       table("Model (model.json)", ["what", "recorded"], [

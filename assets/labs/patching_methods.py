@@ -22,36 +22,37 @@ models of the same shape (the null), as one report of plain data.
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
   block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
   attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
+  ``verdict_cells`` gives each cell the one word (``VERDICT_WORDS``) the runner prints and the page's table shows.
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1330  residlab/course/lab07/designs.py
-#   line 1395    make_design
-#   line 1423  residlab/course/lab07/patching.py
-#   line 1580    activation_grids
-#   line 1631    path_patching
-#   line 1654  residlab/course/lab07/attribution.py
-#   line 1693    attribution_grids
+#   line 1331  residlab/course/lab07/designs.py
+#   line 1396    make_design
+#   line 1424  residlab/course/lab07/patching.py
+#   line 1581    activation_grids
+#   line 1632    path_patching
+#   line 1655  residlab/course/lab07/attribution.py
+#   line 1694    attribution_grids
 #
 # Contents (the line where each section's marker starts):
-#   line   60  residlab/course/models/needs_torch.py
-#   line   95  residlab/capture/blocks.py
-#   line  305  residlab/capture/sites.py
-#   line  410  residlab/capture/recording.py
-#   line  571  residlab/capture/patching.py
-#   line  688  residlab/capture/versions.py
-#   line  721  residlab/capture/vectors.py
-#   line  753  residlab/audit/measures.py
-#   line  875  residlab/course/models/threads.py
-#   line  897  residlab/course/models/induction/recipe.py
-#   line 1080  residlab/course/models/induction/measures.py
-#   line 1330  residlab/course/lab07/designs.py
-#   line 1423  residlab/course/lab07/patching.py
-#   line 1654  residlab/course/lab07/attribution.py
-#   line 1738  residlab/course/lab07/lab.py (the entry)
+#   line   61  residlab/course/models/needs_torch.py
+#   line   96  residlab/capture/blocks.py
+#   line  306  residlab/capture/sites.py
+#   line  411  residlab/capture/recording.py
+#   line  572  residlab/capture/patching.py
+#   line  689  residlab/capture/versions.py
+#   line  722  residlab/capture/vectors.py
+#   line  754  residlab/audit/measures.py
+#   line  876  residlab/course/models/threads.py
+#   line  898  residlab/course/models/induction/recipe.py
+#   line 1081  residlab/course/models/induction/measures.py
+#   line 1331  residlab/course/lab07/designs.py
+#   line 1424  residlab/course/lab07/patching.py
+#   line 1655  residlab/course/lab07/attribution.py
+#   line 1739  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1749,6 +1750,17 @@ NULL_SEEDS = (0, 1, 2)
 READ_FACTOR = 3.0  # a gap is read when it exceeds this many noise floors
 TIE_MARGIN = 0.05  # two heads whose shares differ by less than this (a twentieth of the gap) are tied
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
+# The one word for each cell's outcome: the runner prints these and the page's table shows them, so a run on your
+# own machine reads in the page's words (the page's sentences, ``sentences.OUTCOME``, say each at length). A cell
+# the design cannot test, or of a design whose gap is not read, gets its own word, never a method's failure.
+VERDICT_WORDS = {
+    "found": "found",
+    "tied": "tied",
+    "other": "another head",
+    "nothing": "no head above the null",
+    "untestable": "not testable",
+    "unread": "not read",
+}
 
 
 def _round(value):
@@ -1853,6 +1865,21 @@ def verdicts(report: dict) -> dict:
     return out
 
 
+def verdict_cells(report: dict) -> list[tuple[str, str, str, dict | None, str]]:
+    """Every (design, method, head kind) cell the page's table and the runner's lines show, in their order, with its
+    ``head_verdict`` (None for a design whose gap is not read) and its word from ``VERDICT_WORDS``."""
+    cells = []
+    for name, by_method in report["verdicts"].items():
+        for method in HEAD_METHODS:
+            for kind in report["heads"]["found"]:
+                if by_method is not None and kind not in by_method[method]:
+                    continue  # a method that cannot reach that head's block
+                verdict = None if by_method is None else by_method[method][kind]
+                outcome = "unread" if verdict is None else "untestable" if kind in UNTESTABLE[name] else verdict["outcome"]
+                cells.append((name, method, kind, verdict, VERDICT_WORDS[outcome]))
+    return cells
+
+
 def run_lab(model) -> dict:
     """The whole report for one induction model (see the module's docstring), on one CPU thread."""
     with single_thread():
@@ -1881,7 +1908,7 @@ def _run_lab(model) -> dict:
 
 def summary_lines(report: dict) -> list[str]:
     """What the runner prints: per design the gap against its floor, path patching, and the head verdicts."""
-    lines = []
+    lines, cells = [], verdict_cells(report)
     for kind, head in report["heads"]["found"].items():
         lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({shown(head['score']):.3f}; "
                      f"runner-up {shown(head['runner_up']):.3f})")  # fmt: skip
@@ -1892,11 +1919,13 @@ def summary_lines(report: dict) -> list[str]:
         path = design["path"]
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {'undefined' if value is None else f'{shown(value):.3f}'}" for key, value in path.items()))  # fmt: skip
-        for method, kinds in (report["verdicts"][name] or {}).items():
-            for kind, verdict in kinds.items():
-                lines.append(f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']} heads "
-                             f"{verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), runner-up "
-                             f"{verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {verdict['outcome']}")  # fmt: skip
+        for method, kind, verdict, word in (cell[1:] for cell in cells if cell[0] == name):
+            heads = f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']}"
+            if verdict is None:
+                lines.append(f"{heads}): {word}")
+                continue
+            lines.append(f"{heads} heads {verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), "
+                         f"runner-up {verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {word}")  # fmt: skip
     return lines
 
 

@@ -45,7 +45,7 @@ float64 so their tolerances can be tight.
 #   line  224  residlab/course/lab04/positional_encoding.py
 #   line  346  residlab/capture/recording.py
 #   line  507  residlab/course/lab04/traced_block.py
-#   line  836  residlab/course/lab04/paper_lab.py (the entry)
+#   line  837  residlab/course/lab04/paper_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -749,7 +749,7 @@ class PostLnDecomposition:
 
     sigma1: tuple[float, ...]  # per-position standard deviation LN1 divided by (with eps)
     sigma2: tuple[float, ...]
-    term_norms: dict[str, tuple[float, ...]]  # term -> per-position L2 norm
+    term_norms: dict[str, tuple[float, ...]]  # term (its formula) -> per-position L2 norm of that term
     reconstruction_error: float  # max |sum of the terms - out|
     normalised_norm_error: float  # max | |(boundary - bias) / gain| - sqrt(width) | over u and out, per position
     sqrt_width: float
@@ -777,12 +777,13 @@ def decompose_post_ln(layer: nn.TransformerEncoderLayer, capture: BlockCapture) 
         sigma1 = torch.sqrt(_centre(capture.norm1_input).pow(2).mean(-1, keepdim=True) + norm1.eps)
         sigma2 = torch.sqrt(_centre(capture.norm2_input).pow(2).mean(-1, keepdim=True) + norm2.eps)
         s1, s2 = norm1.weight / sigma1, norm2.weight / sigma2
+        # Each term named by its formula (the page's and the class's), so its norm is never read as x's or SA's own.
         terms = {
-            "input x": s2 * _centre(s1 * _centre(capture.block_input)),
-            "attention write": s2 * _centre(s1 * _centre(capture.attention_write)),
-            "LN1 bias": s2 * _centre(norm1.bias.expand_as(capture.block_input)),
-            "feed-forward write": s2 * _centre(capture.feed_forward_write),
-            "LN2 bias": norm2.bias.expand_as(capture.block_input),
+            "s2 c(s1 c(x))": s2 * _centre(s1 * _centre(capture.block_input)),
+            "s2 c(s1 c(SA(x)))": s2 * _centre(s1 * _centre(capture.attention_write)),
+            "s2 c(beta1)": s2 * _centre(norm1.bias.expand_as(capture.block_input)),
+            "s2 c(FF(u))": s2 * _centre(capture.feed_forward_write),
+            "beta2": norm2.bias.expand_as(capture.block_input),
         }
         total = sum(terms.values(), torch.zeros_like(capture.block_input))
         width = capture.block_input.shape[-1]
@@ -975,7 +976,9 @@ def section_boundaries(result: PaperLabResult) -> str:
     lines.append("post-LN output split with this run's LayerNorm scales frozen:")
     lines.append(f"  sigma1 {_values(decomposition.sigma1)}")
     lines.append(f"  sigma2 {_values(decomposition.sigma2)}")
-    lines += [f"  |{name}| {_values(norms)}" for name, norms in decomposition.term_norms.items()]
+    lines.append("  norm of each term of out, per position (c(v) = v - mean(v), s_j = gain_j / sigma_j):")
+    width = max(len(name) for name in decomposition.term_norms) + 2
+    lines += [f"  {'|' + name + '|':{width}s} {_values(norms)}" for name, norms in decomposition.term_norms.items()]
     lines.append(f"  sum of the terms - out: max error {_verdict(decomposition.reconstruction_error, TRACE_TOLERANCE)}")
     return "\n".join(lines)
 

@@ -3,19 +3,24 @@
 Every navbar and sidebar entry exists, every page is listed, every relative link and image in the source
 resolves, every ``{{< var >}}`` key is in ``_variables.yml``, every ``@fig-``/``@sec-``/``@tbl-`` reference has
 exactly one label, every citation is in the page's bibliography, every figure cell has alt text, every page with
-Python cells names their kernel (``jupyter: python3``), and every file named in ``resources`` exists. Seconds,
+Python cells names their kernel (``jupyter: python3``), every file named in ``resources`` exists, and every
+cell a learner-facing page shows runs from a download the registry declares for it or is marked as the site's own
+build code (``shown_code_problems``). Seconds,
 no kernel. Also the site's own facts other commands read: its pages (``site_pages``), its configuration and the
 address it is published at (``site_url_problem``).
 """
 
 from __future__ import annotations
 
+import ast
 import glob
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from residlab.course import pages
 
 FENCE_OPEN = re.compile(r"^(?P<ticks>`{3,})\s*\{(?P<lang>[A-Za-z0-9_]+)[^}]*\}\s*$")
 INCLUDE = re.compile(r"^\{\{<\s*include\s+(?P<path>\S+)\s*>\}\}\s*$")
@@ -27,6 +32,9 @@ CITATION = re.compile(r"(?<![\w@])\[?-?@(?P<key>[A-Za-z][\w:.#$%&+?<>~/-]*[\w])"
 HEADING_ID = re.compile(r"\{[^}]*#(?P<label>(?:sec|fig|tbl|eq)-[A-Za-z0-9_-]+)[^}]*\}")
 CELL_OPTION = re.compile(r"^#\|\s*(?P<key>[\w-]+)\s*:\s*(?P<value>.*)$")
 EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//|#)", re.IGNORECASE)
+# The first line of a cell a page shows that is the site's own build code, written for the page's build with the
+# residlab package and shipped in no download: a learner reads it, and runs the downloads.
+BUILD_CODE_MARK = "# The site's build code (the residlab package): no download holds it."
 
 
 @dataclass
@@ -236,6 +244,61 @@ def check_page(page: Page, root: Path, variables: set[str]) -> list[str]:
     return problems
 
 
+def _shown(cell: Cell) -> bool:
+    return cell.options.get("echo", True) is not False and cell.options.get("include", True) is not False
+
+
+def shown_code_problems(page: Page, root: Path) -> list[str]:
+    """On a learner-facing page (a family with a room), every shown cell, which the site gives a copy button, opens
+    either with the import of a download its family declares (``pages.ShownCode``), using only the names declared
+    for it, or with ``BUILD_CODE_MARK``; every declared cell is on the page."""
+    root = root.resolve()
+    try:
+        family = pages.family_of(page.path.relative_to(root).as_posix())
+    except LookupError:
+        return []
+    if family.room is None:
+        return []
+    declared = {(shown.module, shown.alias): shown for shown in family.shown_code}
+    offered = ", ".join(f"import {shown.module} as {shown.alias}" for shown in family.shown_code) or "none"
+    problems, used = [], set()
+    for cell in filter(_shown, page.cells):
+        where = f"{cell.file.relative_to(root)}:{cell.line}"
+        code = [line for line in cell.source.splitlines() if not CELL_OPTION.match(line)]
+        if code and code[0].strip() == BUILD_CODE_MARK:
+            continue
+        tree = ast.parse("\n".join(code))
+        first = tree.body[0] if tree.body else None
+        shown = None
+        if isinstance(first, ast.Import) and len(first.names) == 1:
+            shown = declared.get((first.names[0].name, first.names[0].asname))
+        if shown is None:
+            problems.append(f"{where}: a shown cell must open with the import of a download its family declares "
+                            f"(residlab/course/pages.py, shown_code: {offered}) or with the line {BUILD_CODE_MARK!r}")
+            continue
+        used.add(shown)
+        imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+        for node in imports:
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(module.split(".")[0] == "residlab" for module in modules):
+                problems.append(f"{where}: a cell that runs from {shown.runner} imports {ast.unparse(node)!r}, which "
+                                "no download holds")
+        called = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                  and isinstance(node.value, ast.Name) and node.value.id == shown.alias}  # fmt: skip
+        for name in sorted(called - set(shown.names)):
+            problems.append(f"{where}: {shown.alias}.{name} is not among the names the registry declares for "
+                            f"{shown.runner} (residlab/course/pages.py), which tests/runners/test_shown_code.py checks")
+    if page.path == root / family.page:
+        runners = {runner.filename for runner in family.runners}
+        for shown in family.shown_code:
+            if shown.runner not in runners:
+                problems.append(f"{family.page}: its shown code names {shown.runner}, none of its family's runners")
+            if shown not in used:
+                problems.append(f"{family.page}: no shown cell opens with import {shown.module} as {shown.alias}, "
+                                "which the registry declares for it")
+    return problems
+
+
 def check_site(root: Path) -> list[str]:
     config = load_config(root)
     problems = []
@@ -250,7 +313,8 @@ def check_site(root: Path) -> list[str]:
     for path in site_pages(root):
         if path.resolve() not in listed:
             problems.append(f"{path.relative_to(root)} is not in the navbar or sidebar")
-        problems += check_page(read_page(path), root, variables)
+        page = read_page(path)
+        problems += check_page(page, root, variables) + shown_code_problems(page, root)
     return problems
 
 

@@ -3,7 +3,8 @@
 A page for every source page, every resource copied byte for byte (the site's own scripts and stylesheet as esbuild
 minifies their sources, page_weight.py), every internal link, image, script and stylesheet resolves inside DIR, every link to a
 place on its own page (a citation to its reference, a cross-reference) names an id the page has, no cell output is
-an error or stderr, and nothing is loaded from another host.
+an error or stderr, nothing is loaded from another host, and no page shows an answer outside its solution
+(``answer_problems``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,101 @@ class _References(HTMLParser):
             self.references.append(("script", script))
         if tag == "link" and attributes.get("href"):
             self.link_rels.append((attributes.get("rel") or "", attributes["href"]))
+
+
+# A question a page asks is marked ``::: {.exercise #exercise-NAME}``; its solution is one of the site's collapsed
+# callouts marked ``.solution`` with ``data-answers="exercise-NAME ..."``, naming every question it answers.
+EXERCISE_CLASS = "exercise"
+SOLUTION_CLASS = "solution"
+ANSWER_UNITS = ("p", "li", "tr", "pre")  # the blocks an answer is made of: a sentence, an item, a table row, an output
+SHORTEST_ANSWER = 20  # characters: shorter blocks ("Yes.", a lone number) recur on a page by chance
+VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+class _Answers(HTMLParser):
+    """The page's questions and solutions in document order, and the text of every answer-sized block, with the
+    solution (if any) it stands in."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.order = 0
+        self.open: list[dict] = []  # the elements open at this point, outermost first
+        self.exercises: dict[str, int] = {}  # id -> where it opens
+        self.solutions: list[dict] = []  # {"answers", "order", "collapsed"}
+        self.blocks: list[tuple[str, dict | None]] = []  # (text, the solution it stands in, or None)
+
+    def handle_starttag(self, tag, attrs):
+        if tag in VOID_TAGS:
+            return
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        self.order += 1
+        element = {"tag": tag, "text": [], "header_only": tag == "tr", "solution": None}
+        if EXERCISE_CLASS in classes and attributes.get("id"):
+            self.exercises[attributes["id"]] = self.order
+        if SOLUTION_CLASS in classes:
+            element["solution"] = {"answers": (attributes.get("data-answers") or "").split(), "order": self.order,
+                                   "collapsed": False}  # fmt: skip
+            self.solutions.append(element["solution"])
+        if {"callout-collapse", "collapse"} <= set(classes) and "show" not in classes and self.solution is not None:
+            self.solution["collapsed"] = True  # Bootstrap's collapse, closed until the reader opens it
+        for row in (open_element for open_element in self.open if open_element["tag"] == "tr"):
+            if tag in ("td", "th") and "".join(row["text"]).strip():
+                row["text"].append(" | ")  # a row reads as its cells, told apart
+            row["header_only"] &= tag != "td"
+        self.open.append(element)
+
+    @property
+    def solution(self) -> dict | None:
+        return next((element["solution"] for element in reversed(self.open) if element["solution"]), None)
+
+    def handle_data(self, data):
+        for element in self.open:
+            if element["tag"] in ANSWER_UNITS:
+                element["text"].append(data)
+
+    def handle_endtag(self, tag):
+        if not any(element["tag"] == tag for element in self.open):
+            return
+        while self.open:
+            element = self.open[-1]
+            solution = self.solution
+            self.open.pop()
+            if element["tag"] in ANSWER_UNITS and not (element["tag"] == "tr" and element["header_only"]):
+                text = " ".join("".join(element["text"]).split())
+                if len(text) >= SHORTEST_ANSWER:
+                    self.blocks.append((text, solution))
+            if element["tag"] == tag:
+                return
+
+
+def answer_problems(text: str) -> list[str]:
+    """Why a page shows an answer before, or outside, its question's solution: every solution names questions the
+    page asks before it and is collapsed, every question has a solution, and no block a solution holds (a sentence,
+    an item, a table row, an output) also stands outside every solution."""
+    parser = _Answers()
+    parser.feed(text)
+    problems = []
+    answered = set()
+    for solution in parser.solutions:
+        if not solution["answers"]:
+            problems.append("a solution names no question it answers (data-answers)")
+        for question in solution["answers"]:
+            answered.add(question)
+            if question not in parser.exercises:
+                problems.append(f"a solution answers #{question}, which is no question on the page")
+            elif parser.exercises[question] > solution["order"]:
+                problems.append(f"the solution to #{question} comes before its question")
+        if not solution["collapsed"]:
+            problems.append(f"the solution to #{' #'.join(solution['answers'])} is shown open, not collapsed")
+    problems += [f"#{question} has no solution" for question in sorted(set(parser.exercises) - answered)]
+    outside = {text for text, solution in parser.blocks if solution is None}
+    for text, solution in parser.blocks:
+        if solution is not None and text in outside:
+            problems.append(f"the answer to #{' #'.join(solution['answers'])} also stands outside its solution: "
+                            f"{text[:80]}")
+            outside.discard(text)  # named once
+    return problems
 
 
 def _is_remote(url: str) -> bool:
@@ -92,6 +188,7 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
         text = html.read_text(encoding="utf-8")
         if "cell-output-stderr" in text or "cell-output-error" in text:
             problems.append(f"{where}: a cell wrote to stderr or raised; the page shows it")
+        problems += [f"{where}: {problem}" for problem in answer_problems(text)]
         parser = _References()
         parser.feed(text)
         for tag, url in parser.references:

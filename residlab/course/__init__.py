@@ -21,7 +21,8 @@ A room imports no other page-family room; what several share lives in two shared
 - ``ui/``: Markdown tables and math labels, box-and-arrow diagrams, the peer boxes (TransformerLens and nnsight).
 
 ``pages`` is the registry of page families (each page, its room, runners, scripts, downloads, place in the
-sidebar and on the learning path); ``shared`` declares the values several pages show, computed once per render (``residlab/render/`` holds the
+sidebar and on the learning path, the shown cells that run from a download, which ``downloads`` stands in for while
+a page is built); ``shared`` declares the values several pages show, computed once per render (``residlab/render/`` holds the
 cache). Pages also show a few facts that lower floors own (the pinned specimen's configuration, the fetch limits,
 the audit tool); this door names each one once, with the module that owns it, so no page reaches into a floor's
 internals.
@@ -61,6 +62,8 @@ _INTERFACE = {
     "downloads_table": ("residlab.course.pages", "downloads_table"),
     "learning_path": ("residlab.course.pages", "learning_path"),
     "download_href": ("residlab.course.pages", "download_href"),
+    "LEARNER_PYTHON": ("residlab.course.pages", "LEARNER_PYTHON"),
+    "stand_in_download": ("residlab.course.downloads", "stand_in"),
     "toy_editor": ("residlab.course.lab05.editor", None),
     "patching_methods": ("residlab.course.lab07.page", None),
     # what several pages show, once per render (residlab.course.shared; outside a render, computed per call)

@@ -11,6 +11,8 @@ What reads it, so that no page or runner name is typed twice:
 - the home page's learning path and downloads table are ``learning_path()`` and ``downloads_table()``, through
   the front door; the README's table of pages is ``readme_table()``, which ``residlab sync`` writes between its
   markers;
+- a page's shown cells that run from a download (``ShownCode``): ``residlab/course/downloads.py`` while the page is
+  built, ``residlab site check`` and ``tests/runners/test_shown_code.py``;
 - the tests read their lists of pages, runners and downloads from here.
 
 A family is one ``PageFamily``: adding one is adding an entry to ``FAMILIES`` (and its room, page, runner and
@@ -30,6 +32,9 @@ EXPLORER_DIR = "assets/explorers"
 RUNNER_REQUIREMENTS = f"{RUNNER_DIR}/residual-requirements.txt"  # what a learner installs (``residlab sync``)
 # What a learner installs for the runners that need PyTorch alone (``residlab sync``): torch and NumPy.
 TORCH_REQUIREMENTS = f"{RUNNER_DIR}/torch-requirements.txt"
+# The interpreter of the environment Lab 05 Part 4 builds, as the pages write it (macOS and Linux): every command a
+# page or an opener shows for a runner that needs more than the standard library names it, never a bare python.
+LEARNER_PYTHON = ".venv-residual/bin/python"
 METADATA_FILE = "_pages.yml"  # written by ``residlab sync``, included by ``_quarto.yml``'s metadata-files
 
 
@@ -69,6 +74,20 @@ class Runner:
 
 
 @dataclass(frozen=True)
+class ShownCode:
+    """A shown cell that runs from a family's download: ``import <module> as <alias>``, then only ``names`` through
+    it (``residlab/course/downloads.py`` says how it builds, ``residlab site check`` and tests/runners check it)."""
+
+    runner: str  # the filename of one of the family's runners
+    alias: str  # the name the shown cell binds the download to, as the page's prose calls it
+    names: tuple[str, ...]
+
+    @property
+    def module(self) -> str:
+        return self.runner.removesuffix(".py")
+
+
+@dataclass(frozen=True)
 class PageFamily:
     """A page and what belongs to it. ``page`` is its source relative to the site root; its title is the page's
     own (front matter), never typed here."""
@@ -86,6 +105,7 @@ class PageFamily:
     explorers: tuple[str, ...] = ()  # scripts in assets/explorers/ its pages' blocks name (data-residlab-scripts)
     downloads: tuple[str, ...] = ()  # other files the site serves for it (patterns Quarto copies)
     path_step: int | None = None  # the number of its step on the learning path (``path`` says what it is)
+    shown_code: tuple[ShownCode, ...] = ()  # the cells it shows that a learner runs from its downloads
     pages: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -178,6 +198,8 @@ FAMILIES = (
                 needs=PYTORCH,
             ),
         ),
+        shown_code=(ShownCode("read_transformer_paper.py", "paper_lab", ("build_encoder_layers", "capture_block",
+                                                                          "trace_input")),),  # Part 5
     ),
     PageFamily(
         "labs/05-trace-residual-stream.qmd", label="Lab 05", room="lab05", section="Labs", path_step=3,
@@ -235,6 +257,7 @@ FAMILIES = (
                 needs=REQUIREMENTS_LINK,
             ),
         ),
+        shown_code=(ShownCode("trace_residual_toy.py", "toy", ("Vector", "sequential_trace", "readout")),),  # solutions
         explorers=("toy-trace.js", "answer-checker.js", "python-editor.js", "python-worker.js", "capture-explorer.js",
                    "open-capture.js", "python-json.js"),
         downloads=(f"{RUNNER_DIR}/{TOY_SKELETON[0]}", RUNNER_REQUIREMENTS, "assets/captures/*/*.json"),

@@ -24,6 +24,7 @@ from test_explorers import capture_shown, choose, expected_capture_rows
 from residlab.audit.packet import RECORDS, SCHEMA, linked_records, packet_files, record_body
 from residlab.audit.runs import canonical_json, sha256_json
 from residlab.course.models import capture_page
+from residlab.course import LEARNER_PYTHON
 from residlab.course.lab05 import open_run
 
 pytestmark = pytest.mark.slow
@@ -353,7 +354,7 @@ def test_a_runner_packet_opens_with_every_link_checked(browser, urls, packet_dir
     assert model["parameters digest"] == packet["model"]["parameters"]["digest"]
     text = browser.find_element("id", "open-packet-details").text
     assert "describe no trained model" in text
-    assert "Links checked, values not re-run" in text and "python audit_residual_writes.py verify PACKET-DIR" in text
+    assert "Links checked, values not re-run" in text and f"{LEARNER_PYTHON} audit_residual_writes.py verify PACKET-DIR" in text
     clean = packet["measurement"]["baseline"]["clean"]["value"]
     assert f"clean {clean:.3f}" in text
     assert severe(browser) == []

@@ -177,7 +177,9 @@ def section_boundaries(result: PaperLabResult) -> str:
     lines.append("post-LN output split with this run's LayerNorm scales frozen:")
     lines.append(f"  sigma1 {_values(decomposition.sigma1)}")
     lines.append(f"  sigma2 {_values(decomposition.sigma2)}")
-    lines += [f"  |{name}| {_values(norms)}" for name, norms in decomposition.term_norms.items()]
+    lines.append("  norm of each term of out, per position (c(v) = v - mean(v), s_j = gain_j / sigma_j):")
+    width = max(len(name) for name in decomposition.term_norms) + 2
+    lines += [f"  {'|' + name + '|':{width}s} {_values(norms)}" for name, norms in decomposition.term_norms.items()]
     lines.append(f"  sum of the terms - out: max error {_verdict(decomposition.reconstruction_error, TRACE_TOLERANCE)}")
     return "\n".join(lines)
 

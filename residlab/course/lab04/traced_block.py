@@ -245,7 +245,7 @@ class PostLnDecomposition:
 
     sigma1: tuple[float, ...]  # per-position standard deviation LN1 divided by (with eps)
     sigma2: tuple[float, ...]
-    term_norms: dict[str, tuple[float, ...]]  # term -> per-position L2 norm
+    term_norms: dict[str, tuple[float, ...]]  # term (its formula) -> per-position L2 norm of that term
     reconstruction_error: float  # max |sum of the terms - out|
     normalised_norm_error: float  # max | |(boundary - bias) / gain| - sqrt(width) | over u and out, per position
     sqrt_width: float
@@ -273,12 +273,13 @@ def decompose_post_ln(layer: nn.TransformerEncoderLayer, capture: BlockCapture) 
         sigma1 = torch.sqrt(_centre(capture.norm1_input).pow(2).mean(-1, keepdim=True) + norm1.eps)
         sigma2 = torch.sqrt(_centre(capture.norm2_input).pow(2).mean(-1, keepdim=True) + norm2.eps)
         s1, s2 = norm1.weight / sigma1, norm2.weight / sigma2
+        # Each term named by its formula (the page's and the class's), so its norm is never read as x's or SA's own.
         terms = {
-            "input x": s2 * _centre(s1 * _centre(capture.block_input)),
-            "attention write": s2 * _centre(s1 * _centre(capture.attention_write)),
-            "LN1 bias": s2 * _centre(norm1.bias.expand_as(capture.block_input)),
-            "feed-forward write": s2 * _centre(capture.feed_forward_write),
-            "LN2 bias": norm2.bias.expand_as(capture.block_input),
+            "s2 c(s1 c(x))": s2 * _centre(s1 * _centre(capture.block_input)),
+            "s2 c(s1 c(SA(x)))": s2 * _centre(s1 * _centre(capture.attention_write)),
+            "s2 c(beta1)": s2 * _centre(norm1.bias.expand_as(capture.block_input)),
+            "s2 c(FF(u))": s2 * _centre(capture.feed_forward_write),
+            "beta2": norm2.bias.expand_as(capture.block_input),
         }
         total = sum(terms.values(), torch.zeros_like(capture.block_input))
         width = capture.block_input.shape[-1]

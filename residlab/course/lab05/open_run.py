@@ -88,9 +88,11 @@ def packet_opener_config() -> dict:
     }
 
 
-def packet_opener(script_dir: str) -> str:
-    """For a page cell with ``output: asis``: the "open your packet" block."""
-    return _block("open-packet", packet_opener_config(), script_dir, ("open-packet.js",),
+def packet_opener(script_dir: str, python: str) -> str:
+    """For a page cell with ``output: asis``: the "open your packet" block. ``python`` is the interpreter the page's
+    own commands name (``LEARNER_PYTHON`` at the front door), so the re-run command the opener shows runs as theirs."""
+    config = {**packet_opener_config(), "python": python}
+    return _block("open-packet", config, script_dir, ("open-packet.js",),
                   "Opening your own packet needs JavaScript.")  # fmt: skip
 
 

@@ -13,6 +13,7 @@ models of the same shape (the null), as one report of plain data.
 - ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
   block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
   attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
+  ``verdict_cells`` gives each cell the one word (``VERDICT_WORDS``) the runner prints and the page's table shows.
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
@@ -30,7 +31,7 @@ from residlab.audit.measures import shown
 from residlab.course.models.induction.measures import find_heads, head_scores, held_out_sequences
 from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
 from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients, head_attribution
-from residlab.course.lab07.designs import all_designs
+from residlab.course.lab07.designs import UNTESTABLE, all_designs
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
 )
@@ -41,6 +42,17 @@ NULL_SEEDS = (0, 1, 2)
 READ_FACTOR = 3.0  # a gap is read when it exceeds this many noise floors
 TIE_MARGIN = 0.05  # two heads whose shares differ by less than this (a twentieth of the gap) are tied
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
+# The one word for each cell's outcome: the runner prints these and the page's table shows them, so a run on your
+# own machine reads in the page's words (the page's sentences, ``sentences.OUTCOME``, say each at length). A cell
+# the design cannot test, or of a design whose gap is not read, gets its own word, never a method's failure.
+VERDICT_WORDS = {
+    "found": "found",
+    "tied": "tied",
+    "other": "another head",
+    "nothing": "no head above the null",
+    "untestable": "not testable",
+    "unread": "not read",
+}
 
 
 def _round(value):
@@ -145,6 +157,21 @@ def verdicts(report: dict) -> dict:
     return out
 
 
+def verdict_cells(report: dict) -> list[tuple[str, str, str, dict | None, str]]:
+    """Every (design, method, head kind) cell the page's table and the runner's lines show, in their order, with its
+    ``head_verdict`` (None for a design whose gap is not read) and its word from ``VERDICT_WORDS``."""
+    cells = []
+    for name, by_method in report["verdicts"].items():
+        for method in HEAD_METHODS:
+            for kind in report["heads"]["found"]:
+                if by_method is not None and kind not in by_method[method]:
+                    continue  # a method that cannot reach that head's block
+                verdict = None if by_method is None else by_method[method][kind]
+                outcome = "unread" if verdict is None else "untestable" if kind in UNTESTABLE[name] else verdict["outcome"]
+                cells.append((name, method, kind, verdict, VERDICT_WORDS[outcome]))
+    return cells
+
+
 def run_lab(model) -> dict:
     """The whole report for one induction model (see the module's docstring), on one CPU thread."""
     with single_thread():
@@ -173,7 +200,7 @@ def _run_lab(model) -> dict:
 
 def summary_lines(report: dict) -> list[str]:
     """What the runner prints: per design the gap against its floor, path patching, and the head verdicts."""
-    lines = []
+    lines, cells = [], verdict_cells(report)
     for kind, head in report["heads"]["found"].items():
         lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({shown(head['score']):.3f}; "
                      f"runner-up {shown(head['runner_up']):.3f})")  # fmt: skip
@@ -184,11 +211,13 @@ def summary_lines(report: dict) -> list[str]:
         path = design["path"]
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {'undefined' if value is None else f'{shown(value):.3f}'}" for key, value in path.items()))  # fmt: skip
-        for method, kinds in (report["verdicts"][name] or {}).items():
-            for kind, verdict in kinds.items():
-                lines.append(f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']} heads "
-                             f"{verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), runner-up "
-                             f"{verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {verdict['outcome']}")  # fmt: skip
+        for method, kind, verdict, word in (cell[1:] for cell in cells if cell[0] == name):
+            heads = f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']}"
+            if verdict is None:
+                lines.append(f"{heads}): {word}")
+                continue
+            lines.append(f"{heads} heads {verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), "
+                         f"runner-up {verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {word}")  # fmt: skip
     return lines
 
 

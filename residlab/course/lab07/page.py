@@ -6,7 +6,7 @@ per render, by the prefetch while the pages before it render."""
 from __future__ import annotations
 
 from residlab.course.lab07 import figures, sentences  # noqa: F401 (the page reads them from here)
-from residlab.course.lab07.lab import HEAD_METHODS  # noqa: F401
+from residlab.course.lab07.lab import HEAD_METHODS, VERDICT_WORDS, verdict_cells  # noqa: F401
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
 
 

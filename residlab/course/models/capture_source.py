@@ -113,8 +113,9 @@ def model_callout(capture: PageCapture, where: str = "below") -> str:
             f"Every number {where} comes from `{capture.manifest['repository']}`: Pythia-14M's architecture with "
             "**random weights**, the real tokenizer, files stored the way the real checkpoint stores them. The checks "
             "are real (it runs exactly the code your run uses), but every norm, cosine and readout describes an "
-            "untrained network: a null baseline. A pattern a trained model shares with it needs no training to "
-            "explain; do not read learned behaviour into it, or compare your trained-model run with it.\n:::\n"
+            "untrained network: a baseline, labelled as one. Set beside your trained-model run it says one thing "
+            "only, which patterns need no training to explain (those both runs show); it is no evidence of what "
+            "a trained model learned, and no noise floor to measure a trained run's numbers against.\n:::\n"
         )
     return (
         f'::: {{.callout-note title="{model_name(capture).strip("`")}, revision {capture.manifest["revision"][:12]}"}}\n'

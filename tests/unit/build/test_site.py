@@ -260,3 +260,30 @@ def test_no_page_runs_a_runner_at_render_time():
     for path in site_check.site_pages(ROOT):
         for cell in site_check.read_page(path).cells:
             assert "assets/labs/" not in cell.source and "subprocess" not in cell.source, f"{cell.file}:{cell.line}"
+
+
+def _shown_cell(page: site_check.Page) -> site_check.Cell:
+    return next(cell for cell in page.cells if site_check._shown(cell) and "import " in cell.source)
+
+
+def test_every_shown_cell_runs_from_a_declared_download_or_is_marked_as_build_code():
+    """Lab 04 Part 5's shown cell imports its download and uses the names the registry lists; planted faults (the
+    package imported instead, a name the registry does not list, a glossary cell unmarked) are each named."""
+    lab04 = site_check.read_page(ROOT / "labs/04-read-transformer-paper.qmd")
+    assert site_check.shown_code_problems(lab04, ROOT) == []
+    cell = _shown_cell(lab04)
+    original = cell.source
+    cell.source = original.replace("import read_transformer_paper as paper_lab", "from residlab.course import paper_lab")
+    problems = site_check.shown_code_problems(lab04, ROOT)
+    assert len(problems) == 2 and "must open with the import of a download" in problems[0]
+    assert "no shown cell opens with import read_transformer_paper as paper_lab" in problems[1]
+    cell.source = original + "\nresult = paper_lab.run_paper_lab()"
+    assert site_check.shown_code_problems(lab04, ROOT) == [
+        f"labs/04-read-transformer-paper.qmd:{cell.line}: paper_lab.run_paper_lab is not among the names the registry "
+        "declares for read_transformer_paper.py (residlab/course/pages.py), which tests/runners/test_shown_code.py checks"]
+    glossary = site_check.read_page(ROOT / "glossary/mlp.qmd")
+    assert site_check.shown_code_problems(glossary, ROOT) == []
+    marked = _shown_cell(glossary)
+    marked.source = marked.source.replace(site_check.BUILD_CODE_MARK + "\n", "")
+    assert [problem.split(": ", 1)[1][:45] for problem in site_check.shown_code_problems(glossary, ROOT)] == [
+        "a shown cell must open with the import of a d"]

@@ -173,5 +173,5 @@ def test_lab05_part4_shows_the_committed_captures_checks(built_site):
     assert f"{identity['max_abs_error']:.3g} (tolerance {identity['blocks'][-1]['tolerance']:.3g})" in text
     hooks = checks["hook_removal"]
     assert f"{hooks['handles_left_after_exit']} of {hooks['handles_registered']}" in text
-    assert "Null baseline: random weights, not Pythia-14M" in text
+    assert "Untrained baseline: one random-weight draw, not Pythia-14M" in text
     assert "synthetic specimen\u2019s committed capture" in text  # Quarto typesets the apostrophe

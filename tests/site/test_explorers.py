@@ -297,7 +297,7 @@ def test_capture_explorer_sits_next_to_the_synthetic_warning(browser, lab):
         "let e = document.getElementById('capture-explorer'); const seen = [];"
         "for (let i = 0; i < 4 && e; i++) { e = e.previousElementSibling; if (e) seen.push(e.textContent); }"
         "return seen.join(' ')")
-    assert "Null baseline: random weights, not Pythia-14M" in nearby
+    assert "Untrained baseline: one random-weight draw, not Pythia-14M" in nearby
 
 
 def test_explorers_request_nothing_beyond_the_site(lab, lab_url):

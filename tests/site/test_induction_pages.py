@@ -183,7 +183,7 @@ def test_lab06_part2_audits_this_renders_model_before_the_null_baseline(built_si
     experiment = lab06.experiment
     text = shown(built_site.site, "labs/06-audit-a-decoder.html")
     trained_part = text.index("The trained induction model")
-    assert trained_part < text.index("The null baseline: a random-weight specimen")
+    assert trained_part < text.index("An untrained baseline: a random-weight specimen")
     digest = audit.parameter_digests(model)["digest"]
     assert f"parameters {digest[:16]}..." in text  # the audited directory holds this render's weights
     clean = metric(model, experiment.clean, experiment.target, experiment.rival)

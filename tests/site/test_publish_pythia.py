@@ -162,7 +162,7 @@ def test_a_stand_in_is_fetched_captured_and_audited_during_the_render_and_descri
         assert "during this render" in text and lock["repository"] in text and lock["revision"] in text
         assert lock_path.name in text  # the lock its numbers came from
         assert "Pythia-14M's numbers" not in text and "Pythia-14M, revision" not in text
-        assert "Null baseline: random weights, not Pythia-14M" in text  # a random-weight stand-in is the null baseline
+        assert "Untrained baseline: one random-weight draw, not Pythia-14M" in text  # a random-weight stand-in is an untrained baseline
     if kind == "falling":  # built so: its norm falls, every update points against the state it lands on
         assert "The numbers below were captured during this render from verified files of" in lab05
         assert expected["direction"] == "falls" and "Its raw norm falls with depth" in lab05

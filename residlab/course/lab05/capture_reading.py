@@ -125,15 +125,15 @@ def null_sentence(capture: PageCapture, null: PageCapture | None = None) -> str:
     """The same readings on the random-weight run of the same shape (the synthetic specimen's committed capture,
     made by the same code): what needs no training to explain. For the specimen itself, that it is the null."""
     if capture.synthetic:
-        return ("*Null baseline.* This capture is itself the random-weight run: every pattern above is one an "
+        return ("*Untrained baseline.* This capture is itself the random-weight run: every pattern above is one an "
                 "untrained network of this shape shows, so none of it is evidence of anything learned.")
     null = read_capture(CACHED_CAPTURE) if null is None else null
     if width(null) != width(capture) or len(null.observation["block_updates"]) != len(capture.observation["block_updates"]):
-        return "*Null baseline.* No random-weight run of this shape is committed, so these patterns have no null beside them here."
+        return "*Untrained baseline.* No random-weight run of this shape is committed, so these patterns have no untrained baseline beside them here."
     trend, zero, seen = norm_trend(null), position_zero(null), alignment(null)
     ratio = "undefined" if zero is None or zero["ratio"] is None else f"{number(zero['ratio'], 2)} times the others' median"
     factor = "undefined" if trend["factor"] is None else number(trend["factor"], 2)
-    return (f"*Null baseline.* The same code on random weights of the same shape (`{null.manifest['repository']}`, "
+    return (f"*Untrained baseline.* The same code on random weights of the same shape (`{null.manifest['repository']}`, "
             f"the same sentence and position) gives: a raw norm that {trend['direction'] if trend['direction'] != 'neither' else 'neither rises nor falls'} "
             f"(a factor of {factor} from first to last boundary), position 0 at {ratio}, and a largest |cos| "
             f"between an update and the state it lands on of {number(seen['largest_abs_cosine'], 3)}. A pattern "

@@ -116,11 +116,11 @@ def separation(result: PythiaAudit) -> str:
 
 
 def model_callout(result: PythiaAudit) -> str:
-    """Whose numbers these are: Pythia-14M only for its own files; the synthetic kind is the null baseline."""
+    """Whose numbers these are: Pythia-14M only for its own files; the synthetic kind is one untrained draw, labelled as such."""
     from residlab.course.models.capture_source import PINNED_REPOSITORY
 
     if result.synthetic:
-        return ('::: {.callout-warning title="Null baseline: random weights, not Pythia-14M"}\n'
+        return ('::: {.callout-warning title="Untrained baseline: one random-weight draw, not Pythia-14M"}\n'
                 f"`{result.repository}` has random weights: the numbers below show what the audit measures on an "
                 "untrained network, nothing a trained model learned.\n:::\n")  # fmt: skip
     name = "Pythia-14M" if result.repository == PINNED_REPOSITORY else f"`{result.repository}`"

@@ -8,7 +8,7 @@ pinned one):
    render with a message naming the file: a build never quietly shows something else.
 2. **committed**: the committed capture of the lock's files, ``assets/captures/<repository name>-<revision>``
    (``make pythia-capture``), refused unless its manifest records the lock's repository, revision and hashes.
-3. **specimen**: the synthetic specimen's committed capture, random weights: the null baseline.
+3. **specimen**: the synthetic specimen's committed capture, random weights: one untrained draw, shown as a labelled baseline.
 
 ``RESIDLAB_PYTHIA_CAPTURE=committed`` skips the first on purpose (the publish workflow's input for publishing
 without fetching), and the pages say so.
@@ -106,12 +106,13 @@ def source_sentence(capture: PageCapture) -> str:
 
 
 def model_callout(capture: PageCapture, where: str = "below") -> str:
-    """A callout naming whose numbers these are; the synthetic specimen is called the null baseline it is."""
+    """A callout naming whose numbers these are; the synthetic specimen is called what it is, one untrained draw."""
     if capture.synthetic:
         return (
-            '::: {.callout-warning title="Null baseline: random weights, not Pythia-14M"}\n'
+            '::: {.callout-warning title="Untrained baseline: one random-weight draw, not Pythia-14M"}\n'
             f"Every number {where} comes from `{capture.manifest['repository']}`: Pythia-14M's architecture with "
-            "**random weights**, the real tokenizer, files stored the way the real checkpoint stores them. The checks "
+            "**random weights**, the GPT-NeoX-20B tokenizer file (the tokenizer Pythia uses, not a file read from the "
+            "Pythia-14M repository), files stored the way the real checkpoint stores them. The checks "
             "are real (it runs exactly the code your run uses), but every norm, cosine and readout describes an "
             "untrained network: a baseline, labelled as one. Set beside your trained-model run it says one thing "
             "only, which patterns need no training to explain (those both runs show); it is no evidence of what "

@@ -129,7 +129,7 @@ def test_only_the_pinned_repositorys_own_files_are_called_pythia(committed):
     pinned = dataclasses.replace(real, repository="EleutherAI/pythia-14m")
     assert 'title="Pythia-14M, revision 000000000000"' in pythia_audit.model_callout(pinned)
     synthetic = dataclasses.replace(pinned, synthetic=True)
-    assert "Null baseline" in pythia_audit.model_callout(synthetic)
+    assert "Untrained baseline" in pythia_audit.model_callout(synthetic)
     from residlab.course.models import capture_source
 
-    assert "Null baseline" in capture_source.model_callout(committed) and not capture_source.is_pinned_model(committed)
+    assert "Untrained baseline" in capture_source.model_callout(committed) and not capture_source.is_pinned_model(committed)

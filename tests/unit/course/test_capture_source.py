@@ -46,7 +46,7 @@ def test_without_files_or_a_committed_capture_the_page_shows_the_specimen_as_the
     assert shown.lock_label == f"{specimen_lock_path.name} (digest {cache.lock_digest(lock)})"
     assert shown.lock_label in sentence
     callout = capture_source.model_callout(shown)
-    assert "Null baseline" in callout and "Pythia-14M's numbers" not in callout + sentence
+    assert "Untrained baseline" in callout and "Pythia-14M's numbers" not in callout + sentence
 
 
 def test_named_files_that_verify_are_captured_during_the_render(captures, environ, specimen_dir, specimen_lock_data,

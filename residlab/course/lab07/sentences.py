@@ -196,9 +196,9 @@ def attribution_sentence(report: dict, name: str) -> str:
              f"which splits exactly into {_value(final)} from the final LayerNorm alone (grad f · dx − df) and "
              f"{_value(upstream)} from everything between the site and the final state (grad f · (J da − dx)).")  # fmt: skip
     if abs(final) >= abs(upstream):
-        why = ("So most of it is the final LayerNorm: the patch moves the final state far from where its gradient was "
-               "taken, and a normaliser divides by the length of what it sees, which a gradient follows only to first "
-               "order.")  # fmt: skip
+        why = ("So most of it is the final LayerNorm: it keeps only the direction of the centred final state (its "
+               "length it divides away), and the patch turns that direction further than its gradient at the corrupt "
+               "run describes, the first-order estimate following the turn only along its tangent.")  # fmt: skip
     else:
         why = ("So most of it is upstream: the blocks between the site and the final state respond to the patch "
                "beyond first order (an attention softmax, a GELU, a LayerNorm inside a block).")  # fmt: skip
@@ -339,7 +339,8 @@ def outside_sentence(report: dict) -> str:
     heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
     carried = max(measured["heads"]["denoising"]["heads"][b][h]["mean"] for measured in report["distribution"]["designs"].values()
                   for b, h in named)  # fmt: skip
-    reading = ("so they carry part of the gap: the mechanism of Part 1 is not the whole story, and these heads write "
-               "what the token at each position is, which block 1 can read" if carried >= 0.1 else
+    reading = ("so they carry part of the gap: the mechanism of Part 1 is not the whole story. A head that attends "
+               "to its own position writes something of the token there, which block 1's values can carry to the "
+               "readout" if carried >= 0.1 else
                "and they carry little of the gap: the named mechanism accounts for the rest")  # fmt: skip
     return f"Outside the named mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts) + f"; {reading}."

@@ -48,7 +48,7 @@
       const dir = direction.select.value;
       const over = d.over_pairs[dir][k][b][p];
       const identity = d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
-        (c.kind === k && c.block === b && (c.position === null || c.position === p)));
+        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
       details.textContent = `blocks.${b}.${k}, position ${p}` +
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
         `denoising ${fixed(d.activation.denoising[k][b][p])}, noising ${fixed(d.activation.noising[k][b][p])}, ` +

@@ -41,7 +41,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1750    error_split
 #   line 1782  residlab/course/lab07/distribution.py
 #   line 1871    null_design
-#   line 2010    measure_distribution
+#   line 2039    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -59,7 +59,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1431  residlab/course/lab07/patching.py
 #   line 1662  residlab/course/lab07/attribution.py
 #   line 1782  residlab/course/lab07/distribution.py
-#   line 2063  residlab/course/lab07/lab.py (the entry)
+#   line 2095  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1918,12 +1918,39 @@ def identities(design: dict, depth: int) -> list[dict]:
         cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
                       "block": block, "position": None, "value": None,
                       "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
+    if is_swap(design):
+        a, b = design["changed"]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": [a, b], "value": None, "mirror": True,
+                      "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
+                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention)"})  # fmt: skip
     if len(design["changed"]) == 1:
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
                       "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
     cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
                   "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
     return cells
+
+
+def is_swap(design: dict) -> bool:
+    """Whether the corrupt prompt swaps the clean prompt's tokens at its two changed positions."""
+    changed = design["changed"]
+    if len(changed) != 2 or "clean" not in design:
+        return False
+    a, b = changed
+    return design["clean"][a] == design["corrupt"][b] and design["clean"][b] == design["corrupt"][a]
+
+
+def check_mirror(design: dict, pair) -> None:
+    """Raise unless, for a swap, block 0's input at each swapped position of one run is the other run's at the other
+    position, bit for bit (the identity ``identities`` names)."""
+    if not is_swap(design):
+        return
+    a, b = design["changed"]
+    name = site_name(0, "resid_pre")
+    for first, second in ((a, b), (b, a)):
+        if not torch.equal(pair.clean[name][first], pair.corrupt[name][second]):
+            raise AssertionError(f"{design.get('name', 'design')}: {name} at {first} (clean) is not the corrupt run's at {second}")
 
 
 def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1e-4) -> None:
@@ -1936,6 +1963,8 @@ def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1
                 moved = [kind for kind in KINDS for row in rows[kind] for v in row[: min(design["changed"])] if v != 0.0]
                 if moved:
                     raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
+            elif identity.get("mirror"):
+                continue  # a tensor identity, checked on the runs' tensors (check_mirror)
             elif identity["value"] is None:
                 block = identity["block"]
                 if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
@@ -2017,6 +2046,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             shares = pair_shares(model, design)
             check_identities({"changed": list(design.changed), "readout": design.readout}, shares["activation"],
                              f"{name} pair {index}")  # fmt: skip
+            check_mirror({"name": name, "clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)},
+                         prepare(model, design))  # fmt: skip
             measured.append(shares)
             nulls.append(pair_shares(model, null_design(design), gap=shares["gap"]))
         bounds = null_bounds(nulls)
@@ -2033,7 +2064,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
-            "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout}, depth),
+            "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
+                                      "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
             "per_pair": {"gap": [pair["gap"] for pair in measured],
                          "heads": {method: [pair["heads"][method] for pair in measured] for method in HEAD_METHODS},
                          "null_gap": [pair["gap"] for pair in nulls]},  # fmt: skip
@@ -2132,6 +2164,7 @@ def measure_design(model, design) -> dict:
     }
     measured["identities"] = identities(measured, pair.depth)
     check_identities(measured, measured["activation"], design.name)
+    check_mirror(measured, pair)
     return measured
 
 
@@ -2187,7 +2220,8 @@ def summary_lines(report: dict) -> list[str]:
         lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({'read' if design['readable'] else 'not read'}); "
                      f"over pairs {_interval(measured['gap'])}; null pairs' gap {_interval(null['gap'])}")  # fmt: skip
         for identity in design["identities"]:
-            where = "" if identity["position"] is None else f" at position {identity['position']}"
+            spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])
+            where = f" at position{'s' if len(spots) > 1 else ''} {' and '.join(map(str, spots))}" if spots else ""
             lines.append(f"  identity: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip

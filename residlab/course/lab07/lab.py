@@ -38,7 +38,7 @@ from residlab.course.lab07.attribution import (
 )
 from residlab.course.lab07.designs import all_designs
 from residlab.course.lab07.distribution import (
-    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, check_distribution, check_identities, head_name_scores,
+    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
@@ -109,6 +109,7 @@ def measure_design(model, design) -> dict:
     }
     measured["identities"] = identities(measured, pair.depth)
     check_identities(measured, measured["activation"], design.name)
+    check_mirror(measured, pair)
     return measured
 
 
@@ -164,7 +165,8 @@ def summary_lines(report: dict) -> list[str]:
         lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({'read' if design['readable'] else 'not read'}); "
                      f"over pairs {_interval(measured['gap'])}; null pairs' gap {_interval(null['gap'])}")  # fmt: skip
         for identity in design["identities"]:
-            where = "" if identity["position"] is None else f" at position {identity['position']}"
+            spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])
+            where = f" at position{'s' if len(spots) > 1 else ''} {' and '.join(map(str, spots))}" if spots else ""
             lines.append(f"  identity: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip

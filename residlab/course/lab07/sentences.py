@@ -73,11 +73,13 @@ def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
 
 
 def by_construction(design: dict, kind: str, block: int, position: int) -> str:
-    """Why a cell's share is fixed whatever the model (``distribution.identities``: the only changed input position,
-    the readout's final state), or "" for a cell whose share is a finding."""
+    """Why a cell is fixed whatever the model (``distribution.identities``: the only changed input position, the
+    readout's final state, a swap's mirrored input cells), or "" for a cell whose share is a finding."""
     depth = len(design["activation"]["denoising"]["resid_pre"])
     for identity in identities(design, depth):
-        if identity["value"] == 1.0 and (identity["kind"], identity["block"], identity["position"]) == (kind, block, position):
+        if (identity["kind"], identity["block"]) != (kind, block):
+            continue
+        if (identity["value"] == 1.0 and identity["position"] == position) or position in identity.get("positions", []):
             return "an identity: " + identity["why"]
     return ""
 
@@ -248,7 +250,8 @@ def chance_sentence(report: dict) -> str:
 
 def head_rows(report: dict, name: str) -> list[list[str]]:
     """One row per head: the block and head, what the rule names it, then per method its mean share [interval]
-    over the pairs and the fraction of pairs in which it is its block's top head."""
+    over the pairs, the fraction of pairs in which it is its block's top head and the fraction in which its share
+    is above anything the null pairs give."""
     measured = report["distribution"]["designs"][name]
     named = {(b, h): HEAD_KINDS[kind] for kind, heads in report["heads"]["named"].items() for b, h in heads}
     rows = []
@@ -261,7 +264,8 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
                     cells.append("")
                     continue
                 entry = table[block][head]
-                cells.append(f"{_interval(entry)}; top {_percent(entry['top_fraction'])}")
+                cells.append(f"{_interval(entry)}; top {_percent(entry['top_fraction'])}, above the null "
+                             f"{_percent(entry['clears_fraction'])}")  # fmt: skip
             rows.append([f"{block}.{head}", named.get((block, head), "none"), *cells])
     return rows
 

@@ -293,3 +293,20 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     payload = json.loads(island.split('">', 1)[1].split("</script>", 1)[0])
     assert payload["designs"]["copied_token"]["activation"]["denoising"]["attn_write"][0][2] == 0.9
     assert payload["designs"]["copied_token"]["over_pairs"]["denoising"]["attn_write"][0][2] == [0.9, 0.8, 1.0]
+
+
+def test_a_swap_is_named_as_an_identity_and_checked_on_the_tensors(random_pair):
+    from residlab.course.lab07.patching import prepare
+
+    matched = designs.make_design("matched_position")
+    design = {"clean": matched.clean, "corrupt": matched.corrupt, "changed": list(matched.changed), "readout": matched.readout}
+    (mirror,) = [cell for cell in distribution.identities(design, 2) if cell.get("mirror")]
+    assert mirror["positions"] == list(matched.changed) and mirror["site"] == "blocks.0.resid_pre"
+    pair = prepare(random_pair.model, matched)
+    distribution.check_mirror(design, pair)
+    a, b = matched.changed
+    pair.corrupt["blocks.0.resid_pre"] = pair.corrupt["blocks.0.resid_pre"].clone()
+    pair.corrupt["blocks.0.resid_pre"][b] += 1.0
+    with pytest.raises(AssertionError, match=f"blocks.0.resid_pre at {a} \\(clean\\) is not the corrupt run's at {b}"):
+        distribution.check_mirror(design, pair)
+    assert not distribution.is_swap({**design, "changed": [a]})  # one changed position is no swap

@@ -45,12 +45,18 @@
       const d = data.designs[design.select.value];
       const k = kind.select.value, b = Number(cell.dataset.block), p = Number(cell.dataset.position);
       const bend = d.bends[k][b][p];
+      const dir = direction.select.value;
+      const over = d.over_pairs[dir][k][b][p];
+      const identity = d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
+        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
       details.textContent = `blocks.${b}.${k}, position ${p}` +
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
         `denoising ${fixed(d.activation.denoising[k][b][p])}, noising ${fixed(d.activation.noising[k][b][p])}, ` +
-        `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}); ` +
-        `block 1 attention at the readout moved ${fixed(bend.attention_moved)}, final LayerNorm scale changed ` +
-        `${fixed(bend.scale_change)}.` + (d.readable ? "" : " Not read: this design's gap is within its noise floor.");
+        `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}: final LayerNorm ` +
+        `${fixed(bend.final_norm)}, upstream ${fixed(bend.upstream)}); block 1 attention at the readout moved ` +
+        `${fixed(bend.attention_moved)}. Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
+        `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? ` An identity, fixed by construction: ${identity.why}.` : "") +
+        (d.readable ? "" : " Not read: this design's gap is within the reach of its null pairs.");
     }
 
     function draw() {

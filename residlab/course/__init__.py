@@ -11,7 +11,7 @@ The course floor holds what the pages compute and draw, one room (subpackage) pe
   capture (Part 4), with the openers of a reader's files;
 - ``lab06/``: Lab 06, the audit tool's worked packets (the decoder, the induction model, the specimen) and the
   ``residlab audit`` command's worked example;
-- ``lab07/``: Lab 07, activation, path and attribution patching on the induction model, against a random-weight null;
+- ``lab07/``: Lab 07, activation, path and attribution patching on the induction model, over held-out prompt pairs against a null of the same model;
 - ``glossary/``: the glossary's activation caches, figures and tokenizer facts.
 
 A room imports no other page-family room; what several share lives in two shared rooms:

@@ -319,7 +319,8 @@ FAMILIES = (
     PageFamily(
         "labs/07-patching-methods.qmd", label="Lab 07", room="lab07", section="Labs", path_step=5,
         summary="activation patching both ways, path patching and attribution patching on the site's induction "
-        "model, whose mechanism is known, each read against a random-weight null; an explorer of every cell",
+        "model, whose mechanism is known, over held-out prompt pairs, each read against a null of the same model; an "
+        "explorer of every cell",
         path=("Then do", "Run four patching methods on a two-block induction model whose mechanism is known, and "
               "check which of them find its previous-token and induction heads, and where attribution patching's "
               "first-order estimate fails."),
@@ -332,15 +333,16 @@ FAMILIES = (
                     "course/models/threads.py",
                     "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
-                    "course/lab07/lab.py",
+                    "course/lab07/distribution.py", "course/lab07/lab.py",
                 ),
-                "Lab 07: activation, path and attribution patching on the induction model, against a random-weight "
-                "null",
+                "Lab 07: activation, path and attribution patching on the induction model, over held-out prompt pairs "
+                "and their null pairs",
                 "the designs and the patched runs",
                 (
                     ReadFirst("course/lab07/designs.py", ("make_design",)),
                     ReadFirst("course/lab07/patching.py", ("activation_grids", "path_patching")),
-                    ReadFirst("course/lab07/attribution.py", ("attribution_grids",)),
+                    ReadFirst("course/lab07/attribution.py", ("attribution_grids", "error_split")),
+                    ReadFirst("course/lab07/distribution.py", ("null_design", "measure_distribution")),
                 ),
                 summary="Lab 07: trains (or loads) the induction model, runs every patching method and writes the "
                 "page's report as JSON",

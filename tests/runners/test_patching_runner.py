@@ -93,53 +93,24 @@ def load_runner_module():
     return module
 
 
-def printed_verdicts(lines: list[str]) -> dict[tuple[str, str, str], str]:
-    """(design, method, head kind) -> the word a runner line ends with, from its printed summary."""
-    words, design = {}, None
-    for line in lines:
-        header = re.match(r"^(\w+): M\(clean\)", line)
-        cell = re.match(r"^  (\w+), (\w+) heads \(block ", line)
+def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(package_report):
+    """Lab 07's sentences name each cell's verdicts (per design, method and head kind, over the pairs) in the words
+    of the report's one table; the download prints the same words for the same cells, "not testable" included."""
+    from residlab.course.lab07 import sentences
+
+    runner = load_runner_module()
+    report = package_report[0]
+    assert runner.VERDICT_WORDS == report["verdict_words"]  # the download's table is the package's
+    words = set(report["verdict_words"].values())
+    printed, design = {}, None
+    for line in runner.summary_lines(report):
+        header = re.match(r"^(\w+): worked example gap", line)
+        cell = re.match(r"^  (\w+), (\w+) heads\b.*?: (.*)$", line)
         if header:
             design = header[1]
         elif cell:
-            words[(design, cell[1], cell[2])] = line.rsplit("): ", 1)[1]
-    return words
-
-
-def every_outcome(report: dict) -> list[dict]:
-    """Copies of ``report`` whose verdicts, between them, reach every word of ``VERDICT_WORDS``: each design read
-    with its cells cycling through the four outcomes (the copied-token design's previous-token cells are the ones
-    it cannot test), and every design unread."""
-    from residlab.course.lab07.lab import HEAD_METHODS, head_verdict
-
-    rows = [([0.1, 0.8, 0.2, 0.0], [1]), ([0.1, 0.80, 0.78, 0.0], [1]), ([0.9, 0.1, 0.2, 0.0], [1]),
-            ([0.005, 0.001, 0.0, 0.0], [1])]  # found, tied, other, nothing (test_lab07's head verdicts)
-    read = json.loads(json.dumps(report))
-    turn = 0
-    for name in read["designs"]:
-        read["verdicts"][name] = {}
-        for method in HEAD_METHODS:
-            kinds = ["previous_token"] if method == "path_keys" else list(read["heads"]["found"])
-            read["verdicts"][name][method] = {}
-            for kind in kinds:
-                row, known = rows[turn % len(rows)]
-                read["verdicts"][name][method][kind] = head_verdict(row, known, 0.01)
-                turn += 1
-    unread = json.loads(json.dumps(report))
-    unread["verdicts"] = {name: None for name in unread["designs"]}
-    return [read, unread]
-
-
-def test_the_runner_prints_the_verdict_word_the_page_shows_for_each_cell(package_report):
-    """Lab 07's Part 6 table shows ``verdict_cells``'s word for each cell; the download must print the same word
-    for the same (design, method, head kind), the untestable and unread cells included."""
-    from residlab.course import patching_methods
-
-    runner = load_runner_module()
-    reports = [package_report[0], *every_outcome(package_report[0])]
-    seen = set()
-    for report in reports:
-        page = {(name, method, kind): word for name, method, kind, _, word in patching_methods.verdict_cells(report)}
-        assert printed_verdicts(runner.summary_lines(report)) == page
-        seen |= set(page.values())
-    assert seen == set(patching_methods.VERDICT_WORDS.values())  # every word was compared at least once
+            printed[(design, cell[1], cell[2])] = sorted(word for word in words if word in cell[3])
+    page = {(name, method, kind): sorted(word for word in words if word in sentences.kind_sentence(report, name, method, kind))
+            for name, method, kind in printed}  # fmt: skip
+    assert printed and printed == page
+    assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too

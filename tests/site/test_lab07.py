@@ -64,8 +64,13 @@ def test_the_data_island_holds_every_cell_of_the_report(page_html, report):
     payload = re.search(r'<script type="application/json" id="patching-explorer-data">(.*?)</script>', page_html, re.S)
     data = json.loads(payload.group(1))
     for name, design in report["designs"].items():
-        for key in ("activation", "attribution", "error", "bends", "clean", "corrupt", "changed", "readable"):
+        for key in ("activation", "attribution", "error", "bends", "clean", "corrupt", "changed", "readable", "identities"):
             _agree(data["designs"][name][key], design[key], f"{name}/{key}")
+        over = report["distribution"]["designs"][name]["activation"]
+        for direction, grids in over.items():
+            for kind, rows in grids.items():
+                _agree(data["designs"][name]["over_pairs"][direction][kind],
+                       [[[cell["mean"], cell["low"], cell["high"]] for cell in row] for row in rows], f"{name}/over/{kind}")
 
 
 def test_every_figure_cell_shows_the_report(page_html, report):
@@ -88,13 +93,19 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
     from residlab.course.lab07 import sentences
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
-    assert sentences.known_heads_sentence(report) in text
+    for said in (sentences.known_heads_sentence, sentences.chance_sentence, sentences.disagreement_sentence,
+                 sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
+        assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
         assert sentences.path_sentence(report, name) in text
         assert sentences.attribution_sentence(report, name) in text
         for direction in ("denoising", "noising"):
             assert sentences.grid_sentence(report, name, direction) in text
+        for method in sentences.METHOD_NAMES:
+            for kind in report["heads"]["named"]:
+                assert sentences.kind_sentence(report, name, method, kind) in text
+    assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
 
 
 def test_the_explorer_and_the_runner_are_served_by_the_site(built_site, page_html):
@@ -110,7 +121,7 @@ def test_the_page_cites_the_methods_it_runs(built_site):
     text = shown(built_site.site, PAGE)
     for cited in ("Vig et al. 2020", "Meng et al. 2022", "Zhang and Nanda 2024", "Heimersheim and Nanda 2024",
                   "Wang et al. 2022", "Goldowsky-Dill et al. 2023", "Nanda 2023", "Syed et al. 2023",
-                  "Olsson et al. 2022"):  # fmt: skip
+                  "Olsson et al. 2022", "Kramár et al. 2024"):  # fmt: skip
         assert cited in text, cited
 
 
@@ -140,4 +151,6 @@ def test_the_explorer_shows_each_cell_on_focus_and_moves_with_the_arrow_keys(bui
     attribution = design["attribution"]["attn_write"][0][position + 1]
     assert f"blocks.0.attn_write, position {position + 1}" in shown_text
     assert f"denoising {denoising:.3f}, noising {noising:.3f}, attribution {attribution:.3f}" in shown_text
+    over = report["distribution"]["designs"]["matched_position"]["activation"]["noising"]["attn_write"][0][position + 1]
+    assert f"Over {report['distribution']['pairs']} held-out pairs, noising {over['mean']:.3f}" in shown_text
     assert focused.get_attribute("data-value") == f"{noising:.3f}"

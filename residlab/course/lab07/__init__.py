@@ -1,8 +1,8 @@
 """Lab 07, patching methods against a known mechanism: activation patching (denoising and noising, every block x
 position cell of every site kind, and per head), path patching and attribution patching, run on the induction model
 the site trains (``models/induction``), whose mechanism is known: a previous-token head in block 0, an induction
-head in block 1. The same code run on random-weight models of the same shape is the null every number is read
-against.
+head in block 1. Every method runs over held-out prompt pairs, and each share is read against a null of the same
+trained model: pairs that change a token the readout does not read (``distribution``).
 
 - ``designs``: the clean / corrupt pairs. ``copied_token`` keeps the repeat and changes only the token induction
   should copy; ``matched_position`` keeps every token and the repeat but moves the earlier occurrence, so what
@@ -14,9 +14,13 @@ against.
   positive when the clean site carries the behaviour.
 - ``attribution``: attribution patching from one backward pass of the corrupt run (``attribution_grids``,
   ``head_attribution``) and, at every cell's exact patch, how far the last block's attention at the readout moved
-  and how much the final LayerNorm's scale changed (``bend_measures``): where the first-order estimate fails, why.
-- ``lab``: ``run_lab(model)``, the whole report (plain data, the null included; ``verdicts``: which method finds
-  the known heads), ``summary_lines`` and ``main``, the runner ``assets/labs/patching_methods.py``.
+  and how much the final LayerNorm's scale changed (``bend_measures``), and the estimate's error split exactly into
+  the final LayerNorm's part and the upstream part (``error_split``).
+- ``distribution``: the held-out pairs, their null pairs, the heads named by a rule that can fail, the cells fixed
+  by construction (``identities``), and every method's mean share, interval and verdict fractions over the pairs.
+- ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the
+  untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
+  ``assets/labs/patching_methods.py``.
 - ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null.
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).

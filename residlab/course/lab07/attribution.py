@@ -12,6 +12,8 @@ worst cells show.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from residlab.audit.measures import metric_tensor
@@ -19,6 +21,8 @@ from residlab.capture.patching import run_patched
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import KINDS, Pair, activation_cells, head_delta
 from residlab.course.models.threads import single_thread
+
+SPLIT_TOLERANCE = 1e-5  # the attribution error's two parts sum to it within this, every cell (asserted as built)
 
 
 def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
@@ -74,14 +78,56 @@ def _scale(vector: torch.Tensor) -> float:
     return float(vector.float().std(unbiased=False))
 
 
-def bend_measures(pair: Pair, kind: str, block: int) -> list[dict]:
+def bend_measures(pair: Pair, kind: str, block: int, gradients: dict | None = None) -> list[dict]:
     """Per position, at the exact denoising patch of the cell: how far the last block's attention at the readout
-    moved (the largest total-variation distance over its heads, 0 to 1) and how much the final LayerNorm's scale
-    at the readout changed (|ratio - 1|), both against the corrupt run."""
+    moved (the largest total-variation distance over its heads, 0 to 1), how much the final LayerNorm's scale
+    at the readout changed (|ratio - 1|), both against the corrupt run, and the attribution error's exact split
+    (``error_split``: "upstream" and "final_norm")."""
+    gradients = corrupt_gradients(pair) if gradients is None else gradients
     every = list(range(pair.positions))
-    _, weights, final_states = activation_cells(pair, "denoising", kind, block, every, attention=True)
+    patched, weights, final_states = activation_cells(pair, "denoising", kind, block, every, attention=True)
     last = pair.depth - 1
     moved = 0.5 * (weights[:, last, :, -1] - pair.corrupt_attention[last, :, -1]).abs().sum(-1).amax(-1)
     corrupt_scale = _scale(pair.corrupt[site_name(last, "resid_post")][-1])  # the final normaliser's input
-    return [{"attention_moved": float(m), "scale_change": abs(_scale(state) / corrupt_scale - 1)}
-            for m, state in zip(moved, final_states)]
+    split = error_split(pair, kind, block, gradients, final_states, patched)
+    return [{"attention_moved": float(m), "scale_change": abs(_scale(state) / corrupt_scale - 1),
+             "upstream": parts["upstream"], "final_norm": parts["final_norm"]}
+            for m, state, parts in zip(moved, final_states, split)]  # fmt: skip
+
+
+def error_split(pair: Pair, kind: str, block: int, gradients: dict, final_states: torch.Tensor,
+                patched: list[float]) -> list[dict]:  # fmt: skip
+    """Per position, the attribution error of the cell (estimate minus exact, as shares of the gap) split exactly in
+    two. With f the final normaliser then the unembedding (M = f(x), x the final state at the readout), da the
+    site's clean-minus-corrupt change, J the Jacobian of x in the site at the corrupt run and dx the exact change of
+    x under the patch: estimate - exact = grad f . (J da - dx) + (grad f . dx - df). The first part ("upstream") is
+    what everything between the site and the final state does beyond first order; the second ("final_norm") is the
+    final normaliser's own curvature along dx. ``final_states`` and ``patched``: the patched runs' x and M.
+    Raises if the parts do not sum to the error within ``SPLIT_TOLERANCE`` (float arithmetic only)."""
+    last = site_name(pair.depth - 1, "resid_post")
+    grad_f = gradients[last][-1]
+    dx = final_states.float() - pair.corrupt[last][-1]
+    name = site_name(block, kind)
+    estimate = ((pair.clean[name] - pair.corrupt[name]) * gradients[name]).sum(-1)  # grad f . J da, per position
+    cells = []
+    for position, (estimated, change, value) in enumerate(zip(estimate.tolist(), dx, patched)):
+        along = float(change @ grad_f)
+        exact = value - pair.corrupt_metric
+        error, upstream, final = (estimated - exact) / pair.gap, (estimated - along) / pair.gap, (along - exact) / pair.gap
+        if abs(upstream + final - error) > SPLIT_TOLERANCE:
+            raise AssertionError(f"{name} at {position}: the split {upstream} + {final} is not the error {error}")
+        cells.append({"upstream": upstream, "final_norm": final, "total": error})
+    return cells
+
+
+def tolerance_text(value: float = None) -> str:
+    """A power of ten as the page writes it, e.g. 10⁻⁵ (``SPLIT_TOLERANCE`` by default)."""
+    exponent = str(round(math.log10(SPLIT_TOLERANCE if value is None else value)))
+    return "10" + exponent.translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def centred_angle(first: torch.Tensor, second: torch.Tensor) -> float:
+    """The angle in degrees between two vectors once each is centred (what a LayerNorm sees of them)."""
+    a, b = first.double() - first.double().mean(), second.double() - second.double().mean()
+    cosine = float((a @ b) / (a.norm() * b.norm()))
+    return float(torch.rad2deg(torch.arccos(torch.tensor(max(-1.0, min(1.0, cosine))))))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 
 from residlab.audit.measures import shown
+from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
 from residlab.course.ui.explorer import explorer_block
 
@@ -47,6 +48,26 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
     return parts, top + len(rows) * CELL + GAP
 
 
+SCALE_HEIGHT = 58
+
+
+def _colour_scale(top: float, length: float) -> list[str]:
+    """The colour scale under the panels: one bar from -1 (blue) through 0 (white) to +1 (red), ticked at both ends
+    and at 0; shares beyond are drawn in the end colours, an undefined share in grey."""
+    stops = "".join(f'<stop offset="{(v + 1) / 2:.2f}" stop-color="{colour(v)}"/>' for v in (-1.0, -0.5, 0.0, 0.5, 1.0))
+    x, y = ROW_LABEL, top
+    parts = [f'<defs><linearGradient id="rl-share-scale">{stops}</linearGradient></defs>',
+             f'<text x="{x - 6}" y="{y + 12}" text-anchor="end" font-size="12">share of the gap</text>',
+             f'<rect x="{x}" y="{y}" width="{length:.0f}" height="14" fill="url(#rl-share-scale)" stroke="#666"/>']
+    for value, label in ((-1.0, "−1 or less"), (0.0, "0"), (1.0, "+1 or more")):
+        tick = x + (value + 1) / 2 * length
+        anchor = "start" if value < 0 else "end" if value > 0 else "middle"
+        parts.append(f'<line x1="{tick:.0f}" y1="{y + 14}" x2="{tick:.0f}" y2="{y + 19}" stroke="#333"/>'
+                     f'<text x="{tick:.0f}" y="{y + 31}" text-anchor="{anchor}" font-size="12">{label}</text>')  # fmt: skip
+    parts.append(f'<text x="{x}" y="{y + 47}" font-size="12">grey: undefined (a zero gap)</text>')
+    return parts
+
+
 def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str) -> str:
     """One SVG of stacked panels, each (title, [(row label, values)]); ``label`` is its accessible name."""
     parts, top = [], 0.0
@@ -54,6 +75,8 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
         drawn, top = _panel(title, rows, columns, top)
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
+    parts.extend(_colour_scale(top, len(columns) * CELL))
+    top += SCALE_HEIGHT
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
             f'width="{width}" height="{top:.0f}" style="max-width:none" role="img" '
             f'aria-label="{html.escape(label)}">'
@@ -70,7 +93,7 @@ def activation_figure(report: dict, name: str) -> str:
     """Both directions for every site kind of one design, as raw HTML for a page cell with ``output: asis``."""
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
-               [(f"blocks.{block}.{kind}", row) for block, row in enumerate(design["activation"][direction][kind])])
+               [(site_name(block, kind), row) for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")
 
@@ -82,7 +105,7 @@ def attribution_figure(report: dict, name: str) -> str:
     panels = []
     for kind in KINDS:
         for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
-            panels.append((f"{KIND_LABELS[kind]}: {title}", [(f"blocks.{b}.{kind}", row) for b, row in enumerate(grid)]))
+            panels.append((f"{KIND_LABELS[kind]}: {title}", [(site_name(b, kind), row) for b, row in enumerate(grid)]))
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 
 
@@ -92,12 +115,19 @@ def figure_block(svg: str, caption: str) -> str:
 
 
 def explorer_data(report: dict) -> dict:
-    """What the explorer draws: per design its prompts and every cell's numbers."""
+    """What the explorer draws: per design its prompts, every cell's numbers on the worked example, every cell's
+    mean and interval over the held-out pairs ([mean, low, high]) and the cells fixed by construction."""
     designs = {}
     for name, design in report["designs"].items():
         designs[name] = {key: design[key] for key in ("clean", "corrupt", "target", "rival", "changed", "gap",
-                                                      "readable", "activation", "attribution", "error", "bends")}  # fmt: skip
-    return {"kinds": list(KINDS), "kind_labels": KIND_LABELS, "directions": list(DIRECTIONS), "designs": designs}
+                                                      "readable", "activation", "attribution", "error", "bends",
+                                                      "identities")}  # fmt: skip
+        over = report["distribution"]["designs"][name]["activation"]
+        designs[name]["over_pairs"] = {direction: {kind: [[[cell["mean"], cell["low"], cell["high"]] for cell in row]
+                                                          for row in rows] for kind, rows in grids.items()}
+                                       for direction, grids in over.items()}  # fmt: skip
+    return {"kinds": list(KINDS), "kind_labels": KIND_LABELS, "directions": list(DIRECTIONS), "designs": designs,
+            "pairs": report["distribution"]["pairs"]}  # fmt: skip
 
 
 def explorer_html(report: dict, script_src: str) -> str:

@@ -1,19 +1,21 @@
-"""Lab 07 measured: every patching method on the induction model, beside the same code run on random-weight
-models of the same shape (the null), as one report of plain data.
+"""Lab 07 measured: every patching method on the induction model, on one worked example and over held-out prompt
+pairs, each read against a null of the same trained model (``distribution``), as one report of plain data.
 
 ``run_lab(model)`` returns the report the page shows and the runner writes (``patching_methods.py --output``):
 
-- ``heads``: the previous-token and induction heads by the model's own head scores (the induction pages' rule);
-- ``null``: the highest head score of each kind in the random-weight models and, per design, the clean-corrupt gap of each random-weight model (``NULL_SEEDS``: seed 0 is the trained
-  model's own starting point), the noise floor (the largest of their |gap|) and the largest |effect| in logits of
-  any one denoising cell in them, the floor a single cell must pass to count;
-- ``designs``: per design (``designs``), the metrics and gap, whether the gap is read (``READ_FACTOR`` times the
-  floor), the activation-patching grids (both directions, every site kind), the attribution grid, its error per
-  cell and the two bend measures per cell, the per-head grids and path patching;
-- ``verdicts``: per design and method, whether the head with the largest per-head share in the known head's
-  block is the known head (``head_verdict``); the methods: per-head activation patching (both directions),
-  attribution, and path patching of each block-0 head into block 1's keys only (``path_keys``, block 0's heads).
-  ``verdict_cells`` gives each cell the one word (``VERDICT_WORDS``) the runner prints and the page's table shows.
+- ``heads``: the previous-token and induction heads by the model's own head scores (the induction pages' rule),
+  and the heads named by the rule that can fail (``distribution.named_heads``: a score above its own control);
+- ``untrained``: the gap random-weight models of the same shape give on the worked example (``UNTRAINED_SEEDS``:
+  seed 0 is the trained model's own starting point) and their highest head scores: the scale of an untrained
+  model, a labelled baseline, not the null;
+- ``designs``: per design (``designs``), the worked example (one draw): the metrics and gap, whether the gap is
+  read (``READ_FACTOR`` times the largest gap of the null pairs), the activation-patching grids (both directions,
+  every site kind), the attribution grid, its error per cell, the error's exact split and the bend measures per
+  cell, the angle between the centred clean and corrupt final states, the per-head grids, path patching and the
+  cells fixed by construction (``identities``, checked);
+- ``distribution``: every method over the held-out pairs and their null pairs (``distribution.measure_distribution``):
+  per method and head the mean share, its interval and the fraction of pairs of each verdict (``verdict_words``);
+- ``nonlinearities``: every place the model bends.
 
 ``main`` is the runner's command line: ``--model DIR`` loads a saved induction model (what ``residlab induction
 train`` writes), otherwise it trains one as the site does.
@@ -30,73 +32,66 @@ from pathlib import Path
 from residlab.audit.measures import shown
 from residlab.course.models.induction.measures import find_heads, head_scores, held_out_sequences
 from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
-from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients, head_attribution
-from residlab.course.lab07.designs import UNTESTABLE, all_designs
+from residlab.capture.sites import site_name
+from residlab.course.lab07.attribution import (
+    attribution_grids, bend_measures, centred_angle, corrupt_gradients, head_attribution,
+)
+from residlab.course.lab07.designs import all_designs
+from residlab.course.lab07.distribution import (
+    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
+    identities, measure_distribution, named_heads,
+)
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/1"
-NULL_SEEDS = (0, 1, 2)
-READ_FACTOR = 3.0  # a gap is read when it exceeds this many noise floors
-TIE_MARGIN = 0.05  # two heads whose shares differ by less than this (a twentieth of the gap) are tied
-HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
-# The one word for each cell's outcome: the runner prints these and the page's table shows them, so a run on your
-# own machine reads in the page's words (the page's sentences, ``sentences.OUTCOME``, say each at length). A cell
-# the design cannot test, or of a design whose gap is not read, gets its own word, never a method's failure.
-VERDICT_WORDS = {
-    "found": "found",
-    "tied": "tied",
-    "other": "another head",
-    "nothing": "no head above the null",
-    "untestable": "not testable",
-    "unread": "not read",
-}
-
-
-def _round(value):
-    return None if value is None else round(float(value), 6)
+REPORT_SCHEMA = "residlab-lab07-report/2"
+UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
+READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 
 
 def _grid(rows) -> list:
     return [[_round(value) for value in row] for row in rows]
 
 
-def null_baseline(designs: dict) -> dict:
-    """Per design: each random-weight model's gap, the noise floor, and the largest |logit effect| of a cell."""
-    nulls = {name: {"gaps": [], "largest_cell_effect": 0.0} for name in designs}
+def untrained_baseline(designs: dict) -> dict:
+    """Per design, the gap each random-weight model gives on the worked example, and the highest head score of
+    each kind in them: what the same code reports on a model that learned nothing (a labelled baseline, not the
+    null shares are read against)."""
+    gaps = {name: [] for name in designs}
     highest = {"previous_token": 0.0, "induction": 0.0}
-    for seed in NULL_SEEDS:
+    for seed in UNTRAINED_SEEDS:
         model = new_model(seed).eval()
         for kind, table in head_scores(model, held_out_sequences()).items():
             highest[kind] = max(highest[kind], float(table.max()))
         for name, design in designs.items():
-            pair = prepare(model, design)
-            nulls[name]["gaps"].append(_round(pair.gap))
-            for rows in activation_grids(pair, "denoising").values():
-                for row in rows:
-                    for value in row:
-                        if value is not None:
-                            nulls[name]["largest_cell_effect"] = max(nulls[name]["largest_cell_effect"],
-                                                                     abs(value * pair.gap))  # fmt: skip
-    for entry in nulls.values():
-        entry["noise_floor"] = max(abs(gap) for gap in entry["gaps"])
-        entry["largest_cell_effect"] = _round(entry["largest_cell_effect"])
-    return {"seeds": list(NULL_SEEDS), "designs": nulls, "highest_head_score": {k: _round(v) for k, v in highest.items()}}
+            gaps[name].append(_round(prepare(model, design).gap))
+    return {"seeds": list(UNTRAINED_SEEDS), "gaps": gaps, "highest_head_score": {k: _round(v) for k, v in highest.items()}}
+
+
+def nonlinearities(model) -> list[str]:
+    """Every place the model is not linear in its residual stream, in the order it runs."""
+    depth, act = model.config.num_hidden_layers, model.config.hidden_act
+    places = []
+    for block in range(depth):
+        places += [f"block {block}: the attention's input LayerNorm", f"block {block}: the attention softmax of every head",
+                   f"block {block}: the MLP's input LayerNorm", f"block {block}: the MLP's {act.upper()}"]  # fmt: skip
+    return places + ["the final LayerNorm"]
 
 
 def measure_design(model, design) -> dict:
-    """Every method on one design."""
+    """Every method on one design: the worked example, one draw."""
     pair = prepare(model, design)
     gradients = corrupt_gradients(pair)
     exact = {direction: activation_grids(pair, direction) for direction in DIRECTIONS}
     approximate = attribution_grids(pair, gradients)
     error = {kind: [[None if a is None or e is None else a - e for a, e in zip(arow, erow)]
                     for arow, erow in zip(approximate[kind], exact["denoising"][kind])] for kind in KINDS}  # fmt: skip
-    bends = {kind: [[{key: _round(value) for key, value in cell.items()} for cell in bend_measures(pair, kind, block)]
+    bends = {kind: [[{key: _round(value) for key, value in cell.items()} for cell in bend_measures(pair, kind, block, gradients)]
                     for block in range(pair.depth)] for kind in KINDS}  # fmt: skip
-    return {
+    last = site_name(pair.depth - 1, "resid_post")
+    measured = {
         **{key: value for key, value in asdict(design).items()},
         "readout": design.readout,
         "clean_metric": _round(pair.clean_metric),
@@ -106,118 +101,82 @@ def measure_design(model, design) -> dict:
         "attribution": {kind: _grid(grid) for kind, grid in approximate.items()},
         "error": {kind: _grid(grid) for kind, grid in error.items()},
         "bends": bends,
+        "final_angle": _round(centred_angle(pair.clean[last][-1], pair.corrupt[last][-1])),
         "heads": {"denoising": _grid(head_grid(pair, "denoising")), "noising": _grid(head_grid(pair, "noising")),
                   "attribution": _grid(head_attribution(pair, gradients)),
                   "path_keys": _grid([head_path_patching(pair), [None] * model.config.num_attention_heads])},  # fmt: skip
         "path": {key: _round(value) for key, value in path_patching(pair).items()},
     }
+    measured["identities"] = identities(measured, pair.depth)
+    check_identities(measured, measured["activation"], design.name)
+    check_mirror(measured, pair)
+    return measured
 
 
-def known_heads(scores: list, block: int, kind: str) -> list[int]:
-    """The heads of ``block`` whose score of ``kind`` is within ``TIE_MARGIN`` of the block's highest: the known
-    head, and any head tied with it by the model's own scores."""
-    row = scores[kind][block]
-    return [head for head, score in enumerate(row) if score >= max(row) - TIE_MARGIN]
-
-
-def head_verdict(row: list, known: list[int], floor_share: float) -> dict:
-    """Within one block's per-head shares: the top head and the runner-up; whether the top one passes the floor
-    (the share the null's largest cell effect would be), whether the two are tied, and the outcome: "found" (the
-    top head is a known head, and so is the runner-up if tied), "tied" (a known head tied with another),
-    "other" (another head on top, untied) or "nothing" (no head passes the floor)."""
-    order = sorted(range(len(row)), key=lambda head: -row[head])
-    top, runner_up = order[0], order[1]
-    tied = row[top] - row[runner_up] < TIE_MARGIN
-    if row[top] <= floor_share:
-        outcome = "nothing"
-    elif top in known and (not tied or runner_up in known):
-        outcome = "found"
-    elif tied and (top in known or runner_up in known):
-        outcome = "tied"
-    else:
-        outcome = "other"
-    return {"top": top, "top_share": row[top], "runner_up": runner_up, "runner_up_share": row[runner_up],
-            "known": known, "known_shares": [row[head] for head in known], "tied": tied, "outcome": outcome}  # fmt: skip
-
-
-def verdicts(report: dict) -> dict:
-    """Design -> method -> head kind -> ``head_verdict`` (None for a design whose gap is not read)."""
-    out = {}
-    scores = report["heads"]["scores"]
-    for name, design in report["designs"].items():
-        if not design["readable"]:
-            out[name] = None
-            continue
-        floor_share = report["null"]["designs"][name]["largest_cell_effect"] / abs(design["gap"])
-        out[name] = {method: {kind: head_verdict(design["heads"][method][head["block"]],
-                                                 known_heads(scores, head["block"], kind), floor_share)
-                              for kind, head in report["heads"]["found"].items()
-                              if None not in design["heads"][method][head["block"]]}
-                     for method in HEAD_METHODS}  # fmt: skip
-    return out
-
-
-def verdict_cells(report: dict) -> list[tuple[str, str, str, dict | None, str]]:
-    """Every (design, method, head kind) cell the page's table and the runner's lines show, in their order, with its
-    ``head_verdict`` (None for a design whose gap is not read) and its word from ``VERDICT_WORDS``."""
-    cells = []
-    for name, by_method in report["verdicts"].items():
-        for method in HEAD_METHODS:
-            for kind in report["heads"]["found"]:
-                if by_method is not None and kind not in by_method[method]:
-                    continue  # a method that cannot reach that head's block
-                verdict = None if by_method is None else by_method[method][kind]
-                outcome = "unread" if verdict is None else "untestable" if kind in UNTESTABLE[name] else verdict["outcome"]
-                cells.append((name, method, kind, verdict, VERDICT_WORDS[outcome]))
-    return cells
-
-
-def run_lab(model) -> dict:
+def run_lab(model, pairs: int = PAIRS) -> dict:
     """The whole report for one induction model (see the module's docstring), on one CPU thread."""
     with single_thread():
-        return _run_lab(model)
+        return _run_lab(model, pairs)
 
 
-def _run_lab(model) -> dict:
+def _run_lab(model, pairs: int) -> dict:
     scores = head_scores(model, held_out_sequences())
     found = find_heads(scores)
     designs = all_designs()
+    name_scores = head_name_scores(model)
+    named = named_heads(name_scores)
     report = {
         "schema": REPORT_SCHEMA,
         "heads": {"scores": {kind: _grid(table.tolist()) for kind, table in scores.items()},
                   "found": {kind: {**asdict(head), "score": _round(head.score), "runner_up": _round(head.runner_up)}
-                            for kind, head in found.items()}},  # fmt: skip
-        "null": null_baseline(designs),
+                            for kind, head in found.items()},
+                  "name_scores": name_scores, "named": named, "name_margin": NAME_MARGIN},  # fmt: skip
+        "untrained": untrained_baseline(designs),
         "read_factor": READ_FACTOR,
-        "tie_margin": TIE_MARGIN,
+        "nonlinearities": nonlinearities(model),
+        "verdict_words": VERDICT_WORDS,
         "designs": {name: measure_design(model, design) for name, design in designs.items()},
+        "distribution": measure_distribution(model, named, pairs),
     }
+    check_distribution(report["distribution"], min(pairs, PAIRS))
     for name, design in report["designs"].items():
-        design["readable"] = abs(design["gap"]) > READ_FACTOR * report["null"]["designs"][name]["noise_floor"]
-    report["verdicts"] = verdicts(report)
+        null = report["distribution"]["designs"][name]["null"]
+        design["readable"] = abs(design["gap"]) > READ_FACTOR * null["largest_gap"]
     return report
 
 
+def _interval(summary: dict) -> str:
+    return f"{shown(summary['mean']):.3f} [{shown(summary['low']):.3f}, {shown(summary['high']):.3f}]"
+
+
 def summary_lines(report: dict) -> list[str]:
-    """What the runner prints: per design the gap against its floor, path patching, and the head verdicts."""
-    lines, cells = [], verdict_cells(report)
-    for kind, head in report["heads"]["found"].items():
-        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({shown(head['score']):.3f}; "
-                     f"runner-up {shown(head['runner_up']):.3f})")  # fmt: skip
+    """What the runner prints: the named heads, then per design the gap, the null, the identities, path patching
+    and per method and named kind the fraction of pairs of each verdict."""
+    distribution = report["distribution"]
+    words = report["verdict_words"]
+    lines = [f"{distribution['pairs']} held-out pairs per design (period {distribution['period']}); intervals: "
+             f"{distribution['interval']}"]  # fmt: skip
+    for kind, heads in report["heads"]["named"].items():
+        listed = ", ".join(f"block {b} head {h}" for b, h in heads) or "none"
+        lines.append(f"{kind} heads (score above its control by {report['heads']['name_margin']}): {listed}")
     for name, design in report["designs"].items():
-        floor = report["null"]["designs"][name]["noise_floor"]
-        lines.append(f"{name}: M(clean) {shown(design['clean_metric']):.3f}, M(corrupt) {shown(design['corrupt_metric']):.3f}, gap "
-                     f"{shown(design['gap']):.3f} (noise floor {shown(floor):.3f}; {'read' if design['readable'] else 'not read'})")  # fmt: skip
-        path = design["path"]
+        measured = distribution["designs"][name]
+        null = measured["null"]
+        lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({'read' if design['readable'] else 'not read'}); "
+                     f"over pairs {_interval(measured['gap'])}; null pairs' gap {_interval(null['gap'])}")  # fmt: skip
+        for identity in design["identities"]:
+            spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])
+            where = f" at position{'s' if len(spots) > 1 else ''} {' and '.join(map(str, spots))}" if spots else ""
+            lines.append(f"  identity: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
-            f"{key} {'undefined' if value is None else f'{shown(value):.3f}'}" for key, value in path.items()))  # fmt: skip
-        for method, kind, verdict, word in (cell[1:] for cell in cells if cell[0] == name):
-            heads = f"  {method}, {kind} heads (block {report['heads']['found'][kind]['block']}"
-            if verdict is None:
-                lines.append(f"{heads}): {word}")
-                continue
-            lines.append(f"{heads} heads {verdict['known']}): top head {verdict['top']} ({shown(verdict['top_share']):.3f}), "
-                         f"runner-up {verdict['runner_up']} ({shown(verdict['runner_up_share']):.3f}): {word}")  # fmt: skip
+            f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
+        for method, table in measured["heads"].items():
+            for kind in measured["not_testable"]:
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}")
+            for entry in table["kinds"].values():
+                said = ", ".join(f"{words[key]} {shown(value, 2):.2f}" for key, value in entry["fractions"].items())
+                lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; chance "
+                             f"{shown(entry['chance'], 2):.2f}): {said}")  # fmt: skip
     return lines
 
 

@@ -6,30 +6,25 @@ per render, by the prefetch while the pages before it render."""
 from __future__ import annotations
 
 from residlab.course.lab07 import figures, sentences  # noqa: F401 (the page reads them from here)
-from residlab.course.lab07.lab import HEAD_METHODS, VERDICT_WORDS, verdict_cells  # noqa: F401
-from residlab.course.lab07.patching import DIRECTIONS, KINDS
+from residlab.course.lab07.distribution import HEAD_METHODS, check_distribution, check_identities  # noqa: F401
+from residlab.course.lab07.attribution import SPLIT_TOLERANCE, tolerance_text  # noqa: F401 (the page says it)
+from residlab.course.lab07.patching import KINDS
 
 
 def check_report(report: dict) -> None:
     """The invariants a report satisfies whatever the model learned (AssertionError naming the one that fails):
-    every cell before the first position where the prompts differ is exactly 0 (attention is causal, so nothing
-    there differs between the runs), block b's input equals block b-1's output cell for cell, the cells that restore
-    the whole gap by construction (``sentences.by_construction``) restore it in both directions, and the attribution
-    error is attribution minus exact."""
+    every identity of each design's worked example (``distribution.identities``: cells before the first changed
+    position 0, block b's input equal to block b-1's output cell for cell, the cells fixed at 1 by construction 1
+    in both directions), the attribution error equal to attribution minus exact and to the sum of its two parts
+    (``attribution.error_split``) for every cell, and the distribution's means recomputed from its pairs."""
     for name, design in report["designs"].items():
-        first = min(design["changed"])
-        for direction in DIRECTIONS:
-            grids = design["activation"][direction]
-            for kind in KINDS:
-                for row in grids[kind]:
-                    assert all(value == 0.0 for value in row[:first]), f"{name} {direction} {kind}: a cell before {first} moved"
-            for block in range(1, len(grids["resid_pre"])):
-                assert grids["resid_pre"][block] == grids["resid_post"][block - 1], f"{name}: resid_pre {block} != resid_post {block - 1}"
-            for site, position, kind, block in sentences.distinct_cells(design):
-                if sentences.by_construction(design, kind, block, position):
-                    value = grids[kind][block][position]
-                    assert value is not None and abs(value - 1.0) < 1e-4, f"{name} {direction} {site} at {position}: {value}, not 1 by construction"
+        check_identities(design, design["activation"], name)
         for kind in KINDS:
-            for e_row, a_row, x_row in zip(design["error"][kind], design["attribution"][kind], design["activation"]["denoising"][kind]):
-                for e, a, x in zip(e_row, a_row, x_row):
+            rows = zip(design["error"][kind], design["attribution"][kind], design["activation"]["denoising"][kind], design["bends"][kind])
+            for block, (e_row, a_row, x_row, b_row) in enumerate(rows):
+                for position, (e, a, x, bend) in enumerate(zip(e_row, a_row, x_row, b_row)):
                     assert abs(e - (a - x)) < 1e-5, f"{name} {kind}: error is not attribution minus exact"
+                    assert abs(bend["upstream"] + bend["final_norm"] - e) < SPLIT_TOLERANCE, (
+                        f"{name} {kind} block {block} position {position}: the error's parts do not sum to it")
+    if "distribution" in report:
+        check_distribution(report["distribution"])

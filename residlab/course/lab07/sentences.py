@@ -1,50 +1,62 @@
-"""The sentences Lab 07 says, each chosen from the numbers of a report (``lab.run_lab``) and read against its
-null: a gap against the noise floor of the random-weight models, a cell or a head against the largest effect any
-cell of those models has, a tie called a tie with the runner-up named. No sentence holds a quote mark (Quarto
-shows an inline expression's text as it is)."""
+"""The sentences Lab 07 says, each chosen from the numbers of a report (``lab.run_lab``) and read against the
+null of the same trained model (``distribution``): a gap against the null pairs' gaps, a cell, a path or a head
+against the largest share the null pairs give, a verdict as the fraction of held-out pairs in which it holds. The
+random-weight models are named only as what they are, the scale of an untrained model. No sentence holds a quote
+mark (Quarto shows an inline expression's text as it is)."""
 
 from __future__ import annotations
 
 from residlab.audit.measures import shown
-from residlab.course.lab07.designs import UNTESTABLE
+from residlab.capture.sites import site_name
+from residlab.course.lab07.distribution import HEAD_KINDS, identities
 from residlab.course.lab07.patching import KINDS
 
 HALF = 0.5  # "carries most of the gap": a share of at least one half
-ATTENTION_BEND = 0.1  # a patch that moves the last block's attention at the readout by this much (total variation)
-SCALE_BEND = 0.05  # or changes the final LayerNorm's scale at the readout by this fraction
-
-
-def _site(kind: str, block: int) -> str:
-    return f"blocks.{block}.{kind}"
+MOSTLY = 0.9  # a verdict that holds in at least this fraction of the pairs "holds in most pairs"
 
 
 def _value(value) -> str:
     return "undefined" if value is None else f"{shown(value, 2):.2f}"
 
 
-def floor_share(report: dict, name: str) -> float:
-    """The share of this design's gap that the null's largest single-cell effect would be."""
-    return report["null"]["designs"][name]["largest_cell_effect"] / abs(report["designs"][name]["gap"])
+def _interval(summary: dict) -> str:
+    return f"{_value(summary['mean'])} [{_value(summary['low'])}, {_value(summary['high'])}]"
+
+
+def _percent(fraction: float) -> str:
+    return f"{fraction:.0%}".replace("%", " %")
+
+
+def null_share(report: dict, name: str, direction: str = "denoising") -> float:
+    """The largest share of the gap any single cell takes in this design's null pairs (same model, a change the
+    readout does not read), in the direction asked."""
+    return report["distribution"]["designs"][name]["null"]["cells"][direction]
+
+
+NOT_READ = "Not read: the gap is within the reach of its null pairs."
 
 
 def gap_sentence(report: dict, name: str) -> str:
     design = report["designs"][name]
-    null = report["null"]["designs"][name]
-    floor = null["noise_floor"]
-    ratio = abs(design["gap"]) / floor if floor else float("inf")
-    seeds = len(report["null"]["seeds"])
-    head = (f"M(clean) = {_value(design['clean_metric'])} and M(corrupt) = {_value(design['corrupt_metric'])}, a gap of "
-            f"{_value(design['gap'])}; the same prompts through the {seeds} random-weight models give gaps of at most "
-            f"{floor:.3f} in size (the noise floor)")  # fmt: skip
+    measured = report["distribution"]["designs"][name]
+    null = measured["null"]
+    pairs = report["distribution"]["pairs"]
+    untrained = ", ".join(_value(gap) for gap in report["untrained"]["gaps"][name])
+    head = (f"On the worked example (one draw), M(clean) = {_value(design['clean_metric'])} and M(corrupt) = "
+            f"{_value(design['corrupt_metric'])}, a gap of {_value(design['gap'])}; over the {pairs} held-out pairs the "
+            f"gap is {_interval(measured['gap'])} (mean [{report['distribution']['interval']}]). Their null pairs, the "
+            f"same clean prompts with the first token changed at both its occurrences (which the readout does not "
+            f"read), give gaps of {_interval(null['gap'])}, at most {_value(null['largest_gap'])} in size")  # fmt: skip
+    scale = (f" For scale only, not as a null: the {len(report['untrained']['seeds'])} random-weight models of the same "
+             f"shape give gaps of {untrained} on the worked example, what a model that learned nothing does.")  # fmt: skip
     if design["readable"]:
-        return f"{head}, so this gap is {ratio:.0f} times the floor and every share below is read against it."
-    return (f"{head}: this gap is within {report['read_factor']:.0f} times the floor, so no share computed from it is "
-            f"read on this page.")  # fmt: skip
+        return f"{head}, so the example's gap is more than {report['read_factor']:.0f} times anything the null moves.{scale}"
+    return f"{head}: the example's gap is within {report['read_factor']:.0f} times that, so no share of it is read.{scale}"
 
 
 def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
     """(site, position, kind, block) of every distinct cell of a design's grids, in the order the model runs. Block
-    b's input is block b-1's output (the page checks they are equal cell for cell), so that tensor is one cell,
+    b's input is block b-1's output (an identity, checked when the report is built), so that tensor is one cell,
     named by both sites."""
     grids = design["activation"]["denoising"]
     depth = len(grids["resid_pre"])
@@ -53,23 +65,22 @@ def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
         for kind in KINDS:
             if kind == "resid_pre" and block > 0:
                 continue  # named with the block before's output
-            site = _site(kind, block)
+            site = site_name(block, kind)
             if kind == "resid_post" and block < depth - 1:
-                site += f" = {_site('resid_pre', block + 1)}"
+                site += f" = {site_name(block + 1, 'resid_pre')}"
             cells.extend((site, position, kind, block) for position in range(len(grids[kind][block])))
     return cells
 
 
 def by_construction(design: dict, kind: str, block: int, position: int) -> str:
-    """Why a cell restores the whole gap whatever the model: patching the first block's input at the only position
-    where the prompts differ makes one run the other, and the last block's output at the readout is all the metric
-    reads; "" for any other cell. (The designs never change the readout's own token, where every cell at the
-    readout would be forced too.)"""
+    """Why a cell is fixed whatever the model (``distribution.identities``: the only changed input position, the
+    readout's final state, a swap's mirrored input cells), or "" for a cell whose share is a finding."""
     depth = len(design["activation"]["denoising"]["resid_pre"])
-    if kind == "resid_pre" and block == 0 and list(design["changed"]) == [position]:
-        return "by construction: the prompts differ only there"
-    if kind == "resid_post" and block == depth - 1 and position == design["readout"]:
-        return "by construction: the metric reads only this state"
+    for identity in identities(design, depth):
+        if (identity["kind"], identity["block"]) != (kind, block):
+            continue
+        if (identity["value"] == 1.0 and identity["position"] == position) or position in identity.get("positions", []):
+            return "an identity: " + identity["why"]
     return ""
 
 
@@ -86,8 +97,8 @@ def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, i
 def grid_sentence(report: dict, name: str, direction: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
-        return "Not read: the gap is within its noise floor."
-    floor = floor_share(report, name)
+        return NOT_READ
+    floor = null_share(report, name, direction)
     grids = design["activation"][direction]
     cells = distinct_cells(design)
     moving = [(kind, block, position) for _, position, kind, block in cells
@@ -97,15 +108,14 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     listed = "; ".join(f"{site} at position {position} ({_value(value)}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
     what = "restored" if direction == "denoising" else "removed"
-    said = (f"The cells that move at least half of the gap when {what} alone: {listed}." if carrying else
-            f"No single cell moves half of the gap when {what} alone.")  # fmt: skip
+    said = (f"On the worked example, the cells that move at least half of the gap when {what} alone: {listed}." if carrying
+            else f"On the worked example, no single cell moves half of the gap when {what} alone.")  # fmt: skip
     shared = " (each block's input is the block before's output, counted once)" if len(grids["resid_pre"]) > 1 else ""
-    forced_said = f" ({forced} of them by construction)" if forced else ""
-    # attention is causal: before the first position where the prompts differ nothing differs (check_report)
+    forced_said = f" ({forced} of them identities, fixed by construction)" if forced else ""
     before = sum(1 for _, position, _, _ in cells if position < min(design["changed"]))
-    return (f"{said} Of the {len(cells)} distinct cells{shared}, {len(moving)}{forced_said} move M by more than the "
-            f"largest effect of any cell of the random-weight models ({floor:.3f} of the gap); the others are at the "
-            f"null, {before} of them exactly 0 by causality (before the first position where the prompts "
+    return (f"{said} Of the {len(cells)} distinct cells{shared}, {len(moving)}{forced_said} move M by more than any "
+            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap); {before} are 0 by "
+            f"an identity (attention is causal, and they lie before the first position where the prompts "
             f"differ).")  # fmt: skip
 
 
@@ -121,161 +131,220 @@ def direction_sentence(report: dict, name: str) -> str:
              and (n := grids["noising"][kind][block][position]) is not None]  # fmt: skip
     difference, site, position, denoise, noise = max(pairs)
     if difference < 0.1:
-        return (f"Denoising and noising agree on every cell within {_value(difference)} of the gap: here each site that "
+        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap: here each site that "
                 f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
     reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
                "for it" if denoise > noise else
                "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-    return (f"The two directions differ most at {site}, position {position}: {_value(denoise)} denoising, {_value(noise)} "
+    return (f"On the worked example, the two directions differ most at {site}, position {position}: {_value(denoise)} denoising, {_value(noise)} "
             f"noising; {reading}.")  # fmt: skip
 
 
 def path_sentence(report: dict, name: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
-        return "Not read: the gap is within its noise floor."
+        return NOT_READ
     path = design["path"]
-    floor = floor_share(report, name)
-    keys, everything = path["keys"], path["everything"]
-    numbers = (f"into block 1's keys only {_value(keys)}, queries only {_value(path['queries'])}, values only "
-               f"{_value(path['values'])}; into everything downstream {_value(everything)}")  # fmt: skip
+    over = report["distribution"]["designs"][name]["path"]
+    floor = report["distribution"]["designs"][name]["null"]["path"]
+    keys, everything = over["keys"]["mean"], over["everything"]["mean"]
+    numbers = (f"over the held-out pairs, into block 1's keys only {_interval(over['keys'])}, queries only "
+               f"{_interval(over['queries'])}, values only {_interval(over['values'])}; into everything downstream "
+               f"{_interval(over['everything'])} (the worked example: keys {_value(path['keys'])}, everything "
+               f"{_value(path['everything'])})")  # fmt: skip
     if abs(keys) <= floor:
-        reading = ("the keys carry nothing above the null: what this design changes reaches the readout by another "
-                   "path" + (", the values" if path["values"] >= HALF * everything else ""))  # fmt: skip
+        reading = ("the keys carry nothing beyond the null pairs' reach: what this design changes reaches the readout "
+                   "by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else ""))  # fmt: skip
     elif everything and keys >= HALF * everything:
-        reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries: the write acts "
-                   "mainly by telling block 1 where to attend")  # fmt: skip
+        reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries, on average: the write "
+                   "acts mainly by telling block 1 where to attend")  # fmt: skip
     else:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
-    return f"Block 0's attention write, clean into corrupt: {numbers}. So {reading}."
-
-
-def bend_class(cell: dict) -> str:
-    if cell["attention_moved"] >= ATTENTION_BEND:
-        return "attention"
-    if cell["scale_change"] >= SCALE_BEND:
-        return "layernorm"
-    return "none"
+    return f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
 
 
 def attribution_cells(report: dict, name: str) -> list[dict]:
-    """Every distinct cell with its exact and approximate recovery, error and bend measures."""
+    """Every distinct cell with its exact and approximate recovery, its error and the error's two parts."""
     design = report["designs"][name]
     cells = []
     for site, position, kind, block in distinct_cells(design):
         error = design["error"][kind][block][position]
         if error is None:
             continue
-        bend = design["bends"][kind][block][position]
         cells.append({"site": site, "position": position, "error": error,
                       "exact": design["activation"]["denoising"][kind][block][position],
                       "approximate": design["attribution"][kind][block][position],
-                      **bend, "bend": bend_class(bend)})  # fmt: skip
+                      **design["bends"][kind][block][position]})  # fmt: skip
     return cells
 
 
+def nonlinearities_sentence(report: dict) -> str:
+    places = report["nonlinearities"]
+    return (f"The model is not linear in {len(places)} places, each a place the first-order estimate can fail: "
+            + "; ".join(places) + ".")
+
+
 def attribution_sentence(report: dict, name: str) -> str:
-    if not report["designs"][name]["readable"]:
-        return "Not read: the gap is within its noise floor."
+    """The worst cell, its error split exactly (``attribution.error_split``) into the final normaliser's part and the
+    upstream part, which part is the larger there and over every cell, and the angle the final LayerNorm sees."""
+    design = report["designs"][name]
+    if not design["readable"]:
+        return NOT_READ
     cells = attribution_cells(report, name)
     worst = max(cells, key=lambda cell: abs(cell["error"]))
-    by_class = {key: [c for c in cells if c["bend"] == key] for key in ("attention", "layernorm", "none")}
-    largest = {key: max((abs(c["error"]) for c in group), default=0.0) for key, group in by_class.items()}
-    first = (f"The largest error is at {worst['site']}, position {worst['position']}: attribution says "
-             f"{_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}).")  # fmt: skip
-    if worst["bend"] == "attention":
-        why = (f"That patch moves block 1's attention at the readout by {_value(worst['attention_moved'])} (total "
-               "variation): the softmax leaves the region where it is close to linear, and a gradient taken at the "
-               "corrupt run cannot see attention jump to another position.")  # fmt: skip
-    elif worst["bend"] == "layernorm":
-        why = (f"That patch does not move block 1's attention at the readout ({_value(worst['attention_moved'])}) but changes "
-               f"the final LayerNorm's scale there by {worst['scale_change']:.0%}: the gradient at the corrupt run "
-               "differentiates the division by that scale, but only to first order, and a change of that size over "
-               "the whole patch is beyond where the linearisation holds.")  # fmt: skip
+    final, upstream = worst["final_norm"], worst["upstream"]
+    first = (f"On the worked example the largest error is at {worst['site']}, position {worst['position']}: attribution "
+             f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}), "
+             f"which splits exactly into {_value(final)} from the final LayerNorm alone (grad f · dx − df) and "
+             f"{_value(upstream)} from everything between the site and the final state (grad f · (J da − dx)).")  # fmt: skip
+    if abs(final) >= abs(upstream):
+        why = ("So most of it is the final LayerNorm: it keeps only the direction of the centred final state (its "
+               "length it divides away), and the patch turns that direction further than its gradient at the corrupt "
+               "run describes, the first-order estimate following the turn only along its tangent.")  # fmt: skip
     else:
-        why = ("Neither measured bend is there (attention at the readout and the final LayerNorm's scale barely move): "
-               "the curvature is elsewhere, in the MLP's GELU or the block inputs' LayerNorms.")  # fmt: skip
-    tally = (f"Largest error where attention moves by at least {ATTENTION_BEND}: {_value(largest['attention'])} "
-             f"({len(by_class['attention'])} cells); where only the final scale changes by at least {SCALE_BEND:.0%}: "
-             f"{_value(largest['layernorm'])} ({len(by_class['layernorm'])} cells); elsewhere: {_value(largest['none'])} "
-             f"({len(by_class['none'])} cells).")  # fmt: skip
-    return f"{first} {why} {tally}"
-
-
-OUTCOME = {
-    "found": "finds the known head",
-    "tied": "ties a known head with another",
-    "other": "puts another head on top",
-    "nothing": "finds no head above the null",
-}
-
-
-def heads_sentence(report: dict, name: str, method: str, kind: str) -> str:
-    verdicts = report["verdicts"][name]
-    if verdicts is None:
-        return "Not read: the gap is within its noise floor."
-    if kind in UNTESTABLE[name]:
-        return "Not testable by this design: it leaves this head's write unchanged (Part 2)."
-    verdict = verdicts[method][kind]
-    block = report["heads"]["found"][kind]["block"]
-    known = (f"head {verdict['known'][0]}" if len(verdict["known"]) == 1
-             else "heads " + " and ".join(str(head) for head in verdict["known"]))
-    both_known = verdict["top"] in verdict["known"] and verdict["runner_up"] in verdict["known"]
-    tie = (", a tie between two known heads" if both_known else ", a tie") if verdict["tied"] else ""
-    top = (f"head {verdict['top']} ({_value(verdict['top_share'])}; runner-up head {verdict['runner_up']}, "
-           f"{_value(verdict['runner_up_share'])}{tie})")  # fmt: skip
-    text = f"{OUTCOME[verdict['outcome']]}: in block {block} the largest share is {top}; the known {known}"
-    shares = ", ".join(f"{_value(share)}" for share in verdict["known_shares"])
-    if verdict["outcome"] in ("other", "nothing") and max(verdict["known_shares"]) <= floor_share(report, name):
-        return f"{text} carry {shares}, nothing above the null in this design."
-    return f"{text} carr{'ies' if len(verdict['known']) == 1 else 'y'} {shares}."
-
-
-def known_heads_sentence(report: dict) -> str:
-    """The heads by the model's own scores, a tie called a tie with the runner-up named."""
-    parts = []
-    scores = report["heads"]["scores"]
-    for kind, head in report["heads"]["found"].items():
-        row = scores[kind][head["block"]]
-        order = sorted(range(len(row)), key=lambda h: -row[h])
-        runner = order[1] if order[0] == head["head"] else order[0]
-        tie = row[head["head"]] - row[runner] < report["tie_margin"]
-        parts.append(f"the highest {head['kind']} score is block {head['block']} head {head['head']} "
-                     f"({head['score']:.3f}), " + (f"tied with head {runner} of the same block ({row[runner]:.3f})"
-                     if tie else f"clear of the block's runner-up, head {runner} ({row[runner]:.3f})"))  # fmt: skip
-    null = report["null"]["highest_head_score"]
-    return ("By the model's own attention scores, " + "; ".join(parts) + f". In the random-weight models no head "
-            f"scores above {null['previous_token']:.3f} (previous-token) or {null['induction']:.3f} (induction).")
+        why = ("So most of it is upstream: the blocks between the site and the final state respond to the patch "
+               "beyond first order (an attention softmax, a GELU, a LayerNorm inside a block).")  # fmt: skip
+    large = [cell for cell in cells if abs(cell["error"]) >= 0.1]
+    dominated = sum(abs(cell["final_norm"]) >= abs(cell["upstream"]) for cell in large)
+    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, the final LayerNorm's part is the larger "
+             f"in {dominated}." if large else "No cell's error reaches 0.10 in size.")  # fmt: skip
+    angle = (f"The clean and corrupt final states at the readout, centred as the final LayerNorm centres them, are "
+             f"{design['final_angle']:.0f} degrees apart.")  # fmt: skip
+    return f"{first} {why} {tally} {angle}"
 
 
 METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
                 "path_keys": "path patching into block 1's keys"}  # fmt: skip
 
 
-def methods_sentence(report: dict) -> str:
-    """How often each method finds a known head, over the designs whose gap is read and the heads it can reach;
-    and how attribution's per-head shares compare with the exact denoising ones."""
-    counts = {method: [0, 0] for method in METHOD_NAMES}
-    smaller, compared = 0, 0
-    for name, verdicts in report["verdicts"].items():
-        if verdicts is None:
-            continue
-        for method, kinds in verdicts.items():
-            for kind, verdict in kinds.items():
-                if kind in UNTESTABLE[name]:
-                    continue  # the design cannot show this head: no find and no miss
-                counts[method][0] += verdict["outcome"] == "found"
-                counts[method][1] += 1
-        design, floor = report["designs"][name], floor_share(report, name)
-        for exact_row, approximate_row in zip(design["heads"]["denoising"], design["heads"]["attribution"]):
-            for exact, approximate in zip(exact_row, approximate_row):
-                if abs(exact) > floor:
-                    compared += 1
-                    smaller += abs(approximate) < abs(exact)
-    if not any(total for _, total in counts.values()):
-        return "No design's gap is read, so no method is asked to find a head."
-    found = "; ".join(f"{METHOD_NAMES[method]} {hits} of {total}" for method, (hits, total) in counts.items() if total)
-    return (f"Cases where the method finds a known head (design by head kind, each design's untestable kind left "
-            f"out): {found}. Of the {compared} heads whose "
-            f"exact denoising share passes the null, attribution gives {smaller} a smaller share in size than the exact "
-            f"patch does.")  # fmt: skip
+def _heads(heads: list) -> str:
+    return ", ".join(f"block {block} head {head}" for block, head in heads) or "no head"
+
+
+def known_heads_sentence(report: dict) -> str:
+    """The heads the rule names, each kind with its scores against their controls."""
+    heads = report["heads"]
+    parts = []
+    for kind, named in heads["named"].items():
+        table = heads["name_scores"][kind]
+        listed = "; ".join(f"block {b} head {h} ({table['scores'][b][h]:.2f} against {table['controls'][b][h]:.2f})"
+                           for b, h in named)  # fmt: skip
+        parts.append(f"{HEAD_KINDS[kind]}: {listed}" if named else f"{HEAD_KINDS[kind]}: none")
+    untrained = report["untrained"]["highest_head_score"]
+    return ("The rule names these heads (score against its control): " + "; ".join(parts) + ". In the "
+            f"{len(report['untrained']['seeds'])} random-weight models, for scale, no head scores above "
+            f"{untrained['previous_token']:.2f} as previous-token or {untrained['induction']:.2f} as induction.")  # fmt: skip
+
+
+def chance_sentence(report: dict) -> str:
+    """What a random pick of a head would score under the rule, block by block."""
+    heads = len(report["heads"]["scores"]["induction"][0])
+    parts = []
+    for kind, named in report["heads"]["named"].items():
+        for block in sorted({b for b, _ in named}):
+            count = sum(1 for b, _ in named if b == block)
+            parts.append(f"{count} of {heads} in block {block} as {HEAD_KINDS[kind]}"
+                         + (", so there a method that puts any head on top finds one: no test" if count == heads else ""))  # fmt: skip
+    return "The rule names " + "; ".join(parts) + "." if parts else "The rule names no head."
+
+
+def head_rows(report: dict, name: str) -> list[list[str]]:
+    """One row per head: the block and head, what the rule names it, then per method its mean share [interval]
+    over the pairs, the fraction of pairs in which it is its block's top head and the fraction in which its share
+    is above anything the null pairs give."""
+    measured = report["distribution"]["designs"][name]
+    named = {(b, h): HEAD_KINDS[kind] for kind, heads in report["heads"]["named"].items() for b, h in heads}
+    rows = []
+    for block, row in enumerate(measured["heads"]["denoising"]["heads"]):
+        for head in range(len(row)):
+            cells = []
+            for method in METHOD_NAMES:
+                table = measured["heads"][method]["heads"]
+                if block >= len(table):
+                    cells.append("")
+                    continue
+                entry = table[block][head]
+                cells.append(f"{_interval(entry)}; top {_percent(entry['top_fraction'])}, above the null "
+                             f"{_percent(entry['clears_fraction'])}")  # fmt: skip
+            rows.append([f"{block}.{head}", named.get((block, head), "none"), *cells])
+    return rows
+
+
+def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
+    """Over the pairs, how often the method puts a head the rule named on top of its block, against chance."""
+    measured = report["distribution"]["designs"][name]
+    words = report["verdict_words"]
+    if kind in measured["not_testable"]:
+        return f"{words['not_testable']}: this design leaves the write of a {HEAD_KINDS[kind]} head unchanged (Part 2)."
+    entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
+    if not entries:
+        return f"no {HEAD_KINDS[kind]} head this method can reach."
+    said = []
+    for entry in entries:
+        fractions = entry["fractions"]
+        if entry["chance"] >= 1:
+            reading = "every head of the block is named, so this is no test: any head on top is a named one"
+        elif fractions["found"] >= MOSTLY:
+            reading = "a named head is on top in most pairs, well above what a random pick would do"
+        elif fractions["found"] <= entry["chance"]:
+            reading = "no better than a random pick"
+        else:
+            reading = "a named head is on top in some pairs only"
+        said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named; a random "
+                    f"pick would succeed in {_percent(entry['chance'])} of pairs): "
+                    + ", ".join(f"{words[key]} in {_percent(value)}" for key, value in fractions.items())
+                    + f" of the pairs; {reading}")  # fmt: skip
+    return "; ".join(said) + "."
+
+
+def disagreement_sentence(report: dict) -> str:
+    """Where the attention score and the causal methods rank a kind's named heads differently, over the pairs of the
+    design that can show that kind; chosen from the numbers."""
+    said = []
+    for kind, named in report["heads"]["named"].items():
+        for block in sorted({b for b, _ in named}):
+            heads = [h for b, h in named if b == block]
+            if len(heads) < 2:
+                continue
+            table = report["heads"]["name_scores"][kind]["scores"][block]
+            by_score = max(heads, key=lambda h: table[h])
+            for name, measured in report["distribution"]["designs"].items():
+                if kind in measured["not_testable"] or not report["designs"][name]["readable"]:
+                    continue
+                causal = {method: max(heads, key=lambda h: measured["heads"][method]["heads"][block][h]["mean"])
+                          for method in ("denoising", "noising") + (("path_keys",) if block == 0 else ())}  # fmt: skip
+                # a ranking is read only where the top mean clears the null pairs' reach for that method and block
+                disagree = [method for method, head in causal.items() if head != by_score and
+                            measured["heads"][method]["heads"][block][head]["mean"] > measured["null"]["heads"][method][block]]
+                if not disagree:
+                    continue
+                shares = ", ".join(f"{METHOD_NAMES[m]} head {causal[m]} "
+                                   f"{_value(measured['heads'][m]['heads'][block][causal[m]]['mean'])} against head {by_score} "
+                                   f"{_value(measured['heads'][m]['heads'][block][by_score]['mean'])}" for m in disagree)  # fmt: skip
+                said.append(f"by attention score block {block} head {by_score} is the first {HEAD_KINDS[kind]} head "
+                            f"({table[by_score]:.2f}), but in the {name.replace('_', '-')} design the mean shares over the "
+                            f"pairs rank another first ({shares}): attention weights say where a head reads, not what "
+                            f"its write does")  # fmt: skip
+    if not said:
+        return "Attention scores and causal shares rank the named heads of each kind alike."
+    return "Where attention scores and causal effects disagree: " + "; ".join(said) + "."
+
+
+def outside_sentence(report: dict) -> str:
+    """What the heads the mechanism does not name (current-token heads) carry, over the pairs of each design."""
+    named = report["heads"]["named"].get("current_token", [])
+    if not named:
+        return "No head is named a current-token head."
+    scores = report["heads"]["name_scores"]["current_token"]["scores"]
+    parts = []
+    for name, measured in report["distribution"]["designs"].items():
+        shares = ", ".join(f"block {b} head {h} {_interval(measured['heads']['denoising']['heads'][b][h])}" for b, h in named)
+        parts.append(f"in the {name.replace('_', '-')} design their denoising shares are {shares}")
+    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
+    carried = max(measured["heads"]["denoising"]["heads"][b][h]["mean"] for measured in report["distribution"]["designs"].values()
+                  for b, h in named)  # fmt: skip
+    reading = ("so they carry part of the gap: the mechanism of Part 1 is not the whole story. A head that attends "
+               "to its own position writes something of the token there, which block 1's values can carry to the "
+               "readout" if carried >= 0.1 else
+               "and they carry little of the gap: the named mechanism accounts for the rest")  # fmt: skip
+    return f"Outside the named mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts) + f"; {reading}."

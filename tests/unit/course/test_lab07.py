@@ -1,5 +1,7 @@
-"""Lab 07's room: the designs' invariants, the patching identities any model satisfies, the verdict rules, the
-sentences chosen from their numbers (the not-read branch included) and the page's build-time checks."""
+"""Lab 07's room: the designs' invariants, the patching identities any model satisfies, the null pairs, the rule
+that names heads (and can fail), the means over pairs (a planted one-pair verdict is caught), the attribution
+error's exact split, the sentences chosen from their numbers (the not-read branch included) and the page's
+build-time checks."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import designs, lab, sentences
+from residlab.course.lab07 import designs, distribution, lab, sentences
 
 
 def test_each_design_changes_only_what_it_names():
@@ -78,15 +80,85 @@ def test_a_share_is_undefined_when_the_gap_is_zero(random_pair):
     assert share(same, "denoising", 1.0) is None and share(same, "noising", 1.0) is None
 
 
-@pytest.mark.parametrize(("row", "known", "floor", "outcome"), [
+@pytest.mark.parametrize(("row", "named", "bound", "outcome"), [
     ([0.1, 0.8, 0.2, 0.0], [1], 0.01, "found"),
-    ([0.1, 0.80, 0.78, 0.0], [1, 2], 0.01, "found"),  # a tie between two known heads
-    ([0.1, 0.80, 0.78, 0.0], [1], 0.01, "tied"),
+    ([0.1, 0.80, 0.78, 0.0], [1, 2], 0.01, "found"),
     ([0.9, 0.1, 0.2, 0.0], [1], 0.01, "other"),
-    ([0.005, 0.001, 0.0, 0.0], [1], 0.01, "nothing"),
+    ([0.005, 0.001, 0.0, 0.0], [1], 0.01, "nothing"),  # no head clears the null pairs' reach
 ])  # fmt: skip
-def test_head_verdicts(row, known, floor, outcome):
-    assert lab.head_verdict(row, known, floor)["outcome"] == outcome
+def test_head_outcomes(row, named, bound, outcome):
+    assert distribution.head_outcome(row, named, bound)[1] == outcome
+
+
+def test_a_head_that_does_not_clear_the_margin_is_not_named():
+    margin = distribution.NAME_MARGIN
+    scores = {"previous_token": {"scores": [[0.25 + margin, 0.25 + margin - 0.01, 0.9, 0.1]], "controls": [[0.25, 0.25, 0.5, 0.0]]},
+              "induction": {"scores": [[0.3, 0.3, 0.3, 0.3]], "controls": [[0.1, 0.1, 0.1, 0.1]]}}  # fmt: skip
+    named = distribution.named_heads(scores)
+    assert named["previous_token"] == [[0, 0]]  # head 1 falls short by 0.01, head 2 by 0.1: not named
+    assert named["induction"] == []  # a rule that can fail: no head named at all
+
+
+@pytest.fixture(scope="module")
+def small_distribution():
+    from residlab.course.models.induction.recipe import new_model
+
+    model = new_model(2).eval()
+    named = {"previous_token": [[0, 1]], "current_token": [[0, 0]], "induction": [[1, 2], [1, 3]]}
+    return model, named, distribution.measure_distribution(model, named, pairs=4)
+
+
+def test_the_means_over_pairs_are_recomputed_from_the_pairs(small_distribution):
+    _, _, measured = small_distribution
+    distribution.check_distribution(measured, least=4)
+    with pytest.raises(AssertionError, match="4 pairs, fewer than 64"):
+        distribution.check_distribution(measured)
+    per_pair = measured["designs"]["matched_position"]["per_pair"]["heads"]["denoising"]
+    mean = sum(grid[0][2] for grid in per_pair) / len(per_pair)
+    assert measured["designs"]["matched_position"]["heads"]["denoising"]["heads"][0][2]["mean"] == pytest.approx(mean, abs=1e-6)
+
+
+def test_a_planted_one_pair_verdict_is_caught(small_distribution, monkeypatch):
+    """The mean replaced by the first pair's share: the report's own check must refuse it."""
+    model, named, _ = small_distribution
+    honest = distribution.summarise
+    monkeypatch.setattr(distribution, "summarise", lambda values: {**honest(values), "mean": values[0]})
+    planted = distribution.measure_distribution(model, named, pairs=4)
+    with pytest.raises(AssertionError, match="mean"):
+        distribution.check_distribution(planted, least=4)
+
+
+def test_the_null_pair_changes_only_a_token_the_readout_does_not_read(small_distribution):
+    model, _, _ = small_distribution
+    design = designs.make_design("copied_token")
+    null = distribution.null_design(design)
+    assert null.changed == (0, design.period) and (null.target, null.rival) == (design.target, design.rival)
+    assert [p for p in range(len(null.clean)) if null.clean[p] != null.corrupt[p]] == [0, design.period]
+    assert null.corrupt[0] == null.corrupt[design.period] and null.corrupt[0] not in design.clean
+    own, scaled = distribution.pair_shares(model, null), distribution.pair_shares(model, null, gap=2.0)
+    for own_row, scaled_row in zip(own["heads"]["denoising"], scaled["heads"]["denoising"]):
+        for a, b in zip(own_row, scaled_row):
+            assert b == pytest.approx(a * own["gap"] / 2.0, abs=1e-5)  # read as a share of the design's own gap
+
+
+def test_the_attribution_error_splits_exactly(random_pair):
+    from residlab.course.lab07.attribution import attribution_grids, bend_measures, corrupt_gradients
+    from residlab.course.lab07.patching import activation_grids
+
+    gradients = corrupt_gradients(random_pair)
+    exact, approximate = activation_grids(random_pair, "denoising"), attribution_grids(random_pair, gradients)
+    for kind in ("resid_pre", "attn_write", "mlp_write", "resid_post"):
+        for block in range(random_pair.depth):
+            for position, cell in enumerate(bend_measures(random_pair, kind, block, gradients)):
+                error = approximate[kind][block][position] - exact[kind][block][position]
+                assert cell["upstream"] + cell["final_norm"] == pytest.approx(error, abs=1e-5)
+    # the readout's final state patched: dx is the whole change, so the final LayerNorm's part is the whole error
+    last = bend_measures(random_pair, "resid_post", random_pair.depth - 1, gradients)[-1]
+    assert abs(last["upstream"]) < 1e-5
+
+
+def _summary(mean: float, spread: float = 0.1) -> dict:
+    return {"mean": mean, "low": mean - spread, "high": mean + spread, "pairs": 64}
 
 
 def _small_report(gap: float, floor: float) -> dict:
@@ -94,45 +166,79 @@ def _small_report(gap: float, floor: float) -> dict:
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
     entry = [[0.0, 1.0, 0.9], [0.0, 0.0, 0.2]]  # block 0's input at the one changed position: 1 by construction
     output = [[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]  # block 1's input is block 0's output; the readout reads block 1's
-    design = {"clean": [1, 2, 1], "corrupt": [1, 3, 1], "target": 2, "rival": 4, "changed": [1], "readout": 2, "clean_metric": gap / 2, "corrupt_metric": -gap / 2,
-              "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
+    kinds = ("resid_pre", "attn_write", "mlp_write", "resid_post")
+    quiet = {"attention_moved": 0.0, "scale_change": 0.0, "upstream": 0.0, "final_norm": 0.0}
+    design = {"clean": [1, 2, 1], "corrupt": [1, 3, 1], "target": 2, "rival": 4, "changed": [1], "readout": 2,
+              "clean_metric": gap / 2, "corrupt_metric": -gap / 2, "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
               "activation": {d: {"resid_pre": entry, "attn_write": grid, "mlp_write": grid, "resid_post": output}
                              for d in ("denoising", "noising")},
-              "attribution": {k: grid for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")},
-              "error": {k: [[0.0, 0.0, -0.5], [0.0, 0.0, 0.0]] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")},
-              "bends": {k: [[{"attention_moved": 0.0, "scale_change": 0.0}] * 2 + [{"attention_moved": 0.4, "scale_change": 0.1}],
-                            [{"attention_moved": 0.0, "scale_change": 0.0}] * 3] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")},
+              "attribution": {k: grid for k in kinds},
+              "error": {k: [[0.0, 0.0, -0.5], [0.0, 0.0, 0.0]] for k in kinds},
+              "bends": {k: [[quiet, quiet, {"attention_moved": 0.4, "scale_change": 0.1, "upstream": -0.1, "final_norm": -0.4}],
+                            [quiet] * 3] for k in kinds},
+              "final_angle": 80.0,
               "path": {"queries": 0.0, "keys": 0.7, "values": 0.0, "everything": 0.9}}  # fmt: skip
+    design["identities"] = distribution.identities(design, 2)
+    over_path = {"queries": _summary(0.0), "keys": _summary(0.7), "values": _summary(0.0), "everything": _summary(0.9)}
+    heads = {"denoising": {"heads": [[_summary(0.1), _summary(0.2), _summary(0.6), _summary(0.0)],
+                                     [_summary(0.3)] * 4], "kinds": {}}}  # fmt: skip
+    measured = {"gap": _summary(gap), "path": over_path, "heads": heads, "not_testable": [],
+                "null": {"gap": _summary(0.0, floor), "largest_gap": floor, "cells": {"denoising": floor, "noising": floor},
+                         "path": floor, "heads": {"denoising": [floor, floor]}}}  # fmt: skip
+    name_scores = {"previous_token": {"scores": [[0.1, 0.9, 0.8, 0.0], [0.1] * 4], "controls": [[0.0] * 4, [0.1] * 4]}}
     return {"designs": {"copied_token": design}, "read_factor": lab.READ_FACTOR,
-            "null": {"seeds": [0, 1, 2], "designs": {"copied_token": {"noise_floor": floor, "largest_cell_effect": floor}}}}
+            "untrained": {"seeds": [0, 1, 2], "gaps": {"copied_token": [0.01, 0.0, -0.01]},
+                          "highest_head_score": {"previous_token": 0.1, "induction": 0.05}},
+            "distribution": {"pairs": 64, "interval": distribution.INTERVAL_NAME, "designs": {"copied_token": measured}},
+            "heads": {"named": {"previous_token": [[0, 1], [0, 2]]}, "name_scores": name_scores},
+            "verdict_words": distribution.VERDICT_WORDS,
+            "nonlinearities": ["block 0: the MLP's GELU", "the final LayerNorm"]}  # fmt: skip
 
 
-def test_a_gap_within_its_floor_is_not_read():
+def test_a_gap_within_its_null_is_not_read():
     report = _small_report(gap=0.05, floor=0.03)
-    assert "no share computed from it is read" in sentences.gap_sentence(report, "copied_token")
+    assert "so no share of it is read" in sentences.gap_sentence(report, "copied_token")
+    assert "For scale only, not as a null" in sentences.gap_sentence(report, "copied_token")
     for say in (sentences.path_sentence, sentences.attribution_sentence):
-        assert say(report, "copied_token") == "Not read: the gap is within its noise floor."
-    assert sentences.grid_sentence(report, "copied_token", "denoising").startswith("Not read")
+        assert say(report, "copied_token") == sentences.NOT_READ
+    assert sentences.grid_sentence(report, "copied_token", "denoising") == sentences.NOT_READ
 
 
 def test_sentences_follow_their_numbers():
     report = _small_report(gap=20.0, floor=0.01)
-    assert "2000 times the floor" in sentences.gap_sentence(report, "copied_token")
+    assert "more than 3 times anything the null moves" in sentences.gap_sentence(report, "copied_token")
     assert "keys alone carry 78%" in sentences.path_sentence(report, "copied_token")
-    report["designs"]["copied_token"]["path"]["keys"] = 0.0
-    assert "the keys carry nothing above the null" in sentences.path_sentence(report, "copied_token")
+    report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
+    assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = sentences.attribution_sentence(report, "copied_token")
-    assert "moves block 1's attention at the readout by 0.40" in text and "error -0.50" in text
+    assert "splits exactly into -0.40 from the final LayerNorm alone" in text and "So most of it is the final LayerNorm" in text
     for cells in report["designs"]["copied_token"]["bends"].values():
-        cells[0][2] = {"attention_moved": 0.0, "scale_change": 0.2}
-    assert "changes the final LayerNorm's scale there by 20%" in sentences.attribution_sentence(report, "copied_token")
+        cells[0][2] = {**cells[0][2], "upstream": -0.45, "final_norm": -0.05}
+    assert "So most of it is upstream" in sentences.attribution_sentence(report, "copied_token")
 
 
-def test_the_page_checks_catch_a_moved_cell_before_the_first_difference():
+def test_where_score_and_share_disagree_the_page_says_so():
+    report = _small_report(gap=20.0, floor=0.01)
+    measured = report["distribution"]["designs"]["copied_token"]
+    for method in ("noising", "path_keys"):  # every causal method ranks alike here
+        measured["heads"][method] = measured["heads"]["denoising"]
+        measured["null"]["heads"][method] = [0.01, 0.01]
+    text = sentences.disagreement_sentence(report)
+    assert "by attention score block 0 head 1 is the first previous-token head (0.90)" in text
+    assert "per-head denoising head 2 0.60 against head 1 0.20" in text
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"][0]
+    heads[1], heads[2] = heads[2], heads[1]  # the shares now rank head 1 first too
+    assert sentences.disagreement_sentence(report).startswith("Attention scores and causal shares rank")
+
+
+def test_the_page_checks_catch_a_broken_identity_or_split():
     from residlab.course.lab07.page import check_report
 
     report = _small_report(gap=20.0, floor=0.01)
+    del report["distribution"]
     report["designs"]["copied_token"]["error"] = {k: [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")}
+    for cells in report["designs"]["copied_token"]["bends"].values():
+        cells[0][2] = {**cells[0][2], "upstream": 0.0, "final_norm": 0.0}
     report["designs"]["copied_token"]["attribution"] = report["designs"]["copied_token"]["activation"]["denoising"]
     check_report(report)
     split = json.loads(json.dumps(report))
@@ -147,21 +253,25 @@ def test_the_page_checks_catch_a_moved_cell_before_the_first_difference():
     forced["designs"]["copied_token"]["activation"]["noising"]["resid_post"][1][2] = 0.9
     with pytest.raises(AssertionError, match="noising blocks.1.resid_post at 2: 0.9, not 1 by construction"):
         check_report(forced)
+    parts = json.loads(json.dumps(report))
+    parts["designs"]["copied_token"]["bends"]["mlp_write"][1][2]["final_norm"] = 0.01
+    with pytest.raises(AssertionError, match="mlp_write block 1 position 2: the error's parts do not sum to it"):
+        check_report(parts)
 
 
-def test_the_grid_sentence_counts_a_tensor_once_and_says_what_holds_by_construction():
+def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     report = _small_report(gap=20.0, floor=0.01)
     text = sentences.grid_sentence(report, "copied_token", "denoising")
-    assert text.startswith("The cells that move at least half of the gap when restored alone: blocks.0.resid_pre at "
-                           "position 1 (1.00, by construction: the prompts differ only there); blocks.0.resid_pre at "
-                           "position 2 (0.90); blocks.0.attn_write at position 2 (0.90); blocks.0.mlp_write at position "
-                           "2 (0.90); blocks.1.resid_post at position 2 (1.00, by construction: the metric reads only "
-                           "this state).")
+    assert text.startswith("On the worked example, the cells that move at least half of the gap when restored alone: "
+                           "blocks.0.resid_pre at position 1 (1.00, an identity: the prompts differ only there: patching "
+                           "it makes one run the other); blocks.0.resid_pre at position 2 (0.90); blocks.0.attn_write at "
+                           "position 2 (0.90); blocks.0.mlp_write at position 2 (0.90); blocks.1.resid_post at position 2 "
+                           "(1.00, an identity: the final state at the readout: all the metric reads).")
     # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 8 of them above 0.01
-    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 8 (2 of them by "
-            "construction) move M") in text
-    assert text.endswith("the others are at the null, 7 of them exactly 0 by causality (before the first position "
-                         "where the prompts differ).")  # position 0 of each of the 7 distinct sites
+    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 8 (2 of them "
+            "identities, fixed by construction) move M") in text
+    assert text.endswith("7 are 0 by an identity (attention is causal, and they lie before the first position where "
+                         "the prompts differ).")  # position 0 of each of the 7 distinct sites
     assert sentences.distinct_cells(report["designs"]["copied_token"])[9][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
@@ -171,10 +281,32 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     from residlab.course.lab07 import figures
 
     report = _small_report(gap=20.0, floor=0.01)
+    over = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
+            for d, grids in report["designs"]["copied_token"]["activation"].items()}  # fmt: skip
+    report["distribution"]["designs"]["copied_token"]["activation"] = over
     svg = figures.activation_figure(report, "copied_token")
-    assert svg.count("<rect") == 1 + 4 * 2 * 6  # the paper, then kinds x directions x cells
+    assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
+    assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
     island = figures.explorer_html(report, "x.js")
-    payload = island.split('">', 1)[1].split("</script>", 1)[0]
-    assert json.loads(payload)["designs"]["copied_token"]["activation"]["denoising"]["attn_write"][0][2] == 0.9
+    payload = json.loads(island.split('">', 1)[1].split("</script>", 1)[0])
+    assert payload["designs"]["copied_token"]["activation"]["denoising"]["attn_write"][0][2] == 0.9
+    assert payload["designs"]["copied_token"]["over_pairs"]["denoising"]["attn_write"][0][2] == [0.9, 0.8, 1.0]
+
+
+def test_a_swap_is_named_as_an_identity_and_checked_on_the_tensors(random_pair):
+    from residlab.course.lab07.patching import prepare
+
+    matched = designs.make_design("matched_position")
+    design = {"clean": matched.clean, "corrupt": matched.corrupt, "changed": list(matched.changed), "readout": matched.readout}
+    (mirror,) = [cell for cell in distribution.identities(design, 2) if cell.get("mirror")]
+    assert mirror["positions"] == list(matched.changed) and mirror["site"] == "blocks.0.resid_pre"
+    pair = prepare(random_pair.model, matched)
+    distribution.check_mirror(design, pair)
+    a, b = matched.changed
+    pair.corrupt["blocks.0.resid_pre"] = pair.corrupt["blocks.0.resid_pre"].clone()
+    pair.corrupt["blocks.0.resid_pre"][b] += 1.0
+    with pytest.raises(AssertionError, match=f"blocks.0.resid_pre at {a} \\(clean\\) is not the corrupt run's at {b}"):
+        distribution.check_mirror(design, pair)
+    assert not distribution.is_swap({**design, "changed": [a]})  # one changed position is no swap

@@ -1,0 +1,321 @@
+"""Lab 07 over a distribution of prompt pairs, read against a null of the same trained model.
+
+One prompt pair is one draw. ``held_out_designs`` builds a design on every held-out sequence of the example's
+period (``measures.held_out_sequences``: the site's own rule, from a generator no training uses; the first of them
+is the page's worked example), and ``measure_distribution`` runs every method on each pair, then reports per
+method and head the mean share over pairs, its percentile interval (``INTERVAL``) and the fraction of pairs in
+which each verdict holds. The per-pair shares are in the report, so every mean can be recomputed from them
+(``check_distribution``, asserted when the report is built).
+
+The null (``null_design``) is the same trained model on a pair that changes a token the readout does not depend on:
+the first token, at both of its occurrences, replaced by one the prompt does not hold. The repeat is kept and
+induction predicts the same answer, so every share it gives is expected to be 0; the spread of its shares over
+pairs, read with the design's own metric and divided by the design's own gap, is what a share must clear.
+
+Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
+head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
+attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
+induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
+
+``identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
+finding.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from residlab.capture.sites import site_name
+from residlab.course.lab07.attribution import corrupt_gradients, head_attribution
+from residlab.course.lab07.designs import UNTESTABLE, Design, make_design
+from residlab.course.lab07.patching import (
+    DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
+)
+from residlab.course.models.induction.measures import (
+    EXAMPLE_PERIOD, HELD_OUT_PER_PERIOD, attention_weights, held_out_sequences, induction_score,
+)
+from residlab.course.models.induction.recipe import VOCAB_SIZE, repeated_sequences
+
+PAIRS = HELD_OUT_PER_PERIOD  # held-out pairs per design: every held-out sequence of the example's period
+INTERVAL = (2.5, 97.5)  # the percentile interval over pairs the report gives beside each mean
+INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
+NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control score by this much attention
+CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
+CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
+HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
+HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
+# The one table of the words a verdict is said in, read by the page and by the runner alike.
+VERDICT_WORDS = {
+    "found": "a named head on top",
+    "other": "an unnamed head on top",
+    "nothing": "no head above the null",
+    "not_testable": "not testable",
+}
+
+
+def _round(value):
+    return None if value is None else round(float(value), 6)
+
+
+# ---- heads named by attention scores against their own control ------------------------------------------------
+
+
+def head_name_scores(model, sequences: dict | None = None) -> dict:
+    """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
+    over that period's held-out sequences."""
+    sequences = held_out_sequences() if sequences is None else sequences
+    generator = torch.Generator().manual_seed(CONTROL_SEED)
+    parts = {kind: ([], []) for kind in HEAD_KINDS}
+    for period, tokens in sequences.items():
+        weights = attention_weights(model, tokens)
+        control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
+        for kind, offset in (("previous_token", -1), ("current_token", 0)):
+            parts[kind][0].append(weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(-2, -1)))
+            parts[kind][1].append(control)
+        unrepeated = torch.cat([tokens[:, :period], repeated_sequences(generator, len(tokens), period)[:, period:]], 1)
+        parts["induction"][0].append(induction_score(weights, period))
+        parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
+    return {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
+                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
+
+
+def named_heads(scores: dict, margin: float = NAME_MARGIN) -> dict[str, list[list[int]]]:
+    """kind -> [[block, head], ...]: every head whose score exceeds its control by ``margin`` (none, one or many)."""
+    return {kind: [[block, head] for block, row in enumerate(table["scores"]) for head, score in enumerate(row)
+                   if score - table["controls"][block][head] >= margin] for kind, table in scores.items()}  # fmt: skip
+
+
+# ---- the pairs ---------------------------------------------------------------------------------------------
+
+
+def held_out_designs(name: str, pairs: int = PAIRS) -> list[Design]:
+    """The design ``name`` on the first ``pairs`` held-out sequences of the example's period (the first is the
+    worked example)."""
+    sequences = held_out_sequences()[EXAMPLE_PERIOD]
+    if pairs > len(sequences):
+        raise ValueError(f"{pairs} pairs asked for; the held-out draw has {len(sequences)}")
+    return [make_design(name, sequence) for sequence in sequences[:pairs]]
+
+
+def null_design(design: Design) -> Design:
+    """The same clean prompt, its first token replaced at both occurrences (positions 0 and P) by the lowest token
+    neither prompt holds; the design's target and rival, so M is the design's metric."""
+    held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
+    replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
+    corrupt = list(design.clean)
+    changed = (0, design.period)
+    for position in changed:
+        corrupt[position] = replacement
+    if design.readout in changed or design.readout - 1 in changed:
+        raise ValueError(f"the null of {design.name} would change what the readout reads")
+    return Design(f"{design.name}_null", design.clean, tuple(corrupt), design.target, design.rival, changed,
+                  design.period)  # fmt: skip
+
+
+def pair_shares(model, design: Design, gap: float | None = None) -> dict:
+    """Every method's shares on one pair: the per-head grids (blocks x heads), the activation grids (kind ->
+    blocks x positions, both directions) and path patching, each a share of ``gap`` (default: the pair's own)."""
+    pair = prepare(model, design)
+    if pair.gap == 0:
+        raise ValueError(f"{design.name}: the two prompts give the same M; no share is defined")
+    scale = 1.0 if gap is None else pair.gap / gap
+
+    def scaled(rows):
+        return [[_round(value * scale) for value in row] for row in rows]
+
+    gradients = corrupt_gradients(pair)
+    heads = {"denoising": head_grid(pair, "denoising"), "noising": head_grid(pair, "noising"),
+             "attribution": head_attribution(pair, gradients), "path_keys": [head_path_patching(pair)]}  # fmt: skip
+    return {"gap": _round(pair.gap), "heads": {method: scaled(rows) for method, rows in heads.items()},
+            "activation": {direction: {kind: scaled(rows) for kind, rows in activation_grids(pair, direction).items()}
+                           for direction in DIRECTIONS},
+            "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}}  # fmt: skip
+
+
+# ---- identities: cells the construction fixes --------------------------------------------------------------
+
+
+def identities(design: dict, depth: int) -> list[dict]:
+    """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
+    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's input at
+    the only changed position (1: patching it makes one run the other) and the last block's output at the readout
+    (1: all the metric reads). Each: site, kind, block, position (None: every position), value, why."""
+    first = min(design["changed"])
+    cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
+              "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
+    for block in range(1, depth):
+        cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
+                      "block": block, "position": None, "value": None,
+                      "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
+    if is_swap(design):
+        a, b = design["changed"]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": [a, b], "value": None, "mirror": True,
+                      "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
+                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention)"})  # fmt: skip
+    if len(design["changed"]) == 1:
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
+                      "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
+    cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
+                  "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
+    return cells
+
+
+def is_swap(design: dict) -> bool:
+    """Whether the corrupt prompt swaps the clean prompt's tokens at its two changed positions."""
+    changed = design["changed"]
+    if len(changed) != 2 or "clean" not in design:
+        return False
+    a, b = changed
+    return design["clean"][a] == design["corrupt"][b] and design["clean"][b] == design["corrupt"][a]
+
+
+def check_mirror(design: dict, pair) -> None:
+    """Raise unless, for a swap, block 0's input at each swapped position of one run is the other run's at the other
+    position, bit for bit (the identity ``identities`` names)."""
+    if not is_swap(design):
+        return
+    a, b = design["changed"]
+    name = site_name(0, "resid_pre")
+    for first, second in ((a, b), (b, a)):
+        if not torch.equal(pair.clean[name][first], pair.corrupt[name][second]):
+            raise AssertionError(f"{design.get('name', 'design')}: {name} at {first} (clean) is not the corrupt run's at {second}")
+
+
+def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1e-4) -> None:
+    """Raise if a grid (direction -> kind -> blocks x positions) breaks an identity of ``identities``."""
+    depth = len(grids[DIRECTIONS[0]]["resid_pre"])
+    for identity in identities(design, depth):
+        for direction in DIRECTIONS:
+            rows = grids[direction]
+            if identity["kind"] is None:
+                moved = [kind for kind in KINDS for row in rows[kind] for v in row[: min(design["changed"])] if v != 0.0]
+                if moved:
+                    raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
+            elif identity.get("mirror"):
+                continue  # a tensor identity, checked on the runs' tensors (check_mirror)
+            elif identity["value"] is None:
+                block = identity["block"]
+                if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
+                    raise AssertionError(f"{where} {direction}: resid_pre {block} != resid_post {block - 1}")
+            else:
+                value = rows[identity["kind"]][identity["block"]][identity["position"]]
+                if value is None or abs(value - identity["value"]) > tolerance:
+                    raise AssertionError(f"{where} {direction} {identity['site']} at {identity['position']}: {value}, "
+                                         f"not {identity['value']:g} by construction")  # fmt: skip
+
+
+# ---- aggregation ---------------------------------------------------------------------------------------------
+
+
+def summarise(values: list[float]) -> dict:
+    """The mean over pairs, the percentile interval ``INTERVAL`` and the number of pairs."""
+    tensor = torch.tensor(values, dtype=torch.float64)
+    low, high = torch.quantile(tensor, torch.tensor([INTERVAL[0] / 100, INTERVAL[1] / 100], dtype=torch.float64)).tolist()
+    return {"mean": _round(tensor.mean()), "low": _round(low), "high": _round(high), "pairs": len(values)}
+
+
+def _cells(grids: list, shape_of) -> list:
+    """Per cell of ``shape_of`` (a list of lists), the values of every pair's grid at that cell."""
+    return [[[grid[i][j] for grid in grids] for j in range(len(row))] for i, row in enumerate(shape_of)]
+
+
+def null_bounds(null_pairs: list[dict]) -> dict:
+    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair;
+    per direction the largest |share| any cell takes; the path shares' largest; and the null gap's spread."""
+    heads = {method: [max(abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None)
+                      for block in range(len(null_pairs[0]["heads"][method]))]
+             for method in HEAD_METHODS}  # fmt: skip
+    cells = {direction: max(abs(v) for pair in null_pairs for rows in pair["activation"][direction].values()
+                            for row in rows for v in row if v is not None) for direction in DIRECTIONS}  # fmt: skip
+    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()},
+            "cells": {d: _round(v) for d, v in cells.items()},
+            "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
+            "gap": summarise([pair["gap"] for pair in null_pairs]),
+            "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
+
+
+def head_outcome(row: list, named: list[int], bound: float) -> tuple[int, str]:
+    """One pair, one block: the top head and the verdict key: "nothing" when no head clears the null's bound,
+    "found" when the top head is named, "other" when it is not."""
+    top = max(range(len(row)), key=lambda head: row[head])
+    if row[top] <= bound:
+        return top, "nothing"
+    return top, "found" if top in named else "other"
+
+
+def head_table(pairs: list[dict], method: str, bound: list[float], named: dict) -> dict:
+    """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
+    and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict."""
+    grids = [pair["heads"][method] for pair in pairs]
+    shape = grids[0]
+    per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
+                                                               for grid in grids) / len(grids)),
+                  "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values))}
+                 for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
+    kinds = {}
+    for kind, heads in named.items():
+        for block in sorted({b for b, _ in heads}):
+            if block >= len(shape) or None in shape[block]:
+                continue  # a method that cannot reach this block
+            in_block = [h for b, h in heads if b == block]
+            outcomes = [head_outcome(grid[block], in_block, bound[block])[1] for grid in grids]
+            kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "chance": _round(len(in_block) / len(shape[block])),
+                                        "fractions": {key: _round(outcomes.count(key) / len(outcomes)) for key in ("found", "other", "nothing")}}  # fmt: skip
+    return {"heads": per_head, "kinds": kinds}
+
+
+def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
+    """Per design: every method over ``pairs`` held-out pairs and over their null pairs, summarised."""
+    out = {"pairs": pairs, "period": EXAMPLE_PERIOD, "interval": INTERVAL_NAME, "name_margin": NAME_MARGIN, "designs": {}}
+    for name in UNTESTABLE:
+        designs = held_out_designs(name, pairs)
+        measured, nulls = [], []
+        for index, design in enumerate(designs):
+            shares = pair_shares(model, design)
+            check_identities({"changed": list(design.changed), "readout": design.readout}, shares["activation"],
+                             f"{name} pair {index}")  # fmt: skip
+            check_mirror({"name": name, "clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)},
+                         prepare(model, design))  # fmt: skip
+            measured.append(shares)
+            nulls.append(pair_shares(model, null_design(design), gap=shares["gap"]))
+        bounds = null_bounds(nulls)
+        depth = len(measured[0]["activation"]["denoising"]["resid_pre"])
+        out["designs"][name] = {
+            "gap": summarise([pair["gap"] for pair in measured]),
+            "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
+                                                 for m in HEAD_METHODS}},  # fmt: skip
+            "heads": {method: head_table(measured, method, bounds["heads"][method],
+                                         {k: v for k, v in named.items() if k not in UNTESTABLE[name]})
+                      for method in HEAD_METHODS},  # fmt: skip
+            "not_testable": list(UNTESTABLE[name]),
+            "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
+                                                                                  measured[0]["activation"][d][k])]
+                               for k in KINDS} for d in DIRECTIONS},  # fmt: skip
+            "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
+            "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
+                                      "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
+            "per_pair": {"gap": [pair["gap"] for pair in measured],
+                         "heads": {method: [pair["heads"][method] for pair in measured] for method in HEAD_METHODS},
+                         "null_gap": [pair["gap"] for pair in nulls]},  # fmt: skip
+        }
+    return out
+
+
+def check_distribution(distribution: dict, least: int = PAIRS) -> None:
+    """What a distribution keeps whatever the model (AssertionError naming the one that fails): at least ``least``
+    pairs, and every per-head mean, interval and fraction recomputed here from the per-pair shares."""
+    for name, design in distribution["designs"].items():
+        per_pair = design["per_pair"]
+        count = len(per_pair["gap"])
+        assert count >= least, f"{name}: {count} pairs, fewer than {least}"
+        for method, grids in per_pair["heads"].items():
+            for block, row in enumerate(design["heads"][method]["heads"]):
+                for head, summary in enumerate(row):
+                    values = [grid[block][head] for grid in grids]
+                    if None in values:
+                        continue
+                    mean = sum(values) / count
+                    assert abs(summary["mean"] - mean) < 1e-5, f"{name} {method} block {block} head {head}: mean {summary['mean']}, not {mean:.6f}"
+                    assert summary["low"] <= summary["high"], f"{name} {method} block {block} head {head}: an empty interval"
+                    assert summary["pairs"] == count, f"{name} {method}: {summary['pairs']} pairs summarised of {count}"

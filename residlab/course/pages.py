@@ -30,8 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = "assets/labs"
 EXPLORER_DIR = "assets/explorers"
 RUNNER_REQUIREMENTS = f"{RUNNER_DIR}/residual-requirements.txt"  # what a learner installs (``residlab sync``)
-# What a learner installs for the runners that need PyTorch alone (``residlab sync``): torch and NumPy.
-TORCH_REQUIREMENTS = f"{RUNNER_DIR}/torch-requirements.txt"
+TORCH_REQUIREMENTS = f"{RUNNER_DIR}/torch-requirements.txt"  # for runners that need torch alone: torch, NumPy
 # The interpreter of the environment Lab 05 Part 4 builds, as the pages write it (macOS and Linux): every command a
 # page or an opener shows for a runner that needs more than the standard library names it, never a bare python.
 LEARNER_PYTHON = ".venv-residual/bin/python"

@@ -38,7 +38,7 @@ def test_lab05_part4_keeps_hashes_and_deadlines_in_its_last_optional_section():
     section = optional_section(text, "Optional: what the runner checks")
     assert section.count(OPTIONAL_CALLOUT) == 1
     main_flow = text[: text.index(section)]
-    for integrity in ("sha256", "SHA-256 against the pins", "deadline", "stalled connection"):
+    for integrity in ("sha256", "every SHA-256 the lock records", "deadline", "stalled connection"):
         assert integrity in section and integrity not in main_flow, integrity
     assert "(#sec-part4-integrity)" in main_flow  # the main flow says where it went
 

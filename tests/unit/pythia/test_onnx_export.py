@@ -201,3 +201,36 @@ def test_a_planted_ignored_delta_fails_the_comparison(tmp_path, monkeypatch):
     assert max(largest_differences(run_graph(session, ids, zeros), recorded(model, ids)).values()) <= TOLERANCE
     differences, _, _ = compare_zeroed(session, model, ids, 0, "mlp_write", 2)
     assert differences["logits"] > 1e3 * TOLERANCE and differences["blocks.0.mlp_write"] > 1e3 * TOLERANCE
+
+
+def test_zeroing_a_write_in_the_graph_removes_what_the_audit_says(specimen_export, specimen_dir):
+    """The page's intervention is the audit's total effect, M(clean) - M(clean, w zeroed) with M the logit
+    difference of two tokens at the last position: the graph's value agrees with ``residlab audit``'s within 1e-4."""
+    from residlab import audit
+
+    folder, model, tokenizer = specimen_export
+    session = ort_session(folder)
+    subject = audit.load_model_directory(specimen_dir)
+    clean = tokenizer.encode("The capital of France is", add_special_tokens=False).ids
+    corrupt = tokenizer.encode("The capital of Spain is", add_special_tokens=False).ids
+    target, rival = (tokenizer.encode(word, add_special_tokens=False).ids[0] for word in (" Paris", " Madrid"))
+    sites = [audit.DeclaredSite("attn", 1, 2), audit.DeclaredSite("mlp", 3, len(clean) - 1),
+             audit.DeclaredSite("attn", 5, len(clean) - 1)]  # fmt: skip
+    packet = audit.build_packet(subject, audit.AuditInput(tuple(clean), tuple(corrupt), target, rival), sites)
+    results = {(result["site"], result["position"]): result["total_effect"]["value"]
+               for result in packet["measurement"]["results"]}  # fmt: skip
+    ids = torch.tensor([clean])
+    depth, width = model.config.num_hidden_layers, model.config.hidden_size
+    zeros = {site: np.zeros((depth, 1, len(clean), width), dtype=np.float32) for site in onnx_export.WRITE_SITES}
+    graph_clean = run_graph(session, ids, zeros)
+
+    def metric(logits):
+        return float(logits[0, -1, target]) - float(logits[0, -1, rival])
+
+    for declared in sites:
+        site = declared.name.split(".")[-1]
+        deltas = {name: values.copy() for name, values in zeros.items()}
+        deltas[site][declared.block, 0, declared.position] = -graph_clean[declared.name][0, declared.position]
+        effect = metric(graph_clean["logits"]) - metric(run_graph(session, ids, deltas)["logits"])
+        assert abs(effect - results[(declared.name, declared.position)]) <= 1e-4, declared.label
+        assert abs(effect) > 1e-3  # an effect the comparison could get wrong

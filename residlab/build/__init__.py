@@ -29,6 +29,9 @@
   beside it in the site and offered to a phone by ``<picture>``.
 - ``pyodide_files``: a Quarto post-render step, the pinned Pyodide files Lab 05's editor runs copied into the site
   (from ``make pyodide``'s install).
+- ``onnx_files``: a Quarto post-render step, the page's model exported to ONNX (``pythia.onnx_export``, cached by the
+  weights' digest) with its licence and the numbers a browser's run is checked against, and the pinned onnxruntime-web
+  and tokenizers files that run it, copied into the site (from the npm install in ``assets/onnx-runtime/``).
 - ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
   ``benchmarks/lighthouse_scores.py``).
 """

@@ -234,3 +234,11 @@ def test_zeroing_a_write_in_the_graph_removes_what_the_audit_says(specimen_expor
         effect = metric(graph_clean["logits"]) - metric(run_graph(session, ids, deltas)["logits"])
         assert abs(effect - results[(declared.name, declared.position)]) <= 1e-4, declared.label
         assert abs(effect) > 1e-3  # an effect the comparison could get wrong
+
+
+def test_the_tokenizer_strings_hold_the_tokenizer_glossarys_own_examples():
+    from residlab.pythia.onnx_reference import GLOSSARY_EXAMPLES, TOKENIZER_STRINGS
+
+    page = (onnx_export.DEFAULT_CACHE_ROOT.parent / "glossary" / "tokenizer.qmd").read_text(encoding="utf-8")
+    assert all(f'"{example}"' in page for example in GLOSSARY_EXAMPLES)
+    assert set(GLOSSARY_EXAMPLES) <= set(TOKENIZER_STRINGS) and len(TOKENIZER_STRINGS) >= 300

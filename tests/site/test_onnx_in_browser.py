@@ -1,0 +1,145 @@
+"""The page's model in headless Chromium, with every host but 127.0.0.1 unreachable: the worker Lab 05 Part 4 starts
+(assets/explorers/onnx-worker.js) runs the export the build step puts into the site (residlab/build/onnx_files.py)
+with onnxruntime-web, and agrees with the numbers the build wrote from the capture floor's recording (parity.json)
+within 1e-4 at every site, the sampled logits and the logit lens, clean and with a write zeroed; its tokenizer
+(@huggingface/tokenizers) gives Python's ids for every string of tokenizer-parity.json. A tokenizer.json whose
+normaliser was changed must fail that comparison.
+
+The folder served is what the post-render step writes (the export cached by its weights' digest, so this costs a
+copy), the worker beside it where the site has it, and a page of this test's that asks the worker; the whole site's
+render is not needed for these numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_python_in_page import offline_browser, wait_until  # noqa: F401 - the fixture: Chromium that reaches only 127.0.0.1
+from test_browser import requested_urls
+
+from residlab.build import onnx_files
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+TOLERANCE = 1e-4
+LOAD_SECONDS = 180  # 71 MB from loopback and the WebAssembly compiled, on a CPU other suites share
+
+ASKING_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>worker</title></head><body><script>
+const worker = new Worker("assets/explorers/onnx-worker.js", { type: "module" });
+let next = 0;
+const waiting = new Map();
+worker.onmessage = ({ data }) => { waiting.get(data.id)(data); waiting.delete(data.id); };
+// Typed arrays made plain for WebDriver; the logits only at the columns the reference sampled.
+function plain(outputs, sampled) {
+  if (!outputs) return null;
+  const result = {};
+  for (const [name, { dims, data }] of Object.entries(outputs)) {
+    if (name === "logits") {
+      const vocabulary = dims[2], rows = [];
+      for (let p = 0; p < dims[1]; p++) rows.push(sampled.map((id) => data[p * vocabulary + id]));
+      result[name] = rows;
+    } else result[name] = { dims, data: Array.from(data) };
+  }
+  return result;
+}
+window.ask = (request, sampled) => new Promise((resolve) => {
+  const id = ++next;
+  waiting.set(id, (answer) => resolve(answer.type === "result"
+    ? { ...answer, clean: plain(answer.clean, sampled), zeroed: plain(answer.zeroed, sampled) } : answer));
+  worker.postMessage({ id, ...request });
+});
+</script></body></html>
+"""
+
+
+def served_folder(tmp_path_factory, name: str, change=None) -> Path:
+    folder = tmp_path_factory.mktemp(name)
+    onnx_files.copy_into_site(ROOT, folder)
+    (folder / "assets/explorers").mkdir(parents=True)
+    shutil.copyfile(ROOT / "assets/explorers/onnx-worker.js", folder / "assets/explorers/onnx-worker.js")
+    (folder / "ask.html").write_text(ASKING_PAGE, encoding="utf-8")
+    if change:
+        change(folder / onnx_files.MODEL_DIR)
+    return folder
+
+
+def ask(browser, request: dict, sampled=()) -> dict:
+    browser.set_script_timeout(LOAD_SECONDS)
+    answer = browser.execute_async_script("ask(arguments[0], arguments[1]).then(arguments[2]);", request, list(sampled))
+    assert answer["type"] != "error", answer["message"]
+    return answer
+
+
+@pytest.fixture(scope="module")
+def model_page(tmp_path_factory, served, offline_browser):  # noqa: F811 - the fixture imported above
+    folder = served_folder(tmp_path_factory, "onnx-site")
+    base = served(folder)
+    offline_browser.get(f"{base}/ask.html")
+    ask(offline_browser, {"type": "load"})
+    return offline_browser, folder, base
+
+
+def compare(answer: dict, expected: dict, where: str) -> float:
+    """The largest difference over every site, the sampled logits and the lens, with the lens' ids equal."""
+    largest = 0.0
+    for name, values in expected["sites"].items():
+        found = np.array(answer[name]["data"], dtype=np.float64).reshape(np.array(values).shape)
+        largest = max(largest, float(np.abs(found - np.array(values)).max()))
+    largest = max(largest, float(np.abs(np.array(answer["logits"]) - np.array(expected["logits_sampled"])).max()))
+    top = np.array(answer["lens.top_logits"]["data"]).reshape(np.array(expected["lens_top_logits"]).shape)
+    largest = max(largest, float(np.abs(top - np.array(expected["lens_top_logits"])).max()))
+    ids = np.array(answer["lens.top_ids"]["data"]).reshape(np.array(expected["lens_top_ids"]).shape)
+    assert (ids == np.array(expected["lens_top_ids"])).all(), f"{where}: the logit lens' top tokens differ"
+    return largest
+
+
+def test_the_worker_agrees_with_the_recording_at_every_site_clean_and_zeroed(model_page):
+    browser, folder, base = model_page
+    reference = json.loads((folder / onnx_files.MODEL_DIR / onnx_files.PARITY_FILE).read_text(encoding="utf-8"))
+    zeroed_cases = 0
+    for prompt in reference["prompts"]:
+        zero = None
+        if "zeroed" in prompt:
+            block, site = int(prompt["zeroed"]["site"].split(".")[1]), prompt["zeroed"]["site"].split(".")[2]
+            zero = {"site": site, "block": block, "position": prompt["zeroed"]["position"]}
+        answer = ask(browser, {"type": "run", "text": prompt["text"], "zero": zero}, reference["sampled_ids"])
+        assert answer["ids"] == prompt["ids"], prompt["text"]  # the page's tokenizer, on the prompt itself
+        assert compare(answer["clean"], prompt["clean"], prompt["text"]) <= TOLERANCE
+        if zero:
+            zeroed_cases += 1
+            assert compare(answer["zeroed"], prompt["zeroed"], prompt["text"] + " (zeroed)") <= TOLERANCE
+            # the zero did something a comparison within the tolerance could tell apart
+            shift = np.abs(np.array(answer["zeroed"]["logits"]) - np.array(answer["clean"]["logits"])).max()
+            assert shift > 100 * TOLERANCE
+    assert zeroed_cases >= 1 and len({len(prompt["ids"]) for prompt in reference["prompts"]}) == len(reference["prompts"])
+    remote = [url for url in requested_urls(browser) if not url.startswith(base) and url.startswith("http")]
+    assert remote == [], "requested other hosts"
+
+
+def test_the_pages_tokenizer_gives_pythons_ids_for_every_string(model_page):
+    browser, folder, _ = model_page
+    reference = json.loads((folder / onnx_files.MODEL_DIR / onnx_files.TOKENIZER_PARITY_FILE).read_text(encoding="utf-8"))
+    assert len(reference["strings"]) >= 300
+    found = ask(browser, {"type": "tokenize", "strings": reference["strings"]})["ids"]
+    differing = [text for text, ids, expected in zip(reference["strings"], found, reference["ids"]) if ids != expected]
+    assert differing == []
+
+
+def test_a_changed_normaliser_fails_the_tokenizer_comparison(tmp_path_factory, served, offline_browser):  # noqa: F811
+    """The planted fault: the served tokenizer.json lowercases (a normaliser the real one lacks)."""
+
+    def lowercasing(model_dir: Path) -> None:
+        tokenizer = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
+        tokenizer["normalizer"] = {"type": "Lowercase"}
+        (model_dir / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+
+    folder = served_folder(tmp_path_factory, "onnx-site-lowercase", lowercasing)
+    offline_browser.get(f"{served(folder)}/ask.html")
+    reference = json.loads((folder / onnx_files.MODEL_DIR / onnx_files.TOKENIZER_PARITY_FILE).read_text(encoding="utf-8"))
+    found = ask(offline_browser, {"type": "tokenize", "strings": reference["strings"]})["ids"]
+    differing = [text for text, ids, expected in zip(reference["strings"], found, reference["ids"]) if ids != expected]
+    assert len(differing) > 10 and "The capital is Paris" in differing

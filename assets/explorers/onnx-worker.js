@@ -8,7 +8,8 @@
 // - {type: "load"}: fetch the manifest, the tokenizer and the model, start a session -> {type: "ready", manifest}.
 // - {type: "tokenize", strings} -> {type: "ids", ids: [[...], ...]} (fetches the tokenizer alone).
 // - {type: "run", text | ids, zero: null | {site: "attn_write" | "mlp_write", block, position}} -> {type: "result",
-//   ids, tokens, clean, zeroed}: clean and zeroed map every output name to {dims, data} (data a typed array; zeroed
+//   ids, tokens, lensTokens, clean, zeroed}: lensTokens the clean run's lens ids decoded, in their order; clean
+//   and zeroed map every output name to {dims, data} (data a typed array; zeroed
 //   null without a zero). Zeroing is the graph's additive input for that write set to minus the write the clean run
 //   carried there, everything downstream recomputed: the write's total effect, as residlab audit measures it.
 // Any failure -> {type: "error", message}: one line.
@@ -79,7 +80,8 @@ async function run({ text, ids, zero }) {
     zeroed = await forward(ids, feeds);
   }
   const tokens = ids.map((id) => tokenizer.decode([id]));
-  return { ids, tokens, clean, zeroed };
+  const lensTokens = Array.from(clean["lens.top_ids"].data, (id) => tokenizer.decode([id]));
+  return { ids, tokens, lensTokens, clean, zeroed };
 }
 
 self.onmessage = async ({ data }) => {

@@ -26,14 +26,10 @@ import shutil
 import sys
 from pathlib import Path
 
-RUNTIME_DIR = Path("assets/onnx-runtime")  # package.json, package-lock.json, LICENSE-onnxruntime-web; node_modules/
+# What the page loads, the files the site serves: named once, beside the block that says how many MB they are.
+from residlab.course.lab05.run_in_page import RUNTIME_DIR, RUNTIME_SHIPPED as SHIPPED
+
 MODEL_DIR = Path("assets/onnx-model")  # in the site only
-# package -> (files the page loads, relative to the package; the licence the site serves beside them)
-SHIPPED = {
-    "onnxruntime-web": (("dist/ort.wasm.min.mjs", "dist/ort-wasm-simd-threaded.mjs", "dist/ort-wasm-simd-threaded.wasm"),
-                        "LICENSE-onnxruntime-web"),  # the npm package carries no licence file: the project's MIT text
-    "@huggingface/tokenizers": (("dist/tokenizers.min.mjs",), "LICENSE-tokenizers"),
-}
 APACHE_SOURCE = ("@huggingface/tokenizers", "LICENSE")  # the Apache-2.0 text, as the tokenizers package ships it
 PARITY_FILE, TOKENIZER_PARITY_FILE = "parity.json", "tokenizer-parity.json"
 

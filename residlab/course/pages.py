@@ -236,7 +236,7 @@ FAMILIES = (
             ),
         ),
         explorers=("toy-trace.js", "answer-checker.js", "python-editor.js", "python-worker.js", "capture-explorer.js",
-                   "open-capture.js", "python-json.js"),
+                   "open-capture.js", "python-json.js", "onnx-explorer.js", "onnx-worker.js"),
         downloads=(f"{RUNNER_DIR}/{TOY_SKELETON[0]}", RUNNER_REQUIREMENTS, "assets/captures/*/*.json"),
     ),
     PageFamily(

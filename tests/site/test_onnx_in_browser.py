@@ -13,6 +13,7 @@ render is not needed for these numbers.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -143,3 +144,83 @@ def test_a_changed_normaliser_fails_the_tokenizer_comparison(tmp_path_factory, s
     found = ask(offline_browser, {"type": "tokenize", "strings": reference["strings"]})["ids"]
     differing = [text for text, ids, expected in zip(reference["strings"], found, reference["ids"]) if ids != expected]
     assert len(differing) > 10 and "The capital is Paris" in differing
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lab 05 Part 4's block, as built.
+
+LAB = "labs/05-trace-residual-stream.html"
+
+
+@pytest.fixture(scope="module")
+def lab_site(request) -> Path:
+    built = os.environ.get("RESIDLAB_BUILT_SITE")  # a site `make page` rendered, while writing the page
+    return Path(built).resolve() if built else request.getfixturevalue("built_site").site
+
+
+def by_id(browser, name):
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.ID, name)
+
+
+def test_lab05_runs_a_typed_prompt_and_a_zeroed_write_equals_the_audits_total_effect(lab_site, served,
+                                                                                      offline_browser, specimen_dir):  # noqa: F811
+    from residlab import audit
+    from residlab.pythia import onnx_export
+    from residlab.pythia.onnx_reference import recorded_run
+    from selenium.webdriver.support.ui import Select
+
+    browser = offline_browser
+    base = served(lab_site)
+    browser.get(f"{base}/{LAB}")
+    browser.execute_script("document.getElementById('onnx-explorer').scrollIntoView()")
+    run = wait_until(lambda: browser.find_elements("id", "onnx-run"), 30, "the block's script never built it")[0]
+    assert by_id(browser, "onnx-model-line").text.startswith("Random weights, not Pythia-14M")
+    megabytes = float(run.text.split()[1])
+    served_bytes = sum(path.stat().st_size for folder in ("assets/onnx-model", "assets/onnx-runtime")
+                       for path in (lab_site / folder).iterdir()
+                       if path.name in (*onnx_export.EXPORTED_FILES, onnx_export.MANIFEST_FILE)
+                       or path.suffix in (".mjs", ".wasm"))  # fmt: skip
+    assert abs(megabytes - served_bytes / 1e6) <= 0.05
+    before = requested_urls(browser)
+    assert not [url for url in before if "/assets/onnx-" in url or "onnx-worker" in url], "fetched before the button"
+
+    prompt = "The capital of France is"
+    by_id(browser, "onnx-prompt").clear()
+    by_id(browser, "onnx-prompt").send_keys(prompt)
+    run.click()
+    wait_until(lambda: by_id(browser, "onnx-results").is_displayed(), LOAD_SECONDS, "no result after the button")
+    source = onnx_export.page_model_source()
+    model = source.build()
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_str(source.tokenizer_json.decode("utf-8")).encode(prompt, add_special_tokens=False).ids
+    import torch
+
+    recorded = recorded_run(model, torch.tensor([ids]))
+    depth = model.config.num_hidden_layers
+    names = [f"blocks.{b}.resid_pre" for b in range(depth)] + [f"blocks.{depth - 1}.resid_post"]
+    rows = by_id(browser, "onnx-boundaries").find_elements("css selector", "tbody tr")
+    assert len(rows) == depth + 1
+    last = len(ids) - 1
+    for row, name in zip(rows, names):
+        shown = float(row.find_elements("css selector", "td")[0].text)
+        assert abs(shown - float(recorded[name][0, last].norm())) <= 1e-3, name  # printed with 3 decimals
+
+    Select(by_id(browser, "onnx-write")).select_by_value("mlp_write:3")
+    Select(by_id(browser, "onnx-zero-position")).select_by_value("2")
+    by_id(browser, "onnx-zero").click()
+    effect = wait_until(lambda: "Total effect" in by_id(browser, "onnx-effect").text and by_id(browser, "onnx-effect").text,
+                        60, "no effect shown")  # fmt: skip
+    shown_effect = float(effect.rsplit(":", 1)[1].strip().rstrip("."))
+    tokenizer = Tokenizer.from_str(source.tokenizer_json.decode("utf-8"))
+    target, rival = (tokenizer.encode(word, add_special_tokens=False).ids[0] for word in (" Paris", " Madrid"))
+    corrupt = tokenizer.encode("The capital of Spain is", add_special_tokens=False).ids
+    site = audit.DeclaredSite("mlp", 3, 2)
+    packet = audit.build_packet(audit.load_model_directory(specimen_dir), audit.AuditInput(tuple(ids), tuple(corrupt), target, rival), [site])
+    expected = packet["measurement"]["results"][0]["total_effect"]["value"]
+    assert abs(shown_effect - expected) <= 1e-4  # printed with 4 decimals: rounding takes at most 5e-5 of it
+    assert len(by_id(browser, "onnx-changes").find_elements("css selector", "tbody tr")) == depth + 1
+    remote = [url for url in requested_urls(browser) if url.startswith("http") and not url.startswith(base)]
+    assert remote == []

@@ -126,7 +126,8 @@
       results.hidden = false;
       changes.replaceChildren();
       showPosition();
-      say(`${answer.ids.length} tokens, run in ${((performance.now() - started) / 1000).toFixed(1)} s in this browser.`);
+      const seconds = (performance.now() - started) / 1000;
+      say(`${answer.ids.length} tokens, run in ${seconds.toFixed(1)} s in this browser.`);
     }
 
     async function single(text, what) {

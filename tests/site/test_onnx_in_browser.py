@@ -176,7 +176,7 @@ def test_lab05_runs_a_typed_prompt_and_a_zeroed_write_equals_the_audits_total_ef
     browser.get(f"{base}/{LAB}")
     browser.execute_script("document.getElementById('onnx-explorer').scrollIntoView()")
     run = wait_until(lambda: browser.find_elements("id", "onnx-run"), 30, "the block's script never built it")[0]
-    assert by_id(browser, "onnx-model-line").text.startswith("Random weights, not Pythia-14M")
+    assert by_id(browser, "onnx-model-line").text.startswith("Random weights, not Pythia-14M")  # the specimen build
     megabytes = float(run.text.split()[1])
     served_bytes = sum(path.stat().st_size for folder in ("assets/onnx-model", "assets/onnx-runtime")
                        for path in (lab_site / folder).iterdir()

@@ -45,10 +45,12 @@ def run_in_page_data(environ: dict | None = None) -> dict:
     manifest = onnx_export.read_manifest(folder)
     model = manifest["model"]
     fetched = sum(entry["size"] for entry in manifest["files"]) + (folder / onnx_export.MANIFEST_FILE).stat().st_size
+    # Said of the model itself, never of the capture above: a build may show a committed capture of Pythia-14M
+    # while it had no verified files to export (RESIDLAB_PYTHIA_CAPTURE=committed), and then runs the specimen here.
     first_line = ("Random weights, not Pythia-14M: the synthetic specimen (Pythia-14M's architecture and tokenizer, "
-                  f"seed {model['seed']}), the model the tables above were captured from when no verified files were "
-                  "there." if model["synthetic"] else f"{model['name']} at revision {model['revision']}, from the verified "
-                  "files this site was built from.")  # fmt: skip
+                  f"seed {model['seed']}); this build had no verified Pythia-14M files to export." if model["synthetic"]
+                  else f"{model['name']} at revision {model['revision']}, exported from the verified files this site "
+                  "was built from.")  # fmt: skip
     return {
         "first_line": first_line,
         "synthetic": model["synthetic"],

@@ -173,6 +173,7 @@ def test_lab05_runs_a_typed_prompt_and_a_zeroed_write_equals_the_audits_total_ef
 
     browser = offline_browser
     base = served(lab_site)
+    requested_urls(browser)  # the log read empty: what the other tests' pages requested is not this page's
     browser.get(f"{base}/{LAB}")
     browser.execute_script("document.getElementById('onnx-explorer').scrollIntoView()")
     run = wait_until(lambda: browser.find_elements("id", "onnx-run"), 30, "the block's script never built it")[0]

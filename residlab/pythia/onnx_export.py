@@ -224,6 +224,14 @@ def export_graph(model, folder: Path) -> None:
         raise ExportError(f"the exporter wrote no {DATA_FILE}: the weights were not stored as external data")
 
 
+def _identity(source: ModelSource) -> dict:
+    """Which model the manifest says it is: the graph depends on the weights and the configuration alone, so the
+    same weights reached another way (the specimen built in memory, or its six files verified) share one export,
+    and this part of its manifest follows the source that asked last."""
+    return {"name": source.name, "revision": source.revision, "synthetic": source.synthetic, "seed": source.seed,
+            "label": source.label}  # fmt: skip
+
+
 def _manifest(source: ModelSource, model, folder: Path) -> dict:
     files = []
     for name in EXPORTED_FILES:
@@ -232,8 +240,7 @@ def _manifest(source: ModelSource, model, folder: Path) -> dict:
     config = model.config
     return {
         "format": EXPORT_FORMAT,
-        "model": {"name": source.name, "revision": source.revision, "synthetic": source.synthetic, "seed": source.seed,
-                  "label": source.label},  # fmt: skip
+        "model": _identity(source),
         "weights_sha256": source.weights_sha256,
         "config_sha256": source.config_sha256,
         "files": files,
@@ -299,20 +306,26 @@ def exported(source: ModelSource, environ: dict | None = None) -> Path:
     folder = root / source.weights_sha256[:DIGEST_DIGITS]
     with _held(root / f"{folder.name}.lock"):
         if folder.is_dir() and manifest_problem(folder, source) is None:
+            manifest = read_manifest(folder)
+            if manifest["model"] != _identity(source):
+                _write_manifest(folder, {**manifest, "model": _identity(source)})
             return folder
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=root))
         try:
             model = source.build()
             export_graph(model, staging)
             (staging / TOKENIZER_FILE).write_bytes(source.tokenizer_json)
-            manifest = _manifest(source, model, staging)
-            (staging / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            _write_manifest(staging, _manifest(source, model, staging))
             if folder.exists():
                 shutil.rmtree(folder)  # a stale export of the same weights: an older format, or changed files
             os.replace(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
 
 def read_manifest(folder: Path) -> dict:

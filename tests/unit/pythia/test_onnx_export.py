@@ -242,3 +242,29 @@ def test_the_tokenizer_strings_hold_the_tokenizer_glossarys_own_examples():
     page = (onnx_export.DEFAULT_CACHE_ROOT.parent / "glossary" / "tokenizer.qmd").read_text(encoding="utf-8")
     assert all(f'"{example}"' in page for example in GLOSSARY_EXAMPLES)
     assert set(GLOSSARY_EXAMPLES) <= set(TOKENIZER_STRINGS) and len(TOKENIZER_STRINGS) >= 300
+
+
+def test_a_build_with_verified_files_exports_them_under_their_own_name(specimen_dir, specimen_lock_path, specimen_export):
+    """The published build's path: the files of the lock the build uses, verified (here the specimen's six files
+    under their own lock), found by ``page_model_source`` and keyed by their weights' digest, the same digest as
+    the specimen built in memory, so those two share one export."""
+    from residlab.pythia import cache
+
+    environ = {cache.LOCK_ENV: str(specimen_lock_path), cache.ARTIFACTS_ENV: str(specimen_dir)}
+    source = onnx_export.page_model_source(environ)
+    lock = cache.active_lock(environ)
+    assert (source.name, source.revision, source.synthetic) == (lock.repository, lock.revision, True)
+    assert source.weights_sha256 == lock.file("model.safetensors").sha256 == onnx_export.specimen_source(0).weights_sha256
+    folder, _, _ = specimen_export
+    before = (folder / onnx_export.GRAPH_FILE).stat().st_mtime_ns
+    try:
+        assert onnx_export.exported(source) == folder  # cached: the same weights are not exported again
+        assert onnx_export.read_manifest(folder)["model"]["revision"] == lock.revision  # but named as asked
+    finally:
+        onnx_export.exported(onnx_export.specimen_source(0))
+    assert onnx_export.read_manifest(folder)["model"]["revision"] is None
+    assert (folder / onnx_export.GRAPH_FILE).stat().st_mtime_ns == before
+    real = onnx_export.ModelSource(name="EleutherAI/pythia-14m", revision="f" * 40, synthetic=False, seed=None,
+                                   weights_sha256="0" * 64, config_sha256="0" * 64, tokenizer_json=b"{}",
+                                   build=lambda: None)  # fmt: skip
+    assert real.label == f"EleutherAI/pythia-14m at revision {'f' * 40}"

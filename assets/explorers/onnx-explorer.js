@@ -64,8 +64,12 @@
     const megabytes = (data.download_bytes / 1e6).toFixed(1);
     const prompt = element("input", { type: "text", id: "onnx-prompt", value: "The capital of France is", "aria-label": "Prompt", style: "width: 100%; max-width: 36em" });
     const runButton = element("button", { type: "button", class: "btn btn-primary btn-sm", id: "onnx-run" }, `Download ${megabytes} MB and run`);
-    const status = element("p", { class: "rl-status", id: "onnx-status", role: "status", "aria-live": "polite" },
+    const fetchNote = element("p", { id: "onnx-fetch-note" },
       `Nothing is downloaded until you press the button: then ${megabytes} MB (the model and its runtime) from this site, once. The model runs in your browser; nothing you type leaves it.`);
+    // A status box has a fixed height (a longer message never moves the page) and is a tab stop, so a keyboard can
+    // scroll a message longer than it.
+    const status = element("p", { class: "rl-status", id: "onnx-status", role: "status", "aria-live": "polite", tabindex: "0" },
+      "Not run yet.");
     const results = element("div", { id: "onnx-results", hidden: "" });
     const position = element("select", { id: "onnx-position", "aria-label": "Position" });
     const tables = element("div");
@@ -77,7 +81,7 @@
     const target = element("input", { type: "text", id: "onnx-target", value: " Paris", "aria-label": "Target token" });
     const rival = element("input", { type: "text", id: "onnx-rival", value: " Madrid", "aria-label": "Rival token" });
     const zeroButton = element("button", { type: "button", class: "btn btn-outline-primary btn-sm", id: "onnx-zero" }, "Zero this write");
-    const effect = element("p", { class: "rl-status rl-summary", id: "onnx-effect", role: "status", "aria-live": "polite" },
+    const effect = element("p", { class: "rl-status rl-summary", id: "onnx-effect", role: "status", "aria-live": "polite", tabindex: "0" },
       "Zeroing a write removes it at one position and recomputes everything after it: the change in the logit difference is the write's total effect, the audit's M(clean) − M(write zeroed).");
     const changes = element("div");
     results.append(
@@ -89,7 +93,7 @@
       zeroButton, effect, changes,
     );
     root.replaceChildren(element("p", { class: "rl-heading", id: "onnx-model-line" }, data.first_line),
-      element("label", { for: "onnx-prompt" }, "Your prompt"), prompt, element("div", {}, runButton), status, results);
+      fetchNote, element("label", { for: "onnx-prompt" }, "Your prompt"), prompt, element("div", {}, runButton), status, results);
 
     let last = null; // the last run: {ids, tokens, lensTokens, clean}
     const say = (text, error = false) => { status.textContent = text; status.classList.toggle("rl-error", error); };

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from test_python_in_page import offline_browser, wait_until  # noqa: F401 - the fixture: Chromium that reaches only 127.0.0.1
-from test_browser import requested_urls
+from test_browser import axe_violations, requested_urls
 
 from residlab.build import onnx_files
 
@@ -223,5 +223,6 @@ def test_lab05_runs_a_typed_prompt_and_a_zeroed_write_equals_the_audits_total_ef
     expected = packet["measurement"]["results"][0]["total_effect"]["value"]
     assert abs(shown_effect - expected) <= 1e-4  # printed with 4 decimals: rounding takes at most 5e-5 of it
     assert len(by_id(browser, "onnx-changes").find_elements("css selector", "tbody tr")) == depth + 1
+    assert axe_violations(browser, within="onnx-explorer") == []  # the tables and boxes the run drew, too
     remote = [url for url in requested_urls(browser) if url.startswith("http") and not url.startswith(base)]
     assert remote == []

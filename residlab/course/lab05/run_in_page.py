@@ -37,6 +37,17 @@ def runtime_bytes(root: Path = PROJECT) -> int:
     return total
 
 
+def first_line(model: dict) -> str:
+    """The block's first line, from the export manifest's ``model``: said of the model itself, never of the capture
+    above it, since a build may show a committed capture of Pythia-14M while it had no verified files to export
+    (RESIDLAB_PYTHIA_CAPTURE=committed), and then runs the specimen here."""
+    if model["synthetic"]:
+        seed = f"seed {model['seed']}" if model.get("seed") is not None else "seed not recorded"
+        return (f"Random weights, not Pythia-14M: {model['name']}, a synthetic specimen (Pythia-14M's architecture and "
+                f"tokenizer, {seed}); this build had no verified Pythia-14M files to export.")  # fmt: skip
+    return f"{model['name']} at revision {model['revision']}, exported from the verified files this site was built from."
+
+
 def run_in_page_data(environ: dict | None = None) -> dict:
     """What the block shows before the button: which model, and the bytes the button fetches."""
     from residlab.pythia import onnx_export
@@ -45,14 +56,9 @@ def run_in_page_data(environ: dict | None = None) -> dict:
     manifest = onnx_export.read_manifest(folder)
     model = manifest["model"]
     fetched = sum(entry["size"] for entry in manifest["files"]) + (folder / onnx_export.MANIFEST_FILE).stat().st_size
-    # Said of the model itself, never of the capture above: a build may show a committed capture of Pythia-14M
-    # while it had no verified files to export (RESIDLAB_PYTHIA_CAPTURE=committed), and then runs the specimen here.
-    first_line = ("Random weights, not Pythia-14M: the synthetic specimen (Pythia-14M's architecture and tokenizer, "
-                  f"seed {model['seed']}); this build had no verified Pythia-14M files to export." if model["synthetic"]
-                  else f"{model['name']} at revision {model['revision']}, exported from the verified files this site "
-                  "was built from.")  # fmt: skip
+    first = first_line(model)
     return {
-        "first_line": first_line,
+        "first_line": first,
         "synthetic": model["synthetic"],
         "download_bytes": fetched + runtime_bytes(),
         "depth": manifest["depth"],

@@ -74,9 +74,13 @@ def _copy(source: Path, destination: Path) -> None:
 
 
 def _write_json(path: Path, value: dict) -> None:
+    """Written whole or not at all (a render and a test may ask for the same file at once), unless already so."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False) + "\n"
-    if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        path.write_text(text, encoding="utf-8")
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return
+    staging = path.with_name(f".{path.name}.{os.getpid()}")
+    staging.write_text(text, encoding="utf-8")
+    os.replace(staging, path)
 
 
 def notice(manifest: dict) -> str:

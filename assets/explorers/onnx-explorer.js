@@ -27,7 +27,14 @@
     }
     const id = ++nextId;
     return new Promise((resolve) => {
-      const timer = setTimeout(() => { waiting.delete(id); resolve({ type: "error", message: `no answer within ${LOAD_LIMIT_S} s` }); }, LOAD_LIMIT_S * 1000);
+      // A worker that gave no answer in time is ended, so the next press starts afresh rather than queueing behind it.
+      const timer = setTimeout(() => {
+        worker.terminate();
+        worker = null;
+        const answered = [...waiting.values()];
+        waiting.clear();
+        answered.forEach((answer) => answer({ type: "error", message: `no answer within ${LOAD_LIMIT_S} s; press again to start afresh` }));
+      }, LOAD_LIMIT_S * 1000);
       waiting.set(id, (answer) => { clearTimeout(timer); resolve(answer); });
       worker.postMessage({ id, ...request });
     });

@@ -27,6 +27,9 @@ PYODIDE := assets/pyodide
 # CodeMirror 6 and esbuild for the same editor, pinned by their own package-lock.json, installed by npm ci; a render
 # bundles the editor's one script from them (residlab/build/editor_bundle.py, a post-render step).
 EDITOR := assets/editor
+# onnxruntime-web and the tokenizer for Lab 05 Part 4's "Run it in the page", pinned by their package-lock.json,
+# installed by npm ci; a render copies the files the site serves (residlab/build/onnx_files.py, a post-render step).
+ONNX_RUNTIME := assets/onnx-runtime
 # torch comes first, from this index: PyPI's Linux wheel of torch is the CUDA build, several GB. A GPU user sets
 # another PyTorch index (e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu128); TORCH_INDEX= (empty) takes
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
@@ -76,6 +79,12 @@ $(LIGHTHOUSE)/node_modules/.installed: $(LIGHTHOUSE)/package.json $(LIGHTHOUSE)/
 
 pyodide: $(PYODIDE)/node_modules/.installed
 
+# onnxruntime-web and the tokenizer for Lab 05 Part 4's "Run it in the page", pinned by their lock; a render copies the
+# files the page loads (residlab/build/onnx_files.py), and the site suite's browser checks read the same install.
+$(ONNX_RUNTIME)/node_modules/.installed: $(ONNX_RUNTIME)/package.json $(ONNX_RUNTIME)/package-lock.json
+	npm ci --prefix $(ONNX_RUNTIME) --no-audit --no-fund --loglevel=error
+	touch $@
+
 $(PYODIDE)/node_modules/.installed: $(PYODIDE)/package.json $(PYODIDE)/package-lock.json
 	npm ci --prefix $(PYODIDE) --no-audit --no-fund --loglevel=error
 	touch $@
@@ -111,12 +120,12 @@ test:
 # workers share (tests/site/conftest.py).
 SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed \
-		$(EDITOR)/node_modules/.installed
+		$(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
 # One process: its tests compute (runners, trainings, renders of stand-ins) where the site suite's mostly wait on
 # Chromium, so workers here would only contend for the same two cores.
-test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
+test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
@@ -138,7 +147,7 @@ sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
 # A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
-render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
+render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
 	rm -rf _freeze .residlab-render-cache
@@ -155,9 +164,9 @@ pythia: $(VENV)/.installed
 pythia-capture: $(VENV)/.installed
 	$(BIN)/residlab pythia capture --captures assets/captures
 
-page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed
+page: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	@test -n "$(PAGE)" || { echo "usage: make page PAGE=path/to/page.qmd"; exit 2; }
 	$(BIN)/residlab site render $(PAGE)
 
 clean:
-	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(WHEELHOUSE) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules $(EDITOR)/node_modules _site _freeze .residlab-render-cache .quarto
+	rm -rf $(VENV) $(COMPAT_VENV) $(RUNNER_VENV) $(PEERS_VENV) $(WHEELHOUSE) $(LIGHTHOUSE)/node_modules $(PYODIDE)/node_modules $(EDITOR)/node_modules $(ONNX_RUNTIME)/node_modules .residlab-onnx _site _freeze .residlab-render-cache .quarto

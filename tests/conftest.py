@@ -32,6 +32,9 @@ _HF_HOME = tempfile.mkdtemp(prefix="residlab-test-hf-home-")
 os.environ["HF_HOME"] = _HF_HOME
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 os.environ.pop("HF_HUB_OFFLINE", None)
+# One cache of the page's ONNX export for the whole run: the unit tests, and the site suite's render of a clean copy
+# (whose own project folder starts empty), find the export of unchanged weights there instead of exporting again.
+os.environ.setdefault("RESIDLAB_ONNX_CACHE", str(ROOT / ".residlab-onnx"))
 # Every server a test talks to is on loopback: a developer's proxy settings must not route it elsewhere.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
 

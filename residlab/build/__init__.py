@@ -33,6 +33,9 @@
   (from ``make pyodide``'s install).
 - ``editor_bundle``: a Quarto post-render step, Lab 05's code editor (CodeMirror 6) bundled by esbuild into the site
   (from ``make editor``'s install).
+- ``onnx_files``: a Quarto post-render step, the page's model exported to ONNX (``pythia.onnx_export``, cached by the
+  weights' digest) with its licence and the numbers a browser's run is checked against, and the pinned onnxruntime-web
+  and tokenizers files that run it, copied into the site (from the npm install in ``assets/onnx-runtime/``).
 - ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
   ``benchmarks/lighthouse_scores.py``).
 """

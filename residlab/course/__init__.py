@@ -50,6 +50,7 @@ _INTERFACE = {
     "capture_reading": ("residlab.course.lab05.capture_reading", None),
     "open_run": ("residlab.course.lab05.open_run", None),
     "page_explorer": ("residlab.course.lab05.explorer_data", "page_explorer"),
+    "run_in_page_block": ("residlab.course.lab05.run_in_page", "run_in_page_block"),
     "decoder_audit": ("residlab.course.lab06.decoder_audit", None),
     "pythia_audit": ("residlab.course.lab06.pythia_audit", None),
     "scale_audit": ("residlab.course.lab06.scale_audit", None),

@@ -258,7 +258,7 @@ FAMILIES = (
         ),
         shown_code=(ShownCode("trace_residual_toy.py", "toy", ("Vector", "sequential_trace", "readout")),),  # solutions
         explorers=("toy-trace.js", "answer-checker.js", "python-editor.js", "python-worker.js", "capture-explorer.js",
-                   "open-capture.js", "python-json.js"),
+                   "open-capture.js", "python-json.js", "onnx-explorer.js", "onnx-worker.js"),
         downloads=(f"{RUNNER_DIR}/{TOY_SKELETON[0]}", RUNNER_REQUIREMENTS, "assets/captures/*/*.json"),
     ),
     PageFamily(

@@ -33,6 +33,12 @@ Modules, bottom to top (each imports only those above it in this list and ``resi
                 (``GIT_FILE_MAX_BYTES``: the largest file the Hub serves outside LFS).
 - ``specimen``  an architecture-identical GPT-NeoX with seeded random weights, for tests and the cached capture
                 (``build_specimen_model``, ``write_specimen``, ``PINNED_CONFIG``, ``TOKENIZER_SOURCE``).
+- ``onnx_export`` the model a build describes (its verified files, else the specimen) exported to ONNX for the page:
+                the logits, every block's input, both writes and the final state at the capture floor's sites, the
+                logit lens' top tokens, one additive input per write; cached by the weights' digest with a manifest
+                saying which model it is (``exported``, ``page_model_source``, ``specimen_source``).
+- ``onnx_reference`` the numbers a browser's run of that export is checked against, from the recording (every
+                site, sampled logits, the lens; clean and one write zeroed) and Python's tokenizer (a few hundred strings).
 - ``cli``       ``residlab pythia plan|fetch|verify|pin|observe|capture`` (``fetch --cache``: the lock's cache folder).
 
 How fetch and verify treat what they read: the download never reads more than a file's pinned size plus one byte,

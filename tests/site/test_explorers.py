@@ -305,10 +305,10 @@ def test_explorers_request_nothing_beyond_the_site(lab, lab_url):
     scripts = [url for url in lab["requested"] if "/assets/explorers/" in url]
     # the registry's scripts of Lab 05 from the site itself (their small stylesheet is written into the page when the
     # site is built), each fetched once as its block neared the screen, all but the editor's worker, which only a
-    # first Run or Check starts
+    # first Run or Check starts, and the model's, which only the "Run it in the page" button starts
     from residlab.course import pages
 
-    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-worker.js"}
+    expected = set(pages.family_of("labs/05-trace-residual-stream.qmd").explorers) - {"python-worker.js", "onnx-worker.js"}
     assert sorted(url.rsplit("/", 1)[1] for url in scripts) == sorted(expected), lab["requested"]
     assert [url for url in lab["requested"] if urlsplit(url).scheme not in ("data", "blob") and urlsplit(url).netloc != origin] == []
     assert lab["failed"] == [] and [e for e in lab["console"] if e["level"] == "SEVERE"] == []

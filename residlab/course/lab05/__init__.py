@@ -15,6 +15,8 @@
 - ``capture_reading``: the sentences that interpret a capture, each chosen from its numbers and read against its
   null (the analytic spread of a cosine in d dimensions; the random-weight run of the same shape).
 - ``explorer_data``: what the capture explorer shows for every token position.
+- ``run_in_page``: Part 4's "Run it in the page": the block that runs the page's model (an ONNX export) in the
+  reader's browser, what it says the model is, and the bytes its button fetches (``RUNTIME_SHIPPED``).
 - ``open_run``: the HTML blocks with which a reader opens their own capture (Lab 05) or packet (Lab 06) in the
   browser, checked there and never uploaded (the Lab 06 page takes them through the front door).
 

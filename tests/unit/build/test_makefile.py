@@ -26,6 +26,7 @@ LEARNER_REQUIREMENTS = ("assets/labs/torch-requirements.txt", "assets/labs/resid
 LIGHTHOUSE = "tests/site/lighthouse"
 PYODIDE = "assets/pyodide"  # Lab 05 Part 3's interpreter, served by the site (residlab/build/pyodide_files.py)
 EDITOR = "assets/editor"  # Lab 05 Part 3's code editor, bundled into the site (residlab/build/editor_bundle.py)
+ONNX_RUNTIME = "assets/onnx-runtime"  # Lab 05 Part 4's model runtime, served by the site (residlab/build/onnx_files.py)
 
 
 def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[str]:
@@ -34,7 +35,8 @@ def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[st
         pytest.fail("make is not on PATH: the README's two commands need it")
     for name in ("Makefile", "pyproject.toml", *ENVIRONMENTS.values(), *LEARNER_REQUIREMENTS, f"{LIGHTHOUSE}/package.json",
                  f"{LIGHTHOUSE}/package-lock.json", f"{PYODIDE}/package.json", f"{PYODIDE}/package-lock.json",
-                 f"{EDITOR}/package.json", f"{EDITOR}/package-lock.json"):
+                 f"{EDITOR}/package.json", f"{EDITOR}/package-lock.json", f"{ONNX_RUNTIME}/package.json",
+                 f"{ONNX_RUNTIME}/package-lock.json"):
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ROOT / name, folder / name)
     # As on a fresh shell: when the suite itself runs under `make test TORCH_INDEX=` (as CI runs it), make passes
@@ -90,7 +92,7 @@ def test_lighthouse_is_installed_from_its_lock_before_the_site_suite(tmp_path):
     lines = make_dry_run(tmp_path)
     install = [line for line in lines if line.startswith("npm ")]
     assert sorted(install) == sorted(f"npm ci --prefix {folder} --no-audit --no-fund --loglevel=error"
-                                     for folder in (LIGHTHOUSE, PYODIDE, EDITOR))
+                                     for folder in (LIGHTHOUSE, PYODIDE, EDITOR, ONNX_RUNTIME))
     site_suite = next(i for i, line in enumerate(lines) if " -m pytest" in line and " tests/site " in f"{line} ")
     assert max(map(lines.index, install)) < site_suite
     package = json.loads((ROOT / LIGHTHOUSE / "package.json").read_text(encoding="utf-8"))
@@ -166,3 +168,20 @@ def test_pyodide_is_pinned_exactly_in_its_lock():
     version = package["dependencies"]["pyodide"]
     assert re.fullmatch(r"\d+\.\d+\.\d+", version)  # exact, as npm i -E writes it
     assert lock["packages"]["node_modules/pyodide"]["version"] == version
+
+
+def test_the_onnx_runtime_is_installed_from_its_lock_before_any_render(tmp_path):
+    # The site serves onnxruntime-web and the tokenizer from this install (a post-render step copies the files Lab 05
+    # Part 4 loads), pinned exactly; the site suite's browser checks read it too.
+    import json
+
+    install = f"npm ci --prefix {ONNX_RUNTIME} --no-audit --no-fund --loglevel=error"
+    for target, arguments in (("render", ()), ("page", ("PAGE=labs/05-trace-residual-stream.qmd",))):
+        lines = make_dry_run(tmp_path, *arguments, target=target)
+        assert install in lines, target
+        assert lines.index(install) < next(i for i, line in enumerate(lines) if "residlab site render" in line), target
+    package = json.loads((ROOT / ONNX_RUNTIME / "package.json").read_text(encoding="utf-8"))
+    lock = json.loads((ROOT / ONNX_RUNTIME / "package-lock.json").read_text(encoding="utf-8"))
+    assert package["dependencies"] == {"@huggingface/tokenizers": "0.2.0", "onnxruntime-web": "1.30.0"}
+    for name, version in package["dependencies"].items():
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version

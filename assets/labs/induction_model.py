@@ -31,36 +31,36 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 """
 
 # Read this first: the recipe and the audit's input: the training, then the declared writes.
-#   line  191  residlab/course/models/induction/recipe.py
-#   line  244    MODEL_CONFIG
-#   line  313    train_induction_model
-#   line 3905  residlab/course/lab06/induction_audit.py
-#   line 3938    declared_sites
+#   line  192  residlab/course/models/induction/recipe.py
+#   line  245    MODEL_CONFIG
+#   line  314    train_induction_model
+#   line 3906  residlab/course/lab06/induction_audit.py
+#   line 3939    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   69  residlab/course/models/needs_torch.py
-#   line  104  residlab/course/models/threads.py
-#   line  126  residlab/capture/versions.py
-#   line  159  residlab/capture/vectors.py
-#   line  191  residlab/course/models/induction/recipe.py
-#   line  374  residlab/capture/blocks.py
-#   line  584  residlab/capture/sites.py
-#   line  689  residlab/capture/recording.py
-#   line  850  residlab/capture/patching.py
-#   line  967  residlab/audit/measures.py
-#   line 1089  residlab/course/models/induction/measures.py
-#   line 1339  residlab/course/models/induction/induction_lab.py
-#   line 1443  residlab/capture/outdir.py
-#   line 1555  residlab/capture/files.py
-#   line 1647  residlab/audit/subject.py
-#   line 1962  residlab/audit/runs.py
-#   line 2316  residlab/audit/schema.py
-#   line 2702  residlab/audit/attribution.py
-#   line 2815  residlab/audit/placement.py
-#   line 3058  residlab/audit/packet.py
-#   line 3479  residlab/audit/verify.py
-#   line 3905  residlab/course/lab06/induction_audit.py
-#   line 3996  residlab/course/lab06/induction_cli.py (the entry)
+#   line  105  residlab/course/models/threads.py
+#   line  127  residlab/capture/versions.py
+#   line  160  residlab/capture/vectors.py
+#   line  192  residlab/course/models/induction/recipe.py
+#   line  375  residlab/capture/blocks.py
+#   line  585  residlab/capture/sites.py
+#   line  690  residlab/capture/recording.py
+#   line  851  residlab/capture/patching.py
+#   line  968  residlab/audit/measures.py
+#   line 1090  residlab/course/models/induction/measures.py
+#   line 1340  residlab/course/models/induction/induction_lab.py
+#   line 1444  residlab/capture/outdir.py
+#   line 1556  residlab/capture/files.py
+#   line 1648  residlab/audit/subject.py
+#   line 1963  residlab/audit/runs.py
+#   line 2317  residlab/audit/schema.py
+#   line 2703  residlab/audit/attribution.py
+#   line 2816  residlab/audit/placement.py
+#   line 3059  residlab/audit/packet.py
+#   line 3480  residlab/audit/verify.py
+#   line 3906  residlab/course/lab06/induction_audit.py
+#   line 4002  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -87,8 +87,9 @@ def torch_missing_message(program: str, python: str) -> str:
     # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
         f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
-        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
-        "on Windows .venv-residual\\Scripts\\python.exe)"
+        "environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for Lesson 2.1's "
+        "and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows Scripts\\python.exe in "
+        "place of bin/python)"
     )
 
 
@@ -3984,12 +3985,17 @@ def readout_write_verdict(packet: dict) -> dict:
     predicted = next(r for r in rows if (r["component"], r["block"]) == PREDICTED_WRITE and r["position"] == readout)
     by_recovery = max(rows, key=lambda r: -1e300 if r["patch_recovery"] is None else r["patch_recovery"])
     by_total = max(rows, key=lambda r: abs(r["total_effect"]))
+    # What the earlier blocks' writes at the readout recover: near 0, block 1's input there is all but the same in
+    # both runs, and its attention at the readout is the only route from the changed token to the readout.
+    earlier = [abs(r["patch_recovery"]) for r in rows if r["block"] < PREDICTED_WRITE[1] and r["position"] == readout
+               and r["patch_recovery"] is not None]  # fmt: skip
     return {
         "predicted": predicted,
         "largest_recovery": by_recovery,
         "largest_total": by_total,
         "found_by_recovery": by_recovery is predicted,
         "found_by_total": by_total is predicted,
+        "earlier_at_readout": max(earlier) if earlier else None,
     }
 
 

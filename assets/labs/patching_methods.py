@@ -31,35 +31,35 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1338  residlab/course/lab07/designs.py
-#   line 1403    make_design
-#   line 1431  residlab/course/lab07/patching.py
-#   line 1588    activation_grids
-#   line 1639    path_patching
-#   line 1662  residlab/course/lab07/attribution.py
-#   line 1705    attribution_grids
-#   line 1754    error_split
-#   line 1792  residlab/course/lab07/distribution.py
-#   line 1881    null_design
-#   line 2049    measure_distribution
+#   line 1339  residlab/course/lab07/designs.py
+#   line 1404    make_design
+#   line 1432  residlab/course/lab07/patching.py
+#   line 1589    activation_grids
+#   line 1640    path_patching
+#   line 1663  residlab/course/lab07/attribution.py
+#   line 1706    attribution_grids
+#   line 1755    error_split
+#   line 1793  residlab/course/lab07/distribution.py
+#   line 1882    null_design
+#   line 2050    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
-#   line  103  residlab/capture/blocks.py
-#   line  313  residlab/capture/sites.py
-#   line  418  residlab/capture/recording.py
-#   line  579  residlab/capture/patching.py
-#   line  696  residlab/capture/versions.py
-#   line  729  residlab/capture/vectors.py
-#   line  761  residlab/audit/measures.py
-#   line  883  residlab/course/models/threads.py
-#   line  905  residlab/course/models/induction/recipe.py
-#   line 1088  residlab/course/models/induction/measures.py
-#   line 1338  residlab/course/lab07/designs.py
-#   line 1431  residlab/course/lab07/patching.py
-#   line 1662  residlab/course/lab07/attribution.py
-#   line 1792  residlab/course/lab07/distribution.py
-#   line 2105  residlab/course/lab07/lab.py (the entry)
+#   line  104  residlab/capture/blocks.py
+#   line  314  residlab/capture/sites.py
+#   line  419  residlab/capture/recording.py
+#   line  580  residlab/capture/patching.py
+#   line  697  residlab/capture/versions.py
+#   line  730  residlab/capture/vectors.py
+#   line  762  residlab/audit/measures.py
+#   line  884  residlab/course/models/threads.py
+#   line  906  residlab/course/models/induction/recipe.py
+#   line 1089  residlab/course/models/induction/measures.py
+#   line 1339  residlab/course/lab07/designs.py
+#   line 1432  residlab/course/lab07/patching.py
+#   line 1663  residlab/course/lab07/attribution.py
+#   line 1793  residlab/course/lab07/distribution.py
+#   line 2106  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -86,8 +86,9 @@ def torch_missing_message(program: str, python: str) -> str:
     # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
         f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
-        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
-        "on Windows .venv-residual\\Scripts\\python.exe)"
+        "environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for Lesson 2.1's "
+        "and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows Scripts\\python.exe in "
+        "place of bin/python)"
     )
 
 

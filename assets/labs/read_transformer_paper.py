@@ -22,30 +22,30 @@ Sections 1-2 are computed in ``residlab.course.lab04.positional_encoding``, sect
 ``residlab.course.lab04.traced_block``, section 4 in ``residlab.course.models.gradient_profile``; this module counts the base
 model's parameters, runs them all and prints the report. Pages read their names from here.
 
-Run it as ``residlab paper`` or, standalone, ``.venv-residual/bin/python read_transformer_paper.py`` in the
+Run it as ``residlab paper`` or, standalone, ``.venv-lesson/bin/python read_transformer_paper.py`` in the
 environment Lesson 2.1's lab sets up (torch and NumPy, ``torch-requirements.txt``):
 
-    .venv-residual/bin/python read_transformer_paper.py  # every section
-    .venv-residual/bin/python read_transformer_paper.py --skip-profile  # leave out the gradient profile (the slow part)
+    .venv-lesson/bin/python read_transformer_paper.py  # every section
+    .venv-lesson/bin/python read_transformer_paper.py --skip-profile  # leave out the gradient profile (the slow part)
 
 Everything is deterministic: the small block's weights and input come from fixed seeds, and the checks run in
 float64 so their tolerances can be tight.
 """
 
 # Read this first: the traced block.
-#   line  507  residlab/course/lab04/traced_block.py
-#   line  612    capture_block
-#   line  691    check_post_ln
-#   line  703    check_pre_ln
+#   line  508  residlab/course/lab04/traced_block.py
+#   line  613    capture_block
+#   line  692    check_post_ln
+#   line  704    check_pre_ln
 #
 # Contents (the line where each section's marker starts):
 #   line   54  residlab/course/models/needs_torch.py
-#   line   89  residlab/course/models/threads.py
-#   line  111  residlab/course/models/gradient_profile.py
-#   line  224  residlab/course/lab04/positional_encoding.py
-#   line  346  residlab/capture/recording.py
-#   line  507  residlab/course/lab04/traced_block.py
-#   line  837  residlab/course/lab04/paper_lab.py (the entry)
+#   line   90  residlab/course/models/threads.py
+#   line  112  residlab/course/models/gradient_profile.py
+#   line  225  residlab/course/lab04/positional_encoding.py
+#   line  347  residlab/capture/recording.py
+#   line  508  residlab/course/lab04/traced_block.py
+#   line  838  residlab/course/lab04/paper_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -72,8 +72,9 @@ def torch_missing_message(program: str, python: str) -> str:
     # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
         f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
-        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
-        "on Windows .venv-residual\\Scripts\\python.exe)"
+        "environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for Lesson 2.1's "
+        "and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows Scripts\\python.exe in "
+        "place of bin/python)"
     )
 
 

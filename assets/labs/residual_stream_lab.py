@@ -16,45 +16,45 @@ The copy model and its training are ``residlab.course.models.copy_model``; the g
 Residual Contribution Audit), reading and changing the block's values at its hook points with
 ``residlab.capture.recording.record_sites``, and prints the lesson's report.
 
-Run it as ``residlab lesson`` or, standalone, ``.venv-residual/bin/python residual_stream_lab.py`` in the
+Run it as ``residlab lesson`` or, standalone, ``.venv-lesson/bin/python residual_stream_lab.py`` in the
 environment Lesson 2.1's lab sets up (torch and NumPy, ``torch-requirements.txt``):
 
-    .venv-residual/bin/python residual_stream_lab.py  # training log, readouts, interventions, audit, profiles
-    .venv-residual/bin/python residual_stream_lab.py --json  # the same results as one JSON document
-    .venv-residual/bin/python residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
-    .venv-residual/bin/python residual_stream_lab.py packet DIR  # the audit of the copy model as a packet, written into DIR
-    .venv-residual/bin/python residual_stream_lab.py verify DIR  # the model retrained from its seed, and that packet verified
+    .venv-lesson/bin/python residual_stream_lab.py  # training log, readouts, interventions, audit, profiles
+    .venv-lesson/bin/python residual_stream_lab.py --json  # the same results as one JSON document
+    .venv-lesson/bin/python residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
+    .venv-lesson/bin/python residual_stream_lab.py packet DIR  # the audit of the copy model as a packet, written into DIR
+    .venv-lesson/bin/python residual_stream_lab.py verify DIR  # the model retrained from its seed, and that packet verified
 """
 
 # Read this first: the audit of the copy model.
-#   line  665  residlab/course/models/copy_model.py
-#   line  721    PreNormBlock
-#   line 3668  residlab/course/models/lesson_lab.py
-#   line 3799    run_traced
-#   line 3844    audit_model
+#   line  666  residlab/course/models/copy_model.py
+#   line  722    PreNormBlock
+#   line 3669  residlab/course/models/lesson_lab.py
+#   line 3800    run_traced
+#   line 3845    audit_model
 #
 # Contents (the line where each section's marker starts):
 #   line   63  residlab/course/models/needs_torch.py
-#   line   98  residlab/capture/recording.py
-#   line  259  residlab/capture/patching.py
-#   line  376  residlab/capture/vectors.py
-#   line  408  residlab/audit/measures.py
-#   line  530  residlab/audit/attribution.py
-#   line  643  residlab/course/models/threads.py
-#   line  665  residlab/course/models/copy_model.py
-#   line  858  residlab/course/models/gradient_profile.py
-#   line  971  residlab/capture/blocks.py
-#   line 1181  residlab/capture/sites.py
-#   line 1286  residlab/capture/versions.py
-#   line 1319  residlab/capture/outdir.py
-#   line 1431  residlab/capture/files.py
-#   line 1523  residlab/audit/subject.py
-#   line 1838  residlab/audit/runs.py
-#   line 2192  residlab/audit/schema.py
-#   line 2578  residlab/audit/placement.py
-#   line 2821  residlab/audit/packet.py
-#   line 3242  residlab/audit/verify.py
-#   line 3668  residlab/course/models/lesson_lab.py (the entry)
+#   line   99  residlab/capture/recording.py
+#   line  260  residlab/capture/patching.py
+#   line  377  residlab/capture/vectors.py
+#   line  409  residlab/audit/measures.py
+#   line  531  residlab/audit/attribution.py
+#   line  644  residlab/course/models/threads.py
+#   line  666  residlab/course/models/copy_model.py
+#   line  859  residlab/course/models/gradient_profile.py
+#   line  972  residlab/capture/blocks.py
+#   line 1182  residlab/capture/sites.py
+#   line 1287  residlab/capture/versions.py
+#   line 1320  residlab/capture/outdir.py
+#   line 1432  residlab/capture/files.py
+#   line 1524  residlab/audit/subject.py
+#   line 1839  residlab/audit/runs.py
+#   line 2193  residlab/audit/schema.py
+#   line 2579  residlab/audit/placement.py
+#   line 2822  residlab/audit/packet.py
+#   line 3243  residlab/audit/verify.py
+#   line 3669  residlab/course/models/lesson_lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -81,8 +81,9 @@ def torch_missing_message(program: str, python: str) -> str:
     # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
         f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
-        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
-        "on Windows .venv-residual\\Scripts\\python.exe)"
+        "environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for Lesson 2.1's "
+        "and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows Scripts\\python.exe in "
+        "place of bin/python)"
     )
 
 

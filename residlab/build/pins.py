@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from residlab.course import pages
 from residlab.pythia.lock import LockError, default_lock_path, parse_lock
 
 RUNTIME_LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors", "huggingface_hub")
@@ -55,14 +56,18 @@ def variables_yaml(lock: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def residual_requirements(lock: dict) -> str:
-    """The learners' requirements for the observation runner."""
+def residual_requirements(lock: dict, requirements_text: str) -> str:
+    """The learners' requirements for the runners that import Transformers (Lab 05 Part 4's environment): the lock's
+    libraries and NumPy at the project's pin (Transformers would take any release)."""
+    runners = [runner.filename for runner in pages.runners() if runner.needs == pages.REQUIREMENTS_LINK]
     lines = [
         f"# {GENERATED_NOTE}",
-        f"# Pinned for inspect_residual_stream.py: the versions the residlab checks ran (Python {lock['libraries']['python']}).",
+        f"# Pinned for {', '.join(runners[:-1])} and {runners[-1]}: the versions the residlab checks ran "
+        f"(Python {lock['libraries']['python']}).",
         "# On Linux or Windows, install the CPU wheel of torch first (see Lab 05 Part 4) to avoid CUDA downloads.",
     ]
     lines += [f"{name}=={lock['libraries'][name]}" for name in RUNTIME_LIBRARIES]
+    lines.append(f"numpy=={requirement_pins(requirements_text)['numpy']}")
     return "\n".join(lines) + "\n"
 
 
@@ -121,7 +126,7 @@ def pinned_outputs(site_root: Path, lock: dict) -> dict[Path, str]:
     requirements_text = (site_root / "requirements.txt").read_text(encoding="utf-8")
     return {
         site_root / "_variables.yml": variables_yaml(lock),
-        site_root / "assets" / "labs" / "residual-requirements.txt": residual_requirements(lock),
+        site_root / "assets" / "labs" / "residual-requirements.txt": residual_requirements(lock, requirements_text),
         site_root / "assets" / "labs" / "torch-requirements.txt": torch_requirements(lock, requirements_text),
         site_root / "tests" / "compat-requirements.txt": compat_requirements(lock, requirements_text),
     }

@@ -178,8 +178,8 @@ FAMILIES = (
         summary="a guided reading of Vaswani et al. (2017) section 3, the positional encoding checked and the "
         "post-LN block traced by code",
         path=("Do", "Read section 3 of *Attention Is All You Need* with code beside it: check its positional "
-              "encoding, trace its post-normalised block in PyTorch, and see why its boundaries are no running "
-              "sum."),
+              "encoding, trace its post-normalised block in PyTorch, and test whether its boundaries form a "
+              "running sum."),
         runners=(
             Runner(
                 "read_transformer_paper.py",
@@ -263,11 +263,11 @@ FAMILIES = (
     ),
     PageFamily(
         "labs/06-audit-a-decoder.qmd", label="Lab 06", room="lab06", section="Labs", path_step=4,
-        summary="the Residual Contribution Audit of a random-weight specimen as a verified packet, and how to run "
-        "it on Pythia-14M",
+        summary="the Residual Contribution Audit of the trained induction model and of a random-weight specimen as "
+        "verified packets, and how to run it on Pythia-14M",
         path=("Then do", "Find where each block type writes into the stream, run the Residual Contribution Audit of "
-              "a random-weight specimen as a packet you verify by re-running it, then (optionally) audit "
-              "Pythia-14M with the files Lab 05 downloaded."),
+              "the site's trained induction model and of a random-weight specimen as packets you verify by "
+              "re-running them, then (optionally) audit Pythia-14M with the files Lab 05 downloaded."),
         runners=(
             Runner(
                 "audit_residual_writes.py",

@@ -97,8 +97,9 @@ def test_torch_runners_without_torch_say_so_in_one_line(tmp_path, python_without
     assert completed.returncode == 1 and completed.stdout == ""
     assert one_line(completed.stderr) == (
         f"{runner}: torch is not installed for this Python ({python_without_torch}): run it with the Python of the "
-        "virtual environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python "
-        f"{runner}; on Windows .venv-residual\\Scripts\\python.exe)"
+        "virtual environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for "
+        "Lesson 2.1's and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows "
+        "Scripts\\python.exe in place of bin/python)"
     )
 
 

@@ -15,11 +15,11 @@ Sections 1-2 are computed in ``residlab.course.lab04.positional_encoding``, sect
 ``residlab.course.lab04.traced_block``, section 4 in ``residlab.course.models.gradient_profile``; this module counts the base
 model's parameters, runs them all and prints the report. Pages read their names from here.
 
-Run it as ``residlab paper`` or, standalone, ``.venv-residual/bin/python read_transformer_paper.py`` in the
+Run it as ``residlab paper`` or, standalone, ``.venv-lesson/bin/python read_transformer_paper.py`` in the
 environment Lesson 2.1's lab sets up (torch and NumPy, ``torch-requirements.txt``):
 
-    .venv-residual/bin/python read_transformer_paper.py  # every section
-    .venv-residual/bin/python read_transformer_paper.py --skip-profile  # leave out the gradient profile (the slow part)
+    .venv-lesson/bin/python read_transformer_paper.py  # every section
+    .venv-lesson/bin/python read_transformer_paper.py --skip-profile  # leave out the gradient profile (the slow part)
 
 Everything is deterministic: the small block's weights and input come from fixed seeds, and the checks run in
 float64 so their tolerances can be tight.

@@ -114,7 +114,8 @@ def position_zero_sentence(capture: PageCapture) -> str:
         return (f"Position 0 **does not stand apart** from the others: {measured}, within a factor of "
                 f"{APART_FACTOR:g} either way.")  # fmt: skip
     if capture.synthetic:
-        return f"Position 0 **stands apart** from the others: {measured}; with random weights that needs no training to explain."
+        return (f"Position 0 **stands apart** from the others: {measured}; in random weights, so it can arise without "
+                f"training.")  # fmt: skip
     return (f"Position 0 **stands apart** from the others: {measured}. Expect this in trained decoders: many give "
             f"the first position a far larger norm than any other, a place attention can rest on when nothing "
             f"else is worth reading [@xiao2024efficient]. Leave position 0 out of averages and comparisons across "
@@ -123,7 +124,7 @@ def position_zero_sentence(capture: PageCapture) -> str:
 
 def null_sentence(capture: PageCapture, null: PageCapture | None = None) -> str:
     """The same readings on the random-weight run of the same shape (the synthetic specimen's committed capture,
-    made by the same code): what needs no training to explain. For the specimen itself, that it is the null."""
+    made by the same code): what can arise without training. For the specimen itself, that it is the null."""
     if capture.synthetic:
         return ("*Untrained baseline.* This capture is itself the random-weight run: every pattern above is one an "
                 "untrained network of this shape shows, so none of it is evidence of anything learned.")
@@ -137,7 +138,8 @@ def null_sentence(capture: PageCapture, null: PageCapture | None = None) -> str:
             f"the same sentence and position) gives: a raw norm that {trend['direction'] if trend['direction'] != 'neither' else 'neither rises nor falls'} "
             f"(a factor of {factor} from first to last boundary), position 0 at {ratio}, and a largest |cos| "
             f"between an update and the state it lands on of {number(seen['largest_abs_cosine'], 3)}. A pattern "
-            f"the trained model shares with these numbers needs no training to explain.")  # fmt: skip
+            f"the trained model shares with this one draw could arise without training; whether it does in the "
+            f"trained model would take more seeds and an intervention to say.")  # fmt: skip
 
 
 def width(capture: PageCapture) -> int:

@@ -63,3 +63,19 @@ def checks_sentence(lines) -> str:
     number = {key: audit.check_number(lines, label) for key, label in audit.CHECK_LABELS.items()}
     return (f"Check {number['parameters']} says the parameters were the same frozen tensors in every run; checks "
             f"{number['upstream']} and {number['declared']} are the lesson's second invariant")
+
+
+def recovery_sentence(packet: dict) -> str:
+    """The patch recoveries read against the gap they divide by: where some lie outside 0 to 1, said as what a small
+    gap gives, not a share of anything."""
+    baseline = packet["measurement"]["baseline"]
+    clean, corrupt = baseline["clean"]["value"], baseline["corrupt"]["value"]
+    recoveries = [(row["site"], row["patch_recovery"]["value"]) for row in packet["measurement"]["results"]]
+    outside = [(site, value) for site, value in recoveries if value is not None and not 0 <= value <= 1]
+    if not outside:
+        return f"Every recovery here lies between 0 and 1, over a gap of {clean - corrupt:.3f} in logit difference."
+    listed = ", ".join(f"{site} {value:.3f}" for site, value in outside)
+    return (f"A recovery divides by the gap, here {clean - corrupt:.3f} in logit difference ({clean:.3f} clean, "
+            f"{corrupt:.3f} corrupt), and a write can move the corrupt run by more than that: recoveries outside 0 to 1 "
+            f"({listed}) are what a small gap gives, not a share of anything. Read a recovery only where the gap is "
+            f"large against what single writes move.")  # fmt: skip

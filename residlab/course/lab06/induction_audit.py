@@ -86,10 +86,15 @@ def readout_write_verdict(packet: dict) -> dict:
     predicted = next(r for r in rows if (r["component"], r["block"]) == PREDICTED_WRITE and r["position"] == readout)
     by_recovery = max(rows, key=lambda r: -1e300 if r["patch_recovery"] is None else r["patch_recovery"])
     by_total = max(rows, key=lambda r: abs(r["total_effect"]))
+    # What the earlier blocks' writes at the readout recover: near 0, block 1's input there is all but the same in
+    # both runs, and its attention at the readout is the only route from the changed token to the readout.
+    earlier = [abs(r["patch_recovery"]) for r in rows if r["block"] < PREDICTED_WRITE[1] and r["position"] == readout
+               and r["patch_recovery"] is not None]  # fmt: skip
     return {
         "predicted": predicted,
         "largest_recovery": by_recovery,
         "largest_total": by_total,
         "found_by_recovery": by_recovery is predicted,
         "found_by_total": by_total is predicted,
+        "earlier_at_readout": max(earlier) if earlier else None,
     }

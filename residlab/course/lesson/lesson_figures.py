@@ -213,7 +213,9 @@ def _readability(p: float, chance: float) -> str:
         return "readable as the top token"
     if p >= 2 * chance:
         return "above chance but not the top token for sure"
-    return "no more readable than chance"
+    if p >= chance / 2:
+        return "no more readable than chance"
+    return "less readable than a uniform guess would make it (the readout puts its weight on other tokens)"
 
 
 def readout_sentence(p_embedding: float, p_attention: float, p_mlp: float, vocab: int) -> str:

@@ -115,7 +115,8 @@ def model_callout(capture: PageCapture, where: str = "below") -> str:
             "Pythia-14M repository), files stored the way the real checkpoint stores them. The checks "
             "are real (it runs exactly the code your run uses), but every norm, cosine and readout describes an "
             "untrained network: a baseline, labelled as one. Set beside your trained-model run it says one thing "
-            "only, which patterns need no training to explain (those both runs show); it is no evidence of what "
+            "only, which patterns could arise without training (those both runs show; one draw cannot say more); it is "
+            "no evidence of what "
             "a trained model learned, and no noise floor to measure a trained run's numbers against.\n:::\n"
         )
     return (

@@ -5,14 +5,14 @@ The copy model and its training are ``residlab.course.models.copy_model``; the g
 Residual Contribution Audit), reading and changing the block's values at its hook points with
 ``residlab.capture.recording.record_sites``, and prints the lesson's report.
 
-Run it as ``residlab lesson`` or, standalone, ``.venv-residual/bin/python residual_stream_lab.py`` in the
+Run it as ``residlab lesson`` or, standalone, ``.venv-lesson/bin/python residual_stream_lab.py`` in the
 environment Lesson 2.1's lab sets up (torch and NumPy, ``torch-requirements.txt``):
 
-    .venv-residual/bin/python residual_stream_lab.py  # training log, readouts, interventions, audit, profiles
-    .venv-residual/bin/python residual_stream_lab.py --json  # the same results as one JSON document
-    .venv-residual/bin/python residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
-    .venv-residual/bin/python residual_stream_lab.py packet DIR  # the audit of the copy model as a packet, written into DIR
-    .venv-residual/bin/python residual_stream_lab.py verify DIR  # the model retrained from its seed, and that packet verified
+    .venv-lesson/bin/python residual_stream_lab.py  # training log, readouts, interventions, audit, profiles
+    .venv-lesson/bin/python residual_stream_lab.py --json  # the same results as one JSON document
+    .venv-lesson/bin/python residual_stream_lab.py --skip-profile  # leave out the pre-LN/post-LN gradient profile
+    .venv-lesson/bin/python residual_stream_lab.py packet DIR  # the audit of the copy model as a packet, written into DIR
+    .venv-lesson/bin/python residual_stream_lab.py verify DIR  # the model retrained from its seed, and that packet verified
 """
 
 from __future__ import annotations

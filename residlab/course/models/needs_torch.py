@@ -19,8 +19,9 @@ def torch_missing_message(program: str, python: str) -> str:
     # The environment its page builds, never an unpinned install: the pages pin torch with what it needs.
     return (
         f"{program}: torch is not installed for this Python ({python}): run it with the Python of the virtual "
-        f"environment its page sets up, which holds the pinned requirements (.venv-residual/bin/python {program}; "
-        "on Windows .venv-residual\\Scripts\\python.exe)"
+        "environment its page sets up, which holds the pinned requirements (.venv-lesson/bin/python for Lesson 2.1's "
+        "and Lab 04's runners, .venv-residual/bin/python for the later labs'; on Windows Scripts\\python.exe in "
+        "place of bin/python)"
     )
 
 

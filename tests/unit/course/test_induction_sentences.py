@@ -44,7 +44,7 @@ def test_head_sentence_follows_the_rule_and_the_block():
     # the runner-up named by block and head; a near-equal runner-up makes a tie, said as one
     assert "the next highest is 0.10, in block 0, head 0" in sentences.head_sentence(report(), "previous_token")
     tie = sentences.head_sentence(report(runner_up=0.88), "previous_token")
-    assert tie.startswith("The highest previous-token scores are a tie: 0.90 in block 0, head 2 and 0.88 in block 0, head 0")
+    assert tie.startswith("The highest previous-token scores are a tie: 0.900 in block 0, head 2 and 0.880 in block 0, head 0")
     assert "both where the mechanism needs it" in tie and not sentences.tie_across_blocks(report(runner_up=0.88), "previous_token")
     across = report(runner_up=0.88)
     across["head_scores"]["previous_token"][0][0] = 0.0  # the runner-up now sits in block 1 only
@@ -139,3 +139,11 @@ def test_the_corrupt_input_changes_only_the_token_induction_copies():
     logits = torch.zeros(measures.VOCAB_SIZE)
     logits[experiment.target] = 3.0
     assert choose_rival(logits, logits, experiment.target) != experiment.target  # the rule never names the target
+
+
+def test_a_recovery_the_two_block_layout_forces_is_said_to_be_forced():
+    forced = sentences.forced_sentence(0.999, 0.001, 14)
+    assert forced.startswith("A recovery of 1.00 there is close to forced, not found") and "position 14" in forced
+    assert sentences.forced_sentence(0.7, 0.001, 14) == ""  # partial: read as a finding
+    assert sentences.forced_sentence(0.999, 0.3, 14) == ""  # another route carries part of it
+    assert sentences.forced_sentence(None, 0.0, 14) == sentences.forced_sentence(1.0, None, 14) == ""

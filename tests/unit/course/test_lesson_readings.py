@@ -12,6 +12,8 @@ def test_the_readout_is_worded_against_chance():
     assert "readable as the top token after the attention write (0.700)" in text
     assert "nearly certain after the MLP (0.990)" in text and "against the 0.100 of a uniform guess" in text
     assert "above chance but not the top token for sure from the embedding" in readout_sentence(0.3, 0.7, 0.99, vocab=10)
+    assert readout_sentence(0.001, 0.7, 0.99, vocab=10).startswith(
+        "The target is less readable than a uniform guess would make it (the readout puts its weight on other tokens)")
 
 
 def test_the_accuracy_is_read_against_chance_with_its_sampling_error():

@@ -10,6 +10,7 @@ from residlab.course.ui.chance import against_chance
 GOAL_ACCURACY = 0.95  # the issue's goal for the repeated half
 TIE_MARGIN = 0.05  # two head scores closer than this are a tie: the rule cannot tell the heads apart
 READABLE_GAP = 0.1  # a clean-corrupt gap in logit difference below this (odds within about 10%) is not read
+FORCED_WITHIN = 0.05  # a recovery this close to 1, with the earlier route this close to 0, follows from the layout
 
 
 def accuracy_sentence(report: dict) -> str:
@@ -24,7 +25,7 @@ def accuracy_sentence(report: dict) -> str:
                else f"it has not reached the goal of {GOAL_ACCURACY:.2f} on the repeat")  # fmt: skip
     if where == "below":
         first_reading = (f"below chance: any guess among the tokens not yet seen is right {best:.3f} of the time, "
-                         f"so a lower accuracy means the model often predicts a token the sequence has already "
+                         f"so a lower accuracy suggests the model often predicts a token the sequence has already "
                          f"used, which its first half never repeats (the habit the repeat rewards)")  # fmt: skip
     elif where == "at":
         first_reading = f"at the chance level, {best:.3f}, that a guess among the tokens not yet seen reaches"
@@ -92,7 +93,7 @@ def head_sentence(report: dict, kind: str) -> str:
     if is_tie(report, kind):
         both = (f"both {placed}" if block == head["block"]
                 else "in different blocks, so the rule cannot say which block holds the head")  # fmt: skip
-        return (f"The highest {head['kind']} scores are a tie: {head['score']:.2f} in {where} and {second:.2f} in "
+        return (f"The highest {head['kind']} scores are a tie: {head['score']:.3f} in {where} and {second:.3f} in "
                 f"block {block}, head {index}, closer than {TIE_MARGIN}, so the rule cannot single out one head; "
                 f"they are {both} ({even}).")  # fmt: skip
     return (f"The highest {head['kind']} score is {head['score']:.2f}, in {where}, {placed}; the next highest is "
@@ -134,6 +135,11 @@ def patching_sentence(report: dict) -> str:
     if len(changed) == 1 and any(row == first_row and position == changed[0] for row, position, _ in cells):
         found += (f" The {first_row} at position {changed[0]} is no finding: it is the only place the two inputs "
                   f"differ, so patching it makes the corrupted run the clean one and R = 1 by construction.")  # fmt: skip
+    readout = len(patching["recovery"][0]) - 1
+    at_readout = dict(zip(patching["rows"], (values[readout] for values in patching["recovery"])))
+    last = patching["rows"][-1]  # block 1's attention write; every other row is on the route before it
+    earlier = [abs(value) for row, value in at_readout.items() if row != last and value is not None]
+    found += "" if not earlier else (" " + forced_sentence(at_readout[last], max(earlier), readout)).rstrip()
     return found
 
 
@@ -158,7 +164,20 @@ def audit_sentence(verdict: dict) -> str:
             value = row["patch_recovery"] if key == "largest_recovery" else row["total_effect"]
             sentences.append(f"By {measure} it does not: {row['site']} at position {row['position']} has a larger "
                              f"one ({value:.2f}).")  # fmt: skip
-    return " ".join(sentences)
+    sentences.append(forced_sentence(recovery, verdict.get("earlier_at_readout"), predicted["position"]))
+    return " ".join(sentence for sentence in sentences if sentence)
+
+
+def forced_sentence(recovery: float | None, earlier: float | None, position: int) -> str:
+    """When block 1's attention write at the readout recovers about all of the gap while what reaches block 1 there
+    from earlier blocks recovers about none: that recovery follows from the two-block layout, said as such."""
+    if recovery is None or earlier is None or abs(recovery - 1) > FORCED_WITHIN or earlier > FORCED_WITHIN:
+        return ""
+    return (f"A recovery of {recovery:.2f} there is close to forced, not found: what the earlier block writes at "
+            f"position {position} recovers at most {earlier:.3f}, so block 1's input there is all but the same in "
+            f"both runs, and block 1's attention at the readout is the only route left from the changed token to the "
+            f"readout; patching its clean value leaves the clean computation downstream. The partial recoveries and "
+            f"the total effects are the informative numbers.")  # fmt: skip
 
 
 def experiment_sentence(experiment: dict) -> str:

@@ -207,7 +207,8 @@
       const input = element("input", {
         type: "text", id, name: key, "data-key": key, autocomplete: "off", spellcheck: "false", autocapitalize: "off",
         inputmode: "text", "aria-describedby": `${id}-verdict`,
-        placeholder: kind === VECTOR ? "[a, b, c]" : "e.g. 2*sqrt(3) or -1/3",
+        // a norm is never negative: its example says so
+        placeholder: kind === VECTOR ? "[a, b, c]" : kind === NORM ? "e.g. 2*sqrt(3) or 5/3" : "e.g. 2*sqrt(3) or -1/3",
       });
       const verdict = element("span", { class: "rl-verdict", id: `${id}-verdict`, "data-verdict": "" });
       const answer = element("span", { class: "rl-answer", "data-answer-for": key, hidden: "" });

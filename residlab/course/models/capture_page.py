@@ -223,10 +223,16 @@ def _labels(capture: PageCapture) -> list[str]:
 def boundary_key(capture: PageCapture) -> str:
     """What the figures' H_i stand for, from the observation's own rows (each boundary's label and site name, as
     the observations table prints them): H_0 = blocks.0.resid_pre, H_1 = blocks.0.resid_post, ..., the last."""
+    return ", ".join(boundary_key_parts(capture))
+
+
+def boundary_key_parts(capture: PageCapture) -> list[str]:
+    """``boundary_key``'s parts ('H_0 = blocks.0.resid_pre', ..., '…', the last); a phone's drawing writes one a
+    line."""
     rows = capture.observation["boundaries"]
     shown = rows if len(rows) <= 3 else rows[:2] + rows[-1:]
     pairs = [f"{math_label(row['label'])} = {row['name']}" for row in shown]
-    return ", ".join(pairs[:2] + (["…"] if len(rows) > 3 else []) + pairs[2:])
+    return pairs[:2] + (["…"] if len(rows) > 3 else []) + pairs[2:]
 
 
 def update_labels(capture: PageCapture) -> list[str]:
@@ -242,12 +248,13 @@ def plot_boundary_norms(capture: PageCapture):
     norms = boundary_norms(capture)
 
     def draw(narrow: bool):
-        figure, axes = plt.subplots(figsize=NARROW_SIZE if narrow else WIDE_SIZE, layout="constrained")
+        figure, axes = plt.subplots(figsize=(3.7, 3.9) if narrow else WIDE_SIZE, layout="constrained")
         axes.plot(range(len(norms)), norms, marker="o")
         axes.set_xticks(range(len(norms)), _labels(capture))
-        # The key names the boundaries as the observations table does (H_0 = blocks.0.resid_pre, ...).
-        key = boundary_key(capture)
-        axes.set_xlabel(f"raw boundary state\n({key})" if narrow else f"raw boundary state ({key})")
+        # The key names the boundaries as the observations table does (H_0 = blocks.0.resid_pre, ...); a phone's
+        # drawing writes it one boundary a line, as wide as its column allows.
+        axes.set_xlabel("raw boundary state\n(" + ",\n".join(boundary_key_parts(capture)) + ")" if narrow
+                        else f"raw boundary state ({boundary_key(capture)})")
         axes.set_ylabel("raw state's L2 norm\n(selected position)")
         axes.set_ylim(bottom=0)
         axes.grid(alpha=0.3)
@@ -295,22 +302,29 @@ def plot_write_norms(capture: PageCapture):
     tallest = max((max(row["attn_write_norm"], row["mlp_write_norm"], row["difference_norm"]) for row in updates), default=0.0)
 
     def draw(narrow: bool):
-        figure, axes = plt.subplots(figsize=(3.7, 3.6) if narrow else WIDE_SIZE, layout="constrained")
-        axes.bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
-        axes.bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
-        axes.bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update (its boundaries' difference)")
+        # On a phone the groups of bars stand in a column, each labelled "block: H_i→H_i+1" on its left, the
+        # first block on top (as the cosines' phone drawing): six labels side by side would run together.
+        figure, axes = plt.subplots(figsize=(3.7, 4.6) if narrow else WIDE_SIZE, layout="constrained")
+        bar = axes.barh if narrow else axes.bar
+        bar([b - width for b in blocks], [row["attn_write_norm"] for row in updates], width, label="attention write")
+        bar(blocks, [row["mlp_write_norm"] for row in updates], width, label="MLP write")
+        bar([b + width for b in blocks], [row["difference_norm"] for row in updates], width, label="update (its boundaries' difference)")
         updates_between = update_labels(capture)
-        axes.set_xticks(blocks, [f"{b}\n{update}" for b, update in zip(blocks, updates_between)] if narrow
-                        else [f"block {b}\n{update}" for b, update in zip(blocks, updates_between)])  # fmt: skip
+        if narrow:
+            axes.set_yticks(blocks, [f"{b}: {update}" for b, update in zip(blocks, updates_between)])
+            axes.invert_yaxis()
+            axes.set_ylabel("block: the boundaries\nits update lies between")
+            axes.set_xlabel("L2 norm (selected position)")
+            axes.grid(axis="x", alpha=0.3)
+            axes.set_xlim(0, tallest * 1.05 if tallest > 0 else 1.0)
+            figure.legend(loc="outside lower center")  # below the bars: a phone's plot has no room beside them
+            return figure
+        axes.set_xticks(blocks, [f"block {b}\n{update}" for b, update in zip(blocks, updates_between)])
         axes.set_xlabel("block, and the boundaries its update lies between")
         axes.set_ylabel("L2 norm\n(selected position)")
         axes.grid(axis="y", alpha=0.3)
-        if narrow:  # the legend below the bars: a phone's plot has no room above them
-            axes.set_ylim(0, tallest * 1.05 if tallest > 0 else 1.0)
-            figure.legend(loc="outside lower center")
-        else:
-            axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars
-            axes.legend(loc="upper center", ncol=3, fontsize=9)
+        axes.set_ylim(0, tallest * 1.3 if tallest > 0 else 1.0)  # headroom for the legend above the bars
+        axes.legend(loc="upper center", ncol=3, fontsize=9)
         return figure
 
     return both_widths(draw)

@@ -17,6 +17,9 @@ named by its content, and tags the wide one with that name (the SVG id of its fi
 ``residlab/build/phone_figures.py``, a post-render step, puts the narrow file beside the wide one in the site and
 lets the browser choose it on a phone (``<picture>``). Outside a render the narrow drawing is only checked.
 
+``layout_problems(figure)`` names what of a drawing would not read as saved (text past its edges, tick labels on
+top of each other); the tests hold the phone drawings to it (tests/unit/course/test_phone_figure_layout.py).
+
 Figures keep their text as SVG text (``svg.fonttype: none``): crisp at any zoom, and what the browser tests measure.
 """
 
@@ -58,6 +61,47 @@ def _check_width(figure, column_px: float, name: str) -> None:
     if width_px > column_px + 0.5:
         raise FigureTooWide(f"the {name} drawing is {width_px:.0f} px wide, its column {column_px} px: drawn there "
                             f"its {SMALLEST_TEXT_PT} pt text would read below 11 px")
+
+
+def layout_problems(figure, edges: bool = True) -> list[str]:
+    """What of a drawing's text would not read as saved, one line each: a text that reaches past the figure's edges
+    (the phone's SVG, saved at the figure's size, cuts it off there; ``edges=False`` for a wide drawing, which
+    Quarto saves with a tight bounding box grown round all its text), and two tick labels of one axis that overlap
+    each other. The figure is drawn first (its layout done), so the extents are the saved file's."""
+    from matplotlib.text import Text
+
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    bounds = figure.bbox
+    # An axis keeps labels for ticks past its view limits that it does not draw: those are left out, and only the
+    # drawn ones of each axis compared with each other.
+    drawn, undrawn = {}, set()
+    for axes in figure.axes:
+        for name, axis in (("x", axes.xaxis), ("y", axes.yaxis)):
+            low, high = sorted(axis.get_view_interval())
+            margin = (high - low) * 1e-9
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                labels = (tick.label1, tick.label2)
+                if low - margin <= tick.get_loc() <= high + margin:
+                    drawn.setdefault((id(axes), name), []).extend(label for label in labels if label.get_visible())
+                else:
+                    undrawn.update(id(label) for label in labels)
+    problems = []
+    for text in figure.findobj(Text):
+        if not text.get_text().strip() or not text.get_visible() or id(text) in undrawn:
+            continue
+        box = text.get_window_extent(renderer)
+        outside = min(box.x0 - bounds.x0, box.y0 - bounds.y0, bounds.x1 - box.x1, bounds.y1 - box.y1) < -0.5
+        if edges and outside:
+            problems.append(f"text {text.get_text()!r} reaches past the figure's edges ({box.x0:.0f}..{box.x1:.0f} "
+                            f"x {box.y0:.0f}..{box.y1:.0f} px; the figure 0..{bounds.x1:.0f} x 0..{bounds.y1:.0f})")
+    for (_, name), labels in drawn.items():
+        boxes = [(label.get_text(), label.get_window_extent(renderer)) for label in labels if label.get_text().strip()]
+        for i, (first, one) in enumerate(boxes):
+            for second, other in boxes[i + 1:]:
+                if one.overlaps(other):
+                    problems.append(f"{name} tick labels {first!r} and {second!r} overlap")
+    return problems
 
 
 def _svg(figure) -> bytes:

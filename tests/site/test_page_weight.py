@@ -81,12 +81,16 @@ return {preloaded: [...document.querySelectorAll('link[rel=preload][as=font]')].
 
 
 # AnchorJS's style elements in the head (whether each is the one the build wrote), whether that one comes before the
-# head's first stylesheet (where AnchorJS puts its own), its heading links and their opacity before any hover.
+# head's first stylesheet (where AnchorJS puts its own), its heading links and their opacity before any hover. The
+# editor's CodeMirror mounts its rules in a style of its own at the head's start whenever it is created (style-mod,
+# whose generated class names begin with U+037C): not a stylesheet of the page as built.
 ANCHORS = """
 const styles = [...document.head.querySelectorAll('style.anchorjs')];
 const links = document.querySelectorAll('.anchorjs-link');
+const built = [...document.head.querySelectorAll('[rel="stylesheet"],style')]
+  .filter(s => !(s.tagName === 'STYLE' && s.textContent.includes('.\\u037c')));
 return {styles: styles.map(s => s.hasAttribute('data-residlab-seeded')),
-        first: styles.length > 0 && document.head.querySelector('[rel="stylesheet"],style') === styles[0],
+        first: styles.length > 0 && built[0] === styles[0],
         anchored: document.querySelectorAll('.anchored').length, links: links.length,
         // a link whose heading the pointer (left wherever an earlier test clicked) is not over
         opacity: [...links].filter(l => !l.parentElement.matches(':hover')).map(l => getComputedStyle(l).opacity)[0] ?? null};
@@ -148,8 +152,10 @@ def test_each_page_preloads_the_fonts_it_draws_with_and_fetches_each_once(shown)
     for page, fonts in shown["fonts"].items():
         expected = {page_weight.ICONS_SUBSET} | ({page_weight.MATH_FONT.name} if fonts["math"] else set())
         assert {url.split("?")[0].rsplit("/", 1)[1] for url in fonts["preloaded"]} == expected, page
-        # (a font another page preloaded may be taken from the cache even where nothing draws with it)
-        assert {url: fonts["fetched"].get(url) for url in fonts["preloaded"]} == {url: [1, "link"] for url in fonts["preloaded"]}, page
+        # (a font another page preloaded may be taken from the cache even where nothing draws with it; on a loaded
+        # machine the stylesheet's request may be the one Chromium records for the preloaded address, still one fetch)
+        assert {url: fonts["fetched"].get(url, [0])[0] for url in fonts["preloaded"]} == dict.fromkeys(fonts["preloaded"], 1), page
+        assert {fonts["fetched"][url][1] for url in fonts["preloaded"]} <= {"link", "css"}, page
         assert all(count == 1 for count, _ in fonts["fetched"].values()), page
         assert {families[name] for name in expected} <= set(fonts["loaded"]), page
     assert sum(fonts["math"] for fonts in shown["fonts"].values()) >= 5  # most pages show math

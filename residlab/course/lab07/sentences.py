@@ -90,9 +90,24 @@ def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, i
     in the order the model runs."""
     design = report["designs"][name]
     grids = design["activation"][direction]
-    return [(site, position, value, by_construction(design, kind, block, position))
+    return [(site, position, value, by_construction(design, kind, block, position) or by_structure(design, kind, block, position))
             for site, position, kind, block in distinct_cells(design)
             if (value := grids[kind][block][position]) is not None and value >= HALF]  # fmt: skip
+
+
+REACH_SMALL = 0.05  # block 0's heads at the readout "barely read" the changed positions below this much attention
+
+
+def by_structure(design: dict, kind: str, block: int, position: int) -> str:
+    """Why a cell is near 1 by the model's structure rather than by what it learned, or "": the last block's
+    attention write at the readout, when block 0's heads there barely read the changed positions (``readout_reach``)."""
+    depth = len(design["activation"]["denoising"]["resid_pre"])
+    reach = design.get("readout_reach")
+    if (kind, block, position) != ("attn_write", depth - 1, design["readout"]) or reach is None or reach >= REACH_SMALL:
+        return ""
+    return (f"near 1 by structure, not learning: the readout's input to block {block} differs between the runs only by "
+            f"what block 0's heads there read at the changed positions, at most {reach:.3f} of their attention, so nearly "
+            f"all the change reaches the readout through this write")
 
 
 def grid_sentence(report: dict, name: str, direction: str) -> str:
@@ -382,6 +397,15 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
                              f"{_percent(entry['clears_fraction'])}")  # fmt: skip
             rows.append([f"{block}.{head}", named.get((block, head), "none"), *cells])
     return rows
+
+
+def null_rows(report: dict, name: str) -> list[list[str]]:
+    """Rows for the head table: per block, the largest share any head takes in the null pairs, per method."""
+    null = report["distribution"]["designs"][name]["null"]["heads"]
+    depth = len(null["denoising"])
+    return [[f"null, block {block}", "any head, null pairs (largest)",
+             *(_value(null[method][block]) if block < len(null.get(method, [])) else "" for method in METHOD_NAMES)]
+            for block in range(depth)]  # fmt: skip
 
 
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:

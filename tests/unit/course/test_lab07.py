@@ -359,3 +359,15 @@ def test_a_swap_is_named_as_an_identity_and_checked_on_the_tensors(random_pair):
     with pytest.raises(AssertionError, match=f"blocks.0.resid_pre at {a} \\(clean\\) is not the corrupt run's at {b}"):
         distribution.check_mirror(design, pair)
     assert not distribution.is_swap({**design, "changed": [a]})  # one changed position is no swap
+
+
+def test_a_near_one_by_structure_is_named_as_such():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design["readout_reach"] = 0.002  # block 0's heads at the readout barely read the changed position
+    assert "near 1 by structure, not learning" in sentences.by_structure(design, "attn_write", 1, 2)
+    assert sentences.by_structure(design, "attn_write", 1, 1) == ""  # not the readout
+    design["readout_reach"] = 0.3  # they read it: the share is no longer structure alone
+    assert sentences.by_structure(design, "attn_write", 1, 2) == ""
+    rows = sentences.null_rows(report, "copied_token")
+    assert rows[0][:3] == ["null, block 0", "any head, null pairs (largest)", "0.01"]

@@ -53,7 +53,9 @@
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
         `denoising ${fixed(d.activation.denoising[k][b][p])}, noising ${fixed(d.activation.noising[k][b][p])}, ` +
         `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}: final LayerNorm ` +
-        `${fixed(bend.final_norm)}, upstream ${fixed(bend.upstream)}); block 1 attention at the readout moved ` +
+        `${fixed(bend.final_norm_shapley)}, upstream ${fixed(bend.upstream_shapley)} by the Shapley split; upstream ` +
+        `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
+        `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
         `${fixed(bend.attention_moved)}. Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
         `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? ` An identity, fixed by construction: ${identity.why}.` : "") +
         (d.readable ? "" : " Not read: this design's gap is within the reach of its null pairs.");

@@ -32,16 +32,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1404    make_design
-#   line 1432  residlab/course/lab07/patching.py
-#   line 1589    activation_grids
-#   line 1640    path_patching
-#   line 1663  residlab/course/lab07/attribution.py
-#   line 1706    attribution_grids
-#   line 1755    error_split
-#   line 1793  residlab/course/lab07/distribution.py
-#   line 1882    null_design
-#   line 2050    measure_distribution
+#   line 1416    make_design
+#   line 1444  residlab/course/lab07/patching.py
+#   line 1601    activation_grids
+#   line 1652    path_patching
+#   line 1675  residlab/course/lab07/attribution.py
+#   line 1723    attribution_grids
+#   line 1842    error_split
+#   line 1948  residlab/course/lab07/distribution.py
+#   line 2037    null_design
+#   line 2241    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -56,10 +56,10 @@ train`` writes), otherwise it trains one as the site does.
 #   line  906  residlab/course/models/induction/recipe.py
 #   line 1089  residlab/course/models/induction/measures.py
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1432  residlab/course/lab07/patching.py
-#   line 1663  residlab/course/lab07/attribution.py
-#   line 1793  residlab/course/lab07/distribution.py
-#   line 2106  residlab/course/lab07/lab.py (the entry)
+#   line 1444  residlab/course/lab07/patching.py
+#   line 1675  residlab/course/lab07/attribution.py
+#   line 1948  residlab/course/lab07/distribution.py
+#   line 2299  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1368,6 +1368,18 @@ DESIGNS = ("copied_token", "matched_position")
 # The head kinds a design cannot show, by its construction (above): the copied-token design leaves the
 # previous-token head's write unchanged, so no patch of that head can restore anything there.
 UNTESTABLE = {"copied_token": ("previous_token",), "matched_position": ()}
+_REASONS = {("copied_token", "previous_token"): "this design changes only the token induction copies, so a previous-token "
+            "head writes the same at every position block 1's keys match in both runs (the previous token is unchanged)"}
+
+
+def not_testable_reason(design: str, kind: str) -> str | None:
+    """Why the design ``design`` cannot test heads of ``kind`` (None when it can): the one sentence the page and
+    the runner both say after the verdict word."""
+    if kind not in UNTESTABLE.get(design, ()):
+        return None
+    return _REASONS[(design, kind)]
+
+
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw
 
 
@@ -1674,12 +1686,17 @@ the patch changes. ``bend_measures`` measures both at every cell's exact patch, 
 worst cells show.
 """
 
+import copy
 import math
 
 import torch
+import torch.autograd.forward_ad as forward_ad
 
 
 SPLIT_TOLERANCE = 1e-5  # the attribution error's two parts sum to it within this, every cell (asserted as built)
+FD_STEP = 3e-3  # the central finite difference's step, as a fraction of the site's change da (float64)
+FD_TOLERANCE = 1e-3  # J da and the estimate agree with their finite differences within this (asserted as built)
+ORDERS = ("upstream_first", "final_first")  # the two orders the error's parts can be taken in
 
 
 def corrupt_gradients(pair: Pair) -> dict[str, torch.Tensor]:
@@ -1739,7 +1756,7 @@ def bend_measures(pair: Pair, kind: str, block: int, gradients: dict | None = No
     """Per position, at the exact denoising patch of the cell: how far the last block's attention at the readout
     moved (the largest total-variation distance over its heads, 0 to 1), how much the final LayerNorm's scale
     at the readout changed (|ratio - 1|), both against the corrupt run, and the attribution error's exact split
-    (``error_split``: "upstream" and "final_norm")."""
+    in both orders and their average (``error_split``)."""
     gradients = corrupt_gradients(pair) if gradients is None else gradients
     every = list(range(pair.positions))
     patched, weights, final_states = activation_cells(pair, "denoising", kind, block, every, attention=True)
@@ -1747,34 +1764,172 @@ def bend_measures(pair: Pair, kind: str, block: int, gradients: dict | None = No
     moved = 0.5 * (weights[:, last, :, -1] - pair.corrupt_attention[last, :, -1]).abs().sum(-1).amax(-1)
     corrupt_scale = _scale(pair.corrupt[site_name(last, "resid_post")][-1])  # the final normaliser's input
     split = error_split(pair, kind, block, gradients, final_states, patched)
-    return [{"attention_moved": float(m), "scale_change": abs(_scale(state) / corrupt_scale - 1),
-             "upstream": parts["upstream"], "final_norm": parts["final_norm"]}
+    return [{"attention_moved": float(m), "scale_change": abs(_scale(state) / corrupt_scale - 1), **parts}
             for m, state, parts in zip(moved, final_states, split)]  # fmt: skip
+
+
+def cell_tangents(pair: Pair, name: str) -> torch.Tensor:
+    """(n, n, d): row p is the site's clean-minus-corrupt change da at position p alone (the cell's patch)."""
+    change = pair.clean[name] - pair.corrupt[name]
+    tangents = torch.zeros(pair.positions, *change.shape, dtype=change.dtype)
+    tangents[torch.arange(pair.positions), torch.arange(pair.positions)] = change
+    return tangents
+
+
+def linearised_changes(pair: Pair, name: str, tangents: torch.Tensor) -> torch.Tensor:
+    """(batch, d): J da for each row of ``tangents`` (batch, n, d), J the Jacobian of the final state at the readout
+    in the site ``name`` at the corrupt run: one forward-mode pass, the site carrying dual numbers."""
+    ids = torch.tensor([pair.design.corrupt] * len(tangents))
+    final = resolve_paths(pair.model, [(FINAL_INPUT, block_type_for(pair.model.config).final_norm, "input")])
+    held = []
+    with single_thread(), torch.no_grad(), forward_ad.dual_level():
+        run_patched(lambda: pair.model(input_ids=ids, use_cache=False), pair.sites + final,
+                    {name: lambda tensor: forward_ad.make_dual(tensor, tangents.to(tensor.dtype)),
+                     FINAL_INPUT: lambda tensor: held.append(tensor) or tensor})  # fmt: skip
+        return forward_ad.unpack_dual(held[0]).tangent[:, -1].clone()
+
+
+def readout_metric(pair: Pair, states: torch.Tensor) -> torch.Tensor:
+    """f: M of final states at the readout (batch, d): the final normaliser, the unembedding, the metric."""
+    with single_thread(), torch.no_grad():
+        return readout_metric_graph(pair, states.float())
+
+
+def split_both_orders(estimate: float, along: float, linear_exact: float, exact: float, gap: float) -> dict:
+    """The error (estimate - exact) / gap split into the final normaliser's part and the upstream part, in both
+    orders. ``estimate`` grad f . J da, ``along`` grad f . dx, ``linear_exact`` f(x + J da) - f(x), ``exact``
+    f(x + dx) - f(x). Upstream first: upstream = estimate - along, final = along - exact. Final first: final =
+    estimate - linear_exact, upstream = linear_exact - exact. The Shapley split is their average. Raises if any
+    split's parts miss the error by more than ``SPLIT_TOLERANCE`` (float arithmetic only)."""
+    parts = {"upstream": (estimate - along) / gap, "final_norm": (along - exact) / gap,
+             "upstream_final_first": (linear_exact - exact) / gap, "final_norm_final_first": (estimate - linear_exact) / gap}
+    parts["upstream_shapley"] = (parts["upstream"] + parts["upstream_final_first"]) / 2
+    parts["final_norm_shapley"] = (parts["final_norm"] + parts["final_norm_final_first"]) / 2
+    error = (estimate - exact) / gap
+    for suffix in ("", "_final_first", "_shapley"):
+        if abs(parts["upstream" + suffix] + parts["final_norm" + suffix] - error) > SPLIT_TOLERANCE:
+            raise AssertionError(f"the split{suffix or ' upstream first'} does not sum to the error {error}")
+    return {**parts, "total": error}
+
+
+def _splits(pair: Pair, estimates: list[float], linear: torch.Tensor, final_states: torch.Tensor,
+            patched: list[float]) -> list[dict]:  # fmt: skip
+    """The error split of each patch: its estimate, J da, exact final state and exact M."""
+    last = site_name(pair.depth - 1, "resid_post")
+    corrupt_state = pair.corrupt[last][-1]
+    grad_f = corrupt_gradients_final(pair)
+    dx = final_states.float() - corrupt_state
+    if abs(float(readout_metric(pair, corrupt_state[None])[0]) - pair.corrupt_metric) > 1e-4:
+        raise AssertionError("f of the corrupt final state is not M(corrupt): the final normaliser is misnamed")
+    linear_exact = (readout_metric(pair, corrupt_state + linear) - pair.corrupt_metric).tolist()
+    return [split_both_orders(estimated, float(change @ grad_f), lin, value - pair.corrupt_metric, pair.gap)
+            for estimated, change, lin, value in zip(estimates, dx, linear_exact, patched)]  # fmt: skip
+
+
+def corrupt_gradients_final(pair: Pair) -> torch.Tensor:
+    """grad f at the corrupt run's final state (d,): the gradient of M in the final normaliser's input."""
+    state = pair.corrupt[site_name(pair.depth - 1, "resid_post")][-1].clone().requires_grad_(True)
+    with torch.enable_grad():
+        return torch.autograd.grad(readout_metric_graph(pair, state), state)[0]
+
+
+def readout_metric_graph(pair: Pair, state: torch.Tensor) -> torch.Tensor:
+    """f, differentiable: the final normaliser, the unembedding and the metric of final states (..., d)."""
+    norm = pair.model.get_submodule(block_type_for(pair.model.config).final_norm)
+    return metric_tensor(pair.model.get_output_embeddings()(norm(state)), pair.design.target, pair.design.rival)
 
 
 def error_split(pair: Pair, kind: str, block: int, gradients: dict, final_states: torch.Tensor,
                 patched: list[float]) -> list[dict]:  # fmt: skip
     """Per position, the attribution error of the cell (estimate minus exact, as shares of the gap) split exactly in
-    two. With f the final normaliser then the unembedding (M = f(x), x the final state at the readout), da the
-    site's clean-minus-corrupt change, J the Jacobian of x in the site at the corrupt run and dx the exact change of
-    x under the patch: estimate - exact = grad f . (J da - dx) + (grad f . dx - df). The first part ("upstream") is
-    what everything between the site and the final state does beyond first order; the second ("final_norm") is the
-    final normaliser's own curvature along dx. ``final_states`` and ``patched``: the patched runs' x and M.
-    Raises if the parts do not sum to the error within ``SPLIT_TOLERANCE`` (float arithmetic only)."""
-    last = site_name(pair.depth - 1, "resid_post")
-    grad_f = gradients[last][-1]
-    dx = final_states.float() - pair.corrupt[last][-1]
+    two, in both orders (``split_both_orders``). With f the final normaliser then the unembedding (M = f(x), x the
+    final state at the readout), da the site's clean-minus-corrupt change, J the Jacobian of x in the site at the
+    corrupt run (``linearised_changes``) and dx the exact change of x under the patch: upstream first, estimate -
+    exact = grad f . (J da - dx) + (grad f . dx - df); final normaliser first, (grad f . J da - f(x + J da) + f(x))
+    + (f(x + J da) - f(x + dx)). ``final_states`` and ``patched``: the patched runs' x and M."""
     name = site_name(block, kind)
-    estimate = ((pair.clean[name] - pair.corrupt[name]) * gradients[name]).sum(-1)  # grad f . J da, per position
-    cells = []
-    for position, (estimated, change, value) in enumerate(zip(estimate.tolist(), dx, patched)):
-        along = float(change @ grad_f)
-        exact = value - pair.corrupt_metric
-        error, upstream, final = (estimated - exact) / pair.gap, (estimated - along) / pair.gap, (along - exact) / pair.gap
-        if abs(upstream + final - error) > SPLIT_TOLERANCE:
-            raise AssertionError(f"{name} at {position}: the split {upstream} + {final} is not the error {error}")
-        cells.append({"upstream": upstream, "final_norm": final, "total": error})
-    return cells
+    estimates = ((pair.clean[name] - pair.corrupt[name]) * gradients[name]).sum(-1).tolist()  # grad f . J da
+    return _splits(pair, estimates, linearised_changes(pair, name, cell_tangents(pair, name)), final_states, patched)
+
+
+def head_error_split(pair: Pair, gradients: dict) -> list[list[dict]]:
+    """(blocks x heads): the attribution error of patching each head's output at every position (denoising), split
+    in both orders as ``error_split`` splits a cell's. One forward for every head of every block: per block, one
+    batch row per head patched exactly and one per head carrying the head's change as a dual number (J da)."""
+    heads, depth = pair.model.config.num_attention_heads, pair.depth
+    deltas = [torch.stack([head_delta(pair, block, head, pair.clean, pair.corrupt) for head in range(heads)])
+              for block in range(depth)]  # fmt: skip
+
+    def edit(block):
+        def apply(tensor):
+            exact, tangent = torch.zeros_like(tensor), torch.zeros_like(tensor)
+            exact[2 * heads * block: 2 * heads * block + heads] = deltas[block]
+            tangent[2 * heads * block + heads: 2 * heads * (block + 1)] = deltas[block]
+            return tensor + exact + forward_ad.make_dual(torch.zeros_like(tensor), tangent)
+
+        return apply
+
+    ids = torch.tensor([pair.design.corrupt] * (2 * heads * depth))
+    final = resolve_paths(pair.model, [(FINAL_INPUT, block_type_for(pair.model.config).final_norm, "input")])
+    held = []
+    with single_thread(), torch.no_grad(), forward_ad.dual_level():
+        edits = {site_name(block, "attn_write"): edit(block) for block in range(depth)}
+        edits[FINAL_INPUT] = lambda tensor: held.append(tensor) or tensor
+        logits = run_patched(lambda: pair.model(input_ids=ids, use_cache=False), pair.sites + final, edits).logits
+        metric = metric_tensor(forward_ad.unpack_dual(logits).primal[:, -1].float(), pair.design.target, pair.design.rival)
+        states, linear = (part[:, -1].clone() for part in forward_ad.unpack_dual(held[0])[:2])
+    rows = []
+    for block in range(depth):
+        exact, dual = slice(2 * heads * block, 2 * heads * block + heads), slice(2 * heads * block + heads, 2 * heads * (block + 1))
+        estimates = (deltas[block] * gradients[site_name(block, "attn_write")]).sum((-2, -1)).tolist()
+        rows.append(_splits(pair, estimates, linear[dual], states[exact], metric[exact].tolist()))
+    return rows
+
+
+def _final_states(pair: Pair, name: str, edit) -> torch.Tensor:
+    """(batch, d): the final state at the readout of the corrupt run with ``edit`` at the site ``name``, in the
+    model's own precision (no cast)."""
+    final = resolve_paths(pair.model, [(FINAL_INPUT, block_type_for(pair.model.config).final_norm, "input")])
+    held = []
+    ids = torch.tensor([pair.design.corrupt] * pair.positions)
+    with single_thread(), torch.no_grad():
+        run_patched(lambda: pair.model(input_ids=ids, use_cache=False), pair.sites + final,
+                    {name: edit, FINAL_INPUT: lambda tensor: held.append(tensor) or tensor})  # fmt: skip
+    return held[0][:, -1]
+
+
+def finite_difference_check(pair: Pair, gradients: dict, step: float = FD_STEP) -> dict:
+    """The first-order term checked against central finite differences at every cell (site x position), on a float64
+    copy of the model (so rounding does not hide a wrong term): J da (forward mode) against (x(a_corrupt + h da) -
+    x(a_corrupt - h da)) / 2h, and grad f . J da against the same difference of M = f(x), each largest difference as
+    a fraction of the largest |J da| or |grad f . J da| over the cells; and the page's estimate (the backward pass,
+    in the model's precision) against grad f . J da (the same term, computed the other way). Raises over
+    ``FD_TOLERANCE``."""
+
+    exact = prepare(copy.deepcopy(pair.model).double(), pair.design)
+    grad_f = corrupt_gradients_final(exact)
+    state_gap, state_size, metric_gap, two_ways, size = 0.0, 0.0, 0.0, 0.0, 0.0
+    for kind in KINDS:
+        for block in range(pair.depth):
+            name = site_name(block, kind)
+            tangents = cell_tangents(exact, name)
+            linear = linearised_changes(exact, name, tangents)
+            x_plus, x_minus = (_final_states(exact, name, lambda tensor, s=s: tensor + s * tangents) for s in (step, -step))
+            state_gap = max(state_gap, float(((x_plus - x_minus) / (2 * step) - linear).norm(dim=-1).max()))
+            state_size = max(state_size, float(linear.norm(dim=-1).max()))
+            with torch.no_grad():
+                difference = (readout_metric_graph(exact, x_plus) - readout_metric_graph(exact, x_minus)) / (2 * step)
+            first_order = linear @ grad_f
+            metric_gap = max(metric_gap, float((difference - first_order).abs().max()))
+            backward = ((pair.clean[name] - pair.corrupt[name]) * gradients[name]).sum(-1).double()
+            two_ways = max(two_ways, float((backward - first_order).abs().max()))
+            size = max(size, float(first_order.abs().max()))
+    result = {"step": step, "state": state_gap / state_size, "metric": metric_gap / size, "two_ways": two_ways / size,
+              "tolerance": FD_TOLERANCE}  # fmt: skip
+    for key in ("state", "metric", "two_ways"):
+        if result[key] > FD_TOLERANCE:
+            raise AssertionError(f"the first-order term's {key} check: {result[key]:.2e}, over {FD_TOLERANCE:g}")
+    return result
 
 
 def tolerance_text(value: float = None) -> str:
@@ -1906,12 +2061,14 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
         return [[_round(value * scale) for value in row] for row in rows]
 
     gradients = corrupt_gradients(pair)
+    errors = {} if gap is not None else {"head_error": [[{key: _round(value) for key, value in cell.items()} for cell in row]
+                                                        for row in head_error_split(pair, gradients)]}  # fmt: skip
     heads = {"denoising": head_grid(pair, "denoising"), "noising": head_grid(pair, "noising"),
              "attribution": head_attribution(pair, gradients), "path_keys": [head_path_patching(pair)]}  # fmt: skip
     return {"gap": _round(pair.gap), "heads": {method: scaled(rows) for method, rows in heads.items()},
             "activation": {direction: {kind: scaled(rows) for kind, rows in activation_grids(pair, direction).items()}
                            for direction in DIRECTIONS},
-            "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}}  # fmt: skip
+            "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}, **errors}  # fmt: skip
 
 
 # ---- identities: cells the construction fixes --------------------------------------------------------------
@@ -1929,12 +2086,18 @@ def identities(design: dict, depth: int) -> list[dict]:
         cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
                       "block": block, "position": None, "value": None,
                       "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
+    if "clean" in design:
+        agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": agree, "value": 0.0,
+                      "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
     if is_swap(design):
         a, b = design["changed"]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": [a, b], "value": None, "mirror": True,
                       "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
-                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention)"})  # fmt: skip
+                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention), so "
+                             "patching one of them runs a hybrid prompt: its share is that prompt's behaviour (Part 3's table)"})  # fmt: skip
     if len(design["changed"]) == 1:
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
                       "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
@@ -1980,6 +2143,12 @@ def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1
                 block = identity["block"]
                 if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
                     raise AssertionError(f"{where} {direction}: resid_pre {block} != resid_post {block - 1}")
+            elif identity["position"] is None:
+                for position in identity["positions"]:
+                    value = rows[identity["kind"]][identity["block"]][position]
+                    if value is None or abs(value - identity["value"]) > tolerance:
+                        raise AssertionError(f"{where} {direction} {identity['site']} at {position}: {value}, not "
+                                             f"{identity['value']:g} by construction")  # fmt: skip
             else:
                 value = rows[identity["kind"]][identity["block"]][identity["position"]]
                 if value is None or abs(value - identity["value"]) > tolerance:
@@ -2017,6 +2186,25 @@ def null_bounds(null_pairs: list[dict]) -> dict:
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
 
 
+ERROR_PARTS = ("total", "final_norm_shapley", "upstream_shapley", "final_norm", "final_norm_final_first")
+
+
+def head_error_table(pairs: list[dict]) -> list[list[dict]]:
+    """(blocks x heads): per part of the per-head attribution error (``ERROR_PARTS``: the error, its Shapley split,
+    the final normaliser's part in each order) the summary over pairs. Raises where a pair's error is not its
+    attribution share minus its exact denoising share."""
+    for index, pair in enumerate(pairs):
+        for block, row in enumerate(pair["head_error"]):
+            for head, cell in enumerate(row):
+                error = pair["heads"]["attribution"][block][head] - pair["heads"]["denoising"][block][head]
+                if abs(cell["total"] - error) > 1e-4:
+                    raise AssertionError(f"pair {index} block {block} head {head}: the split error {cell['total']} is not "
+                                         f"attribution minus exact {error}")  # fmt: skip
+    shape = pairs[0]["head_error"]
+    return [[{part: summarise([pair["head_error"][block][head][part] for pair in pairs]) for part in ERROR_PARTS}
+             for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
+
+
 def head_outcome(row: list, named: list[int], bound: float) -> tuple[int, str]:
     """One pair, one block: the top head and the verdict key: "nothing" when no head clears the null's bound,
     "found" when the top head is named, "other" when it is not."""
@@ -2041,9 +2229,12 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict) 
             if block >= len(shape) or None in shape[block]:
                 continue  # a method that cannot reach this block
             in_block = [h for b, h in heads if b == block]
-            outcomes = [head_outcome(grid[block], in_block, bound[block])[1] for grid in grids]
+            outcomes = [head_outcome(grid[block], in_block, bound[block]) for grid in grids]
+            verdicts = [verdict for _, verdict in outcomes]
             kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "chance": _round(len(in_block) / len(shape[block])),
-                                        "fractions": {key: _round(outcomes.count(key) / len(outcomes)) for key in ("found", "other", "nothing")}}  # fmt: skip
+                                        "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in ("found", "other", "nothing")},
+                                        "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
+                                                    for h in in_block}}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
 
 
@@ -2055,7 +2246,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
         measured, nulls = [], []
         for index, design in enumerate(designs):
             shares = pair_shares(model, design)
-            check_identities({"changed": list(design.changed), "readout": design.readout}, shares["activation"],
+            check_identities({"changed": list(design.changed), "readout": design.readout, "clean": design.clean,
+                              "corrupt": design.corrupt}, shares["activation"],
                              f"{name} pair {index}")  # fmt: skip
             check_mirror({"name": name, "clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)},
                          prepare(model, design))  # fmt: skip
@@ -2075,6 +2267,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
+            "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
             "per_pair": {"gap": [pair["gap"] for pair in measured],
@@ -2136,14 +2329,54 @@ def untrained_baseline(designs: dict) -> dict:
     return {"seeds": list(UNTRAINED_SEEDS), "gaps": gaps, "highest_head_score": {k: _round(v) for k, v in highest.items()}}
 
 
-def nonlinearities(model) -> list[str]:
-    """Every place the model is not linear in its residual stream, in the order it runs."""
-    depth, act = model.config.num_hidden_layers, model.config.hidden_act
+def nonlinearities(model) -> list[dict]:
+    """Every place the model is not linear in its residual stream, counted from its modules in the order they are
+    registered: each LayerNorm, each activation function, and per attention module its three (the product of
+    queries and keys, the softmax, the product of the pattern and the values). Each: module, what, and which part
+    of the attribution error's split it falls in (the final normaliser's, or upstream)."""
+    import torch.nn as nn
+
+    final = block_type_for(model.config).final_norm
     places = []
-    for block in range(depth):
-        places += [f"block {block}: the attention's input LayerNorm", f"block {block}: the attention softmax of every head",
-                   f"block {block}: the MLP's input LayerNorm", f"block {block}: the MLP's {act.upper()}"]  # fmt: skip
-    return places + ["the final LayerNorm"]
+    for name, module in model.named_modules():
+        kind = type(module).__name__
+        if isinstance(module, nn.LayerNorm):
+            places.append({"module": name, "what": "LayerNorm", "part": "final" if name == final else "upstream"})
+        elif kind.endswith("Attention"):
+            places += [{"module": name, "what": what, "part": "upstream"}
+                       for what in ("queries times keys (QK)", "softmax", "pattern times values")]  # fmt: skip
+        elif "GELU" in kind.upper() or kind.endswith("Activation"):
+            places.append({"module": name, "what": kind.replace("Activation", "") or kind, "part": "upstream"})
+    return places
+
+
+def hybrid_cells(pair, design, exact: dict) -> list[dict]:
+    """For a swap design, each cell of block 0's input at a swapped position, observed as what it is: the run of a
+    hybrid prompt (the receiving run's prompt with that one token from the other run; block 0's input is the
+    token's embedding alone). Each: direction, position, the hybrid prompt, its M from a plain forward (no patch),
+    its share, the earlier occurrences of the readout's token with the token after each, whether the target and
+    the rival occur. ``exact``: the design's activation grids (direction -> kind -> rows). Raises unless the share equals the patched cell's (the identity)."""
+    if not is_swap({"clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)}):
+        return []
+    import torch
+
+    grids = {direction: exact[direction]["resid_pre"][0] for direction in DIRECTIONS}
+    cells = []
+    for direction in DIRECTIONS:
+        receiver, source = (design.corrupt, design.clean) if direction == "denoising" else (design.clean, design.corrupt)
+        for position in design.changed:
+            prompt = list(receiver)
+            prompt[position] = source[position]
+            with single_thread(), torch.inference_mode():
+                metric = float(_readout_metric(pair.model(input_ids=torch.tensor([prompt]), use_cache=False).logits.float(), design)[0])
+            value = share(pair, direction, metric)
+            if abs(value - grids[direction][position]) > 1e-4:
+                raise AssertionError(f"{design.name} {direction} at {position}: the hybrid prompt's share {value} is not the cell's")
+            readout = prompt[-1]
+            cells.append({"direction": direction, "position": position, "prompt": prompt, "metric": _round(metric),
+                          "share": _round(value), "earlier": [[p, prompt[p + 1]] for p in range(len(prompt) - 1) if prompt[p] == readout],
+                          "target_present": design.target in prompt[:-1], "rival_present": design.rival in prompt[:-1]})  # fmt: skip
+    return cells
 
 
 def measure_design(model, design) -> dict:
@@ -2172,6 +2405,13 @@ def measure_design(model, design) -> dict:
                   "attribution": _grid(head_attribution(pair, gradients)),
                   "path_keys": _grid([head_path_patching(pair), [None] * model.config.num_attention_heads])},  # fmt: skip
         "path": {key: _round(value) for key, value in path_patching(pair).items()},
+        "hybrids": hybrid_cells(pair, design, exact),
+        # the most attention any block-0 head at the readout puts on the changed positions, in either run: the only
+        # way block 0's write there (all block 1's queries read that M depends on) can differ between the runs
+        "readout_reach": _round(max(float(attention[0, :, -1, list(design.changed)].sum(-1).max())
+                                    for attention in (pair.clean_attention, pair.corrupt_attention))),
+        "first_order_check": {key: float(f"{value:.3g}")
+                              for key, value in finite_difference_check(pair, gradients).items()},
     }
     measured["identities"] = identities(measured, pair.depth)
     check_identities(measured, measured["activation"], design.name)
@@ -2238,7 +2478,7 @@ def summary_lines(report: dict) -> list[str]:
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{words[key]} {shown(value, 2):.2f}" for key, value in entry["fractions"].items())
                 lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; chance "

@@ -112,3 +112,12 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(packag
             for name, method, kind in printed}  # fmt: skip
     assert printed and printed == page
     assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
+    # and why not, in the one function's words, on the page and in the download alike
+    from residlab.course.lab07.designs import UNTESTABLE, not_testable_reason
+
+    lines = runner.summary_lines(report)
+    for name, kinds in UNTESTABLE.items():
+        for kind in kinds:
+            reason = not_testable_reason(name, kind)
+            assert reason and reason in sentences.kind_sentence(report, name, "denoising", kind)
+            assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)

@@ -93,6 +93,10 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
         assert sentences.gap_sentence(report, name) in text
         assert sentences.path_sentence(report, name) in text
         assert sentences.attribution_sentence(report, name) in text
+        assert sentences.first_order_sentence(report, name) in text
+        assert sentences.head_error_sentence(report, name) in text
+        if report["designs"][name]["hybrids"]:
+            assert sentences.hybrid_sentence(report, name) in text
         for direction in ("denoising", "noising"):
             assert sentences.grid_sentence(report, name, direction) in text
         for method in sentences.METHOD_NAMES:
@@ -114,7 +118,8 @@ def test_the_page_cites_the_methods_it_runs(built_site):
     text = shown(built_site.site, PAGE)
     for cited in ("Vig et al. 2020", "Meng et al. 2022", "Zhang and Nanda 2024", "Heimersheim and Nanda 2024",
                   "Wang et al. 2022", "Goldowsky-Dill et al. 2023", "Nanda 2023", "Syed et al. 2023",
-                  "Olsson et al. 2022", "Kramár et al. 2024"):  # fmt: skip
+                  "Olsson et al. 2022", "Kramár et al. 2024", "Geiger et al. 2021", "Chan et al. 2022",
+                  "Elhage et al. 2021"):  # fmt: skip
         assert cited in text, cited
 
 

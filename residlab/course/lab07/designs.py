@@ -32,6 +32,18 @@ DESIGNS = ("copied_token", "matched_position")
 # The head kinds a design cannot show, by its construction (above): the copied-token design leaves the
 # previous-token head's write unchanged, so no patch of that head can restore anything there.
 UNTESTABLE = {"copied_token": ("previous_token",), "matched_position": ()}
+_REASONS = {("copied_token", "previous_token"): "this design changes only the token induction copies, so a previous-token "
+            "head writes the same at every position block 1's keys match in both runs (the previous token is unchanged)"}
+
+
+def not_testable_reason(design: str, kind: str) -> str | None:
+    """Why the design ``design`` cannot test heads of ``kind`` (None when it can): the one sentence the page and
+    the runner both say after the verdict word."""
+    if kind not in UNTESTABLE.get(design, ()):
+        return None
+    return _REASONS[(design, kind)]
+
+
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from residlab.capture.sites import site_name
-from residlab.course.lab07.attribution import corrupt_gradients, head_attribution
+from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
 from residlab.course.lab07.designs import UNTESTABLE, Design, make_design
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
@@ -124,12 +124,14 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
         return [[_round(value * scale) for value in row] for row in rows]
 
     gradients = corrupt_gradients(pair)
+    errors = {} if gap is not None else {"head_error": [[{key: _round(value) for key, value in cell.items()} for cell in row]
+                                                        for row in head_error_split(pair, gradients)]}  # fmt: skip
     heads = {"denoising": head_grid(pair, "denoising"), "noising": head_grid(pair, "noising"),
              "attribution": head_attribution(pair, gradients), "path_keys": [head_path_patching(pair)]}  # fmt: skip
     return {"gap": _round(pair.gap), "heads": {method: scaled(rows) for method, rows in heads.items()},
             "activation": {direction: {kind: scaled(rows) for kind, rows in activation_grids(pair, direction).items()}
                            for direction in DIRECTIONS},
-            "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}}  # fmt: skip
+            "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}, **errors}  # fmt: skip
 
 
 # ---- identities: cells the construction fixes --------------------------------------------------------------
@@ -147,12 +149,18 @@ def identities(design: dict, depth: int) -> list[dict]:
         cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
                       "block": block, "position": None, "value": None,
                       "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
+    if "clean" in design:
+        agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": agree, "value": 0.0,
+                      "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
     if is_swap(design):
         a, b = design["changed"]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": [a, b], "value": None, "mirror": True,
                       "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
-                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention)"})  # fmt: skip
+                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention), so "
+                             "patching one of them runs a hybrid prompt: its share is that prompt's behaviour (Part 3's table)"})  # fmt: skip
     if len(design["changed"]) == 1:
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
                       "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
@@ -198,6 +206,12 @@ def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1
                 block = identity["block"]
                 if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
                     raise AssertionError(f"{where} {direction}: resid_pre {block} != resid_post {block - 1}")
+            elif identity["position"] is None:
+                for position in identity["positions"]:
+                    value = rows[identity["kind"]][identity["block"]][position]
+                    if value is None or abs(value - identity["value"]) > tolerance:
+                        raise AssertionError(f"{where} {direction} {identity['site']} at {position}: {value}, not "
+                                             f"{identity['value']:g} by construction")  # fmt: skip
             else:
                 value = rows[identity["kind"]][identity["block"]][identity["position"]]
                 if value is None or abs(value - identity["value"]) > tolerance:
@@ -235,6 +249,25 @@ def null_bounds(null_pairs: list[dict]) -> dict:
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
 
 
+ERROR_PARTS = ("total", "final_norm_shapley", "upstream_shapley", "final_norm", "final_norm_final_first")
+
+
+def head_error_table(pairs: list[dict]) -> list[list[dict]]:
+    """(blocks x heads): per part of the per-head attribution error (``ERROR_PARTS``: the error, its Shapley split,
+    the final normaliser's part in each order) the summary over pairs. Raises where a pair's error is not its
+    attribution share minus its exact denoising share."""
+    for index, pair in enumerate(pairs):
+        for block, row in enumerate(pair["head_error"]):
+            for head, cell in enumerate(row):
+                error = pair["heads"]["attribution"][block][head] - pair["heads"]["denoising"][block][head]
+                if abs(cell["total"] - error) > 1e-4:
+                    raise AssertionError(f"pair {index} block {block} head {head}: the split error {cell['total']} is not "
+                                         f"attribution minus exact {error}")  # fmt: skip
+    shape = pairs[0]["head_error"]
+    return [[{part: summarise([pair["head_error"][block][head][part] for pair in pairs]) for part in ERROR_PARTS}
+             for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
+
+
 def head_outcome(row: list, named: list[int], bound: float) -> tuple[int, str]:
     """One pair, one block: the top head and the verdict key: "nothing" when no head clears the null's bound,
     "found" when the top head is named, "other" when it is not."""
@@ -259,9 +292,12 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict) 
             if block >= len(shape) or None in shape[block]:
                 continue  # a method that cannot reach this block
             in_block = [h for b, h in heads if b == block]
-            outcomes = [head_outcome(grid[block], in_block, bound[block])[1] for grid in grids]
+            outcomes = [head_outcome(grid[block], in_block, bound[block]) for grid in grids]
+            verdicts = [verdict for _, verdict in outcomes]
             kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "chance": _round(len(in_block) / len(shape[block])),
-                                        "fractions": {key: _round(outcomes.count(key) / len(outcomes)) for key in ("found", "other", "nothing")}}  # fmt: skip
+                                        "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in ("found", "other", "nothing")},
+                                        "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
+                                                    for h in in_block}}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
 
 
@@ -273,7 +309,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
         measured, nulls = [], []
         for index, design in enumerate(designs):
             shares = pair_shares(model, design)
-            check_identities({"changed": list(design.changed), "readout": design.readout}, shares["activation"],
+            check_identities({"changed": list(design.changed), "readout": design.readout, "clean": design.clean,
+                              "corrupt": design.corrupt}, shares["activation"],
                              f"{name} pair {index}")  # fmt: skip
             check_mirror({"name": name, "clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)},
                          prepare(model, design))  # fmt: skip
@@ -293,6 +330,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
+            "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
             "per_pair": {"gap": [pair["gap"] for pair in measured],

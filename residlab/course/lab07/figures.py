@@ -13,6 +13,7 @@ import html
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
+from residlab.course.lab07.sentences import by_construction
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
@@ -29,15 +30,16 @@ def colour(value: float | None) -> str:
     return f"#ff{fade:02x}{fade:02x}" if v >= 0 else f"#{fade:02x}{fade:02x}ff"
 
 
-def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: float) -> tuple[list[str], float]:
+def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tuple[list[str], float]:
     parts = [f'<text x="0" y="{top + 14}" font-weight="bold">{html.escape(title)}</text>']
     top += 22
     for index, label in enumerate(columns):
         parts.append(f'<text x="{ROW_LABEL + index * CELL + CELL / 2}" y="{top + 10}" text-anchor="middle" '
                      f'font-size="12">{html.escape(label)}</text>')  # fmt: skip
     top += 14
-    for row, (label, values) in enumerate(rows):
+    for row, (label, values, *marked) in enumerate(rows):
         y = top + row * CELL
+        marked = marked[0] if marked else set()
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
@@ -45,10 +47,13 @@ def _panel(title: str, rows: list[tuple[str, list]], columns: list[str], top: fl
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
                          f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip
+            if position in marked:  # a cell fixed by construction: an identity, never a finding
+                parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="3.5" '
+                             'fill="#000" stroke="#fff" stroke-width="1"/>')  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 
 
-SCALE_HEIGHT = 58
+SCALE_HEIGHT = 92
 
 
 def _colour_scale(top: float, length: float) -> list[str]:
@@ -65,6 +70,9 @@ def _colour_scale(top: float, length: float) -> list[str]:
         parts.append(f'<line x1="{tick:.0f}" y1="{y + 14}" x2="{tick:.0f}" y2="{y + 19}" stroke="#333"/>'
                      f'<text x="{tick:.0f}" y="{y + 31}" text-anchor="{anchor}" font-size="12">{label}</text>')  # fmt: skip
     parts.append(f'<text x="{x}" y="{y + 47}" font-size="12">grey: undefined (a zero gap)</text>')
+    parts.append(f'<circle cx="{x + 4}" cy="{y + 59}" r="3.5" fill="#000"/><text x="{x + 12}" y="{y + 63}" font-size="12">'
+                 "fixed by construction (an identity)</text>"
+                 f'<text x="{x}" y="{y + 79}" font-size="12">columns before the first *: 0 by construction</text>')
     return parts
 
 
@@ -84,6 +92,11 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
             + "".join(parts) + "</svg>")  # fmt: skip
 
 
+def identity_positions(design: dict, kind: str, block: int) -> set[int]:
+    """The positions of a grid row whose cell is fixed by construction (``sentences.by_construction``)."""
+    return {p for p in range(len(design["clean"])) if by_construction(design, kind, block, p)}
+
+
 def position_labels(design: dict) -> list[str]:
     """Column labels: the position, starred where the two prompts differ."""
     return [f"{p}*" if p in design["changed"] else str(p) for p in range(len(design["clean"]))]
@@ -93,7 +106,8 @@ def activation_figure(report: dict, name: str) -> str:
     """Both directions for every site kind of one design, as raw HTML for a page cell with ``output: asis``."""
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
-               [(site_name(block, kind), row) for block, row in enumerate(design["activation"][direction][kind])])
+               [(site_name(block, kind), row, identity_positions(design, kind, block))
+                for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")
 

@@ -32,17 +32,18 @@ from pathlib import Path
 from residlab.audit.measures import shown
 from residlab.course.models.induction.measures import find_heads, head_scores, held_out_sequences
 from residlab.course.models.induction.recipe import TRAINING_SEED, load_induction_model, new_model, train_induction_model
+from residlab.capture.blocks import block_type_for
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import (
-    attribution_grids, bend_measures, centred_angle, corrupt_gradients, head_attribution,
+    attribution_grids, bend_measures, centred_angle, corrupt_gradients, finite_difference_check, head_attribution,
 )
-from residlab.course.lab07.designs import all_designs
+from residlab.course.lab07.designs import all_designs, not_testable_reason
 from residlab.course.lab07.distribution import (
     NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
-    identities, measure_distribution, named_heads,
+    identities, is_swap, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
-    DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
+    DIRECTIONS, KINDS, _readout_metric, activation_grids, head_grid, head_path_patching, path_patching, prepare, share,
 )
 from residlab.course.models.threads import single_thread
 
@@ -70,14 +71,54 @@ def untrained_baseline(designs: dict) -> dict:
     return {"seeds": list(UNTRAINED_SEEDS), "gaps": gaps, "highest_head_score": {k: _round(v) for k, v in highest.items()}}
 
 
-def nonlinearities(model) -> list[str]:
-    """Every place the model is not linear in its residual stream, in the order it runs."""
-    depth, act = model.config.num_hidden_layers, model.config.hidden_act
+def nonlinearities(model) -> list[dict]:
+    """Every place the model is not linear in its residual stream, counted from its modules in the order they are
+    registered: each LayerNorm, each activation function, and per attention module its three (the product of
+    queries and keys, the softmax, the product of the pattern and the values). Each: module, what, and which part
+    of the attribution error's split it falls in (the final normaliser's, or upstream)."""
+    import torch.nn as nn
+
+    final = block_type_for(model.config).final_norm
     places = []
-    for block in range(depth):
-        places += [f"block {block}: the attention's input LayerNorm", f"block {block}: the attention softmax of every head",
-                   f"block {block}: the MLP's input LayerNorm", f"block {block}: the MLP's {act.upper()}"]  # fmt: skip
-    return places + ["the final LayerNorm"]
+    for name, module in model.named_modules():
+        kind = type(module).__name__
+        if isinstance(module, nn.LayerNorm):
+            places.append({"module": name, "what": "LayerNorm", "part": "final" if name == final else "upstream"})
+        elif kind.endswith("Attention"):
+            places += [{"module": name, "what": what, "part": "upstream"}
+                       for what in ("queries times keys (QK)", "softmax", "pattern times values")]  # fmt: skip
+        elif "GELU" in kind.upper() or kind.endswith("Activation"):
+            places.append({"module": name, "what": kind.replace("Activation", "") or kind, "part": "upstream"})
+    return places
+
+
+def hybrid_cells(pair, design, exact: dict) -> list[dict]:
+    """For a swap design, each cell of block 0's input at a swapped position, observed as what it is: the run of a
+    hybrid prompt (the receiving run's prompt with that one token from the other run; block 0's input is the
+    token's embedding alone). Each: direction, position, the hybrid prompt, its M from a plain forward (no patch),
+    its share, the earlier occurrences of the readout's token with the token after each, whether the target and
+    the rival occur. ``exact``: the design's activation grids (direction -> kind -> rows). Raises unless the share equals the patched cell's (the identity)."""
+    if not is_swap({"clean": design.clean, "corrupt": design.corrupt, "changed": list(design.changed)}):
+        return []
+    import torch
+
+    grids = {direction: exact[direction]["resid_pre"][0] for direction in DIRECTIONS}
+    cells = []
+    for direction in DIRECTIONS:
+        receiver, source = (design.corrupt, design.clean) if direction == "denoising" else (design.clean, design.corrupt)
+        for position in design.changed:
+            prompt = list(receiver)
+            prompt[position] = source[position]
+            with single_thread(), torch.inference_mode():
+                metric = float(_readout_metric(pair.model(input_ids=torch.tensor([prompt]), use_cache=False).logits.float(), design)[0])
+            value = share(pair, direction, metric)
+            if abs(value - grids[direction][position]) > 1e-4:
+                raise AssertionError(f"{design.name} {direction} at {position}: the hybrid prompt's share {value} is not the cell's")
+            readout = prompt[-1]
+            cells.append({"direction": direction, "position": position, "prompt": prompt, "metric": _round(metric),
+                          "share": _round(value), "earlier": [[p, prompt[p + 1]] for p in range(len(prompt) - 1) if prompt[p] == readout],
+                          "target_present": design.target in prompt[:-1], "rival_present": design.rival in prompt[:-1]})  # fmt: skip
+    return cells
 
 
 def measure_design(model, design) -> dict:
@@ -106,6 +147,13 @@ def measure_design(model, design) -> dict:
                   "attribution": _grid(head_attribution(pair, gradients)),
                   "path_keys": _grid([head_path_patching(pair), [None] * model.config.num_attention_heads])},  # fmt: skip
         "path": {key: _round(value) for key, value in path_patching(pair).items()},
+        "hybrids": hybrid_cells(pair, design, exact),
+        # the most attention any block-0 head at the readout puts on the changed positions, in either run: the only
+        # way block 0's write there (all block 1's queries read that M depends on) can differ between the runs
+        "readout_reach": _round(max(float(attention[0, :, -1, list(design.changed)].sum(-1).max())
+                                    for attention in (pair.clean_attention, pair.corrupt_attention))),
+        "first_order_check": {key: float(f"{value:.3g}")
+                              for key, value in finite_difference_check(pair, gradients).items()},
     }
     measured["identities"] = identities(measured, pair.depth)
     check_identities(measured, measured["activation"], design.name)
@@ -172,7 +220,7 @@ def summary_lines(report: dict) -> list[str]:
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{words[key]} {shown(value, 2):.2f}" for key, value in entry["fractions"].items())
                 lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; chance "

@@ -24,7 +24,12 @@ def check_report(report: dict) -> None:
             for block, (e_row, a_row, x_row, b_row) in enumerate(rows):
                 for position, (e, a, x, bend) in enumerate(zip(e_row, a_row, x_row, b_row)):
                     assert abs(e - (a - x)) < 1e-5, f"{name} {kind}: error is not attribution minus exact"
-                    assert abs(bend["upstream"] + bend["final_norm"] - e) < SPLIT_TOLERANCE, (
-                        f"{name} {kind} block {block} position {position}: the error's parts do not sum to it")
+                    for suffix in ("", "_final_first", "_shapley"):
+                        assert abs(bend["upstream" + suffix] + bend["final_norm" + suffix] - e) < SPLIT_TOLERANCE, (
+                            f"{name} {kind} block {block} position {position}: the error's parts do not sum to it")
+        check = design.get("first_order_check")
+        if check is not None:
+            for key in ("state", "metric", "two_ways"):
+                assert check[key] <= check["tolerance"], f"{name}: the first-order term's {key} check {check[key]}"
     if "distribution" in report:
         check_distribution(report["distribution"])

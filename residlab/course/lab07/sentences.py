@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
+from residlab.course.lab07.designs import not_testable_reason
 from residlab.course.lab07.distribution import HEAD_KINDS, identities
 from residlab.course.lab07.patching import KINDS
 
@@ -89,9 +90,24 @@ def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, i
     in the order the model runs."""
     design = report["designs"][name]
     grids = design["activation"][direction]
-    return [(site, position, value, by_construction(design, kind, block, position))
+    return [(site, position, value, by_construction(design, kind, block, position) or by_structure(design, kind, block, position))
             for site, position, kind, block in distinct_cells(design)
             if (value := grids[kind][block][position]) is not None and value >= HALF]  # fmt: skip
+
+
+REACH_SMALL = 0.05  # block 0's heads at the readout "barely read" the changed positions below this much attention
+
+
+def by_structure(design: dict, kind: str, block: int, position: int) -> str:
+    """Why a cell is near 1 by the model's structure rather than by what it learned, or "": the last block's
+    attention write at the readout, when block 0's heads there barely read the changed positions (``readout_reach``)."""
+    depth = len(design["activation"]["denoising"]["resid_pre"])
+    reach = design.get("readout_reach")
+    if (kind, block, position) != ("attn_write", depth - 1, design["readout"]) or reach is None or reach >= REACH_SMALL:
+        return ""
+    return (f"near 1 by structure, not learning: the readout's input to block {block} differs between the runs only by "
+            f"what block 0's heads there read at the changed positions, at most {reach:.3f} of their attention, so nearly "
+            f"all the change reaches the readout through this write")
 
 
 def grid_sentence(report: dict, name: str, direction: str) -> str:
@@ -128,16 +144,58 @@ def direction_sentence(report: dict, name: str) -> str:
     grids = design["activation"]
     pairs = [(abs(d - n), site, position, d, n) for site, position, kind, block in distinct_cells(design)
              if (d := grids["denoising"][kind][block][position]) is not None
-             and (n := grids["noising"][kind][block][position]) is not None]  # fmt: skip
+             and (n := grids["noising"][kind][block][position]) is not None
+             and not by_construction(design, kind, block, position)]  # fmt: skip
+    left_out = " (the cells fixed by construction left out: they are identities or hybrid prompts, not findings)"
     difference, site, position, denoise, noise = max(pairs)
     if difference < 0.1:
-        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap: here each site that "
+        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap{left_out}: here each site that "
                 f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
     reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
                "for it" if denoise > noise else
                "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-    return (f"On the worked example, the two directions differ most at {site}, position {position}: {_value(denoise)} denoising, {_value(noise)} "
-            f"noising; {reading}.")  # fmt: skip
+    return (f"On the worked example, the two directions differ most{left_out} at {site}, position {position}: {_value(denoise)} denoising, "
+            f"{_value(noise)} noising; {reading}.")  # fmt: skip
+
+
+def hybrid_rows(report: dict, name: str) -> list[list[str]]:
+    """One row per hybrid-prompt cell of a swap design (``lab.hybrid_cells``): the cell, the prompt, the earlier
+    occurrences of the readout's token and what follows each, whether the target and the rival occur, M and the
+    share (equal to the patched cell's, asserted)."""
+    design = report["designs"][name]
+    rows = []
+    for cell in design["hybrids"]:
+        earlier = ", ".join(f"{p} (then {after})" for p, after in cell["earlier"])
+        present = "; ".join(f"{what} {token} {'present' if cell[key] else 'absent'}" for what, token, key in
+                            (("target", design["target"], "target_present"), ("rival", design["rival"], "rival_present")))  # fmt: skip
+        rows.append([f"{cell['direction']}, position {cell['position']}", " ".join(map(str, cell["prompt"])), earlier, present,
+                     _value(cell["metric"]), _value(cell["share"])])  # fmt: skip
+    return rows
+
+
+def hybrid_sentence(report: dict, name: str) -> str:
+    """What the hybrid prompts show, chosen from them: a share above 1 or below 0 read through what the prompt holds."""
+    design = report["designs"][name]
+    cells = design["hybrids"]
+    if not cells:
+        return ""
+    said = []
+    for cell in cells:
+        followers = {after for _, after in cell["earlier"]}
+        if design["target"] in followers and design["rival"] not in followers:
+            why = "the target follows an earlier occurrence of the readout's token and the rival follows none"
+        elif design["rival"] in followers and design["target"] not in followers:
+            why = "the rival follows an earlier occurrence of the readout's token and the target follows none"
+        elif not followers:
+            why = "the readout's token occurs nowhere earlier, so there is nothing for induction to copy"
+        else:
+            why = "both the target and the rival follow earlier occurrences of the readout's token"
+        extra = sorted(followers - {design["target"], design["rival"]})
+        if extra:
+            why += f" (token {', '.join(map(str, extra))} follows one too)"
+        said.append(f"{cell['direction']} at position {cell['position']} gives {_value(cell['share'])}: {why}")
+    return ("Each of these cells is the run of a hybrid prompt (checked to equal the patched cell when the page is built), "
+            "so it is read as that prompt's behaviour: " + "; ".join(said) + ".")
 
 
 def path_sentence(report: dict, name: str) -> str:
@@ -160,7 +218,19 @@ def path_sentence(report: dict, name: str) -> str:
                    "acts mainly by telling block 1 where to attend")  # fmt: skip
     else:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
-    return f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
+    structural = ""
+    if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
+        structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "
+                      f"reads the readout alone, so only block 1's query there counts, and block 0's write at the readout "
+                      f"differs between the runs only through what its heads there read at the changed positions (block "
+                      f"0's input is each token's embedding), at most {design['readout_reach']:.3f} of their attention on "
+                      f"the worked example.")  # fmt: skip
+    untestable = report["distribution"]["designs"][name].get("not_testable", [])
+    if abs(keys) <= floor and untestable:
+        structural += (" The keys' near 0 is the design's construction, not a finding: "
+                       + "; ".join(not_testable_reason(name, kind) for kind in untestable) + ".")
+    return (f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
+            + structural)
 
 
 def attribution_cells(report: dict, name: str) -> list[dict]:
@@ -172,6 +242,7 @@ def attribution_cells(report: dict, name: str) -> list[dict]:
         if error is None:
             continue
         cells.append({"site": site, "position": position, "error": error,
+                      "identity": bool(by_construction(design, kind, block, position)),
                       "exact": design["activation"]["denoising"][kind][block][position],
                       "approximate": design["attribution"][kind][block][position],
                       **design["bends"][kind][block][position]})  # fmt: skip
@@ -179,38 +250,94 @@ def attribution_cells(report: dict, name: str) -> list[dict]:
 
 
 def nonlinearities_sentence(report: dict) -> str:
+    """How many places the model bends, counted from its modules, by kind, and which part of the split each is in."""
     places = report["nonlinearities"]
-    return (f"The model is not linear in {len(places)} places, each a place the first-order estimate can fail: "
-            + "; ".join(places) + ".")
+    kinds = {}
+    for place in places:
+        kinds[place["what"]] = kinds.get(place["what"], 0) + 1
+    upstream = sum(place["part"] == "upstream" for place in places)
+    return (f"Counted from the model's modules, it is not linear in {len(places)} places (the table), each a place the "
+            f"first-order estimate can fail: " + ", ".join(f"{count} {what}" for what, count in kinds.items())
+            + f". {upstream} of them lie between a site and the final state, {len(places) - upstream} after it.")
+
+
+def nonlinearity_rows(report: dict) -> list[list[str]]:
+    return [[str(index + 1), f"`{place['module']}`", place["what"],
+             "final normaliser part" if place["part"] == "final" else "upstream part"]
+            for index, place in enumerate(report["nonlinearities"])]  # fmt: skip
+
+
+def first_order_sentence(report: dict, name: str) -> str:
+    """The first-order term checked: forward-mode J da against a central finite difference, and the estimate two ways."""
+    check = report["designs"][name]["first_order_check"]
+    return (f"The first-order term is checked at every cell: J da from a forward-mode pass agrees with the central "
+            f"finite difference (step {check['step']:g} of da, on a float64 copy of the model) within {check['state']:.1e} "
+            f"of the largest J da, the estimate ∇f · J da with the same difference of M within {check['metric']:.1e} of "
+            f"the largest estimate, and the page's estimate (the backward pass) with the forward pass's within "
+            f"{check['two_ways']:.1e} of it; the page is not built if any exceeds {check['tolerance']:.0e}.")
+
+
+def _leans(final: float, upstream: float) -> str:
+    """Which part is the larger in size ("even" when they agree to the two decimals the page shows)."""
+    if round(abs(final), 2) == round(abs(upstream), 2):
+        return "even"
+    return "final" if abs(final) > abs(upstream) else "upstream"
 
 
 def attribution_sentence(report: dict, name: str) -> str:
-    """The worst cell, its error split exactly (``attribution.error_split``) into the final normaliser's part and the
-    upstream part, which part is the larger there and over every cell, and the angle the final LayerNorm sees."""
+    """The worst cell, its error split exactly into the final normaliser's part and the upstream part in both orders
+    (``attribution.split_both_orders``) and their Shapley average, which part is the larger by that average there
+    and over every large cell, whether the two orders agree, and the angle the final LayerNorm sees."""
     design = report["designs"][name]
     if not design["readable"]:
         return NOT_READ
-    cells = attribution_cells(report, name)
+    cells = [cell for cell in attribution_cells(report, name) if not cell["identity"]]
     worst = max(cells, key=lambda cell: abs(cell["error"]))
-    final, upstream = worst["final_norm"], worst["upstream"]
-    first = (f"On the worked example the largest error is at {worst['site']}, position {worst['position']}: attribution "
-             f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}), "
-             f"which splits exactly into {_value(final)} from the final LayerNorm alone (grad f · dx − df) and "
-             f"{_value(upstream)} from everything between the site and the final state (grad f · (J da − dx)).")  # fmt: skip
-    if abs(final) >= abs(upstream):
-        why = ("So most of it is the final LayerNorm: it keeps only the direction of the centred final state (its "
-               "length it divides away), and the patch turns that direction further than its gradient at the corrupt "
-               "run describes, the first-order estimate following the turn only along its tangent.")  # fmt: skip
-    else:
-        why = ("So most of it is upstream: the blocks between the site and the final state respond to the patch "
-               "beyond first order (an attention softmax, a GELU, a LayerNorm inside a block).")  # fmt: skip
+    first = (f"On the worked example (the cells fixed by construction left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
+             f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}). "
+             f"Taking the upstream part first, the final LayerNorm's part is {_value(worst['final_norm'])} and the upstream "
+             f"part {_value(worst['upstream'])}; taking the final LayerNorm first, {_value(worst['final_norm_final_first'])} "
+             f"and {_value(worst['upstream_final_first'])}; their average (the Shapley split, which depends on no order) "
+             f"{_value(worst['final_norm_shapley'])} and {_value(worst['upstream_shapley'])}.")  # fmt: skip
+    orders = {_leans(worst["final_norm"], worst["upstream"]), _leans(worst["final_norm_final_first"], worst["upstream_final_first"])}
+    lean = _leans(worst["final_norm_shapley"], worst["upstream_shapley"])
+    where = {"final": "most of it is the final LayerNorm", "even": "the two parts are equal to two decimals",
+             "upstream": "most of it is upstream, in the blocks between the site and the final state"}[lean]
+    why = (f"By the Shapley split {where}" + (", and both orders agree." if len(orders) == 1 else
+           ", but the two orders disagree on which part is the larger: the two parts interact, and a split in one order "
+           "alone would blame whichever part it takes second."))  # fmt: skip
     large = [cell for cell in cells if abs(cell["error"]) >= 0.1]
-    dominated = sum(abs(cell["final_norm"]) >= abs(cell["upstream"]) for cell in large)
-    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, the final LayerNorm's part is the larger "
-             f"in {dominated}." if large else "No cell's error reaches 0.10 in size.")  # fmt: skip
+    dominated = sum(_leans(cell["final_norm_shapley"], cell["upstream_shapley"]) == "final" for cell in large)
+    agree = sum(_leans(c["final_norm"], c["upstream"]) == _leans(c["final_norm_final_first"], c["upstream_final_first"]) for c in large)
+    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, the final LayerNorm's Shapley part is the "
+             f"larger in {dominated}, and the two orders agree on the larger part in {agree}." if large else
+             "No cell's error reaches 0.10 in size.")  # fmt: skip
     angle = (f"The clean and corrupt final states at the readout, centred as the final LayerNorm centres them, are "
              f"{design['final_angle']:.0f} degrees apart.")  # fmt: skip
     return f"{first} {why} {tally} {angle}"
+
+
+def head_error_rows(report: dict, name: str) -> list[list[str]]:
+    """Per head: the per-head attribution error over the pairs, its Shapley split, and the final LayerNorm's part in
+    each order (means [intervals])."""
+    table = report["distribution"]["designs"][name]["head_error"]
+    return [[f"{block}.{head}", _interval(cell["total"]), _interval(cell["final_norm_shapley"]), _interval(cell["upstream_shapley"]),
+             _value(cell["final_norm"]["mean"]), _value(cell["final_norm_final_first"]["mean"])]
+            for block, row in enumerate(table) for head, cell in enumerate(row)]  # fmt: skip
+
+
+def head_error_sentence(report: dict, name: str) -> str:
+    """Which head's attribution error is largest over the pairs, and which part carries it by the Shapley split."""
+    table = report["distribution"]["designs"][name]["head_error"]
+    block, head = max(((b, h) for b, row in enumerate(table) for h in range(len(row))),
+                      key=lambda bh: abs(table[bh[0]][bh[1]]["total"]["mean"]))  # fmt: skip
+    cell = table[block][head]
+    lean = _leans(cell["final_norm_shapley"]["mean"], cell["upstream_shapley"]["mean"])
+    larger = {"final": "its larger part is the final LayerNorm", "upstream": "its larger part is upstream",
+              "even": "its two parts are equal to two decimals"}[lean]
+    return (f"Over the pairs the largest mean error is head {block}.{head}'s, {_interval(cell['total'])}; by the Shapley "
+            f"split {larger} "
+            f"({_value(cell['final_norm_shapley']['mean'])} against {_value(cell['upstream_shapley']['mean'])}).")
 
 
 METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
@@ -253,7 +380,9 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
     over the pairs, the fraction of pairs in which it is its block's top head and the fraction in which its share
     is above anything the null pairs give."""
     measured = report["distribution"]["designs"][name]
-    named = {(b, h): HEAD_KINDS[kind] for kind, heads in report["heads"]["named"].items() for b, h in heads}
+    named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: its shares are near 0 by construction)"
+                                         if kind in measured["not_testable"] else "")
+             for kind, heads in report["heads"]["named"].items() for b, h in heads}  # fmt: skip
     rows = []
     for block, row in enumerate(measured["heads"]["denoising"]["heads"]):
         for head in range(len(row)):
@@ -270,12 +399,21 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
     return rows
 
 
+def null_rows(report: dict, name: str) -> list[list[str]]:
+    """Rows for the head table: per block, the largest share any head takes in the null pairs, per method."""
+    null = report["distribution"]["designs"][name]["null"]["heads"]
+    depth = len(null["denoising"])
+    return [[f"null, block {block}", "any head, null pairs (largest)",
+             *(_value(null[method][block]) if block < len(null.get(method, [])) else "" for method in METHOD_NAMES)]
+            for block in range(depth)]  # fmt: skip
+
+
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     """Over the pairs, how often the method puts a head the rule named on top of its block, against chance."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:
-        return f"{words['not_testable']}: this design leaves the write of a {HEAD_KINDS[kind]} head unchanged (Part 2)."
+        return f"{words['not_testable']}: {not_testable_reason(name, kind)}."
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -293,8 +431,16 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named; a random "
                     f"pick would succeed in {_percent(entry['chance'])} of pairs): "
                     + ", ".join(f"{words[key]} in {_percent(value)}" for key, value in fractions.items())
-                    + f" of the pairs; {reading}")  # fmt: skip
+                    + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
+
+
+def _by_head(report: dict, entry: dict) -> str:
+    """Which named head the method puts on top, head by head, beside the order of their attention scores."""
+    table = report["heads"]["name_scores"][entry["kind"]]["scores"][entry["block"]]
+    by_score = sorted(entry["named"], key=lambda h: -table[h])
+    return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score)
+            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.2f}" for h in by_score))
 
 
 def disagreement_sentence(report: dict) -> str:

@@ -152,9 +152,46 @@ def test_the_attribution_error_splits_exactly(random_pair):
             for position, cell in enumerate(bend_measures(random_pair, kind, block, gradients)):
                 error = approximate[kind][block][position] - exact[kind][block][position]
                 assert cell["upstream"] + cell["final_norm"] == pytest.approx(error, abs=1e-5)
-    # the readout's final state patched: dx is the whole change, so the final LayerNorm's part is the whole error
+                for suffix in ("_final_first", "_shapley"):  # the other order and the average sum to it too
+                    assert cell["upstream" + suffix] + cell["final_norm" + suffix] == pytest.approx(error, abs=1e-5)
+    # the readout's final state patched: dx is the whole change (J is the identity), so in both orders the final
+    # LayerNorm's part is the whole error
     last = bend_measures(random_pair, "resid_post", random_pair.depth - 1, gradients)[-1]
-    assert abs(last["upstream"]) < 1e-5
+    assert abs(last["upstream"]) < 1e-5 and abs(last["upstream_final_first"]) < 1e-5
+
+
+def test_the_two_orders_and_their_average():
+    from residlab.course.lab07.attribution import split_both_orders
+
+    # estimate 1.0, grad f . dx 0.5, f(x + J da) - f(x) 0.8, exact 0.2, gap 2: parts differ by order, each sums
+    split = split_both_orders(1.0, 0.5, 0.8, 0.2, 2.0)
+    assert (split["upstream"], split["final_norm"]) == pytest.approx((0.25, 0.15))
+    assert (split["upstream_final_first"], split["final_norm_final_first"]) == pytest.approx((0.3, 0.1))
+    assert (split["upstream_shapley"], split["final_norm_shapley"]) == pytest.approx((0.275, 0.125))
+
+
+def test_the_first_order_term_agrees_with_its_finite_difference(random_pair, monkeypatch):
+    from residlab.course.lab07 import attribution
+
+    gradients = attribution.corrupt_gradients(random_pair)
+    check = attribution.finite_difference_check(random_pair, gradients)
+    assert max(check["state"], check["metric"], check["two_ways"]) <= attribution.FD_TOLERANCE
+    honest = attribution.linearised_changes
+    monkeypatch.setattr(attribution, "linearised_changes", lambda *args: honest(*args) * 1.01)  # J da 1 % off
+    with pytest.raises(AssertionError, match="first-order term's state check"):
+        attribution.finite_difference_check(random_pair, gradients)
+
+
+def test_each_heads_error_is_split_and_is_attribution_minus_exact(random_pair):
+    from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
+    from residlab.course.lab07.patching import head_grid
+
+    gradients = corrupt_gradients(random_pair)
+    exact, approximate = head_grid(random_pair, "denoising"), head_attribution(random_pair, gradients)
+    for block, row in enumerate(head_error_split(random_pair, gradients)):
+        for head, cell in enumerate(row):
+            assert cell["total"] == pytest.approx(approximate[block][head] - exact[block][head], abs=1e-5)
+            assert cell["upstream_final_first"] + cell["final_norm_final_first"] == pytest.approx(cell["total"], abs=1e-5)
 
 
 def _summary(mean: float, spread: float = 0.1) -> dict:
@@ -164,18 +201,21 @@ def _summary(mean: float, spread: float = 0.1) -> dict:
 def _small_report(gap: float, floor: float) -> dict:
     """A report of the shape ``run_lab`` writes, one design, numbers chosen by the test."""
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
-    entry = [[0.0, 1.0, 0.9], [0.0, 0.0, 0.2]]  # block 0's input at the one changed position: 1 by construction
+    entry = [[0.0, 1.0, 0.0], [0.0, 0.0, 0.2]]  # block 0's input: 1 at the one changed position, 0 where they agree
     output = [[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]  # block 1's input is block 0's output; the readout reads block 1's
     kinds = ("resid_pre", "attn_write", "mlp_write", "resid_post")
-    quiet = {"attention_moved": 0.0, "scale_change": 0.0, "upstream": 0.0, "final_norm": 0.0}
+    quiet = {"attention_moved": 0.0, "scale_change": 0.0, **{f"{part}{suffix}": 0.0 for part in ("upstream", "final_norm")
+                                                              for suffix in ("", "_final_first", "_shapley")}}  # fmt: skip
+    bent = {"attention_moved": 0.4, "scale_change": 0.1, "upstream": -0.1, "final_norm": -0.4, "upstream_final_first": -0.2,
+            "final_norm_final_first": -0.3, "upstream_shapley": -0.15, "final_norm_shapley": -0.35}  # fmt: skip
     design = {"clean": [1, 2, 1], "corrupt": [1, 3, 1], "target": 2, "rival": 4, "changed": [1], "readout": 2,
               "clean_metric": gap / 2, "corrupt_metric": -gap / 2, "gap": gap, "readable": abs(gap) > lab.READ_FACTOR * floor,
               "activation": {d: {"resid_pre": entry, "attn_write": grid, "mlp_write": grid, "resid_post": output}
                              for d in ("denoising", "noising")},
               "attribution": {k: grid for k in kinds},
               "error": {k: [[0.0, 0.0, -0.5], [0.0, 0.0, 0.0]] for k in kinds},
-              "bends": {k: [[quiet, quiet, {"attention_moved": 0.4, "scale_change": 0.1, "upstream": -0.1, "final_norm": -0.4}],
-                            [quiet] * 3] for k in kinds},
+              "bends": {k: [[quiet, quiet, dict(bent)], [quiet] * 3] for k in kinds},
+              "hybrids": [], "first_order_check": {"step": 0.01, "state": 1e-5, "metric": 1e-5, "two_ways": 1e-7, "tolerance": 1e-3},
               "final_angle": 80.0,
               "path": {"queries": 0.0, "keys": 0.7, "values": 0.0, "everything": 0.9}}  # fmt: skip
     design["identities"] = distribution.identities(design, 2)
@@ -192,7 +232,8 @@ def _small_report(gap: float, floor: float) -> dict:
             "distribution": {"pairs": 64, "interval": distribution.INTERVAL_NAME, "designs": {"copied_token": measured}},
             "heads": {"named": {"previous_token": [[0, 1], [0, 2]]}, "name_scores": name_scores},
             "verdict_words": distribution.VERDICT_WORDS,
-            "nonlinearities": ["block 0: the MLP's GELU", "the final LayerNorm"]}  # fmt: skip
+            "nonlinearities": [{"module": "mlp.act", "what": "GELU", "part": "upstream"},
+                               {"module": "final_norm", "what": "LayerNorm", "part": "final"}]}  # fmt: skip
 
 
 def test_a_gap_within_its_null_is_not_read():
@@ -211,10 +252,15 @@ def test_sentences_follow_their_numbers():
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = sentences.attribution_sentence(report, "copied_token")
-    assert "splits exactly into -0.40 from the final LayerNorm alone" in text and "So most of it is the final LayerNorm" in text
+    assert "Taking the upstream part first, the final LayerNorm's part is -0.40 and the upstream part -0.10" in text
+    assert "By the Shapley split most of it is the final LayerNorm, and both orders agree." in text
     for cells in report["designs"]["copied_token"]["bends"].values():
-        cells[0][2] = {**cells[0][2], "upstream": -0.45, "final_norm": -0.05}
-    assert "So most of it is upstream" in sentences.attribution_sentence(report, "copied_token")
+        cells[0][2] = {**cells[0][2], "upstream_shapley": -0.45, "final_norm_shapley": -0.05, "upstream_final_first": -0.45,
+                       "final_norm_final_first": -0.05}  # fmt: skip
+    text = sentences.attribution_sentence(report, "copied_token")
+    assert "most of it is upstream" in text and "but the two orders disagree on which part is the larger" in text
+    assert "13" not in sentences.nonlinearities_sentence(report)  # counted from the report, not typed
+    assert sentences.nonlinearities_sentence(report).startswith("Counted from the model's modules, it is not linear in 2 places")
 
 
 def test_where_score_and_share_disagree_the_page_says_so():
@@ -238,7 +284,7 @@ def test_the_page_checks_catch_a_broken_identity_or_split():
     del report["distribution"]
     report["designs"]["copied_token"]["error"] = {k: [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")}
     for cells in report["designs"]["copied_token"]["bends"].values():
-        cells[0][2] = {**cells[0][2], "upstream": 0.0, "final_norm": 0.0}
+        cells[0][2] = {**cells[0][2], **{key: 0.0 for key in cells[0][2] if key.startswith(("upstream", "final_norm"))}}
     report["designs"]["copied_token"]["attribution"] = report["designs"]["copied_token"]["activation"]["denoising"]
     check_report(report)
     split = json.loads(json.dumps(report))
@@ -254,7 +300,7 @@ def test_the_page_checks_catch_a_broken_identity_or_split():
     with pytest.raises(AssertionError, match="noising blocks.1.resid_post at 2: 0.9, not 1 by construction"):
         check_report(forced)
     parts = json.loads(json.dumps(report))
-    parts["designs"]["copied_token"]["bends"]["mlp_write"][1][2]["final_norm"] = 0.01
+    parts["designs"]["copied_token"]["bends"]["mlp_write"][1][2]["final_norm_final_first"] = 0.01  # one order only
     with pytest.raises(AssertionError, match="mlp_write block 1 position 2: the error's parts do not sum to it"):
         check_report(parts)
 
@@ -264,11 +310,11 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     text = sentences.grid_sentence(report, "copied_token", "denoising")
     assert text.startswith("On the worked example, the cells that move at least half of the gap when restored alone: "
                            "blocks.0.resid_pre at position 1 (1.00, an identity: the prompts differ only there: patching "
-                           "it makes one run the other); blocks.0.resid_pre at position 2 (0.90); blocks.0.attn_write at "
+                           "it makes one run the other); blocks.0.attn_write at "
                            "position 2 (0.90); blocks.0.mlp_write at position 2 (0.90); blocks.1.resid_post at position 2 "
                            "(1.00, an identity: the final state at the readout: all the metric reads).")
-    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 8 of them above 0.01
-    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 8 (2 of them "
+    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 7 of them above 0.01
+    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 7 (2 of them "
             "identities, fixed by construction) move M") in text
     assert text.endswith("7 are 0 by an identity (attention is causal, and they lie before the first position where "
                          "the prompts differ).")  # position 0 of each of the 7 distinct sites
@@ -286,6 +332,9 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     report["distribution"]["designs"]["copied_token"]["activation"] = over
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
+    # identity marks (and the legend's): block 0's input at 1 (the one changed position) and at 2 (the prompts
+    # agree), block 1's output at the readout, in both directions
+    assert svg.count("<circle") == 1 + 3 * 2
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
@@ -310,3 +359,15 @@ def test_a_swap_is_named_as_an_identity_and_checked_on_the_tensors(random_pair):
     with pytest.raises(AssertionError, match=f"blocks.0.resid_pre at {a} \\(clean\\) is not the corrupt run's at {b}"):
         distribution.check_mirror(design, pair)
     assert not distribution.is_swap({**design, "changed": [a]})  # one changed position is no swap
+
+
+def test_a_near_one_by_structure_is_named_as_such():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design["readout_reach"] = 0.002  # block 0's heads at the readout barely read the changed position
+    assert "near 1 by structure, not learning" in sentences.by_structure(design, "attn_write", 1, 2)
+    assert sentences.by_structure(design, "attn_write", 1, 1) == ""  # not the readout
+    design["readout_reach"] = 0.3  # they read it: the share is no longer structure alone
+    assert sentences.by_structure(design, "attn_write", 1, 2) == ""
+    rows = sentences.null_rows(report, "copied_token")
+    assert rows[0][:3] == ["null, block 0", "any head, null pairs (largest)", "0.01"]

@@ -102,7 +102,7 @@
       "In the lesson's terms it is patching clean into corrupt (denoising): the second prompt is the clean run, yours the corrupted run that receives the patch, " +
       "and the patch recovery R = (M(yours, patched) − M(yours)) / (M(second) − M(yours)) is the share of the gap between the two prompts' logit differences " +
       `the patch restores: 1 all of it, 0 none. The page adds the difference to the last write before that block's input (block b − 1's MLP write at that position); ` +
-      `block 0's input is the embedding, which no input of this model reaches, so the blocks offered are 1 to ${depth - 1}.`);
+      `block 0's input is the embedding, which no write precedes, so the blocks offered are 1 to ${depth - 1}.`);
     const patchChanges = element("div");
     results.append(
       element("div", { class: "rl-controls-row" }, element("label", {}, ["Position ", position])),
@@ -244,6 +244,7 @@
     position.addEventListener("change", showPosition);
     zeroButton.addEventListener("click", zeroWrite);
     patchButton.addEventListener("click", patchInput);
+    source.addEventListener("keydown", (event) => { if (event.key === "Enter") patchInput(); });
   }
 
   for (const root of document.querySelectorAll("#onnx-explorer")) {

@@ -98,11 +98,10 @@
     const patchPosition = element("select", { id: "onnx-patch-position", "aria-label": "Position of the patch" });
     const patchButton = element("button", { type: "button", class: "btn btn-outline-primary btn-sm", id: "onnx-patch" }, "Patch this block input");
     const patchEffect = element("p", { class: "rl-status rl-summary", id: "onnx-patch-effect", role: "status", "aria-live": "polite", tabindex: "0" },
-      "Patching runs the second prompt, then yours with one block's input at one position replaced by the second prompt's, everything after it recomputed. " +
-      "In the lesson's terms it is patching clean into corrupt (denoising): the second prompt is the clean run, yours the corrupted run that receives the patch, " +
-      "and the patch recovery R = (M(yours, patched) − M(yours)) / (M(second) − M(yours)) is the share of the gap between the two prompts' logit differences " +
-      `the patch restores: 1 all of it, 0 none. The page adds the difference to the last write before that block's input (block b − 1's MLP write at that position); ` +
-      `block 0's input is the embedding, which no write precedes, so the blocks offered are 1 to ${depth - 1}.`);
+      "Patching runs the second prompt, then yours with one block's input at one position taken from it, everything after recomputed: patching clean " +
+      "(the second prompt) into corrupt (yours), whose patch recovery R = (M(yours, patched) − M(yours)) / (M(second) − M(yours)) is the share of the gap " +
+      "the patch restores (1 all, 0 none). It is carried by the last write before that block's input, block b − 1's MLP write; block 0's input, the " +
+      `embedding, has none, so blocks 1 to ${depth - 1} are offered.`);
     const patchChanges = element("div");
     results.append(
       element("div", { class: "rl-controls-row" }, element("label", {}, ["Position ", position])),
@@ -209,11 +208,8 @@
     function recoveryWords(recovery) {
       if (recovery === null) return "undefined: the two prompts give the same logit difference, so there is no gap to recover";
       const r = Number(fixed(recovery, 4));
-      const where = r === 0 ? "leaves your prompt's logit difference where it was"
-        : r < 0 ? "moves your prompt's logit difference away from the second prompt's"
-          : r < 1 ? "moves your prompt's logit difference part of the way to the second prompt's"
-            : r === 1 ? "brings your prompt's logit difference all the way to the second prompt's"
-              : "moves your prompt's logit difference past the second prompt's";
+      const where = r === 0 ? "leaves it where it was" : r < 0 ? "moves it away from the second prompt's"
+        : r < 1 ? "moves it part of the way to the second prompt's" : r === 1 ? "brings it all the way to the second prompt's" : "moves it past the second prompt's";
       return `${fixed(recovery, 4)}: the patch ${where}`;
     }
 
@@ -229,7 +225,7 @@
         const gap = second - yours, recovery = gap === 0 ? null : (patched - yours) / gap;
         patchEffect.textContent = `${metricName()}: ${fixed(yours, 4)} for your prompt, ${fixed(second, 4)} for the second, ` +
           `${fixed(patched, 4)} for yours with block ${block}'s input at position ${at} (${quoted(last.tokens[at])}) taken from the second ` +
-          `(${quoted(answer.sourceTokens[at])}), through block ${block - 1}'s MLP write there. Patch recovery R: ${recoveryWords(recovery)}.`;
+          `(${quoted(answer.sourceTokens[at])}), through block ${block - 1}'s MLP write there. Patch recovery R of your prompt's logit difference: ${recoveryWords(recovery)}.`;
         patchChanges.replaceChildren();
         changeTable(patchChanges, `How far each boundary from block ${block}'s input on moved when it was patched (norm of the change; earlier boundaries do not move)`,
           block, answer.clean, answer.patched, at, "onnx-patch-changes");

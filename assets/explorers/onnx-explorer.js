@@ -3,7 +3,8 @@
 // says how many MB it fetches (summed from the files at build time: residlab/course/lab05/run_in_page.py), and
 // everything comes from this site. Shown per position: every boundary's norm, the cosine between consecutive
 // boundaries, each write's norm, the logit lens' top tokens at every boundary; then one write zeroed (its total
-// effect: everything after it recomputed) and the logit difference of two tokens the reader names, before and after.
+// effect: everything after it recomputed), or one block input patched from a second prompt (its patch recovery, as
+// residlab audit defines it), and the logit difference of two tokens the reader names, before and after.
 (function () {
   "use strict";
 
@@ -91,13 +92,28 @@
     const effect = element("p", { class: "rl-status rl-summary", id: "onnx-effect", role: "status", "aria-live": "polite", tabindex: "0" },
       "Zeroing a write removes it at one position and recomputes everything after it: the change in the logit difference is the write's total effect, the audit's M(clean) − M(write zeroed).");
     const changes = element("div");
+    const source = element("input", { type: "text", id: "onnx-source", value: "The capital of Spain is", "aria-label": "Second prompt", style: "width: 100%; max-width: 36em" });
+    const patchBlock = element("select", { id: "onnx-patch-block", "aria-label": "Block whose input is patched" });
+    for (let b = 1; b < depth; b++) patchBlock.append(element("option", { value: String(b) }, `block ${b}'s input (H${b})`));
+    const patchPosition = element("select", { id: "onnx-patch-position", "aria-label": "Position of the patch" });
+    const patchButton = element("button", { type: "button", class: "btn btn-outline-primary btn-sm", id: "onnx-patch" }, "Patch this block input");
+    const patchEffect = element("p", { class: "rl-status rl-summary", id: "onnx-patch-effect", role: "status", "aria-live": "polite", tabindex: "0" },
+      "Patching runs the second prompt, then yours with one block's input at one position taken from it, everything after recomputed: patching clean " +
+      "(the second prompt) into corrupt (yours), whose patch recovery R = (M(yours, patched) − M(yours)) / (M(second) − M(yours)) is the share of the gap " +
+      "the patch restores (1 all, 0 none). It is carried by the last write before that block's input, block b − 1's MLP write; block 0's input, the " +
+      `embedding, has none, so blocks 1 to ${depth - 1} are offered.`);
+    const patchChanges = element("div");
     results.append(
       element("div", { class: "rl-controls-row" }, element("label", {}, ["Position ", position])),
       tables,
+      element("fieldset", {}, [element("legend", {}, "Tokens whose logit difference is measured (one each)"), element("label", {}, ["target ", target]), element("label", {}, [" rival ", rival])]),
       element("p", { class: "rl-heading" }, "Zero one write"),
       element("fieldset", {}, [element("legend", {}, "Write"), site, zeroPosition]),
-      element("fieldset", {}, [element("legend", {}, "Tokens (one each)"), element("label", {}, ["target ", target]), element("label", {}, [" rival ", rival])]),
       zeroButton, effect, changes,
+      element("p", { class: "rl-heading" }, "Patch one block input from a second prompt"),
+      element("fieldset", {}, [element("legend", {}, "Second prompt (as many tokens as yours)"), source]),
+      element("fieldset", {}, [element("legend", {}, "Block input"), patchBlock, patchPosition]),
+      patchButton, patchEffect, patchChanges,
     );
     root.replaceChildren(element("p", { class: "rl-heading", id: "onnx-model-line" }, data.first_line),
       fetchNote, element("label", { for: "onnx-prompt" }, "Your prompt"), prompt, element("div", {}, runButton), status, results);
@@ -133,9 +149,11 @@
       const options = answer.tokens.map((token, p) => element("option", { value: String(p) }, `${p}: ${quoted(token)}`));
       position.replaceChildren(...options);
       zeroPosition.replaceChildren(...options.map((option) => option.cloneNode(true)));
-      position.value = zeroPosition.value = String(answer.ids.length - 1);
+      patchPosition.replaceChildren(...options.map((option) => option.cloneNode(true)));
+      position.value = zeroPosition.value = patchPosition.value = String(answer.ids.length - 1);
       results.hidden = false;
       changes.replaceChildren();
+      patchChanges.replaceChildren();
       showPosition();
       const seconds = (performance.now() - started) / 1000;
       say(`${answer.ids.length} tokens, run in ${seconds.toFixed(1)} s in this browser.`);
@@ -148,37 +166,81 @@
       return answer.ids[0][0];
     }
 
+    // M = logit(target) − logit(rival) at the last position, the audit's metric.
+    async function metricOf() {
+      const targetId = await single(target.value, "target"), rivalId = await single(rival.value, "rival");
+      if (targetId === rivalId) throw new Error("the target and the rival are the same token");
+      const end = last.ids.length - 1;
+      return (logits) => logits.data[end * logits.dims[2] + targetId] - logits.data[end * logits.dims[2] + rivalId];
+    }
+    const metricName = () => `Logit difference ${quoted(target.value)} − ${quoted(rival.value)} at the last position`;
+
+    // How far each boundary from H_first on moved (norm of the change) at `at` and at the last position.
+    function changeTable(into, caption, first, before, after, at, id) {
+      const end = last.ids.length - 1;
+      const rows = boundaryNames(depth).slice(first).map((name, i) => [`H${first + i} (${name})`,
+        fixed(norm(difference(vector(after, name, at), vector(before, name, at)))),
+        fixed(norm(difference(vector(after, name, end), vector(before, name, end))))]);
+      into.replaceChildren(table(caption, ["boundary", `at position ${at}`, `at the last position ${end}`], rows, id));
+      window.residlabScrollBoxes?.watch(into.querySelectorAll(".rl-table-box"));
+    }
+
     async function zeroWrite() {
       if (!last) return;
       zeroButton.disabled = true;
       try {
         const [write, block] = site.value.split(":"), at = Number(zeroPosition.value);
-        const targetId = await single(target.value, "target"), rivalId = await single(rival.value, "rival");
-        if (targetId === rivalId) throw new Error("the target and the rival are the same token");
+        const metric = await metricOf();
         const answer = await ask({ type: "run", ids: last.ids, zero: { site: write, block: Number(block), position: at } });
         if (answer.type === "error") throw new Error(answer.message);
-        const end = last.ids.length - 1, vocabulary = answer.clean.logits.dims[2];
-        const metric = (logits) => logits.data[end * vocabulary + targetId] - logits.data[end * vocabulary + rivalId];
         const before = metric(answer.clean.logits), after = metric(answer.zeroed.logits);
-        effect.textContent = `Logit difference ${quoted(target.value)} − ${quoted(rival.value)} at the last position: ` +
+        effect.textContent = `${metricName()}: ` +
           `${fixed(before, 4)} with every write, ${fixed(after, 4)} with block ${block}'s ${write === "attn_write" ? "attention" : "MLP"} write ` +
           `zeroed at position ${at}. Total effect of that write: ${fixed(before - after, 4)}.`;
-        const rows = boundaryNames(depth).map((name, i) => [`H${i} (${name})`,
-          fixed(norm(difference(vector(answer.zeroed, name, at), vector(answer.clean, name, at)))),
-          fixed(norm(difference(vector(answer.zeroed, name, end), vector(answer.clean, name, end))))]);
-        changes.replaceChildren(table("How far each boundary moved when the write was zeroed (norm of the change)",
-          ["boundary", `at the write's position ${at}`, `at the last position ${end}`], rows, "onnx-changes"));
-        window.residlabScrollBoxes?.watch(changes.querySelectorAll(".rl-table-box"));
+        changeTable(changes, "How far each boundary moved when the write was zeroed (norm of the change)", 0, answer.clean, answer.zeroed, at, "onnx-changes");
       } catch (error) {
         effect.textContent = `Not zeroed: ${error.message}.`;
       }
       zeroButton.disabled = false;
     }
 
+    // R as a sentence chosen from its value, read as the audit's patch_recovery (undefined when the gap is zero).
+    function recoveryWords(recovery) {
+      if (recovery === null) return "undefined: the two prompts give the same logit difference, so there is no gap to recover";
+      const r = Number(fixed(recovery, 4));
+      const where = r === 0 ? "leaves it where it was" : r < 0 ? "moves it away from the second prompt's"
+        : r < 1 ? "moves it part of the way to the second prompt's" : r === 1 ? "brings it all the way to the second prompt's" : "moves it past the second prompt's";
+      return `${fixed(recovery, 4)}: the patch ${where}`;
+    }
+
+    async function patchInput() {
+      if (!last) return;
+      patchButton.disabled = true;
+      try {
+        const block = Number(patchBlock.value), at = Number(patchPosition.value);
+        const metric = await metricOf();
+        const answer = await ask({ type: "run", ids: last.ids, patch: { text: source.value, block, position: at } });
+        if (answer.type === "error") throw new Error(answer.message);
+        const yours = metric(answer.clean.logits), second = metric(answer.source.logits), patched = metric(answer.patched.logits);
+        const gap = second - yours, recovery = gap === 0 ? null : (patched - yours) / gap;
+        patchEffect.textContent = `${metricName()}: ${fixed(yours, 4)} for your prompt, ${fixed(second, 4)} for the second, ` +
+          `${fixed(patched, 4)} for yours with block ${block}'s input at position ${at} (${quoted(last.tokens[at])}) taken from the second ` +
+          `(${quoted(answer.sourceTokens[at])}), through block ${block - 1}'s MLP write there. Patch recovery R of your prompt's logit difference: ${recoveryWords(recovery)}.`;
+        patchChanges.replaceChildren();
+        changeTable(patchChanges, `How far each boundary from block ${block}'s input on moved when it was patched (norm of the change; earlier boundaries do not move)`,
+          block, answer.clean, answer.patched, at, "onnx-patch-changes");
+      } catch (error) {
+        patchEffect.textContent = `Not patched: ${error.message}.`;
+      }
+      patchButton.disabled = false;
+    }
+
     runButton.addEventListener("click", runPrompt);
     prompt.addEventListener("keydown", (event) => { if (event.key === "Enter") runPrompt(); });
     position.addEventListener("change", showPosition);
     zeroButton.addEventListener("click", zeroWrite);
+    patchButton.addEventListener("click", patchInput);
+    source.addEventListener("keydown", (event) => { if (event.key === "Enter") patchInput(); });
   }
 
   for (const root of document.querySelectorAll("#onnx-explorer")) {

@@ -7,11 +7,15 @@
 // Requests, each {id, type, ...}; every answer carries the request's id:
 // - {type: "load"}: fetch the manifest, the tokenizer and the model, start a session -> {type: "ready", manifest}.
 // - {type: "tokenize", strings} -> {type: "ids", ids: [[...], ...]} (fetches the tokenizer alone).
-// - {type: "run", text | ids, zero: null | {site: "attn_write" | "mlp_write", block, position}} -> {type: "result",
-//   ids, tokens, lensTokens, clean, zeroed}: lensTokens the clean run's lens ids decoded, in their order; clean
-//   and zeroed map every output name to {dims, data} (data a typed array; zeroed
-//   null without a zero). Zeroing is the graph's additive input for that write set to minus the write the clean run
-//   carried there, everything downstream recomputed: the write's total effect, as residlab audit measures it.
+// - {type: "run", text | ids, zero: null | {site: "attn_write" | "mlp_write", block, position},
+//   patch: null | {text, block, position}} -> {type: "result", ids, tokens, lensTokens, clean, zeroed, source,
+//   sourceTokens, patched}: lensTokens the clean run's lens ids decoded, in their order; clean, zeroed, source and patched map
+//   every output name to {dims, data} (data a typed array; null without their request). Zeroing is the graph's
+//   additive input for that write set to minus the write the clean run carried there, everything downstream
+//   recomputed: the write's total effect, as residlab audit measures it. Patching runs `patch.text` (source, the
+//   same number of tokens), then this prompt with block `block`'s input at `position` replaced by the source's:
+//   the graph has no additive input before block 0, so the difference is added to the last write before block
+//   `block`'s input, block `block - 1`'s MLP write, at that position (blocks 1 to depth - 1).
 // Any failure -> {type: "error", message}: one line.
 import * as ort from "../onnx-runtime/ort.wasm.min.mjs";
 import { Tokenizer } from "../onnx-runtime/tokenizers.min.mjs";
@@ -61,27 +65,45 @@ async function forward(ids, feeds) {
   }]));
 }
 
-async function run({ text, ids, zero }) {
+const at = (outputs, name, position) => outputs[name].data.subarray(position * manifest.width, (position + 1) * manifest.width);
+
+// This prompt run again with `added` (a vector) added to block `block`'s `site` write at `position`.
+function adding(ids, site, block, position, added) {
+  const feeds = deltas(ids.length), width = manifest.width;
+  feeds[`${site}.delta`].data.set(added, (block * ids.length + position) * width);
+  return forward(ids, feeds);
+}
+
+async function run({ text, ids, zero, patch }) {
   await load();
   ids = ids || encode(text);
   if (!ids.length) throw new Error("the prompt has no tokens: type some text");
   if (ids.length > 512) throw new Error(`the prompt is ${ids.length} tokens; this page runs at most 512`);
   const clean = await forward(ids, deltas(ids.length));
-  let zeroed = null;
+  let zeroed = null, source = null, patched = null, sourceTokens = null;
   if (zero) {
     const { site, block, position } = zero;
     if (!(block >= 0 && block < manifest.depth && position >= 0 && position < ids.length)) {
       throw new Error(`no write ${site} in block ${block} at position ${position}`);
     }
-    const feeds = deltas(ids.length), width = manifest.width;
-    const write = clean[`blocks.${block}.${site}`].data.subarray(position * width, (position + 1) * width);
-    const delta = feeds[`${site}.delta`].data, offset = (block * ids.length + position) * width;
-    for (let i = 0; i < width; i++) delta[offset + i] = -write[i];
-    zeroed = await forward(ids, feeds);
+    zeroed = await adding(ids, site, block, position, at(clean, `blocks.${block}.${site}`, position).map((x) => -x));
+  }
+  if (patch) {
+    const { block, position } = patch, from = encode(patch.text);
+    if (from.length !== ids.length) {
+      throw new Error(`the second prompt is ${from.length} tokens and yours ${ids.length}; patching needs the same number`);
+    }
+    if (!(block >= 1 && block < manifest.depth && position >= 0 && position < ids.length)) {
+      throw new Error(`no block input to patch in block ${block} at position ${position}`);
+    }
+    source = await forward(from, deltas(from.length));
+    sourceTokens = from.map((id) => tokenizer.decode([id]));
+    const name = `blocks.${block}.resid_pre`, into = at(clean, name, position);
+    patched = await adding(ids, "mlp_write", block - 1, position, at(source, name, position).map((x, i) => x - into[i]));
   }
   const tokens = ids.map((id) => tokenizer.decode([id]));
   const lensTokens = Array.from(clean["lens.top_ids"].data, (id) => tokenizer.decode([id]));
-  return { ids, tokens, lensTokens, clean, zeroed };
+  return { ids, tokens, lensTokens, clean, zeroed, source, sourceTokens, patched };
 }
 
 self.onmessage = async ({ data }) => {

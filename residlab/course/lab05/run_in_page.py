@@ -5,7 +5,11 @@ lock, else the synthetic specimen), which ``residlab/build/onnx_files.py`` copie
 files named here (``RUNTIME_SHIPPED``: onnxruntime-web's WebAssembly build, @huggingface/tokenizers). The block's data
 says what the model is (its first line: "random weights, not Pythia-14M" for the specimen, the name and revision for
 the real model) and how many bytes the button fetches, summed from those very files; nothing is fetched before the
-reader presses it (``assets/explorers/onnx-explorer.js``, the model run in ``onnx-worker.js``).
+reader presses it (``assets/explorers/onnx-explorer.js``, the model run in ``onnx-worker.js``). The block's two
+interventions are computed there, through the export's additive inputs: one write zeroed (its total effect) and one
+block input patched from a second prompt (its patch recovery, ``residlab.audit.measures.patch_recovery``'s
+definition); ``depth`` here sets which blocks the patch offers (1 to depth - 1: block 0's input is the embedding,
+which no write precedes).
 """
 
 from __future__ import annotations

@@ -168,8 +168,20 @@ walk_blocks = function(ctx, blocks)
     local t = block.t
     if t == "Header" then
       ctx.section = block.identifier ~= "" and block.identifier or ctx.section
-      ctx.kind = block.attributes["number-kind"] or ctx.page_kind
-      ctx.model = block.attributes["number-model"] or ctx.page_model
+      -- A heading's declaration holds until the next heading of its level or above.
+      for level = block.level, 6 do
+        ctx.headings[level] = nil
+      end
+      if block.attributes["number-kind"] or block.attributes["number-model"] then
+        ctx.headings[block.level] = {kind = block.attributes["number-kind"], model = block.attributes["number-model"]}
+      end
+      ctx.kind, ctx.model = ctx.page_kind, ctx.page_model
+      for level = 1, 6 do
+        local declared_here = ctx.headings[level]
+        if declared_here then
+          ctx.kind, ctx.model = declared_here.kind or ctx.kind, declared_here.model or ctx.model
+        end
+      end
       block.attributes["number-kind"], block.attributes["number-model"] = nil, nil
       local origin, base = where(ctx)
       list(ctx, origin, base, own_text(block), true)
@@ -246,7 +258,7 @@ end
 function Pandoc(doc)
   local kind = meta_text(doc.meta, "number-kind") or "unclassified"
   local model = meta_text(doc.meta, "number-model") or ""
-  local ctx = {section = "top", kind = kind, model = model, page_kind = kind, page_model = model}
+  local ctx = {section = "top", kind = kind, model = model, page_kind = kind, page_model = model, headings = {}}
   doc.blocks = walk_blocks(ctx, doc.blocks)
   local path, page = target("page")
   if path then

@@ -44,6 +44,14 @@ norm 1.5 then 7
 | 0 | 2.25 |
 | 1 | [3.5]{.rl-number expr="n"} |
 :::
+
+### Within the toy {#within}
+
+Still [8]{.rl-number expr="k"} here.
+
+## Next {#next}
+
+Then [9]{.rl-number expr="j"}.
 """
 
 
@@ -74,10 +82,14 @@ def test_every_number_is_listed_under_what_computed_it(tmp_path):
         "cell:tally / 0 / norm": "2.25",
         "cell:tally / 1 / position": "1",
         "n": "3.5",
+        "k": "8",
+        "j": "9",
     }  # names (Pythia-14M, GPT-2), code, math and the cell's own source are not numbers it shows
     assert numbers["n"]["origin"] == "inline" and numbers["cell:tally / 0 / norm"]["origin"] == "cell"
     assert (numbers['f"{acc:.2f}"[1]']["kind"], numbers['f"{acc:.2f}"[1]']["model"]) == ("observed", "copy model")
     assert (numbers["n"]["kind"], numbers["n"]["model"]) == ("analytic", "toy")  # the heading's declaration
+    assert numbers["k"]["kind"] == "analytic" and numbers["k"]["section"] == "within"  # holds under its subheadings
+    assert (numbers["j"]["kind"], numbers["j"]["model"]) == ("observed", "copy model")  # until the next of its level
     # The page is written as without the filter: the marks and declarations are read, not kept.
     assert "rl-number" not in html and "number-kind" not in html and "accuracy 0.93 of 12 here" in html
 

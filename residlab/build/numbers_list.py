@@ -21,6 +21,7 @@ from pathlib import Path
 from residlab.build import pins
 
 NUMBERS = "numbers.json"
+LOCK = Path("residlab") / "locks" / "pythia-14m.lock.json"
 PAGE_LISTS = ".residlab-numbers"
 SCHEMA = 1
 MAX_LIST_BYTES = 16 * 1024 * 1024  # one page's list, or the site's, read at most
@@ -51,7 +52,7 @@ def read_json(path: Path, what: str) -> dict:
 def build_pins(root: Path) -> dict:
     """What the build's numbers came from: every pin of requirements.txt and the specimen's lock."""
     requirements = (root / "requirements.txt").read_text(encoding="utf-8")
-    lock = pins.load_lock_data(root / "residlab" / "locks" / "pythia-14m.lock.json")
+    lock = pins.load_lock_data(root / LOCK)
     found = {f"requirements.txt {name}": version for name, version in pins.requirement_pins(requirements).items()}
     found["lock repository"] = lock["repository"]
     found["lock revision"] = lock["revision"]

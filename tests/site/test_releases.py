@@ -1,6 +1,8 @@
 """Course releases on the site suite's one render (``built_site``): the build's numbers.json lists every page and the
 numbers it shows, a release of the build verifies and refuses a tampered file, and after one page of a scratch copy
-is rendered again with another seed, ``residlab release diff`` names exactly the numbers that changed.
+is rendered again with another seed, ``residlab release diff`` names exactly the numbers that changed; in Chromium,
+that page's Releases menu (Quarto's navbar menu, from the release's manifest) reaches the latest build and the
+release, and a page of the release names its term and links to the same page in the latest build.
 
 The second build renders one small page (the glossary's Normalisation, whose cell draws its vector from a seed) of a
 copy of the rendered project, not a second site."""
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -50,11 +53,12 @@ def scratch(built_site, tmp_path_factory) -> tuple[Path, Path]:
     """A release of the built site (2027-spring) beside a second build: one page rendered again with another seed."""
     folder = tmp_path_factory.mktemp("releases")
     project = folder / "project"
-    shutil.copytree(built_site.project, project, symlinks=True, ignore=shutil.ignore_patterns("node_modules", "_site", ".git"))
+    shutil.copytree(built_site.project, project, symlinks=True, ignore=shutil.ignore_patterns("node_modules", "_site", ".git", release.RELEASES))
     for modules in built_site.project.glob("assets/*/node_modules"):
         (project / modules.relative_to(built_site.project)).symlink_to(modules, target_is_directory=True)
     shutil.copytree(built_site.site, folder / "_site", symlinks=True)
     release.make_release(project, built_site.site, "2027-spring")
+    (project / release.RELEASES_FILE).write_text(release.releases_yaml(project), encoding="utf-8")  # as the command does
     source = (project / PAGE).read_text(encoding="utf-8")
     assert source.count(SEED) == 1
     (project / PAGE).write_text(source.replace(SEED, SEED.replace("(0)", "(1)")), encoding="utf-8")
@@ -90,3 +94,31 @@ def test_the_diff_names_exactly_the_numbers_the_seed_changed(scratch, capsys):
     assert [line for line in out[1:] if not line.startswith("  ")] == [PAGE]  # appeared or gone: this page only
     for page, i in expected:
         assert f"  changed  {i}: {old[page][i]['value']} -> {new[page][i]['value']}" in out
+
+
+def test_the_selector_reaches_every_build_and_a_release_page_names_its_term(scratch, served, browser):
+    _, second = scratch
+    base = served(second)
+    menu = '[aria-labelledby="nav-menu-releases"] a'
+    browser.get(f"{base}/{numbers_list.page_html(PAGE)}")
+    entries = browser.execute_script(f"return [...document.querySelectorAll('{menu}')].map(a => [a.textContent.trim(), a.href])")
+    assert [text for text, _ in entries] == ["Latest build", "2027-spring"]
+    # Quarto writes a link to a folder's index.html as the folder
+    assert [href.removesuffix("index.html") for _, href in entries] == [f"{base}/", f"{base}/releases/2027-spring/"]
+    for _, href in entries:
+        browser.get(href)
+        assert browser.execute_script("return document.querySelector('main h1, main .title') !== null"), href
+    browser.get(f"{base}/releases/2027-spring/{numbers_list.page_html(PAGE)}")
+    note = browser.execute_script("""
+        const note = document.querySelector('.rl-release-note');
+        return note && [note.textContent, note.querySelector('a').href, document.querySelector('link[rel=canonical]').href];""")
+    assert note is not None and "the 2027-spring release" in note[0]
+    latest = f"{base}/{numbers_list.page_html(PAGE)}"
+    assert note[2] == latest  # the canonical address is the latest build's page
+    deadline = time.monotonic() + 10
+    while "this page in the latest build" not in note[0] and time.monotonic() < deadline:  # after its HEAD request
+        time.sleep(0.2)
+        note = browser.execute_script("const n = document.querySelector('.rl-release-note'); return [n.textContent, n.querySelector('a').href]")
+    assert note[1] == latest and "this page in the latest build" in note[0]
+    browser.get(f"{base}/{numbers_list.page_html(PAGE)}")
+    assert browser.execute_script("return document.querySelector('.rl-release-note')") is None  # the latest build's page

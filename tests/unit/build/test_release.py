@@ -5,6 +5,7 @@ differ, page by page; bad input is one line."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -95,3 +96,21 @@ def test_diff_names_the_pins_and_exactly_the_numbers_that_differ(root, tmp_path,
                    "labs/a.qmd", "  changed  n: 0.93 -> 0.91", "  appeared added: 7", "  gone     gone: 4"]
     assert release.main(["--root", str(root), "diff", "2027-spring", "latest"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "numbers: the same on every page"
+
+
+def test_the_navbar_menu_lists_every_release_newest_first(root):
+    assert release.releases_yaml(root).endswith("website: {}\n")  # no release: no menu, nothing copied
+    for term in ("2026-fall", "2027-spring", "2026-spring", "2026-spring-b"):
+        (root / "releases" / term).mkdir(parents=True)
+        (root / "releases" / term / "manifest.json").write_text("{}", encoding="utf-8")
+    (root / "releases" / "2027-fall").mkdir()  # no manifest: not a release
+    (root / "releases" / "notes").mkdir()
+    text = release.releases_yaml(root)
+    assert '"releases/**"' in text and 'text: "Latest build"\n            href: "index.qmd"' in text
+    assert re.findall(r'href: "releases/([^/]+)/index.html"', text) == ["2027-spring", "2026-fall", "2026-spring-b", "2026-spring"]
+
+
+def test_a_release_is_listed_in_the_menu_it_writes(root, capsys):
+    assert release.main(["--root", str(root), "2027-winter"]) == 0
+    assert 'href: "releases/2027-winter/index.html"' in (root / release.RELEASES_FILE).read_text(encoding="utf-8")
+    assert "_releases.yml lists it in the navbar" in capsys.readouterr().out

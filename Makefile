@@ -146,10 +146,13 @@ test-peers: $(PEERS_VENV)/.installed
 sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
-# A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
+# A published build is a fresh run: no frozen results or shared page results survive from earlier renders. The course
+# releases under releases/ (kept in the repository as built) are checked against their manifests first; the render
+# copies them into the site as they are (_releases.yml), and site verify reads their pages too.
 render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
+	$(BIN)/residlab release verify --all
 	rm -rf _freeze .residlab-render-cache
 	$(BIN)/residlab site render
 	$(BIN)/residlab site verify _site

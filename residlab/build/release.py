@@ -4,8 +4,8 @@
   ``releases/TERM/`` with the pins it was built from (``pins/requirements.txt`` and ``pins/pythia-14m.lock.json``)
   and ``manifest.json``: the term and the sha256 and size of every file. A release is never rebuilt or
   overwritten: a TERM that exists is refused. TERM is a year and a term, ``2027-spring``.
-- ``residlab release verify TERM``: every file of the release against its manifest; a changed, missing or added
-  file is refused, named.
+- ``residlab release verify TERM`` (or ``--all``, every release; ``make render`` runs it): every file of the
+  release against its manifest; a changed, missing or added file is refused, named.
 - ``residlab release diff A B``: A and B each a release's TERM, ``latest`` (``_site/``) or a build folder; the
   pins that differ, then page by page every number (``numbers.json``, ``residlab.build.numbers_list``) whose value
   changed (old -> new), appeared or disappeared. Exit status 0 when they show the same numbers, 1 when any differ.
@@ -210,9 +210,10 @@ def releases_yaml(root: Path) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="residlab release", description=__doc__.splitlines()[0].strip("`"))
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[2], help="the project's root folder")
-    parser.add_argument("term", metavar="TERM | verify TERM | diff A B", help="a release name, or verify or diff")
+    parser.add_argument("term", metavar="TERM | verify TERM | verify --all | diff A B", help="a release name, or verify or diff")
     parser.add_argument("more", nargs="*", help=argparse.SUPPRESS)
     parser.add_argument("--site", type=Path, help="the build to release (default: _site/ of the root)")
+    parser.add_argument("--all", action="store_true", help="verify: every release under releases/")
     return parser
 
 
@@ -220,12 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     action, rest = args.term, args.more
+    if args.all and action != "verify":
+        parser.error("--all goes with verify only")
     try:
         if action == "verify":
-            if len(rest) != 1:
-                parser.error("verify takes one TERM")
-            count = verify_release(args.root, rest[0])
-            print(f"release {rest[0]}: {count} files match the manifest")
+            if args.all and not rest:
+                rest = terms(args.root)  # every release there is (none: nothing to check)
+            elif len(rest) != 1 or args.all:
+                parser.error("verify takes one TERM, or --all")
+            for term in rest:
+                count = verify_release(args.root, term)
+                print(f"release {term}: {count} files match the manifest")
         elif action == "diff":
             if len(rest) != 2:
                 parser.error("diff takes two builds: A B (a TERM, latest, or a build folder)")

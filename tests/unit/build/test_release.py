@@ -110,6 +110,16 @@ def test_the_navbar_menu_lists_every_release_newest_first(root):
     assert re.findall(r'href: "releases/([^/]+)/index.html"', text) == ["2027-spring", "2026-fall", "2026-spring-b", "2026-spring"]
 
 
+def test_verify_all_checks_every_release(root, capsys):
+    assert release.main(["--root", str(root), "verify", "--all"]) == 0  # none yet: nothing to check
+    release.make_release(root, root / "_site", "2026-fall")
+    release.make_release(root, root / "_site", "2027-spring")
+    (root / "releases" / "2026-fall" / "index.html").write_text("<p>edited</p>", encoding="utf-8")
+    assert release.main(["--root", str(root), "verify", "--all"]) == 2
+    captured = capsys.readouterr()
+    assert "release 2027-spring: 5 files match" in captured.out and "release 2026-fall: index.html differs" in captured.err
+
+
 def test_a_release_is_listed_in_the_menu_it_writes(root, capsys):
     assert release.main(["--root", str(root), "2027-winter"]) == 0
     assert 'href: "releases/2027-winter/index.html"' in (root / release.RELEASES_FILE).read_text(encoding="utf-8")

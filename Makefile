@@ -44,7 +44,7 @@ define build_venv
 	touch $(1)/.installed
 endef
 
-.PHONY: render page pyodide editor pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
+.PHONY: release render page pyodide editor pythia pythia-capture test test-site test-rest test-compat test-peers venv venv-peers sync clean
 
 venv: $(VENV)/.installed
 
@@ -146,13 +146,23 @@ test-peers: $(PEERS_VENV)/.installed
 sync: | $(VENV)/.installed
 	$(BIN)/residlab sync
 
-# A published build is a fresh run: no frozen results or shared page results survive from earlier renders.
+# A published build is a fresh run: no frozen results or shared page results survive from earlier renders. The course
+# releases under releases/ (kept in the repository as built) are checked against their manifests first; the render
+# copies them into the site as they are (_releases.yml), and site verify reads their pages too.
 render: $(VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	$(BIN)/residlab sync --check
 	$(BIN)/residlab site check
+	$(BIN)/residlab release verify --all
 	rm -rf _freeze .residlab-render-cache
 	$(BIN)/residlab site render
 	$(BIN)/residlab site verify _site
+
+# Instructors: record the build make render left in _site/ as a term's release, releases/TERM/ with its pins and a
+# manifest of its files' sha256 (residlab/build/release.py); a release that exists is refused, never overwritten.
+# RELEASE, not TERM: make reads the terminal's TERM from the environment.
+release: | $(VENV)/.installed
+	@test -n "$(RELEASE)" || { echo "usage: make release RELEASE=2027-spring (after make render)"; exit 2; }
+	$(BIN)/residlab release $(RELEASE)
 
 # The six pinned Pythia-14M files, fetched (only what is missing) and verified into the lock's cache folder,
 # .residlab-pythia/<the lock's digest>/, which `make render` then uses for Lab 05 Part 4 and Lab 06 Part 3. Any

@@ -18,6 +18,7 @@ COMMANDS = {
     "induction": ("residlab.course.lab06.induction_cli", "the two-block induction model: train, describe, audit, verify"),
     "site": ("residlab.build.site", "check the pages statically, or run their cells in a Jupyter kernel as Quarto would"),
     "sync": ("residlab.build.sync", "write or --check the files derived from the package (runners, pins, _variables.yml)"),
+    "release": ("residlab.build.release", "record the build as a term's release; verify one; diff the numbers of two builds"),
     "pins": ("residlab.build.pins_command", "how far the pins are behind (outdated); whether the newest releases work (try-latest)"),
 }
 

@@ -36,6 +36,10 @@
 - ``onnx_files``: a Quarto post-render step, the page's model exported to ONNX (``pythia.onnx_export``, cached by the
   weights' digest) with its licence and the numbers a browser's run is checked against, and the pinned onnxruntime-web
   and tokenizers files that run it, copied into the site (from the npm install in ``assets/onnx-runtime/``).
+- ``numbers_list``: a Quarto post-render step, the pages' lists of every number they show (``assets/site/numbers.lua``)
+  gathered into ``numbers.json`` of the site with the pins the build ran with.
+- ``release``: ``residlab release TERM | verify TERM | diff A B``: a build kept as a term's release under
+  ``releases/TERM/`` with a sha256 manifest, checked against it, and two builds' pins and numbers compared.
 - ``lighthouse``: Lighthouse run on the built site served as GitHub Pages serves it (the site tests and
   ``benchmarks/lighthouse_scores.py``).
 """

@@ -177,7 +177,7 @@ def verify_build(root: Path, site_dir: Path) -> list[str]:
         minified = {}
         problems.append(str(error))
     for pattern in load_config(root).get("project", {}).get("resources", []):
-        for source in sorted(root.glob(pattern)):
+        for source in sorted(path for path in root.glob(pattern) if path.is_file()):  # "releases/**" names folders too
             built = site_dir / source.relative_to(root)
             if not built.is_file():
                 problems.append(f"{built.relative_to(site_dir)}: resource not copied into the site")

@@ -2,7 +2,8 @@
 
 Derived files: the runners in ``assets/labs/``, ``assets/labs/residual-requirements.txt``, ``_variables.yml`` and
 ``_pages.yml`` (the navbar, the sidebar and the resources, from the registry of page families,
-``residlab/course/pages.py``), and the README's table of pages (between its markers). The tests run the check, so a page, a runner and the pins cannot drift apart.
+``residlab/course/pages.py``), ``_releases.yml`` (the navbar's Releases menu, from the course releases under
+``releases/``, ``release``), and the README's table of pages (between its markers). The tests run the check, so a page, a runner and the pins cannot drift apart.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 from pathlib import Path
 
 from residlab.build import pins
+from residlab.build import release
 from residlab.build import runners
 from residlab.course import pages
 
@@ -29,6 +31,7 @@ def derived_files(site_root: Path) -> dict[Path, str]:
     outputs = runners.runner_outputs(site_root / "assets" / "labs")
     outputs.update(pins.pinned_outputs(site_root, lock))
     outputs[site_root / pages.METADATA_FILE] = pages.metadata_yaml()
+    outputs[site_root / release.RELEASES_FILE] = release.releases_yaml(site_root)
     readme = site_root / "README.md"
     if readme.is_file():  # the table of pages between its markers; the rest of the README is written by hand
         outputs[readme] = pages.readme_with_table(readme.read_text(encoding="utf-8"))

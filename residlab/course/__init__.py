@@ -35,6 +35,12 @@ from __future__ import annotations
 
 import importlib
 
+from residlab.render import inline_numbers
+
+# In a kernel Quarto started for this project, each inline `{python}` result is marked with its expression, for the
+# build's list of every number a page shows (assets/site/numbers.lua); anywhere else this does nothing.
+inline_numbers.install()
+
 # name -> (module that owns it, attribute; None: the module itself)
 _INTERFACE = {
     # what the pages compute

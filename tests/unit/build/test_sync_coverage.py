@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from residlab.build import release
 from residlab.build import runners
 from residlab.build import sync
 from residlab.course import pages
@@ -24,6 +25,7 @@ EXPECTED_DERIVED = {
     f"{pages.RUNNER_DIR}/{pages.TOY_SKELETON[0]}",  # Lab 05 Part 3's skeleton, the editor's starting point
     "_variables.yml",  # what the pages show through {{< var >}}
     pages.METADATA_FILE,  # the navbar, sidebar and resources, from the registry
+    release.RELEASES_FILE,  # the navbar's Releases menu, from the course releases' manifests
     "tests/compat-requirements.txt",  # the second test environment
 }
 

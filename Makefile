@@ -105,13 +105,15 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 # suite (one render of a clean copy, then the browser) and the rest (units, runners, the stand-in publish
 # renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
 # environments are built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are
-# built on both cores and the long suites start sooner.
+# built on both cores and the long suites start sooner. The suites' processes (pytest, the render's kernels, the
+# runners) take one torch thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads
+# than cores only spin; the course's numbers are computed on one thread whatever the setting (single_thread).
 SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
 REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
 BESIDE := nice -n 10
 LONG_SUITES_FIRST :=
 test:
-	$(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
+	OMP_NUM_THREADS=1 $(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
 		test-site test-rest test-compat test-peers
 
 # The site suite runs the pages' commands too, each page's environment built from the wheelhouse as the page says

@@ -1,15 +1,19 @@
 """Lab 07 as this session's render built it, read back: the report is the one the render computed once
 (``patching_report`` in its render cache, ``run_lab`` on the model ``induction_training`` trained for it), and the
 page must show that report: in its data island (every cell), in its SVG figures (every cell's value), in its
-sentences, and with the explorer's script and the runner served from the site itself. That ``run_lab`` gives this
-report from those weights is the unit tests' and the runner tests' job (tests/runners/test_patching_runner.py);
-computing it again here would cost the suite a minute for the same check."""
+sentences, and with the explorer's script and the runner served from the site itself; the served runner prints the
+page's verdict words for the same cells. That ``run_lab`` gives this report from those weights is the unit tests'
+job, and the learner's run of the runner must write this very report (tests/site/test_page_commands.py); computing
+it again here would cost the suite a minute for the same check."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import re
+import sys
+from pathlib import Path
 
 import pytest
 from built_text import shown
@@ -19,17 +23,22 @@ pytestmark = pytest.mark.slow
 PAGE = "labs/07-patching-methods.html"
 
 
-@pytest.fixture(scope="module")
-def report(built_site):
+def rendered_report(project: Path) -> dict:
+    """The Lab 07 report the render of ``project`` computed (once) and its page shows, as JSON reads it back."""
     from residlab.render import render_cache
 
-    folder = built_site.project / render_cache.RENDER_CACHE_DIR
+    folder = project / render_cache.RENDER_CACHE_DIR
     uses = render_cache.read_uses(folder)
     assert len([use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]) == 1
     computed = [use for use in uses if use["name"] == "patching_report" and use["how"] == "computed"]
     assert len(computed) == 1, computed
     (entry,) = folder.glob(f"*/{computed[0]['entry']}")
-    return json.loads(json.dumps(pickle.loads(entry.read_bytes())))
+    return json.loads(json.dumps(pickle.loads(entry.read_bytes()), allow_nan=False))
+
+
+@pytest.fixture(scope="module")
+def report(built_site):
+    return rendered_report(built_site.project)
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +121,45 @@ def test_the_explorer_and_the_runner_are_served_by_the_site(built_site, page_htm
     assert served.read_bytes() == (built_site.project / "assets/labs/patching_methods.py").read_bytes()
     assert 'href="../assets/labs/patching_methods.py"' in page_html
     assert not re.search(r'<script[^>]+src="https?://', page_html)  # no script from another site
+
+
+def served_runner(site: Path):
+    """The runner the page links, imported as a module from the site (its ``__main__`` block does not run)."""
+    spec = importlib.util.spec_from_file_location("patching_methods_served", site / "assets/labs/patching_methods.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while the file executes
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_site, report):
+    """Lab 07's sentences name each cell's verdicts (per design, method and head kind, over the pairs) in the words
+    of the report's one table; the download prints the same words for the same cells, "not testable" included, and
+    says why not in the one function's words."""
+    from residlab.course.lab07 import sentences
+    from residlab.course.lab07.designs import UNTESTABLE, not_testable_reason
+
+    runner = served_runner(built_site.site)
+    assert runner.VERDICT_WORDS == report["verdict_words"]  # the download's table is the package's
+    words = set(report["verdict_words"].values())
+    lines = runner.summary_lines(report)
+    printed, design = {}, None
+    for line in lines:
+        header = re.match(r"^(\w+): worked example gap", line)
+        cell = re.match(r"^  (\w+), (\w+) heads\b.*?: (.*)$", line)
+        if header:
+            design = header[1]
+        elif cell:
+            printed[(design, cell[1], cell[2])] = sorted(word for word in words if word in cell[3])
+    page = {(name, method, kind): sorted(word for word in words if word in sentences.kind_sentence(report, name, method, kind))
+            for name, method, kind in printed}  # fmt: skip
+    assert printed and printed == page
+    assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
+    for name, kinds in UNTESTABLE.items():
+        for kind in kinds:
+            reason = not_testable_reason(name, kind)
+            assert reason and reason in sentences.kind_sentence(report, name, "denoising", kind)
+            assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)
 
 
 def test_the_page_cites_the_methods_it_runs(built_site):

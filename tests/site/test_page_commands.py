@@ -32,6 +32,7 @@ import pytest
 
 from fakeindex import build_wheel
 from page_commands import CommandFailed, Folder, Learner, normalise, read_page, run_page, variant_problems
+from test_lab07 import rendered_report
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELHOUSE = os.environ.get("RESIDLAB_WHEELHOUSE")
@@ -40,6 +41,8 @@ IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 LEARNER_PAGES = ("index.html", "lessons/*.html", "labs/*.html", "glossary/*.html")  # in the order a learner goes
 OBSERVATION_RUNNER = "assets/labs/inspect_residual_stream.py"
 REQUIREMENTS = "assets/labs/residual-requirements.txt"
+LAB07 = "labs/07-patching-methods.html"
+LAB07_RUN = re.compile(r"\bpatching_methods\.py\b.*--output (\S+)")
 
 
 def learner_pages(site: Path) -> list[str]:
@@ -70,6 +73,14 @@ def site(request) -> Path:
 
 
 @pytest.fixture(scope="module")
+def project(request) -> Path:
+    """The project the site was rendered from: its render cache holds what the pages computed."""
+    if BUILT_SITE:
+        return Path(BUILT_SITE).resolve().parent
+    return request.getfixturevalue("built_site").project
+
+
+@pytest.fixture(scope="module")
 def wheelhouse() -> Path:
     if not WHEELHOUSE:
         message = "RESIDLAB_WHEELHOUSE is unset: `make test` fills the learners' wheelhouse and sets it"
@@ -94,7 +105,7 @@ def learner_env(hub_env: dict) -> dict:
 
 
 @pytest.mark.slow  # every page's environments built, and every command run: the trainings among them
-def test_every_command_of_every_learner_page_runs_as_written(site, served, bare_python, wheelhouse, hub_env,
+def test_every_command_of_every_learner_page_runs_as_written(site, project, served, bare_python, wheelhouse, hub_env,
                                                              specimen_lock_data, tmp_path):  # fmt: skip
     base = served(site)
 
@@ -130,6 +141,11 @@ def test_every_command_of_every_learner_page_runs_as_written(site, served, bare_
                      "labs/07-patching-methods.html"):  # fmt: skip
         if (site / expected).exists() or not BUILT_SITE:
             assert ran.get(expected), f"{expected} shows no command"
+    # The learner's Lab 07 run writes the report the page shows: the one the render computed, every value equal.
+    (report_name,) = [match[1] for line in ran.get(LAB07, []) if (match := LAB07_RUN.search(line))] or [None]
+    if report_name is not None:
+        written = json.loads((folders[LAB07].path / report_name).read_text(encoding="utf-8"))
+        assert written == rendered_report(project), f"{LAB07}: the runner's {report_name} is not the report the page shows"
 
 
 def test_the_platforms_commands_differ_only_where_the_platform_demands(site):

@@ -94,7 +94,7 @@ def load_runner_module():
 def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(package_report):
     """Lab 07's sentences name each cell's verdicts (per design, method and head kind, over the pairs) in the words
     of the report's one table; the download prints the same words for the same cells, "not testable" included."""
-    from residlab.course.lab07 import sentences
+    from residlab.course.lab07 import head_sentences, sentences
 
     runner = load_runner_module()
     report = package_report[0]
@@ -108,7 +108,7 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(packag
             design = header[1]
         elif cell:
             printed[(design, cell[1], cell[2])] = sorted(word for word in words if word in cell[3])
-    page = {(name, method, kind): sorted(word for word in words if word in sentences.kind_sentence(report, name, method, kind))
+    page = {(name, method, kind): sorted(word for word in words if word in head_sentences.kind_sentence(report, name, method, kind))
             for name, method, kind in printed}  # fmt: skip
     assert printed and printed == page
     assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
@@ -119,5 +119,5 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(packag
     for name, kinds in UNTESTABLE.items():
         for kind in kinds:
             reason = not_testable_reason(name, kind)
-            assert reason and reason in sentences.kind_sentence(report, name, "denoising", kind)
+            assert reason and reason in head_sentences.kind_sentence(report, name, "denoising", kind)
             assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)

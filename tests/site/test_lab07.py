@@ -83,11 +83,11 @@ def test_every_figure_cell_shows_the_report(page_html, report):
 
 
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
-    from residlab.course.lab07 import sentences
+    from residlab.course.lab07 import head_sentences, sentences
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
-    for said in (sentences.known_heads_sentence, sentences.chance_sentence, sentences.disagreement_sentence,
-                 sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
+    for said in (sentences.known_heads_sentence, sentences.chance_sentence, head_sentences.disagreement_sentence,
+                 head_sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
         assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
@@ -101,7 +101,7 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
             assert sentences.grid_sentence(report, name, direction) in text
         for method in sentences.METHOD_NAMES:
             for kind in report["heads"]["named"]:
-                assert sentences.kind_sentence(report, name, method, kind) in text
+                assert head_sentences.kind_sentence(report, name, method, kind) in text
     assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
 
 

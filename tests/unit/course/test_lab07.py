@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import designs, distribution, lab, sentences
+from residlab.course.lab07 import designs, distribution, head_sentences, lab, sentences
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -286,12 +286,12 @@ def test_where_score_and_share_disagree_the_page_says_so():
         measured["heads"][method] = measured["heads"]["denoising"]
         measured["null"]["heads"][method] = [0.01, 0.01]
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # 0.2 apart: no tie
-    text = sentences.disagreement_sentence(report)
+    text = head_sentences.disagreement_sentence(report)
     assert "by attention score block 0 head 1 is the first previous-token head (0.90)" in text
     assert "per-head denoising head 2 0.60 against head 1 0.20" in text
     heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"][0]
     heads[1], heads[2] = heads[2], heads[1]  # the shares now rank head 1 first too
-    assert sentences.disagreement_sentence(report).startswith("Attention scores and causal shares rank")
+    assert head_sentences.disagreement_sentence(report).startswith("Attention scores and causal shares rank")
 
 
 def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
@@ -304,13 +304,13 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
         measured["heads"][method] = {**measured["heads"]["denoising"], "kinds": {"previous_token/0": entry}}
         measured["null"]["heads"][method] = [0.01, 0.01]
     report["heads"]["name_scores"]["previous_token"]["scores"][0][1:3] = [0.847, 0.804]  # closer than TIE_MARGIN
-    text = sentences.disagreement_sentence(report)
+    text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
     assert "block 0's previous-token heads 1 and 2 tie (0.85 and 0.80; closer than 0.05, a tie the rule cannot split" in text
     assert "per-head denoising puts head 2 on top in 87 % of the pairs (head 1 in 8 %)" in text
-    assert sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
+    assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # now apart: a disagreement again
-    assert sentences.disagreement_sentence(report).startswith("Where attention scores and causal effects disagree")
+    assert head_sentences.disagreement_sentence(report).startswith("Where attention scores and causal effects disagree")
 
 
 def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_test():
@@ -322,12 +322,12 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     report["heads"]["name_scores"]["current_token"] = {"scores": [[0.95, 0.0, 0.0, 0.85]], "controls": [[0.0] * 4]}
     measured = report["distribution"]["designs"]["copied_token"]
     measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
-    text = sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
+    text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "a head of another named kind (previous-token) on top in 95 %" in text and "unnamed" not in text
     assert "a random pick among the 4 heads this design can move would succeed in 50 %" in text
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
-    text = sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
+    text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert text.endswith("no test: the other heads of the block are fixed near 0 by this design.")
     assert "block 0 heads 1, 2 fixed near 0 by this design" in text and "random pick" not in text
 

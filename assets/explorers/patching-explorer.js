@@ -57,7 +57,9 @@
         `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
         `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
         `${fixed(bend.attention_moved)}. Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
-        `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? ` An identity, fixed by construction: ${identity.why}.` : "") +
+        `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? (identity.mirror
+          ? ` A hybrid prompt, observed (fixed by construction is only that the patched run is that prompt's run): ${identity.why}.`
+          : ` An identity, fixed by construction: ${identity.why}.`) : "") +
         (d.readable ? "" : " Not read: this design's gap is within the reach of its null pairs.");
     }
 

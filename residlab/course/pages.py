@@ -298,7 +298,7 @@ FAMILIES = (
                     "course/models/induction/induction_lab.py", "capture/outdir.py", "capture/files.py",
                     "audit/subject.py", "audit/runs.py", "audit/schema.py", "audit/attribution.py",
                     "audit/placement.py", "audit/packet.py", "audit/verify.py", "course/lab06/induction_audit.py",
-                    "course/lab06/induction_cli.py",
+                    "course/ui/chance.py", "course/models/induction/sentences.py", "course/lab06/induction_cli.py",
                 ),
                 "Lab 06 Part 2: the two-block induction model trained, described, audited on the lab's input and "
                 "verified",

@@ -92,11 +92,11 @@ def test_every_figure_cell_shows_the_report(page_html, report):
 
 
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
-    from residlab.course.lab07 import sentences
+    from residlab.course.lab07 import head_sentences, sentences
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
-    for said in (sentences.known_heads_sentence, sentences.chance_sentence, sentences.disagreement_sentence,
-                 sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
+    for said in (sentences.known_heads_sentence, sentences.chance_sentence, head_sentences.disagreement_sentence,
+                 head_sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
         assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
@@ -110,7 +110,7 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
             assert sentences.grid_sentence(report, name, direction) in text
         for method in sentences.METHOD_NAMES:
             for kind in report["heads"]["named"]:
-                assert sentences.kind_sentence(report, name, method, kind) in text
+                assert head_sentences.kind_sentence(report, name, method, kind) in text
     assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
 
 
@@ -136,7 +136,7 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     """Lab 07's sentences name each cell's verdicts (per design, method and head kind, over the pairs) in the words
     of the report's one table; the download prints the same words for the same cells, "not testable" included, and
     says why not in the one function's words."""
-    from residlab.course.lab07 import sentences
+    from residlab.course.lab07 import head_sentences
     from residlab.course.lab07.designs import UNTESTABLE, not_testable_reason
 
     runner = served_runner(built_site.site)
@@ -151,14 +151,14 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
             design = header[1]
         elif cell:
             printed[(design, cell[1], cell[2])] = sorted(word for word in words if word in cell[3])
-    page = {(name, method, kind): sorted(word for word in words if word in sentences.kind_sentence(report, name, method, kind))
+    page = {(name, method, kind): sorted(word for word in words if word in head_sentences.kind_sentence(report, name, method, kind))
             for name, method, kind in printed}  # fmt: skip
     assert printed and printed == page
     assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
     for name, kinds in UNTESTABLE.items():
         for kind in kinds:
             reason = not_testable_reason(name, kind)
-            assert reason and reason in sentences.kind_sentence(report, name, "denoising", kind)
+            assert reason and reason in head_sentences.kind_sentence(report, name, "denoising", kind)
             assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)
 
 

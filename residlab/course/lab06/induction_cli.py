@@ -50,13 +50,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def report_lines(report: dict) -> list[str]:
-    """What train and describe print of a measured model."""
+    """What train and describe print of a measured model: the accuracy, then each head kind in the page's words
+    (``induction.sentences.head_sentence``: a tie closer than its margin is said to be a tie the rule cannot split)."""
+    from residlab.course.models.induction.sentences import head_sentence
+
     halves = report["halves"]
     lines = [f"held-out top-1 accuracy: first half {halves['first']['accuracy']:.3f}, "
              f"repeated half {halves['repeated']['accuracy']:.3f}"]  # fmt: skip
     for kind in ("previous_token", "induction"):
-        head = report["heads_found"][kind]
-        lines.append(f"highest {head['kind']} score: block {head['block']} head {head['head']} ({head['score']:.3f})")
+        lines.append(head_sentence(report, kind))
     return lines
 
 

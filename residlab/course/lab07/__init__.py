@@ -22,6 +22,7 @@ trained model: pairs that change a token the readout does not read (``distributi
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
 - ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null.
+- ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads).
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).
 - ``page``: the report of this render's induction model, once per render, and the invariants the page asserts.

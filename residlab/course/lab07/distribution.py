@@ -45,12 +45,24 @@ CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction 
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
 # The one table of the words a verdict is said in, read by the page and by the runner alike.
+# "{kind}": the kind the verdict is about; "{others}": the other named kinds whose heads were on top.
 VERDICT_WORDS = {
     "found": "a named head on top",
-    "other": "an unnamed head on top",
+    "other_kind": "a head of another named kind ({others}) on top",
+    "unnamed": "a head not named {kind} on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
+    "no_test": "no test: the other heads of the block are fixed near 0 by this design",
 }
+VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
+
+
+def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
+    """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
+    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top."""
+    others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
+    return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
+            for key, value in entry["fractions"].items() if key != "other_kind" or value]
 
 
 def _round(value):
@@ -62,21 +74,29 @@ def _round(value):
 
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
-    over that period's held-out sequences."""
+    over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
+    score sequence by sequence, summarised over every held-out sequence (``summarise``)."""
     sequences = held_out_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
+    per_sequence = {"previous_token": [], "current_token": []}  # (blocks, heads, sequences) per period
     for period, tokens in sequences.items():
         weights = attention_weights(model, tokens)
         control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
         for kind, offset in (("previous_token", -1), ("current_token", 0)):
-            parts[kind][0].append(weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(-2, -1)))
+            each = weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=-1)
+            per_sequence[kind].append(each)
+            parts[kind][0].append(each.mean(dim=-1))
             parts[kind][1].append(control)
         unrepeated = torch.cat([tokens[:, :period], repeated_sequences(generator, len(tokens), period)[:, period:]], 1)
         parts["induction"][0].append(induction_score(weights, period))
         parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
-    return {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
-                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
+    out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
+                  for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
+    for kind, values in per_sequence.items():  # the spread of each head's score over the held-out sequences
+        pooled = torch.cat(values, dim=-1)
+        out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
+    return out
 
 
 def named_heads(scores: dict, margin: float = NAME_MARGIN) -> dict[str, list[list[int]]]:
@@ -140,8 +160,9 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
 def identities(design: dict, depth: int) -> list[dict]:
     """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
     position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's input at
-    the only changed position (1: patching it makes one run the other) and the last block's output at the readout
-    (1: all the metric reads). Each: site, kind, block, position (None: every position), value, why."""
+    the only changed position (1: patching it makes one run the other), the last block's output at the readout
+    (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
+    reads them). Each: site, kind, block, position (None: every position), value, why."""
     first = min(design["changed"])
     cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
               "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
@@ -166,6 +187,11 @@ def identities(design: dict, depth: int) -> list[dict]:
                       "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
     cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
                   "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
+    unread = [p for p in range(first, design["readout"])]
+    for kind in ("attn_write", "mlp_write", "resid_post"):
+        cells.append({"site": site_name(depth - 1, kind), "kind": kind, "block": depth - 1, "position": None,
+                      "positions": unread, "value": 0.0,
+                      "why": "the last block at a position other than the readout: nothing downstream reads it"})  # fmt: skip
     return cells
 
 
@@ -268,18 +294,37 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
-def head_outcome(row: list, named: list[int], bound: float) -> tuple[int, str]:
+def direction_difference(pairs: list[dict], kind: str) -> list[list[dict | None]]:
+    """(blocks x positions): per cell the summary over pairs of denoising minus noising, pair by pair (None where
+    a pair leaves either undefined)."""
+    rows = []
+    for block, row in enumerate(pairs[0]["activation"]["denoising"][kind]):
+        cells = []
+        for position in range(len(row)):
+            values = [(pair["activation"]["denoising"][kind][block][position], pair["activation"]["noising"][kind][block][position])
+                      for pair in pairs]  # fmt: skip
+            cells.append(None if any(d is None or n is None for d, n in values) else summarise([d - n for d, n in values]))
+        rows.append(cells)
+    return rows
+
+
+def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) -> tuple[int, str]:
     """One pair, one block: the top head and the verdict key: "nothing" when no head clears the null's bound,
-    "found" when the top head is named, "other" when it is not."""
+    "found" when the top head is named, "other_kind" when it is a head the rule names another kind (``others``),
+    "unnamed" when the rule names it no other kind."""
     top = max(range(len(row)), key=lambda head: row[head])
     if row[top] <= bound:
         return top, "nothing"
-    return top, "found" if top in named else "other"
+    return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
-def head_table(pairs: list[dict], method: str, bound: list[float], named: dict) -> dict:
+def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
-    and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict."""
+    and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict.
+    ``fixed``: the kinds the design cannot move (their heads' shares are near 0 by construction), kind -> heads.
+    The chance of a verdict counts as competitors only the heads the design can move: the block's heads less those
+    of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
+    fixed = fixed or {}
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
@@ -292,10 +337,16 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict) 
             if block >= len(shape) or None in shape[block]:
                 continue  # a method that cannot reach this block
             in_block = [h for b, h in heads if b == block]
-            outcomes = [head_outcome(grid[block], in_block, bound[block]) for grid in grids]
+            frozen = sorted({h for rows in fixed.values() for b, h in rows if b == block} - set(in_block))
+            owners = {h: other for other, rows in {**named, **fixed}.items() if other != kind
+                      for b, h in rows if b == block and h not in in_block}  # fmt: skip
+            movable = len(shape[block]) - len(frozen)
+            outcomes = [head_outcome(grid[block], in_block, bound[block], tuple(owners)) for grid in grids]
             verdicts = [verdict for _, verdict in outcomes]
-            kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "chance": _round(len(in_block) / len(shape[block])),
-                                        "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in ("found", "other", "nothing")},
+            kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "fixed": frozen, "movable": movable,
+                                        "chance": _round(len(in_block) / movable),
+                                        "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in VERDICTS},
+                                        "other_kinds": sorted({owners[top] for top, verdict in outcomes if verdict == "other_kind"}),
                                         "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
                                                     for h in in_block}}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
@@ -323,12 +374,18 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
-                                         {k: v for k, v in named.items() if k not in UNTESTABLE[name]})
+                                         {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
+                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]})
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
+            # per cell, the paired difference denoising - noising over the pairs (where one direction differs from the
+            # other, on average or on one draw only)
+            # per cell, the paired difference denoising - noising over the pairs: whether the two directions differ
+            # on average over the pairs, or on one draw only
+            "activation_difference": {k: direction_difference(measured, k) for k in KINDS},
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,

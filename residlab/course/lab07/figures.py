@@ -13,7 +13,7 @@ import html
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.course.lab07.sentences import by_construction
+from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
@@ -37,9 +37,10 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
         parts.append(f'<text x="{ROW_LABEL + index * CELL + CELL / 2}" y="{top + 10}" text-anchor="middle" '
                      f'font-size="12">{html.escape(label)}</text>')  # fmt: skip
     top += 14
-    for row, (label, values, *marked) in enumerate(rows):
+    for row, (label, values, *marks) in enumerate(rows):
         y = top + row * CELL
-        marked = marked[0] if marked else set()
+        marked = marks[0] if marks else set()
+        hybrids = marks[1] if len(marks) > 1 else set()
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
@@ -50,10 +51,13 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
             if position in marked:  # a cell fixed by construction: an identity, never a finding
                 parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="3.5" '
                              'fill="#000" stroke="#fff" stroke-width="1"/>')  # fmt: skip
+            elif position in hybrids:  # a hybrid prompt's run: observed, not an identity
+                parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="4" '
+                             'fill="#fff" stroke="#000" stroke-width="1.5"/>')  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 
 
-SCALE_HEIGHT = 92
+SCALE_HEIGHT = 108
 
 
 def _colour_scale(top: float, length: float) -> list[str]:
@@ -72,7 +76,9 @@ def _colour_scale(top: float, length: float) -> list[str]:
     parts.append(f'<text x="{x}" y="{y + 47}" font-size="12">grey: undefined (a zero gap)</text>')
     parts.append(f'<circle cx="{x + 4}" cy="{y + 59}" r="3.5" fill="#000"/><text x="{x + 12}" y="{y + 63}" font-size="12">'
                  "fixed by construction (an identity)</text>"
-                 f'<text x="{x}" y="{y + 79}" font-size="12">columns before the first *: 0 by construction</text>')
+                 f'<circle cx="{x + 4}" cy="{y + 75}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>'
+                 f'<text x="{x + 12}" y="{y + 79}" font-size="12">{HYBRID} (not an identity)</text>'
+                 f'<text x="{x}" y="{y + 95}" font-size="12">columns before the first *: 0 by construction</text>')
     return parts
 
 
@@ -97,6 +103,11 @@ def identity_positions(design: dict, kind: str, block: int) -> set[int]:
     return {p for p in range(len(design["clean"])) if by_construction(design, kind, block, p)}
 
 
+def hybrid_positions(design: dict, kind: str, block: int) -> set[int]:
+    """The positions of a grid row whose cell runs a hybrid prompt (``sentences.hybrid``): observed, marked apart."""
+    return {p for p in range(len(design["clean"])) if hybrid(design, kind, block, p)}
+
+
 def position_labels(design: dict) -> list[str]:
     """Column labels: the position, starred where the two prompts differ."""
     return [f"{p}*" if p in design["changed"] else str(p) for p in range(len(design["clean"]))]
@@ -106,7 +117,7 @@ def activation_figure(report: dict, name: str) -> str:
     """Both directions for every site kind of one design, as raw HTML for a page cell with ``output: asis``."""
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
-               [(site_name(block, kind), row, identity_positions(design, kind, block))
+               [(site_name(block, kind), row, identity_positions(design, kind, block), hybrid_positions(design, kind, block))
                 for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")

@@ -39,7 +39,7 @@ from residlab.course.lab07.attribution import (
 )
 from residlab.course.lab07.designs import all_designs, not_testable_reason
 from residlab.course.lab07.distribution import (
-    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
+    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, verdict_parts, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
@@ -222,9 +222,10 @@ def summary_lines(report: dict) -> list[str]:
             for kind in measured["not_testable"]:
                 lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
             for entry in table["kinds"].values():
-                said = ", ".join(f"{words[key]} {shown(value, 2):.2f}" for key, value in entry["fractions"].items())
-                lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; chance "
-                             f"{shown(entry['chance'], 2):.2f}): {said}")  # fmt: skip
+                said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
+                chance = words["no_test"] if entry["chance"] >= 1 else f"chance {shown(entry['chance'], 2):.2f}"
+                lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; "
+                             f"{chance}): {said}")  # fmt: skip
     return lines
 
 

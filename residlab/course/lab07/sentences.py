@@ -6,6 +6,8 @@ mark (Quarto shows an inline expression's text as it is)."""
 
 from __future__ import annotations
 
+import math
+
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.designs import not_testable_reason
@@ -22,6 +24,15 @@ def _value(value) -> str:
 
 def _interval(summary: dict) -> str:
     return f"{_value(summary['mean'])} [{_value(summary['low'])}, {_value(summary['high'])}]"
+
+
+def _up(value: float, digits: int = 2) -> str:
+    """``value`` (> 0) rounded up to ``digits`` significant figures, so that at most it, or no more than it, stays true."""
+    if value <= 0:
+        return f"{value:g}"
+    exponent = math.floor(math.log10(value)) - digits + 1
+    steps = math.ceil(round(value / 10**exponent, 9))
+    return f"{steps * 10**exponent:.{max(0, -exponent)}f}"
 
 
 def _percent(fraction: float) -> str:
@@ -51,7 +62,10 @@ def gap_sentence(report: dict, name: str) -> str:
     scale = (f" For scale only, not as a null: the {len(report['untrained']['seeds'])} random-weight models of the same "
              f"shape give gaps of {untrained} on the worked example, what a model that learned nothing does.")  # fmt: skip
     if design["readable"]:
-        return f"{head}, so the example's gap is more than {report['read_factor']:.0f} times anything the null moves.{scale}"
+        ratio = abs(design["gap"]) / null["largest_gap"] if null["largest_gap"] else math.inf
+        times = "infinitely many" if math.isinf(ratio) else f"{math.floor(ratio)}"
+        return (f"{head}, so the example's gap is more than {times} times anything the null moves (the page reads a gap "
+                f"above {report['read_factor']:.0f} times).{scale}")
     return f"{head}: the example's gap is within {report['read_factor']:.0f} times that, so no share of it is read.{scale}"
 
 
@@ -73,16 +87,41 @@ def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
     return cells
 
 
-def by_construction(design: dict, kind: str, block: int, position: int) -> str:
-    """Why a cell is fixed whatever the model (``distribution.identities``: the only changed input position, the
-    readout's final state, a swap's mirrored input cells), or "" for a cell whose share is a finding."""
+def _identity(design: dict, kind: str, block: int, position: int, mirror: bool = False) -> dict | None:
+    """The identity (``distribution.identities``) that names this cell, or None; ``mirror``: a swap's mirrored input
+    cells (a tensor identity whose cells are hybrid prompts, observed) instead of the value identities."""
     depth = len(design["activation"]["denoising"]["resid_pre"])
     for identity in identities(design, depth):
-        if (identity["kind"], identity["block"]) != (kind, block):
+        if (identity["kind"], identity["block"]) != (kind, block) or bool(identity.get("mirror")) != mirror:
             continue
-        if (identity["value"] == 1.0 and identity["position"] == position) or position in identity.get("positions", []):
-            return "an identity: " + identity["why"]
-    return ""
+        if (identity["value"] is not None and identity["position"] == position) or position in identity.get("positions", []):
+            return identity
+    return None
+
+
+def by_construction(design: dict, kind: str, block: int, position: int) -> str:
+    """Why a cell's value is fixed whatever the model (``distribution.identities``: the only changed input position,
+    the readout's final state, block 0's input where the prompts agree, the last block where nothing reads it), or ""
+    for a cell whose share is observed (a hybrid prompt's included: ``hybrid``)."""
+    identity = _identity(design, kind, block, position)
+    return "an identity: " + identity["why"] if identity else ""
+
+
+HYBRID = "hybrid prompt, observed"
+
+
+def hybrid(design: dict, kind: str, block: int, position: int) -> str:
+    """HYBRID for a cell that runs a hybrid prompt (a swap's mirrored input cell: fixed by construction is only that
+    the patched run is that prompt's run; its value is observed), or ""."""
+    return HYBRID if _identity(design, kind, block, position, mirror=True) else ""
+
+
+def zero_identity(design: dict, kind: str, block: int, position: int) -> str:
+    """The reason a cell is 0 by an identity (before the first changed position, or a value identity of 0), or ""."""
+    if position < min(design["changed"]):
+        return "before the first position where the prompts differ: attention is causal"
+    identity = _identity(design, kind, block, position)
+    return identity["why"] if identity and identity["value"] == 0.0 else ""
 
 
 def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, float, str]]:
@@ -90,7 +129,8 @@ def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, i
     in the order the model runs."""
     design = report["designs"][name]
     grids = design["activation"][direction]
-    return [(site, position, value, by_construction(design, kind, block, position) or by_structure(design, kind, block, position))
+    return [(site, position, value, by_construction(design, kind, block, position) or hybrid(design, kind, block, position)
+             or by_structure(design, kind, block, position))
             for site, position, kind, block in distinct_cells(design)
             if (value := grids[kind][block][position]) is not None and value >= HALF]  # fmt: skip
 
@@ -99,15 +139,15 @@ REACH_SMALL = 0.05  # block 0's heads at the readout "barely read" the changed p
 
 
 def by_structure(design: dict, kind: str, block: int, position: int) -> str:
-    """Why a cell is near 1 by the model's structure rather than by what it learned, or "": the last block's
-    attention write at the readout, when block 0's heads there barely read the changed positions (``readout_reach``)."""
+    """Why a cell is near 1, or "": the last block's attention write at the readout, when block 0's heads there barely
+    read the changed positions (``readout_reach``, observed: a learned attention pattern, not an identity)."""
     depth = len(design["activation"]["denoising"]["resid_pre"])
     reach = design.get("readout_reach")
     if (kind, block, position) != ("attn_write", depth - 1, design["readout"]) or reach is None or reach >= REACH_SMALL:
         return ""
-    return (f"near 1 by structure, not learning: the readout's input to block {block} differs between the runs only by "
-            f"what block 0's heads there read at the changed positions, at most {reach:.3f} of their attention, so nearly "
-            f"all the change reaches the readout through this write")
+    return (f"near 1 because block 0's heads at the readout barely attend to the changed positions (observed: at most "
+            f"{_up(reach)} of their attention), so the readout's input to block {block} hardly differs between the runs "
+            f"and nearly all the change reaches the readout through this write")
 
 
 def grid_sentence(report: dict, name: str, direction: str) -> str:
@@ -120,6 +160,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     moving = [(kind, block, position) for _, position, kind, block in cells
               if (value := grids[kind][block][position]) is not None and abs(value) > floor]  # fmt: skip
     forced = sum(1 for kind, block, position in moving if by_construction(design, kind, block, position))
+    hybrids = sum(1 for kind, block, position in moving if hybrid(design, kind, block, position))
     carrying = carrying_cells(report, name, direction)
     listed = "; ".join(f"{site} at position {position} ({_value(value)}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
@@ -127,12 +168,17 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     said = (f"On the worked example, the cells that move at least half of the gap when {what} alone: {listed}." if carrying
             else f"On the worked example, no single cell moves half of the gap when {what} alone.")  # fmt: skip
     shared = " (each block's input is the block before's output, counted once)" if len(grids["resid_pre"]) > 1 else ""
-    forced_said = f" ({forced} of them identities, fixed by construction)" if forced else ""
-    before = sum(1 for _, position, _, _ in cells if position < min(design["changed"]))
+    apart = [f"{forced} of them identities, fixed by construction"] if forced else []
+    apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
+    forced_said = f" ({'; '.join(apart)})" if apart else ""
+    zeros = {}
+    for _, position, kind, block in cells:
+        if why := zero_identity(design, kind, block, position):
+            zeros[why] = zeros.get(why, 0) + 1
+    zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
     return (f"{said} Of the {len(cells)} distinct cells{shared}, {len(moving)}{forced_said} move M by more than any "
-            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap); {before} are 0 by "
-            f"an identity (attention is causal, and they lie before the first position where the prompts "
-            f"differ).")  # fmt: skip
+            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap); "
+            f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 
 def direction_sentence(report: dict, name: str) -> str:
@@ -142,20 +188,30 @@ def direction_sentence(report: dict, name: str) -> str:
     if not design["readable"]:
         return ""
     grids = design["activation"]
-    pairs = [(abs(d - n), site, position, d, n) for site, position, kind, block in distinct_cells(design)
+    pairs = [(abs(d - n), site, position, d, n, kind, block) for site, position, kind, block in distinct_cells(design)
              if (d := grids["denoising"][kind][block][position]) is not None
              and (n := grids["noising"][kind][block][position]) is not None
-             and not by_construction(design, kind, block, position)]  # fmt: skip
-    left_out = " (the cells fixed by construction left out: they are identities or hybrid prompts, not findings)"
-    difference, site, position, denoise, noise = max(pairs)
+             and not by_construction(design, kind, block, position) and not hybrid(design, kind, block, position)]  # fmt: skip
+    left_out = " (the identities and the hybrid-prompt cells left out: they are not findings about a site)"
+    difference, site, position, denoise, noise, kind, block = max(pairs)
     if difference < 0.1:
         return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap{left_out}: here each site that "
                 f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
-    reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
-               "for it" if denoise > noise else
-               "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-    return (f"On the worked example, the two directions differ most{left_out} at {site}, position {position}: {_value(denoise)} denoising, "
-            f"{_value(noise)} noising; {reading}.")  # fmt: skip
+    measured = report["distribution"]["designs"][name]
+    over = measured["activation_difference"][kind][block][position]
+    each = measured["activation"]
+    first = (f"On the worked example (one draw), the two directions differ most{left_out} at {site}, position {position}: "
+             f"{_value(denoise)} denoising, {_value(noise)} noising. Over the {over['pairs']} held-out pairs that cell is "
+             f"{_interval(each['denoising'][kind][block][position])} denoising and "
+             f"{_interval(each['noising'][kind][block][position])} noising, and their paired difference, denoising minus "
+             f"noising pair by pair, is {_interval(over)}")  # fmt: skip
+    if over["low"] > 0 or over["high"] < 0:
+        reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
+                   "for it" if over["mean"] > 0 else
+                   "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
+        return f"{first}, of one sign throughout, so over the pairs {reading}."
+    return (f"{first}, which holds both signs: the difference is on this draw only, and the two directions agree on "
+            f"average over the pairs.")  # fmt: skip
 
 
 def hybrid_rows(report: dict, name: str) -> list[list[str]]:
@@ -223,8 +279,8 @@ def path_sentence(report: dict, name: str) -> str:
         structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "
                       f"reads the readout alone, so only block 1's query there counts, and block 0's write at the readout "
                       f"differs between the runs only through what its heads there read at the changed positions (block "
-                      f"0's input is each token's embedding), at most {design['readout_reach']:.3f} of their attention on "
-                      f"the worked example.")  # fmt: skip
+                      f"0's input is each token's embedding), at most {_up(design['readout_reach'])} of their attention "
+                      f"on the worked example (observed).")  # fmt: skip
     untestable = report["distribution"]["designs"][name].get("not_testable", [])
     if abs(keys) <= floor and untestable:
         structural += (" The keys' near 0 is the design's construction, not a finding: "
@@ -242,7 +298,7 @@ def attribution_cells(report: dict, name: str) -> list[dict]:
         if error is None:
             continue
         cells.append({"site": site, "position": position, "error": error,
-                      "identity": bool(by_construction(design, kind, block, position)),
+                      "identity": bool(by_construction(design, kind, block, position) or hybrid(design, kind, block, position)),
                       "exact": design["activation"]["denoising"][kind][block][position],
                       "approximate": design["attribution"][kind][block][position],
                       **design["bends"][kind][block][position]})  # fmt: skip
@@ -291,7 +347,7 @@ def attribution_sentence(report: dict, name: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
         return NOT_READ
-    cells = [cell for cell in attribution_cells(report, name) if not cell["identity"]]
+    cells = [cell for cell in attribution_cells(report, name) if not cell["identity"]]  # identities and hybrids left out
     worst = max(cells, key=lambda cell: abs(cell["error"]))
     first = (f"On the worked example (the cells fixed by construction left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
              f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}). "
@@ -336,8 +392,8 @@ def head_error_sentence(report: dict, name: str) -> str:
     larger = {"final": "its larger part is the final LayerNorm", "upstream": "its larger part is upstream",
               "even": "its two parts are equal to two decimals"}[lean]
     return (f"Over the pairs the largest mean error is head {block}.{head}'s, {_interval(cell['total'])}; by the Shapley "
-            f"split {larger} "
-            f"({_value(cell['final_norm_shapley']['mean'])} against {_value(cell['upstream_shapley']['mean'])}).")
+            f"split {larger} (final LayerNorm {_value(cell['final_norm_shapley']['mean'])}, upstream "
+            f"{_value(cell['upstream_shapley']['mean'])}).")
 
 
 METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
@@ -360,7 +416,7 @@ def known_heads_sentence(report: dict) -> str:
     untrained = report["untrained"]["highest_head_score"]
     return ("The rule names these heads (score against its control): " + "; ".join(parts) + ". In the "
             f"{len(report['untrained']['seeds'])} random-weight models, for scale, no head scores above "
-            f"{untrained['previous_token']:.2f} as previous-token or {untrained['induction']:.2f} as induction.")  # fmt: skip
+            f"{_up(untrained['previous_token'])} as previous-token or {_up(untrained['induction'])} as induction.")  # fmt: skip
 
 
 def chance_sentence(report: dict) -> str:
@@ -406,91 +462,3 @@ def null_rows(report: dict, name: str) -> list[list[str]]:
     return [[f"null, block {block}", "any head, null pairs (largest)",
              *(_value(null[method][block]) if block < len(null.get(method, [])) else "" for method in METHOD_NAMES)]
             for block in range(depth)]  # fmt: skip
-
-
-def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
-    """Over the pairs, how often the method puts a head the rule named on top of its block, against chance."""
-    measured = report["distribution"]["designs"][name]
-    words = report["verdict_words"]
-    if kind in measured["not_testable"]:
-        return f"{words['not_testable']}: {not_testable_reason(name, kind)}."
-    entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
-    if not entries:
-        return f"no {HEAD_KINDS[kind]} head this method can reach."
-    said = []
-    for entry in entries:
-        fractions = entry["fractions"]
-        if entry["chance"] >= 1:
-            reading = "every head of the block is named, so this is no test: any head on top is a named one"
-        elif fractions["found"] >= MOSTLY:
-            reading = "a named head is on top in most pairs, well above what a random pick would do"
-        elif fractions["found"] <= entry["chance"]:
-            reading = "no better than a random pick"
-        else:
-            reading = "a named head is on top in some pairs only"
-        said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named; a random "
-                    f"pick would succeed in {_percent(entry['chance'])} of pairs): "
-                    + ", ".join(f"{words[key]} in {_percent(value)}" for key, value in fractions.items())
-                    + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
-    return "; ".join(said) + "."
-
-
-def _by_head(report: dict, entry: dict) -> str:
-    """Which named head the method puts on top, head by head, beside the order of their attention scores."""
-    table = report["heads"]["name_scores"][entry["kind"]]["scores"][entry["block"]]
-    by_score = sorted(entry["named"], key=lambda h: -table[h])
-    return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score)
-            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.2f}" for h in by_score))
-
-
-def disagreement_sentence(report: dict) -> str:
-    """Where the attention score and the causal methods rank a kind's named heads differently, over the pairs of the
-    design that can show that kind; chosen from the numbers."""
-    said = []
-    for kind, named in report["heads"]["named"].items():
-        for block in sorted({b for b, _ in named}):
-            heads = [h for b, h in named if b == block]
-            if len(heads) < 2:
-                continue
-            table = report["heads"]["name_scores"][kind]["scores"][block]
-            by_score = max(heads, key=lambda h: table[h])
-            for name, measured in report["distribution"]["designs"].items():
-                if kind in measured["not_testable"] or not report["designs"][name]["readable"]:
-                    continue
-                causal = {method: max(heads, key=lambda h: measured["heads"][method]["heads"][block][h]["mean"])
-                          for method in ("denoising", "noising") + (("path_keys",) if block == 0 else ())}  # fmt: skip
-                # a ranking is read only where the top mean clears the null pairs' reach for that method and block
-                disagree = [method for method, head in causal.items() if head != by_score and
-                            measured["heads"][method]["heads"][block][head]["mean"] > measured["null"]["heads"][method][block]]
-                if not disagree:
-                    continue
-                shares = ", ".join(f"{METHOD_NAMES[m]} head {causal[m]} "
-                                   f"{_value(measured['heads'][m]['heads'][block][causal[m]]['mean'])} against head {by_score} "
-                                   f"{_value(measured['heads'][m]['heads'][block][by_score]['mean'])}" for m in disagree)  # fmt: skip
-                said.append(f"by attention score block {block} head {by_score} is the first {HEAD_KINDS[kind]} head "
-                            f"({table[by_score]:.2f}), but in the {name.replace('_', '-')} design the mean shares over the "
-                            f"pairs rank another first ({shares}): attention weights say where a head reads, not what "
-                            f"its write does")  # fmt: skip
-    if not said:
-        return "Attention scores and causal shares rank the named heads of each kind alike."
-    return "Where attention scores and causal effects disagree: " + "; ".join(said) + "."
-
-
-def outside_sentence(report: dict) -> str:
-    """What the heads the mechanism does not name (current-token heads) carry, over the pairs of each design."""
-    named = report["heads"]["named"].get("current_token", [])
-    if not named:
-        return "No head is named a current-token head."
-    scores = report["heads"]["name_scores"]["current_token"]["scores"]
-    parts = []
-    for name, measured in report["distribution"]["designs"].items():
-        shares = ", ".join(f"block {b} head {h} {_interval(measured['heads']['denoising']['heads'][b][h])}" for b, h in named)
-        parts.append(f"in the {name.replace('_', '-')} design their denoising shares are {shares}")
-    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
-    carried = max(measured["heads"]["denoising"]["heads"][b][h]["mean"] for measured in report["distribution"]["designs"].values()
-                  for b, h in named)  # fmt: skip
-    reading = ("so they carry part of the gap: the mechanism of Part 1 is not the whole story. A head that attends "
-               "to its own position writes something of the token there, which block 1's values can carry to the "
-               "readout" if carried >= 0.1 else
-               "and they carry little of the gap: the named mechanism accounts for the rest")  # fmt: skip
-    return f"Outside the named mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts) + f"; {reading}."

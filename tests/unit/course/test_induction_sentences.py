@@ -143,7 +143,7 @@ def test_the_corrupt_input_changes_only_the_token_induction_copies():
 
 def test_a_recovery_the_two_block_layout_forces_is_said_to_be_forced():
     forced = sentences.forced_sentence(0.999, 0.001, 14)
-    assert forced.startswith("A recovery of 1.00 there is close to forced, not found") and "position 14" in forced
+    assert forced.startswith("Block 1's attention write at position 14 recovers 1.00, and that is close to forced, not found")
     assert sentences.forced_sentence(0.7, 0.001, 14) == ""  # partial: read as a finding
     assert sentences.forced_sentence(0.999, 0.3, 14) == ""  # another route carries part of it
     assert sentences.forced_sentence(None, 0.0, 14) == sentences.forced_sentence(1.0, None, 14) == ""

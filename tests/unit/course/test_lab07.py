@@ -11,7 +11,8 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import designs, distribution, lab, sentences
+from residlab.course.lab07 import designs, distribution, head_sentences, lab, sentences
+from residlab.course.models.induction import sentences as induction_sentences
 
 
 def test_each_design_changes_only_what_it_names():
@@ -83,11 +84,22 @@ def test_a_share_is_undefined_when_the_gap_is_zero(random_pair):
 @pytest.mark.parametrize(("row", "named", "bound", "outcome"), [
     ([0.1, 0.8, 0.2, 0.0], [1], 0.01, "found"),
     ([0.1, 0.80, 0.78, 0.0], [1, 2], 0.01, "found"),
-    ([0.9, 0.1, 0.2, 0.0], [1], 0.01, "other"),
+    ([0.9, 0.1, 0.2, 0.0], [1], 0.01, "unnamed"),
     ([0.005, 0.001, 0.0, 0.0], [1], 0.01, "nothing"),  # no head clears the null pairs' reach
 ])  # fmt: skip
 def test_head_outcomes(row, named, bound, outcome):
     assert distribution.head_outcome(row, named, bound)[1] == outcome
+    # the same top head, named another kind by the rule: said as such, not as an unnamed head
+    assert distribution.head_outcome([0.9, 0.1, 0.2, 0.0], [1], 0.01, (0,))[1] == "other_kind"
+
+
+def test_a_verdicts_chance_counts_only_the_heads_the_design_can_move():
+    pair = {"heads": {"denoising": [[0.6, 0.0, 0.01, 0.3]]}}
+    named, fixed = {"current_token": [[0, 0], [0, 3]]}, {"previous_token": [[0, 1], [0, 2]]}
+    (entry,) = distribution.head_table([pair, pair], "denoising", [0.05], named, fixed)["kinds"].values()
+    assert entry["chance"] == 1.0 and entry["movable"] == 2 and entry["fixed"] == [1, 2]
+    (free,) = distribution.head_table([pair, pair], "denoising", [0.05], named)["kinds"].values()
+    assert free["chance"] == 0.5 and free["movable"] == 4  # nothing fixed: all four heads compete
 
 
 def test_a_head_that_does_not_clear_the_margin_is_not_named():
@@ -247,7 +259,11 @@ def test_a_gap_within_its_null_is_not_read():
 
 def test_sentences_follow_their_numbers():
     report = _small_report(gap=20.0, floor=0.01)
-    assert "more than 3 times anything the null moves" in sentences.gap_sentence(report, "copied_token")
+    # the ratio printed is the one computed (20 / 0.01), floored so that more than it stays true
+    assert "more than 2000 times anything the null moves (the page reads a gap above 3 times)" in sentences.gap_sentence(report, "copied_token")
+    report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 1.05
+    assert "more than 19 times anything" in sentences.gap_sentence(report, "copied_token")
+    report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 0.01
     assert "keys alone carry 78%" in sentences.path_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
@@ -269,12 +285,90 @@ def test_where_score_and_share_disagree_the_page_says_so():
     for method in ("noising", "path_keys"):  # every causal method ranks alike here
         measured["heads"][method] = measured["heads"]["denoising"]
         measured["null"]["heads"][method] = [0.01, 0.01]
-    text = sentences.disagreement_sentence(report)
+    report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # 0.2 apart: no tie
+    text = head_sentences.disagreement_sentence(report)
     assert "by attention score block 0 head 1 is the first previous-token head (0.90)" in text
     assert "per-head denoising head 2 0.60 against head 1 0.20" in text
     heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"][0]
     heads[1], heads[2] = heads[2], heads[1]  # the shares now rank head 1 first too
-    assert sentences.disagreement_sentence(report).startswith("Attention scores and causal shares rank")
+    assert head_sentences.disagreement_sentence(report).startswith("Attention scores and causal shares rank")
+
+
+def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
+    report = _small_report(gap=20.0, floor=0.01)
+    measured = report["distribution"]["designs"]["copied_token"]
+    entry = {"kind": "previous_token", "block": 0, "named": [1, 2], "fixed": [], "movable": 4, "chance": 0.5,
+             "fractions": {"found": 0.95, "other_kind": 0.0, "unnamed": 0.05, "nothing": 0.0}, "other_kinds": [],
+             "by_head": {"1": 0.08, "2": 0.87}}  # fmt: skip
+    for method in ("denoising", "noising", "path_keys"):
+        measured["heads"][method] = {**measured["heads"]["denoising"], "kinds": {"previous_token/0": entry}}
+        measured["null"]["heads"][method] = [0.01, 0.01]
+    report["heads"]["name_scores"]["previous_token"]["scores"][0][1:3] = [0.847, 0.804]  # closer than TIE_MARGIN
+    text = head_sentences.disagreement_sentence(report)
+    assert "disagree" not in text
+    assert "block 0's previous-token heads 1 and 2 tie (0.85 and 0.80; closer than 0.05, a tie the rule cannot split" in text
+    assert "per-head denoising puts head 2 on top in 87 % of the pairs (head 1 in 8 %)" in text
+    assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
+    report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # now apart: a disagreement again
+    assert head_sentences.disagreement_sentence(report).startswith("Where attention scores and causal effects disagree")
+
+
+def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_test():
+    report = _small_report(gap=20.0, floor=0.01)
+    report["verdict_words"] = distribution.VERDICT_WORDS
+    entry = {"kind": "current_token", "block": 0, "named": [0, 3], "fixed": [], "movable": 4, "chance": 0.5,
+             "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
+             "other_kinds": ["previous_token"], "by_head": {"0": 0.05, "3": 0.0}}  # fmt: skip
+    report["heads"]["name_scores"]["current_token"] = {"scores": [[0.95, 0.0, 0.0, 0.85]], "controls": [[0.0] * 4]}
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
+    text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
+    assert "a head of another named kind (previous-token) on top in 95 %" in text and "unnamed" not in text
+    assert "a random pick among the 4 heads this design can move would succeed in 50 %" in text
+    assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
+    entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
+    text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
+    assert text.endswith("no test: the other heads of the block are fixed near 0 by this design.")
+    assert "block 0 heads 1, 2 fixed near 0 by this design" in text and "random pick" not in text
+
+
+def test_the_directions_asymmetry_is_read_only_when_it_holds_over_the_pairs():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design["activation"]["noising"] = json.loads(json.dumps(design["activation"]["noising"]))
+    design["activation"]["noising"]["attn_write"][0][2] = 0.5  # one draw: denoising 0.90, noising 0.50
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
+                              for d, grids in design["activation"].items()}  # fmt: skip
+    difference = {k: [[_summary(0.0) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
+    difference["attn_write"][0][2] = _summary(-0.02, 0.6)  # over the pairs: both signs
+    measured["activation_difference"] = difference
+    text = sentences.direction_sentence(report, "copied_token")
+    assert "blocks.0.attn_write, position 2: 0.90 denoising, 0.50 noising" in text
+    assert "-0.02 [-0.62, 0.58], which holds both signs: the difference is on this draw only" in text
+    assert "make up for it" not in text
+    difference["attn_write"][0][2] = _summary(0.3, 0.2)  # over the pairs: one sign
+    text = sentences.direction_sentence(report, "copied_token")
+    assert "of one sign throughout, so over the pairs restoring it alone recovers more than removing it costs" in text
+
+
+def test_the_last_blocks_unread_cells_are_identities_and_hybrids_are_observed():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design["clean"], design["corrupt"], design["readout"] = [1, 2, 5, 1], [1, 3, 5, 1], 3
+    unread = [cell for cell in distribution.identities(design, 2) if "nothing downstream reads it" in cell["why"]]
+    assert [(c["kind"], c["positions"], c["value"]) for c in unread] == [(k, [1, 2], 0.0) for k in ("attn_write", "mlp_write", "resid_post")]
+    grids = {d: {k: [[0.0] * 4, [0.0] * 4] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")} for d in ("denoising", "noising")}
+    for d in grids:
+        grids[d]["resid_pre"][0][1] = grids[d]["resid_post"][1][3] = 1.0
+    distribution.check_identities(design, grids, "test")
+    grids["noising"]["mlp_write"][1][2] = 0.2  # an unread cell that moved: the identity is broken
+    with pytest.raises(AssertionError, match="blocks.1.mlp_write at 2: 0.2, not 0 by construction"):
+        distribution.check_identities(design, grids, "test")
+    swap = {"clean": [1, 2, 3, 2], "corrupt": [1, 3, 2, 2], "changed": [1, 2], "readout": 3,
+            "activation": {"denoising": {"resid_pre": [[0.0] * 4, [0.0] * 4]}}}  # fmt: skip
+    assert sentences.hybrid(swap, "resid_pre", 0, 1) == sentences.HYBRID and sentences.by_construction(swap, "resid_pre", 0, 1) == ""
+    assert sentences.hybrid(swap, "resid_pre", 0, 3) == "" and sentences.by_construction(swap, "resid_pre", 0, 3).startswith("an identity")
 
 
 def test_the_page_checks_catch_a_broken_identity_or_split():
@@ -316,8 +410,11 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 7 of them above 0.01
     assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 7 (2 of them "
             "identities, fixed by construction) move M") in text
-    assert text.endswith("7 are 0 by an identity (attention is causal, and they lie before the first position where "
-                         "the prompts differ).")  # position 0 of each of the 7 distinct sites
+    # position 0 of each of the 7 distinct sites, block 0's input where the prompts agree, and the last block's
+    # attention write, MLP write and output at position 1, which nothing downstream reads
+    assert text.endswith("11 are 0 by an identity (7 before the first position where the prompts differ: attention is "
+                         "causal; 1 block 0's input where the prompts agree: the same token, so the same tensor in both "
+                         "runs; 3 the last block at a position other than the readout: nothing downstream reads it).")
     assert sentences.distinct_cells(report["designs"]["copied_token"])[9][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
@@ -332,9 +429,11 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     report["distribution"]["designs"]["copied_token"]["activation"] = over
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
-    # identity marks (and the legend's): block 0's input at 1 (the one changed position) and at 2 (the prompts
-    # agree), block 1's output at the readout, in both directions
-    assert svg.count("<circle") == 1 + 3 * 2
+    # identity marks (and the legend's two, the identity's and the hybrid prompt's): block 0's input at 1 (the one
+    # changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and output at
+    # position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
+    assert svg.count("<circle") == 2 + 6 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
+    assert "hybrid prompt, observed (not an identity)" in svg
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
@@ -365,9 +464,26 @@ def test_a_near_one_by_structure_is_named_as_such():
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design["readout_reach"] = 0.002  # block 0's heads at the readout barely read the changed position
-    assert "near 1 by structure, not learning" in sentences.by_structure(design, "attn_write", 1, 2)
+    said = sentences.by_structure(design, "attn_write", 1, 2)
+    assert "near 1 because block 0's heads at the readout barely attend to the changed positions (observed: at most 0.0020" in said
+    assert "structure" not in said  # a learned attention pattern, observed, not the model's structure
+    design["readout_reach"] = 0.00214  # printed rounded up, so that at most it stays true
+    assert "at most 0.0022 of their attention" in sentences.by_structure(design, "attn_write", 1, 2)
     assert sentences.by_structure(design, "attn_write", 1, 1) == ""  # not the readout
     design["readout_reach"] = 0.3  # they read it: the share is no longer structure alone
     assert sentences.by_structure(design, "attn_write", 1, 2) == ""
     rows = sentences.null_rows(report, "copied_token")
     assert rows[0][:3] == ["null, block 0", "any head, null pairs (largest)", "0.01"]
+
+
+def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
+    report = _small_report(gap=20.0, floor=0.01)
+    report["untrained"]["highest_head_score"] = {"previous_token": 0.0925, "induction": 0.05}
+    text = sentences.known_heads_sentence(report)
+    assert "no head scores above 0.093 as previous-token or 0.050 as induction" in text  # 0.0925 is above 0.09
+    cell = {part: _summary(0.0) for part in distribution.ERROR_PARTS}
+    cell.update(total=_summary(-0.75), final_norm_shapley=_summary(-0.17), upstream_shapley=_summary(-0.58))
+    report["distribution"]["designs"]["copied_token"]["head_error"] = [[cell]]
+    assert sentences.head_error_sentence(report, "copied_token").endswith("its larger part is upstream (final LayerNorm -0.17, upstream -0.58).")
+    cell.update(final_norm_shapley=_summary(-0.58), upstream_shapley=_summary(-0.17))  # the larger part moves; the order does not
+    assert sentences.head_error_sentence(report, "copied_token").endswith("the final LayerNorm (final LayerNorm -0.58, upstream -0.17).")

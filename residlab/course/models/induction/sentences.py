@@ -5,6 +5,8 @@ shown as it is, and Quarto would print a string holding both kinds escaped."""
 
 from __future__ import annotations
 
+import math
+
 from residlab.course.ui.chance import against_chance
 
 GOAL_ACCURACY = 0.95  # the issue's goal for the repeated half
@@ -44,14 +46,14 @@ def uniform_attention_scores(periods) -> dict[str, float]:
     read, computed by the same score functions on uniform causal weights, averaged over the periods as the scores are."""
     import torch
 
-    from residlab.course.models.induction import measures
+    from residlab.course.models.induction.measures import induction_score, previous_token_score
 
     previous, induction = [], []
     for period in periods:
         n = 2 * period
         weights = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1).unsqueeze(1)
-        previous.append(float(measures.previous_token_score(weights.unsqueeze(0))))
-        induction.append(float(measures.induction_score(weights.unsqueeze(0), period)))
+        previous.append(float(previous_token_score(weights.unsqueeze(0))))
+        induction.append(float(induction_score(weights.unsqueeze(0), period)))
     return {"previous_token": sum(previous) / len(previous), "induction": sum(induction) / len(induction)}
 
 
@@ -173,8 +175,9 @@ def forced_sentence(recovery: float | None, earlier: float | None, position: int
     from earlier blocks recovers about none: that recovery follows from the two-block layout, said as such."""
     if recovery is None or earlier is None or abs(recovery - 1) > FORCED_WITHIN or earlier > FORCED_WITHIN:
         return ""
-    return (f"A recovery of {recovery:.2f} there is close to forced, not found: what the earlier block writes at "
-            f"position {position} recovers at most {earlier:.3f}, so block 1's input there is all but the same in "
+    at_most = math.ceil(round(earlier * 1000, 9)) / 1000  # rounded up, so that at most it stays true
+    return (f"Block 1's attention write at position {position} recovers {recovery:.2f}, and that is close to forced, "
+            f"not found: what the earlier block writes at position {position} recovers at most {at_most:.3f}, so block 1's input there is all but the same in "
             f"both runs, and block 1's attention at the readout is the only route left from the changed token to the "
             f"readout; patching its clean value leaves the clean computation downstream. The partial recoveries and "
             f"the total effects are the informative numbers.")  # fmt: skip

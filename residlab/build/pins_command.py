@@ -98,7 +98,8 @@ def try_newest(args) -> int:
     releases = package_index.newest_releases(list(plan.libraries), python_version=python, index_url=args.index_url,
                                              timeout_s=args.timeout)  # fmt: skip
     env = trial_environment(args.index_url)
-    outcomes = try_latest.run_trial(args.root, plan, pinned, {n: r.newest for n, r in releases.items()}, env, args.keep)
+    outcomes = try_latest.run_trial(args.root, plan, pinned, {n: r.newest for n, r in releases.items()}, env, args.keep,
+                                    args.numbers_to)  # fmt: skip
     for outcome in outcomes:
         print(try_latest.outcome_line(outcome))
     if args.report:
@@ -158,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     trial.add_argument("--report", type=Path, metavar="FILE", help="also write the result as JSON (read by `write`)")
     trial.add_argument("--summary", type=Path, metavar="FILE", help="also write the result as Markdown")
     trial.add_argument("--keep", action="store_true", help="keep the throwaway copy and its logs, and say where")
+    trial.add_argument("--numbers-to", type=Path, metavar="DIR", help="keep the numbers.json of the build as pinned "
+                       "and as re-pinned in DIR/pinned and DIR/re-pinned, for `residlab release diff`")
     written = subcommands.add_parser("write", parents=[common], help="pin versions in requirements.txt and the lock "
                                      "together, then run residlab sync")  # fmt: skip
     written.add_argument("--from-report", type=Path, metavar="FILE", help="the versions a try-latest report found working")

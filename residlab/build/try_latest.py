@@ -15,6 +15,11 @@ releases are written into the copy's ``requirements.txt`` and lock exactly as a 
 works. If one fails, the pins as they are are tried first (a failure there is nobody's release, and nothing is
 blamed), then the libraries one at a time in the plan's order, each on top of those that worked: the first check a
 library fails is its line. A newest release pip cannot install beside the others says so, in pip's words.
+
+With ``numbers_to``, the list of every number the site shows (``numbers.json``, which the plan's render check writes
+into the copy's ``_site/``) is kept twice, for ``residlab release diff``: ``re-pinned/`` from the last attempt that
+passed with a newer release in it (the build a re-pin of what worked gives) and ``pinned/`` from the pins as they
+are (tried for it when no failure had them tried already). The weekly workflow puts the diff in its report.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab.build import pins
+from residlab.build.numbers_list import NUMBERS
 from residlab.build.checkout import CheckoutError, clean_copy
 from residlab.build.sync import LOCK_NAME
 
@@ -42,6 +48,7 @@ DEFAULT_TIMEOUT_MINUTES = 30.0
 # pytest's short summary (-rfE): "FAILED tests/x.py::test_y - message" or "ERROR tests/x.py - message"
 _PYTEST_FAILURE = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
 DETAIL_CHARS = 300
+PINNED, REPINNED = "pinned", "re-pinned"  # where numbers_to keeps each build's numbers.json
 
 
 class TrialError(RuntimeError):
@@ -236,8 +243,8 @@ def run_logged(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float
 class Trial:
     """Attempts in one throwaway copy: each writes a set of versions, prepares the environments, runs the checks."""
 
-    def __init__(self, plan: Plan, copy: Path, logs: Path, env: dict[str, str]):
-        self.plan, self.copy, self.logs, self.env = plan, copy, logs, env
+    def __init__(self, plan: Plan, copy: Path, logs: Path, env: dict[str, str], numbers_to: Path | None = None):
+        self.plan, self.copy, self.logs, self.env, self.numbers_to = plan, copy, logs, env, numbers_to
         self.count = 0
 
     def _run(self, command: tuple[str, ...], label: str, extra_env: dict[str, str], timeout_s: float):
@@ -253,7 +260,9 @@ class Trial:
             return f"{output}\nran past {timeout_s / 60:g} minutes and was stopped"
         return None if status == 0 else output
 
-    def attempt(self, versions: dict[str, str], label: str) -> Failure | None:
+    def attempt(self, versions: dict[str, str], label: str, numbers_as: str = REPINNED) -> Failure | None:
+        """One set of versions through prepare and the checks; the first failure, or None when all passed (then the
+        build's numbers are kept in ``numbers_to/numbers_as``)."""
         print(f"try-latest: {label}", file=sys.stderr)
         write_pins(self.copy, versions, self.plan, self.env)
         for command in self.plan.prepare:
@@ -265,6 +274,10 @@ class Trial:
             if failed is not None:
                 print("\n".join(failed.splitlines()[-40:]), file=sys.stderr)  # its end, for whoever reads the log
                 return first_failure(check.name, failed)
+        built = self.copy / "_site" / NUMBERS
+        if self.numbers_to is not None and built.is_file():
+            (self.numbers_to / numbers_as).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(built, self.numbers_to / numbers_as / NUMBERS)
         return None
 
 
@@ -276,9 +289,11 @@ def describe(failure: Failure) -> str:
 
 
 def run_trial(root: Path, plan: Plan, pinned: dict[str, str], newest: dict[str, str | None], env: dict[str, str],
-              keep: bool = False) -> list[Outcome]:
+              keep: bool = False, numbers_to: Path | None = None) -> list[Outcome]:
     """Try the newest release of each of the plan's libraries (``newest``; None when the index offers none) against
-    ``pinned``; one ``Outcome`` per library, in the plan's order. ``root`` itself is never written."""
+    ``pinned``; one ``Outcome`` per library, in the plan's order. ``root`` itself is never written; ``numbers_to``
+    receives the pinned and the re-pinned builds' ``numbers.json`` when a newer release worked and the checks built
+    the site."""
     moved = {name: newest[name] for name in plan.libraries if newest[name] not in (None, pinned[name])}
     results: dict[str, Failure | None] = {}
     if moved:
@@ -290,7 +305,7 @@ def run_trial(root: Path, plan: Plan, pinned: dict[str, str], newest: dict[str, 
                 clean_copy(root, copy)
             except CheckoutError as error:
                 raise TrialError(str(error)) from None
-            results = _trace(Trial(plan, copy, logs, env), pinned, moved)
+            results = _trace(Trial(plan, copy, logs, env, numbers_to), pinned, moved)
         finally:
             if keep:
                 print(f"try-latest: the throwaway copy and its logs are kept in {folder}", file=sys.stderr)
@@ -311,8 +326,11 @@ def run_trial(root: Path, plan: Plan, pinned: dict[str, str], newest: dict[str, 
 def _trace(trial: Trial, pinned: dict[str, str], moved: dict[str, str]) -> dict[str, Failure | None]:
     together = trial.attempt({**pinned, **moved}, "every newer release together: " + _listed(moved))
     if together is None:
+        if trial.numbers_to is not None:
+            trial.attempt(dict(pinned), "the pins as they are, for the numbers a re-pin changes", numbers_as=PINNED)
         return dict.fromkeys(moved)
-    baseline = trial.attempt(dict(pinned), "the pins as they are, to see whether the failure is a newer release's")
+    baseline = trial.attempt(dict(pinned), "the pins as they are, to see whether the failure is a newer release's",
+                             numbers_as=PINNED)
     if baseline is not None:
         raise TrialError(f"the pins as they are fail too, so no newer release can be blamed: they {describe(baseline)}")
     kept: dict[str, str] = {}

@@ -25,6 +25,7 @@ from residlab.build import pins as pins_module
 from residlab.build import try_latest
 from residlab.pythia.lock import default_lock_path
 
+ROOT = Path(__file__).resolve().parents[3]
 PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 RELEASES = {  # name -> version -> the module's source
     "tinyanswer": {version: "def answer():\n    return 42\n" for version in ("0.9", "1.0", "1.1")},
@@ -41,11 +42,24 @@ after-write = [["{{python}}", "{after_write}"]]
 name = "project's tests"
 command = [".venv/bin/python", "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider", "tests"]
 timeout-minutes = 5
+
+[[tool.residlab.try-latest.checks]]
+name = "render"
+command = [".venv/bin/python", "render.py"]
+timeout-minutes = 1
 """
 # The project's stand-in for `residlab sync`: a file derived from the lock, which its tests check.
 DERIVE = """import json, pathlib
 lock = json.loads(pathlib.Path("residlab/locks/pythia-14m.lock.json").read_text())
 pathlib.Path("derived.txt").write_text("".join(f"{n}=={v}\\n" for n, v in lock["libraries"].items() if n != "python"))
+"""
+# The project's stand-in for the site's render: the list of every number its pages show, here the versions it ran.
+RENDER = """import json, pathlib
+from importlib import metadata
+versions = {name: metadata.version(name) for name in ("tinyanswer", "tinyshape")}
+pages = [{"page": "index.qmd", "numbers": [{"id": name, "value": version} for name, version in versions.items()]}]
+pathlib.Path("_site").mkdir(exist_ok=True)
+pathlib.Path("_site/numbers.json").write_text(json.dumps({"pins": versions, "pages": pages}))
 """
 PROJECT_TESTS = {
     "tests/test_libraries.py": """
@@ -99,7 +113,7 @@ def make_project(folder: Path, libraries: list[str] = ("tinyanswer", "tinyshape"
         "requirements.txt": f"# the project's pins\ntinyanswer==1.0\ntinyshape==1.0  # the shape the tests expect\n"
                             f"pytest=={metadata.version('pytest')}\n",
         "pyproject.toml": PLAN.format(libraries=json.dumps(list(libraries)), after_write=after_write),
-        "derive.py": DERIVE, ".gitignore": ".venv/\n",
+        "derive.py": DERIVE, "render.py": RENDER, ".gitignore": ".venv/\n_site/\n",
         "derive_only_the_old.py": "import pathlib, sys\nif 'tinyanswer==1.0' not in pathlib.Path('requirements.txt')"
                                   ".read_text():\n    sys.exit('derive: no rule for this tinyanswer')\n" + DERIVE,
         **{path: textwrap.dedent(source) for path, source in tests.items()},
@@ -176,7 +190,7 @@ def trial(index, tmp_path_factory):
     before = snapshot(root)
     report = root.parent / "report.json"
     completed = pins(index, "try-latest", "--root", str(root), "--write", "--report", str(report),
-                     "--summary", str(root.parent / "summary.md"))  # fmt: skip
+                     "--summary", str(root.parent / "summary.md"), "--numbers-to", str(root.parent / "numbers"))  # fmt: skip
     return root, before, completed, report
 
 
@@ -205,6 +219,20 @@ def test_try_latest_traces_a_failure_to_one_library(trial, index):
         "tinyanswer 1.1 alone",  # then tinyshape 2.0 on top of it: the combination already tried together
     ]
     assert {"/files/tinyanswer-1.1-py3-none-any.whl", "/files/tinyshape-2.0-py3-none-any.whl"} <= set(index.requests)
+
+
+def test_try_latest_keeps_the_numbers_of_both_builds_and_release_diff_names_what_the_re_pin_moves(trial):
+    numbers = trial[0].parent / "numbers"
+    pinned, kept = numbers / try_latest.PINNED, numbers / try_latest.REPINNED
+    # the pins as they are (the attempt that cleared tinyshape's failure of blame), and the last attempt that passed
+    # with a newer release in it (tinyanswer 1.1 alone): the build the re-pin gives
+    assert json.loads((pinned / "numbers.json").read_text())["pins"] == {"tinyanswer": "1.0", "tinyshape": "1.0"}
+    assert json.loads((kept / "numbers.json").read_text())["pins"] == {"tinyanswer": "1.1", "tinyshape": "1.0"}
+    compared = subprocess.run([sys.executable, "-S", "-m", "residlab", "release", "diff", str(pinned), str(kept)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert compared.returncode == 1, compared.stderr  # as the workflow runs it: the standard library alone
+    assert compared.stdout.splitlines() == [f"pins that differ ({pinned} -> {kept}): 1", "  tinyanswer: 1.0 -> 1.1",
+                                            "index.qmd", "  changed  tinyanswer: 1.0 -> 1.1"]
 
 
 def test_try_latest_write_changes_only_the_pins_of_what_worked(trial):

@@ -209,6 +209,10 @@ def test_try_latest_steps_are_the_commands_the_tests_run():
     # tests/unit/build/test_pins_index.py runs these two commands on a project of its own
     assert trial.command == "try-latest" and trial.report and not trial.write and not trial.library
     assert written.command == "write" and written.from_report == trial.report and not written.pins
+    # the numbers the re-pin moves: the two lists the trial keeps (--numbers-to), compared as the tests compare them
+    (diff_line,) = [line for step in jobs["try"]["steps"] for line in run_lines(step) if "residlab release diff" in line]
+    assert trial.numbers_to and residlab_arguments(diff_line) == [
+        "release", "diff", str(trial.numbers_to / try_latest.PINNED), str(trial.numbers_to / try_latest.REPINNED)]
     assert trial.root == written.root == pins_command.default_site_root()  # the checkout itself
     # Both run residlab from the checkout with the Python set up for the job: `residlab pins` needs only the
     # standard library and pip (the trial builds its environments in its copy, with the Makefile's recipes).

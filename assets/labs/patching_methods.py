@@ -2538,7 +2538,10 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
-                chance = words["no_test"] if entry["chance"] >= 1 else f"chance {shown(entry['chance'], 2):.2f}"
+                if entry["chance"] < 1:
+                    chance = f"chance {shown(entry['chance'], 2):.2f}"
+                else:  # as the page reads it: a design fixed the other heads, or every head of the block is named
+                    chance = words["no_test"] if entry.get("fixed") else "every head of the block named: no test"
                 lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; "
                              f"{chance}): {said}")  # fmt: skip
     return lines

@@ -11,7 +11,7 @@ never holds the model; then a bfloat16 copy, shard by shard (about 2 GB), which 
 learner with a bfloat16 checkpoint would (loading the float32 files and converting would count the mapped float32
 pages in that case's memory). The three cases run one after another, each alone in its own process (peak
 memory is a process's): each loads the directory as ``residlab audit --model DIR`` does
-(``placement.place_directory``), then times side by side, in a random order each round, one whole audit of 12
+(``loading.place_directory``), then times side by side, in a random order each round, one whole audit of 12
 writes (both writes of the last 6 blocks at the last position: ``audit.build_packet``) and the 26 plain
 forwards it needs. Printed per case: the audit over its forwards (goal: at most 1.5x), the peak resident
 memory over the model's size in its dtype (goal: at most 1.3x; the whole process, torch and transformers
@@ -116,7 +116,7 @@ def run_case(args) -> dict:
     import torch
 
     from residlab import audit
-    from residlab.audit.placement import Placement, place_directory
+    from residlab.audit.loading import Placement, place_directory
 
     torch.set_num_threads(args.threads)
     dtype = "bfloat16" if args.case == "bfloat16" else "float32"
@@ -126,7 +126,7 @@ def run_case(args) -> dict:
         from accelerate import init_empty_weights
         from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-        from residlab.audit.placement import cpu_budget
+        from residlab.audit.loading import cpu_budget
         from residlab.capture.blocks import block_type_for
 
         config = GPTNeoXConfig(**neox_shape(args.width, args.blocks))

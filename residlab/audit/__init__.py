@@ -51,7 +51,7 @@ the declared tolerance, never a traceback.
 The model runs with eager attention, in ``torch.inference_mode``, loaded offline from a local directory
 (config.json and safetensors, a built-in transformers class, no remote code) or built as a random-weight specimen
 from a small configuration. Specimen numbers are NOT those of any trained model. By default it runs in float32 on
-the CPU; ``placement`` runs it elsewhere (``--device cpu|cuda|cuda:N|mps``, refused in one line where absent), in
+the CPU; ``loading`` places it elsewhere (``--device cpu|cuda|cuda:N|mps``, refused in one line where absent), in
 a declared approximation (``--dtype bfloat16|float16``), or spread by accelerate over accelerators, the CPU and a
 temporary disk folder (``--device-map auto --max-memory DEVICE=SIZE,...``, e.g. ``cpu=2GB`` or
 ``0=20GiB,cpu=64GiB``; accelerate imported only then). A dispatched run's numbers are the undispatched run's, byte
@@ -68,9 +68,14 @@ names and the resolver come from ``capture.sites``, every run records through ``
 (the declared write replaced by a ``capture.patching`` edit), and the identity tolerances are ``capture.blocks``'.
 Its modules, each importing only those above it and the capture floor:
 
-- ``subject``: what is audited (``Subject``, ``build_specimen``, ``load_model_directory``, the model files read).
-- ``placement``: ``--device``, ``--dtype``, ``--device-map``/``--max-memory`` (``Placement``, ``place_specimen``,
-               ``place_directory``, ``device_map_for``, ``cpu_budget``, ``tolerance_scale``, ``ACCELERATE_PIN``).
+- ``subject``: what is audited (``Subject``, ``AuditError``, ``DTYPES``, ``tolerance_scale``) and what is read
+               from disk without loading a model (the model files' digests, ``read_json_object``).
+- ``loading``: the one home of loading: a specimen's name and seed, or a model directory, and a ``Placement``
+               (``--device``, ``--dtype``, ``--device-map``/``--max-memory``) turned into a placed, loaded
+               ``Subject`` in one call (``place_specimen``, ``place_directory``; ``build_specimen`` and
+               ``load_model_directory`` for a dtype and device alone), with every dtype and device decision,
+               accelerate's dispatch (``device_map_for``, ``cpu_budget``, ``ACCELERATE_PIN``) and the checks of
+               what loaded.
 - ``runs``:    hashing, ``DeclaredSite``, ``AuditInput`` and its parsing, ``execute`` (one recorded forward),
                ``compare_to_source``, ``run_audit``; ``ParameterWatch`` (two hashes per audit, version counters
                between them).
@@ -105,20 +110,20 @@ from residlab.audit.subject import (
     MODEL_FILES,
     AuditError,
     Subject,
-    build_specimen,
-    load_model_directory,
     model_directory_files,
     read_json_object,
+    tolerance_scale,
 )
-from residlab.audit.placement import (
+from residlab.audit.loading import (
     ACCELERATE_PIN,
     Placement,
+    build_specimen,
     check_device,
     cpu_budget,
+    load_model_directory,
     parse_max_memory,
     place_directory,
     place_specimen,
-    tolerance_scale,
 )
 from residlab.audit.runs import (
     COMPONENTS,

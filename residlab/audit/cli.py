@@ -9,7 +9,7 @@
     residlab audit verify p4 --model DIR --device-map auto --max-memory cpu=2GB
 
 Without ``--site``, both writes of every block are audited at the last position. ``--device``, ``--device-map``
-and ``--max-memory`` say where the model runs, ``--dtype`` what in (``placement``); verify re-runs in the
+and ``--max-memory`` say where the model runs, ``--dtype`` what in (``loading``); verify re-runs in the
 packet's dtype wherever it is told to run. Exit status: 0 done (or verified), 1 refused or not verified, 2 bad
 arguments.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 from residlab.capture.blocks import SPECIMEN_CONFIGS
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory
 from residlab.audit.subject import DTYPES, AuditError, seed_argument
-from residlab.audit.placement import (
+from residlab.audit.loading import (
     ACCELERATE_PIN, Placement, check_device, parse_max_memory, place_directory, place_specimen,
 )  # fmt: skip
 from residlab.audit.runs import MAX_THREADS, AuditInput, parse_ids, parse_site, single_token, tokenize_prompt

@@ -15,8 +15,7 @@ from residlab.capture.blocks import IDENTITY_ABSOLUTE, IDENTITY_RELATIVE, canoni
 from residlab.capture.outdir import check_output_directory, write_directory
 from residlab.capture.versions import library_versions
 from residlab.capture.sites import BLOCK_SITES, module_path, site_name, site_table
-from residlab.audit.subject import AuditError, Subject, _import_torch
-from residlab.audit.placement import tolerance_scale
+from residlab.audit.subject import AuditError, Subject, _import_torch, tolerance_scale
 from residlab.audit.runs import (
     COMPONENTS, AuditInput, DeclaredSite, Run, parameter_digests, run_audit_measured, sha256_json, tensor_sha256,
 )

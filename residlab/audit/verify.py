@@ -20,8 +20,8 @@ from pathlib import Path
 from residlab.capture.blocks import IDENTITY_ABSOLUTE
 from residlab.capture.files import UnsafeFileError, read_file_bytes
 from residlab.capture.versions import library_versions
-from residlab.audit.subject import AuditError, Subject, _import_torch
-from residlab.audit.placement import Placement, place_specimen, tolerance_scale
+from residlab.audit.subject import AuditError, Subject, _import_torch, tolerance_scale
+from residlab.audit.loading import Placement, place_specimen
 from residlab.audit.runs import (
     AuditInput, DeclaredSite, InputError, check_input, run_audit, sha256_json, tensor_sha256,
 )

@@ -155,7 +155,7 @@ FAMILIES = (
                     "audit/attribution.py", "course/models/threads.py", "course/models/copy_model.py",
                     "course/models/gradient_profile.py", "capture/blocks.py", "capture/sites.py",
                     "capture/versions.py", "capture/outdir.py", "capture/files.py", "audit/subject.py",
-                    "audit/runs.py", "audit/schema.py", "audit/placement.py", "audit/packet.py", "audit/verify.py",
+                    "audit/runs.py", "audit/schema.py", "audit/loading.py", "audit/packet.py", "audit/verify.py",
                     "course/models/lesson_lab.py",
                 ),
                 "Lesson 2.1: the copy-model audit, its packet written and verified, and the pre-LN/post-LN gradient "
@@ -275,7 +275,7 @@ FAMILIES = (
                     "capture/blocks.py", "capture/outdir.py", "audit/subject.py", "capture/recording.py",
                     "capture/patching.py", "capture/sites.py", "audit/runs.py", "capture/versions.py",
                     "audit/schema.py", "capture/vectors.py", "audit/measures.py", "audit/attribution.py",
-                    "audit/placement.py", "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
+                    "audit/loading.py", "audit/packet.py", "capture/files.py", "audit/verify.py", "audit/cli.py",
                 ),
                 "Lab 06: the Residual Contribution Audit of a local causal LM or a specimen, as a verifiable packet",
                 "the measures: the records and the measurement",
@@ -297,7 +297,7 @@ FAMILIES = (
                     "audit/measures.py", "course/models/induction/measures.py",
                     "course/models/induction/induction_lab.py", "capture/outdir.py", "capture/files.py",
                     "audit/subject.py", "audit/runs.py", "audit/schema.py", "audit/attribution.py",
-                    "audit/placement.py", "audit/packet.py", "audit/verify.py", "course/lab06/induction_audit.py",
+                    "audit/loading.py", "audit/packet.py", "audit/verify.py", "course/lab06/induction_audit.py",
                     "course/ui/chance.py", "course/models/induction/sentences.py", "course/lab06/induction_cli.py",
                 ),
                 "Lab 06 Part 2: the two-block induction model trained, described, audited on the lab's input and "

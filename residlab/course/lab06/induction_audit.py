@@ -1,7 +1,7 @@
 """Lab 06 Part 2: the Residual Contribution Audit of the trained induction model, as a learner would run it.
 
 The model is saved as its directory (config.json and model.safetensors) and loaded back by the audit tool itself
-(``residlab.audit.subject.load_model_directory``, what ``residlab audit --model DIR`` does); the input is the patching
+(``residlab.audit.loading.place_directory``, what ``residlab audit --model DIR`` does); the input is the patching
 experiment of ``measures`` (clean: a repeated sequence cut before its last token; corrupt: the same with only the
 token after the earlier occurrence of the readout's token replaced; target: what induction predicts in the clean
 run; rival: by the lesson's rule, the corrupt run's top token). The declared writes are both writes of both blocks
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from residlab.audit.packet import audit_to_directory
 from residlab.audit.runs import AuditInput, DeclaredSite
-from residlab.audit.subject import load_model_directory
+from residlab.audit.loading import place_directory
 from residlab.audit.verify import verify_packet
 from residlab.course.models.induction.measures import PatchingExperiment, patching_experiment
 from residlab.course.models.induction.recipe import saved_model_files
@@ -55,7 +55,7 @@ def audit_induction_model(model, experiment: PatchingExperiment | None = None) -
         model_dir.mkdir()
         for name, data in saved_model_files(model).items():
             (model_dir / name).write_bytes(data)
-        subject = load_model_directory(model_dir)
+        subject = place_directory(model_dir)
         packet_dir = Path(scratch) / "packet-induction"
         packet = audit_to_directory(subject, audit_input, declared_sites(experiment), packet_dir)
         verification = verify_packet(packet_dir, subject)

@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 
 from residlab.audit.packet import audit_to_directory, summary_lines
-from residlab.audit.subject import AuditError, load_model_directory, seed_argument
+from residlab.audit.loading import place_directory
+from residlab.audit.subject import AuditError, seed_argument
 from residlab.audit.verify import verify_packet
 from residlab.capture.outdir import OutputDirectoryError, check_output_directory, write_directory
 
@@ -82,7 +83,7 @@ def describe(model_dir: Path) -> int:
     from residlab.course.models.induction.induction_lab import measure
 
     # Loaded as the audit loads it (offline, safetensors, eager attention, float32): one line if it is no model.
-    for line in report_lines(measure(load_model_directory(model_dir).model)):
+    for line in report_lines(measure(place_directory(model_dir).model)):
         print(line)
     return 0
 
@@ -92,7 +93,7 @@ def audit(model_dir: Path, output: Path) -> int:
     from residlab.course.models.induction.measures import patching_experiment
 
     check_output_directory(output)  # refused before the model is loaded
-    subject = load_model_directory(model_dir)
+    subject = place_directory(model_dir)
     experiment = patching_experiment(subject.model)  # the rival is the model's own, by the lesson's rule
     packet = audit_to_directory(subject, experiment_input(experiment), declared_sites(experiment), output)
     for line in summary_lines(packet):
@@ -102,7 +103,7 @@ def audit(model_dir: Path, output: Path) -> int:
 
 
 def verify(packet_dir: Path, model_dir: Path) -> int:
-    report = verify_packet(packet_dir, load_model_directory(model_dir))
+    report = verify_packet(packet_dir, place_directory(model_dir))
     print("\n".join(report.printed()))
     return 0 if report.passed else 1
 

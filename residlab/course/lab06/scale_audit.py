@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residlab import audit
-from residlab.audit import placement
+from residlab.audit import loading
 from residlab.course.lab06.decoder_audit import CLEAN_IDS, CORRUPT_IDS, RIVAL_ID, SPECIMEN, TARGET_ID
 
 BLOCKS_IN_MEMORY = 1
@@ -46,12 +46,12 @@ def _packet(subject, directory: Path) -> dict:
 
 
 def run_scale_audit() -> ScaleAudit:
-    plain_subject = audit.build_specimen(SPECIMEN)
-    budget = placement.cpu_budget(plain_subject.model, plain_subject.block_type, BLOCKS_IN_MEMORY)
+    plain_subject = loading.place_specimen(SPECIMEN)
+    budget = loading.cpu_budget(plain_subject.model, plain_subject.block_type, BLOCKS_IN_MEMORY)
     max_memory = f"cpu={math.ceil(budget / 1000)}KB"  # rounded up by under a kilobyte: the same placement
-    dispatched_subject = placement.place_specimen(SPECIMEN, 0, placement.Placement(
-        device_map="auto", max_memory=placement.parse_max_memory(max_memory)))  # fmt: skip
-    bfloat16_subject = placement.place_specimen(SPECIMEN, 0, placement.Placement(dtype="bfloat16"))
+    dispatched_subject = loading.place_specimen(SPECIMEN, 0, loading.Placement(
+        device_map="auto", max_memory=loading.parse_max_memory(max_memory)))  # fmt: skip
+    bfloat16_subject = loading.place_specimen(SPECIMEN, 0, loading.Placement(dtype="bfloat16"))
     with tempfile.TemporaryDirectory(prefix="residlab-lab06-scale-") as scratch:
         work = Path(scratch)
         plain = _packet(plain_subject, work / "plain")
@@ -65,7 +65,7 @@ def run_scale_audit() -> ScaleAudit:
     return ScaleAudit(
         max_memory=max_memory, blocks=len(plain_subject.blocks), blocks_on_disk=on_disk,
         dispatched_identical=dispatched == plain, dispatched_verified=dispatched_verified,
-        scales={dtype: placement.tolerance_scale(dtype) for dtype in audit.DTYPES},
+        scales={dtype: audit.tolerance_scale(dtype) for dtype in audit.DTYPES},
         metric_float32=exact["baseline"]["clean"]["value"], metric_bfloat16=approximate["baseline"]["clean"]["value"],
         metric_tolerance_bfloat16=approximate["baseline"]["clean"]["tolerance"]["absolute"]
         + approximate["baseline"]["clean"]["tolerance"]["relative"] * abs(exact["baseline"]["clean"]["value"]),

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from residlab import audit
-from residlab.audit import placement
-from residlab.audit.placement import Placement, place_specimen
+from residlab.audit import loading
+from residlab.audit.loading import Placement, place_specimen
 from residlab.capture.recording import hook_snapshot
 from residlab.course.lab06 import copy_audit
 
@@ -42,7 +42,7 @@ def budget(name: str, dtype: str = "float32", blocks_in_memory: int = 1) -> int:
     """A CPU budget that holds the embeddings, the final normaliser and ``blocks_in_memory`` blocks: the rest of
     the specimen's blocks go to disk."""
     subject = audit.build_specimen(name, 0, dtype)
-    return placement.cpu_budget(subject.model, subject.block_type, blocks_in_memory, dtype)
+    return loading.cpu_budget(subject.model, subject.block_type, blocks_in_memory, dtype)
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ def bfloat16_packet(tmp_path_factory):
 
 def test_a_bfloat16_packet_declares_its_dtype_and_tolerance_and_verifies(bfloat16_packet, plain_packet, capsys):
     packet = records(bfloat16_packet)
-    scale = placement.tolerance_scale("bfloat16")
+    scale = audit.tolerance_scale("bfloat16")
     assert packet["model"]["execution"]["dtype"] == "bfloat16"
     assert packet["model"]["execution"]["tolerance_scale"] == scale == 4096
     assert {t["dtype"] for t in packet["model"]["parameters"]["tensors"]} == {"torch.bfloat16"}
@@ -213,13 +213,13 @@ def test_a_bad_placement_is_one_line_and_writes_nothing(arguments, named, tmp_pa
 def test_a_device_map_without_accelerate_says_how_to_install_it(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "accelerate", None)  # what an environment without it raises: ImportError
     code, _, err = run_cli(["--specimen", "gpt2", *PROMPTS, "--device-map", "auto", "--output", tmp_path / "p"], capsys)
-    assert code == 1 and err == f"error: --device-map needs accelerate, which is not installed: pip install {placement.ACCELERATE_PIN}\n"
+    assert code == 1 and err == f"error: --device-map needs accelerate, which is not installed: pip install {loading.ACCELERATE_PIN}\n"
     assert not (tmp_path / "p").exists()
 
 
 def test_the_accelerate_pin_is_the_projects():
     pins = (ROOT / "requirements.txt").read_text().splitlines()
-    assert placement.ACCELERATE_PIN in pins
+    assert loading.ACCELERATE_PIN in pins
 
 
 def test_the_copy_model_runs_in_float32_on_the_cpu_only(tmp_path, capsys):

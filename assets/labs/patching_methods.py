@@ -32,16 +32,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1416    make_design
-#   line 1444  residlab/course/lab07/patching.py
-#   line 1601    activation_grids
-#   line 1652    path_patching
-#   line 1675  residlab/course/lab07/attribution.py
-#   line 1723    attribution_grids
-#   line 1842    error_split
-#   line 1948  residlab/course/lab07/distribution.py
-#   line 2057    null_design
-#   line 2292    measure_distribution
+#   line 1431    make_design
+#   line 1459  residlab/course/lab07/patching.py
+#   line 1616    activation_grids
+#   line 1667    path_patching
+#   line 1690  residlab/course/lab07/attribution.py
+#   line 1738    attribution_grids
+#   line 1857    error_split
+#   line 1963  residlab/course/lab07/distribution.py
+#   line 2074    null_design
+#   line 2332    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -56,10 +56,10 @@ train`` writes), otherwise it trains one as the site does.
 #   line  906  residlab/course/models/induction/recipe.py
 #   line 1089  residlab/course/models/induction/measures.py
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1444  residlab/course/lab07/patching.py
-#   line 1675  residlab/course/lab07/attribution.py
-#   line 1948  residlab/course/lab07/distribution.py
-#   line 2356  residlab/course/lab07/lab.py (the entry)
+#   line 1459  residlab/course/lab07/patching.py
+#   line 1690  residlab/course/lab07/attribution.py
+#   line 1963  residlab/course/lab07/distribution.py
+#   line 2395  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1347,9 +1347,10 @@ x_{P-2} again. At the readout (the last position, token x_{P-2}) induction finds
 
 - ``copied_token``: the corrupt prompt replaces x_{P-1}, the token induction should copy, by a token that occurs
   nowhere in the clean prompt (the rival). The repeat is kept: x_{P-2} still occurs earlier and is still followed
-  by one token, so both prompts call for induction; they differ in one position only, in *what* it copies. The
-  previous-token head at P-1 reads x_{P-2} in both runs, so its write is the same: this design shows the value
-  side of the mechanism and cannot show the key side.
+  by one token, so both prompts call for induction; they differ in one position only, in *what* it copies.  If the
+  mechanism holds, the previous-token head at P-1 reads x_{P-2} in both runs, so its write there is the same (a
+  learned attention pattern, observed, not a construction): this design shows the value side of the mechanism and
+  cannot test the key side.
 - ``matched_position``: the corrupt prompt swaps x_{P-3} and x_{P-2} in the first half. The same tokens are present
   in both prompts and x_{P-2} still occurs earlier, but now at P-3, followed by x_{P-3} (the rival), while position
   P-1 still holds the target. What changes is *where* the earlier occurrence is, which the previous-token head
@@ -1365,19 +1366,33 @@ import torch
 
 
 DESIGNS = ("copied_token", "matched_position")
-# The head kinds a design cannot show, by its construction (above): the copied-token design leaves the
-# previous-token head's write unchanged, so no patch of that head can restore anything there.
+# The head kinds a design cannot test under the mechanism's hypothesis. In the copied-token design a previous-token
+# head's write does change (at the position after the copied token, where it reads that token), but if the mechanism
+# holds, block 1 at the readout matches its key one position earlier, where a previous-token head reads the unchanged
+# token before: so its shares come out near 0. That is an observation under the hypothesis (learned attention), not
+# a construction: the report's numbers say how near (``not_testable_reason``).
 UNTESTABLE = {"copied_token": ("previous_token",), "matched_position": ()}
-_REASONS = {("copied_token", "previous_token"): "this design changes only the token induction copies, so a previous-token "
-            "head writes the same at every position block 1's keys match in both runs (the previous token is unchanged)"}
+_REASONS = {("copied_token", "previous_token"): (
+    "this design changes only the token induction copies (position {changed}); a previous-token head's write changes "
+    "at the next position, where it reads that token, but if the mechanism holds block 1 at the readout matches its "
+    "key at position {changed}, where a previous-token head reads the unchanged token before, so its shares are near 0 "
+    "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
-def not_testable_reason(design: str, kind: str) -> str | None:
-    """Why the design ``design`` cannot test heads of ``kind`` (None when it can): the one sentence the page and
-    the runner both say after the verdict word."""
+def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
+    """Why the design ``design`` cannot test heads of ``kind`` under the mechanism's hypothesis (None when it can):
+    the one sentence the page and the runner both say after the verdict word, with what ``report`` observed (block
+    0's write into block 1's keys only, over the held-out pairs) where a report is given."""
     if kind not in UNTESTABLE.get(design, ()):
         return None
-    return _REASONS[(design, kind)]
+    if report is None:
+        changed, observed = "P - 1", ""
+    else:
+        changed = ", ".join(map(str, report["designs"][design]["changed"]))
+        keys = report["distribution"]["designs"][design]["path"]["keys"]
+        observed = (f" (observed: block 0's write into block 1's keys only {shown(keys['mean'], 2):.2f} "
+                    f"[{shown(keys['low'], 2):.2f}, {shown(keys['high'], 2):.2f}] over the pairs)")  # fmt: skip
+    return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw
@@ -1970,6 +1985,8 @@ induction offset on sequences whose second half is no repeat. Any number of head
 finding.
 """
 
+import statistics
+
 import torch
 
 
@@ -1989,7 +2006,7 @@ VERDICT_WORDS = {
     "unnamed": "a head not named {kind} on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
-    "no_test": "no test: the other heads of the block are fixed near 0 by this design",
+    "no_test": "no test: the other heads of the block are not testable in this design",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
 
@@ -2231,17 +2248,39 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
+def spread_of_differences(differences: list[float]) -> dict:
+    """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
+    |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
+    exceeds the first's, and the fractions of pairs above and below 0."""
+    count = len(differences)
+    first = differences[0]
+    return {**summarise(differences), "median_abs": _round(statistics.median(abs(v) for v in differences)), "first": _round(first),
+            "beyond_first": _round(sum(abs(v) > abs(first) for v in differences) / count),
+            "above_zero": _round(sum(v > 0 for v in differences) / count),
+            "below_zero": _round(sum(v < 0 for v in differences) / count)}  # fmt: skip
+
+
 def direction_difference(pairs: list[dict], kind: str) -> list[list[dict | None]]:
-    """(blocks x positions): per cell the summary over pairs of denoising minus noising, pair by pair (None where
-    a pair leaves either undefined)."""
+    """(blocks x positions): per cell the spread over pairs of denoising minus noising, pair by pair
+    (``spread_of_differences``; None where a pair leaves either undefined). The first pair is the worked example."""
     rows = []
     for block, row in enumerate(pairs[0]["activation"]["denoising"][kind]):
         cells = []
         for position in range(len(row)):
             values = [(pair["activation"]["denoising"][kind][block][position], pair["activation"]["noising"][kind][block][position])
                       for pair in pairs]  # fmt: skip
-            cells.append(None if any(d is None or n is None for d, n in values) else summarise([d - n for d, n in values]))
+            cells.append(None if any(d is None or n is None for d, n in values) else spread_of_differences([d - n for d, n in values]))
         rows.append(cells)
+    return rows
+
+
+def head_difference(pairs: list[dict]) -> list[list[dict]]:
+    """(blocks x heads): per head the spread over pairs of its per-head denoising share minus its noising share,
+    pair by pair (``spread_of_differences``): where restoring a head alone recovers more than removing it costs."""
+    rows = []
+    for block, row in enumerate(pairs[0]["heads"]["denoising"]):
+        rows.append([spread_of_differences([pair["heads"]["denoising"][block][head] - pair["heads"]["noising"][block][head]
+                                            for pair in pairs]) for head in range(len(row))])  # fmt: skip
     return rows
 
 
@@ -2258,7 +2297,7 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict.
-    ``fixed``: the kinds the design cannot move (their heads' shares are near 0 by construction), kind -> heads.
+    ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the design can move: the block's heads less those
     of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
     fixed = fixed or {}
@@ -2266,7 +2305,8 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
-                  "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values))}
+                  "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     kinds = {}
     for kind, heads in named.items():
@@ -2318,11 +2358,10 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
-            # per cell, the paired difference denoising - noising over the pairs (where one direction differs from the
-            # other, on average or on one draw only)
-            # per cell, the paired difference denoising - noising over the pairs: whether the two directions differ
-            # on average over the pairs, or on one draw only
+            # per cell and per head, the paired difference denoising - noising over the pairs: its mean, its spread
+            # and its typical size pair by pair (whether the two directions differ on average, pair by pair, or both)
             "activation_difference": {k: direction_difference(measured, k) for k in KINDS},
+            "head_difference": head_difference(measured),
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
@@ -2436,6 +2475,19 @@ def hybrid_cells(pair, design, exact: dict) -> list[dict]:
     return cells
 
 
+def lab06_corruption(model) -> dict:
+    """Lab 06's and the glossary's corrupt prompt for the same worked example (``measures.patching_experiment``: the
+    copied token replaced by their own rule's draw, the rival by their rule), and its gap, so the page can say why
+    their gap is not Lab 07's copied-token gap: the position, both replacements' tokens, the rival and the gap."""
+
+    experiment = patching_experiment(model)
+    position = experiment.first_occurrence_next
+    design = Design("lab06", experiment.clean, experiment.corrupt, experiment.target, experiment.rival, (position,),
+                    (len(experiment.clean) + 1) // 2)  # fmt: skip
+    return {"clean": list(experiment.clean), "position": position, "clean_token": experiment.clean[position], "token": experiment.corrupt[position],
+            "target": experiment.target, "rival": experiment.rival, "gap": _round(prepare(model, design).gap)}  # fmt: skip
+
+
 def measure_design(model, design) -> dict:
     """Every method on one design: the worked example, one draw."""
     pair = prepare(model, design)
@@ -2499,6 +2551,7 @@ def _run_lab(model, pairs: int) -> dict:
         "nonlinearities": nonlinearities(model),
         "verdict_words": VERDICT_WORDS,
         "designs": {name: measure_design(model, design) for name, design in designs.items()},
+        "lab06": lab06_corruption(model),
         "distribution": measure_distribution(model, named, pairs),
     }
     check_distribution(report["distribution"], min(pairs, PAIRS))
@@ -2530,12 +2583,13 @@ def summary_lines(report: dict) -> list[str]:
         for identity in design["identities"]:
             spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])
             where = f" at position{'s' if len(spots) > 1 else ''} {' and '.join(map(str, spots))}" if spots else ""
-            lines.append(f"  identity: {identity['site']}{where}: {identity['why']}")
+            label = "hybrid prompt (observed)" if identity.get("mirror") else "identity"  # as the page marks them
+            lines.append(f"  {label}: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind, report)}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
                 if entry["chance"] < 1:

@@ -174,8 +174,8 @@ def patching_report():
 # In the order of the pages that first read each (Quarto renders glossary/, then the top-level pages, labs/ and
 # lessons/). Not the specimen model itself: the first page to render (the activation cache) needs it as soon as the
 # prefetch could have it, so it builds it, and the pages after it (and specimen_cache_layouts here) read it.
-PREFETCH = (induction_training, copy_model_training, specimen_cache_layouts, gradient_profile, audited_decoder,
-            patching_report)
+PREFETCH = (induction_training, patching_report, copy_model_training, specimen_cache_layouts, gradient_profile,
+            audited_decoder)  # patching_report: the glossary's activation-patching entry reads it (Lab 07's report)
 
 
 def _alive(pid: int) -> bool:

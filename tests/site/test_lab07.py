@@ -92,11 +92,11 @@ def test_every_figure_cell_shows_the_report(page_html, report):
 
 
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
-    from residlab.course.lab07 import head_sentences, sentences
+    from residlab.course.lab07 import compare_sentences, head_sentences, sentences
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
     for said in (sentences.known_heads_sentence, sentences.chance_sentence, head_sentences.disagreement_sentence,
-                 head_sentences.outside_sentence, sentences.nonlinearities_sentence):  # fmt: skip
+                 head_sentences.outside_sentence, sentences.nonlinearities_sentence, compare_sentences.lab06_sentence):  # fmt: skip
         assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
@@ -104,6 +104,8 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
         assert sentences.attribution_sentence(report, name) in text
         assert sentences.first_order_sentence(report, name) in text
         assert sentences.head_error_sentence(report, name) in text
+        assert compare_sentences.direction_sentence(report, name) in text
+        assert head_sentences.head_direction_sentence(report, name) in text
         if report["designs"][name]["hybrids"]:
             assert sentences.hybrid_sentence(report, name) in text
         for direction in ("denoising", "noising"):
@@ -157,7 +159,7 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
     for name, kinds in UNTESTABLE.items():
         for kind in kinds:
-            reason = not_testable_reason(name, kind)
+            reason = not_testable_reason(name, kind, report)  # with what this report observed
             assert reason and reason in head_sentences.kind_sentence(report, name, "denoising", kind)
             assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)
 

@@ -2,7 +2,7 @@
 position cell of every site kind, and per head), path patching and attribution patching, run on the induction model
 the site trains (``models/induction``), whose mechanism is known: a previous-token head in block 0, an induction
 head in block 1. Every method runs over held-out prompt pairs, and each share is read against a null of the same
-trained model: pairs that change a token the readout does not read (``distribution``).
+trained model: pairs that change a token the mechanism does not use (``distribution``).
 
 - ``designs``: the clean / corrupt pairs. ``copied_token`` keeps the repeat and changes only the token induction
   should copy; ``matched_position`` keeps every token and the repeat but moves the earlier occurrence, so what
@@ -22,6 +22,8 @@ trained model: pairs that change a token the readout does not read (``distributi
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
 - ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null.
+- ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, and the copied-token
+  corruption beside Lab 06's and the glossary's.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads).
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).

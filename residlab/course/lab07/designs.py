@@ -7,9 +7,10 @@ x_{P-2} again. At the readout (the last position, token x_{P-2}) induction finds
 
 - ``copied_token``: the corrupt prompt replaces x_{P-1}, the token induction should copy, by a token that occurs
   nowhere in the clean prompt (the rival). The repeat is kept: x_{P-2} still occurs earlier and is still followed
-  by one token, so both prompts call for induction; they differ in one position only, in *what* it copies. The
-  previous-token head at P-1 reads x_{P-2} in both runs, so its write is the same: this design shows the value
-  side of the mechanism and cannot show the key side.
+  by one token, so both prompts call for induction; they differ in one position only, in *what* it copies.  If the
+  mechanism holds, the previous-token head at P-1 reads x_{P-2} in both runs, so its write there is the same (a
+  learned attention pattern, observed, not a construction): this design shows the value side of the mechanism and
+  cannot test the key side.
 - ``matched_position``: the corrupt prompt swaps x_{P-3} and x_{P-2} in the first half. The same tokens are present
   in both prompts and x_{P-2} still occurs earlier, but now at P-3, followed by x_{P-3} (the rival), while position
   P-1 still holds the target. What changes is *where* the earlier occurrence is, which the previous-token head
@@ -25,23 +26,38 @@ from dataclasses import dataclass
 
 import torch
 
+from residlab.audit.measures import shown
 from residlab.course.models.induction.measures import HELD_OUT_SEED, example_sequence
 from residlab.course.models.induction.recipe import VOCAB_SIZE
 
 DESIGNS = ("copied_token", "matched_position")
-# The head kinds a design cannot show, by its construction (above): the copied-token design leaves the
-# previous-token head's write unchanged, so no patch of that head can restore anything there.
+# The head kinds a design cannot test under the mechanism's hypothesis. In the copied-token design a previous-token
+# head's write does change (at the position after the copied token, where it reads that token), but if the mechanism
+# holds, block 1 at the readout matches its key one position earlier, where a previous-token head reads the unchanged
+# token before: so its shares come out near 0. That is an observation under the hypothesis (learned attention), not
+# a construction: the report's numbers say how near (``not_testable_reason``).
 UNTESTABLE = {"copied_token": ("previous_token",), "matched_position": ()}
-_REASONS = {("copied_token", "previous_token"): "this design changes only the token induction copies, so a previous-token "
-            "head writes the same at every position block 1's keys match in both runs (the previous token is unchanged)"}
+_REASONS = {("copied_token", "previous_token"): (
+    "this design changes only the token induction copies (position {changed}); a previous-token head's write changes "
+    "at the next position, where it reads that token, but if the mechanism holds block 1 at the readout matches its "
+    "key at position {changed}, where a previous-token head reads the unchanged token before, so its shares are near 0 "
+    "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
-def not_testable_reason(design: str, kind: str) -> str | None:
-    """Why the design ``design`` cannot test heads of ``kind`` (None when it can): the one sentence the page and
-    the runner both say after the verdict word."""
+def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
+    """Why the design ``design`` cannot test heads of ``kind`` under the mechanism's hypothesis (None when it can):
+    the one sentence the page and the runner both say after the verdict word, with what ``report`` observed (block
+    0's write into block 1's keys only, over the held-out pairs) where a report is given."""
     if kind not in UNTESTABLE.get(design, ()):
         return None
-    return _REASONS[(design, kind)]
+    if report is None:
+        changed, observed = "P - 1", ""
+    else:
+        changed = ", ".join(map(str, report["designs"][design]["changed"]))
+        keys = report["distribution"]["designs"][design]["path"]["keys"]
+        observed = (f" (observed: block 0's write into block 1's keys only {shown(keys['mean'], 2):.2f} "
+                    f"[{shown(keys['low'], 2):.2f}, {shown(keys['high'], 2):.2f}] over the pairs)")  # fmt: skip
+    return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 
 DESIGN_SEED = HELD_OUT_SEED + 7  # draws the copied-token design's replacement; apart from the held-out draw

@@ -23,6 +23,8 @@ finding.
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 
 from residlab.capture.sites import site_name
@@ -52,7 +54,7 @@ VERDICT_WORDS = {
     "unnamed": "a head not named {kind} on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
-    "no_test": "no test: the other heads of the block are fixed near 0 by this design",
+    "no_test": "no test: the other heads of the block are not testable in this design",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
 
@@ -294,17 +296,39 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
+def spread_of_differences(differences: list[float]) -> dict:
+    """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
+    |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
+    exceeds the first's, and the fractions of pairs above and below 0."""
+    count = len(differences)
+    first = differences[0]
+    return {**summarise(differences), "median_abs": _round(statistics.median(abs(v) for v in differences)), "first": _round(first),
+            "beyond_first": _round(sum(abs(v) > abs(first) for v in differences) / count),
+            "above_zero": _round(sum(v > 0 for v in differences) / count),
+            "below_zero": _round(sum(v < 0 for v in differences) / count)}  # fmt: skip
+
+
 def direction_difference(pairs: list[dict], kind: str) -> list[list[dict | None]]:
-    """(blocks x positions): per cell the summary over pairs of denoising minus noising, pair by pair (None where
-    a pair leaves either undefined)."""
+    """(blocks x positions): per cell the spread over pairs of denoising minus noising, pair by pair
+    (``spread_of_differences``; None where a pair leaves either undefined). The first pair is the worked example."""
     rows = []
     for block, row in enumerate(pairs[0]["activation"]["denoising"][kind]):
         cells = []
         for position in range(len(row)):
             values = [(pair["activation"]["denoising"][kind][block][position], pair["activation"]["noising"][kind][block][position])
                       for pair in pairs]  # fmt: skip
-            cells.append(None if any(d is None or n is None for d, n in values) else summarise([d - n for d, n in values]))
+            cells.append(None if any(d is None or n is None for d, n in values) else spread_of_differences([d - n for d, n in values]))
         rows.append(cells)
+    return rows
+
+
+def head_difference(pairs: list[dict]) -> list[list[dict]]:
+    """(blocks x heads): per head the spread over pairs of its per-head denoising share minus its noising share,
+    pair by pair (``spread_of_differences``): where restoring a head alone recovers more than removing it costs."""
+    rows = []
+    for block, row in enumerate(pairs[0]["heads"]["denoising"]):
+        rows.append([spread_of_differences([pair["heads"]["denoising"][block][head] - pair["heads"]["noising"][block][head]
+                                            for pair in pairs]) for head in range(len(row))])  # fmt: skip
     return rows
 
 
@@ -321,7 +345,7 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict.
-    ``fixed``: the kinds the design cannot move (their heads' shares are near 0 by construction), kind -> heads.
+    ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the design can move: the block's heads less those
     of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
     fixed = fixed or {}
@@ -329,7 +353,8 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
-                  "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values))}
+                  "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     kinds = {}
     for kind, heads in named.items():
@@ -381,11 +406,10 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
-            # per cell, the paired difference denoising - noising over the pairs (where one direction differs from the
-            # other, on average or on one draw only)
-            # per cell, the paired difference denoising - noising over the pairs: whether the two directions differ
-            # on average over the pairs, or on one draw only
+            # per cell and per head, the paired difference denoising - noising over the pairs: its mean, its spread
+            # and its typical size pair by pair (whether the two directions differ on average, pair by pair, or both)
             "activation_difference": {k: direction_difference(measured, k) for k in KINDS},
+            "head_difference": head_difference(measured),
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,

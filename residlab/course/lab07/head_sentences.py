@@ -10,14 +10,19 @@ from residlab.course.lab07.distribution import HEAD_KINDS, verdict_parts
 from residlab.course.lab07.sentences import METHOD_NAMES, MOSTLY, _heads, _interval, _percent, _value
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
+BELOW = 0.5  # a verdict "below chance": a named head on top in at most this fraction of a random pick's chance
+HALF_PAIRS = 0.5  # "in most pairs": at least half of them
+ONE_SIGN = 0.75  # a head's denoising minus noising "keeps one sign" when it does in at least this fraction of pairs
+
 
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     """Over the pairs, how often the method puts a head the rule named on top of its block, against the chance of a
-    random pick among the heads the design can move (those of a kind it cannot test are fixed near 0 by it)."""
+    random pick among the heads the design can move (those of a kind it cannot test, near 0 if the mechanism holds, are
+    no competitors)."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:
-        return f"{words['not_testable']}: {not_testable_reason(name, kind)}."
+        return f"{words['not_testable']}: {not_testable_reason(name, kind, report)}."
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -38,11 +43,16 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
+            elif fractions["found"] <= BELOW * entry["chance"]:
+                why = (f"in {_percent(fractions['nothing'])} of pairs no head clears the null pairs' reach, so no head "
+                       "is on top at all" if fractions["nothing"] >= HALF_PAIRS else
+                       "heads the rule does not name this kind are on top more often than a random pick would leave them")
+                reading = f"below chance: {why}"
             elif fractions["found"] <= entry["chance"]:
                 reading = "no better than a random pick"
             else:
                 reading = "a named head is on top in some pairs only"
-        frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} fixed near 0 by this design" if fixed else ""
+        frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
                     + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
@@ -63,10 +73,10 @@ def _score(report: dict, kind: str, block: int, head: int) -> str:
     """A head's attention score, with its spread over the held-out sequences where the report has it."""
     table = report["heads"]["name_scores"][kind]
     spread = table.get("spread")
-    said = f"{table['scores'][block][head]:.2f}"
+    said = f"{table['scores'][block][head]:.3f}"  # a tie is said with three decimals, as Lab 06 says it
     if spread:
         cell = spread[block][head]
-        said += f" [{cell['low']:.2f}, {cell['high']:.2f}]"
+        said += f" [{cell['low']:.3f}, {cell['high']:.3f}]"
     return said
 
 
@@ -77,7 +87,7 @@ def _by_head(report: dict, entry: dict) -> str:
     by_score = sorted(entry["named"], key=lambda h: -table[h])
     tie = score_tie(report, entry["kind"], entry["block"], entry["named"])
     return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score)
-            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.2f}" for h in by_score)
+            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.{3 if tie else 2}f}" for h in by_score)
             + (f" (heads {tie[0]} and {tie[1]} closer than {TIE_MARGIN}: a tie)" if tie else ""))
 
 
@@ -142,8 +152,10 @@ def disagreement_sentence(report: dict) -> str:
 
 
 def outside_sentence(report: dict) -> str:
-    """What the heads the mechanism does not name (current-token heads) carry, design by design: a head carries part
-    of the gap in a design only where its interval over the pairs excludes 0 and its mean clears the null's reach."""
+    """What the heads the mechanism does not name (current-token heads) carry, design by design, head by head: the
+    mean share over the pairs, the fraction of pairs in which it is above 0 and the fraction in which it clears the
+    null pairs' reach (both from ``distribution.head_table``); a head carries part of the gap in a design where it
+    clears the null in most pairs (``MOSTLY``)."""
     named = report["heads"]["named"].get("current_token", [])
     if not named:
         return "No head is named a current-token head."
@@ -151,20 +163,50 @@ def outside_sentence(report: dict) -> str:
     parts, carry_anywhere = [], False
     for name, measured in report["distribution"]["designs"].items():
         table = measured["heads"]["denoising"]["heads"]
-        null = measured["null"]["heads"]["denoising"]
-        shares = ", ".join(f"block {b} head {h} {_interval(table[b][h])}" for b, h in named)
-        carrying = [(b, h) for b, h in named if table[b][h]["low"] > 0 and table[b][h]["mean"] > null[b]]
-        carry_anywhere |= bool(carrying)
-        design = name.replace("_", "-")
-        if carrying:
-            reading = (f"so {_heads(carrying)} {'carries' if len(carrying) == 1 else 'carry'} part of the gap here (an "
-                       f"interval above 0 and a mean above the null pairs' reach)")  # fmt: skip
-        else:
-            reading = "every interval includes 0 or stays within the null pairs' reach, so here they carry nothing this design can tell from 0"
-        parts.append(f"in the {design} design their denoising shares are {shares}, {reading}")
+        said = [_head_reading(b, h, table[b][h]) for b, h in named]
+        carry_anywhere |= any(table[b][h]["clears_fraction"] >= MOSTLY for b, h in named)
+        parts.append(f"in the {name.replace('_', '-')} design (denoising), " + "; ".join(said))
     heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
     closing = (" Where they carry part of it, the mechanism of Part 1 is not the whole story: a head that attends to "
                "its own position writes something of the token there, which block 1's values can carry to the readout."
-               if carry_anywhere else " The named mechanism accounts for the rest.")  # fmt: skip
+               if carry_anywhere else
+               " No current-token head clears the null pairs' reach in most pairs; a head above 0 in most pairs is a "
+               "consistent lean that this design cannot tell, pair by pair, from what the null pairs reach.")  # fmt: skip
     return (f"Outside the named mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts)
             + "." + closing)
+
+
+def _head_reading(block: int, head: int, entry: dict) -> str:
+    """One head's share over the pairs, read from the fraction of pairs above 0 and the fraction clearing the null."""
+    positive, clears = entry["positive_fraction"], entry["clears_fraction"]
+    said = (f"block {block} head {head} carries {_value(entry['mean'])} on average (above 0 in {_percent(positive)} of "
+            f"pairs, above the null pairs' reach in {_percent(clears)})")  # fmt: skip
+    if clears >= MOSTLY:
+        return said + ": part of the gap, in most pairs"
+    if positive >= MOSTLY:
+        return said + ": above 0 in most pairs, but within what the null pairs reach in most"
+    return said + f": within what the null pairs reach in {_percent(1 - clears)} of pairs"
+
+
+def head_direction_sentence(report: dict, name: str) -> str:
+    """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
+    (``distribution.head_difference``): sufficient more than necessary, or the reverse. Chosen from the numbers."""
+    if not report["designs"][name]["readable"]:
+        return ""
+    rows = report["distribution"]["designs"][name]["head_difference"]
+    more = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row) if c["above_zero"] >= ONE_SIGN]
+    less = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row) if c["below_zero"] >= ONE_SIGN]
+    rule = f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least {_percent(ONE_SIGN)} of pairs"
+    if not more and not less:
+        return (f"Per head, denoising minus noising keeps one sign in fewer than {_percent(ONE_SIGN)} of pairs for every "
+                f"head: over the pairs restoring a head alone and removing it agree on no head's side ({rule}).")
+    said = []
+    if more:
+        said.append("restoring " + ", ".join(f"head {b}.{h} alone recovers more than removing it costs in "
+                                             f"{_percent(c['above_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in more)
+                    + ": the rest of the clean run partly makes up for " + ("it" if len(more) == 1 else "each"))  # fmt: skip
+    if less:
+        said.append("removing " + ", ".join(f"head {b}.{h} costs more than restoring it alone recovers in "
+                                            f"{_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in less)
+                    + ": needed, but not enough by " + ("itself" if len(less) == 1 else "themselves"))  # fmt: skip
+    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "."

@@ -121,6 +121,21 @@ def hybrid_cells(pair, design, exact: dict) -> list[dict]:
     return cells
 
 
+def lab06_corruption(model) -> dict:
+    """Lab 06's and the glossary's corrupt prompt for the same worked example (``measures.patching_experiment``: the
+    copied token replaced by their own rule's draw, the rival by their rule), and its gap, so the page can say why
+    their gap is not Lab 07's copied-token gap: the position, both replacements' tokens, the rival and the gap."""
+    from residlab.course.lab07.designs import Design
+    from residlab.course.models.induction.measures import patching_experiment
+
+    experiment = patching_experiment(model)
+    position = experiment.first_occurrence_next
+    design = Design("lab06", experiment.clean, experiment.corrupt, experiment.target, experiment.rival, (position,),
+                    (len(experiment.clean) + 1) // 2)  # fmt: skip
+    return {"clean": list(experiment.clean), "position": position, "clean_token": experiment.clean[position], "token": experiment.corrupt[position],
+            "target": experiment.target, "rival": experiment.rival, "gap": _round(prepare(model, design).gap)}  # fmt: skip
+
+
 def measure_design(model, design) -> dict:
     """Every method on one design: the worked example, one draw."""
     pair = prepare(model, design)
@@ -184,6 +199,7 @@ def _run_lab(model, pairs: int) -> dict:
         "nonlinearities": nonlinearities(model),
         "verdict_words": VERDICT_WORDS,
         "designs": {name: measure_design(model, design) for name, design in designs.items()},
+        "lab06": lab06_corruption(model),
         "distribution": measure_distribution(model, named, pairs),
     }
     check_distribution(report["distribution"], min(pairs, PAIRS))
@@ -215,12 +231,13 @@ def summary_lines(report: dict) -> list[str]:
         for identity in design["identities"]:
             spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])
             where = f" at position{'s' if len(spots) > 1 else ''} {' and '.join(map(str, spots))}" if spots else ""
-            lines.append(f"  identity: {identity['site']}{where}: {identity['why']}")
+            label = "hybrid prompt (observed)" if identity.get("mirror") else "identity"  # as the page marks them
+            lines.append(f"  {label}: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind)}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind, report)}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
                 if entry["chance"] < 1:

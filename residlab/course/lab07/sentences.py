@@ -41,7 +41,7 @@ def _percent(fraction: float) -> str:
 
 def null_share(report: dict, name: str, direction: str = "denoising") -> float:
     """The largest share of the gap any single cell takes in this design's null pairs (same model, a change the
-    readout does not read), in the direction asked."""
+    mechanism does not use), in the direction asked."""
     return report["distribution"]["designs"][name]["null"]["cells"][direction]
 
 
@@ -57,16 +57,30 @@ def gap_sentence(report: dict, name: str) -> str:
     head = (f"On the worked example (one draw), M(clean) = {_value(design['clean_metric'])} and M(corrupt) = "
             f"{_value(design['corrupt_metric'])}, a gap of {_value(design['gap'])}; over the {pairs} held-out pairs the "
             f"gap is {_interval(measured['gap'])} (mean [{report['distribution']['interval']}]). Their null pairs, the "
-            f"same clean prompts with the first token changed at both its occurrences (which the readout does not "
-            f"read), give gaps of {_interval(null['gap'])}, at most {_value(null['largest_gap'])} in size")  # fmt: skip
+            f"same clean prompts with the first token changed at both its occurrences (which the mechanism does not "
+            f"use), give gaps of {_interval(null['gap'])}, at most {_value(null['largest_gap'])} in size")  # fmt: skip
     scale = (f" For scale only, not as a null: the {len(report['untrained']['seeds'])} random-weight models of the same "
              f"shape give gaps of {untrained} on the worked example, what a model that learned nothing does.")  # fmt: skip
     if design["readable"]:
         ratio = abs(design["gap"]) / null["largest_gap"] if null["largest_gap"] else math.inf
         times = "infinitely many" if math.isinf(ratio) else f"{math.floor(ratio)}"
         return (f"{head}, so the example's gap is more than {times} times anything the null moves (the page reads a gap "
-                f"above {report['read_factor']:.0f} times).{scale}")
+                f"above {report['read_factor']:.0f} times){_pairs_ratio(report, name)}.{scale}")
     return f"{head}: the example's gap is within {report['read_factor']:.0f} times that, so no share of it is read.{scale}"
+
+
+def _pairs_ratio(report: dict, name: str) -> str:
+    """Over the held-out pairs, how many gaps exceed the read factor times the null pairs' largest gap, and the
+    smallest ratio pair by pair (floored, so that more than it stays true); "" where the report has no per-pair gaps."""
+    measured = report["distribution"]["designs"][name]
+    gaps, largest = measured.get("per_pair", {}).get("gap"), measured["null"]["largest_gap"]
+    if not gaps or not largest:
+        return ""
+    ratios = [abs(gap) / largest for gap in gaps]
+    above = sum(ratio > report["read_factor"] for ratio in ratios)
+    count = "all" if above == len(ratios) else f"{above} of the"
+    return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
+            f"the null pairs' largest, the smallest by a ratio of {math.floor(min(ratios) * 100) / 100:.2f}")
 
 
 def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
@@ -181,39 +195,6 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 
-def direction_sentence(report: dict, name: str) -> str:
-    """Where denoising and noising disagree: a site that restores the behaviour alone but whose removal costs less
-    (sufficient, not necessary), or the reverse."""
-    design = report["designs"][name]
-    if not design["readable"]:
-        return ""
-    grids = design["activation"]
-    pairs = [(abs(d - n), site, position, d, n, kind, block) for site, position, kind, block in distinct_cells(design)
-             if (d := grids["denoising"][kind][block][position]) is not None
-             and (n := grids["noising"][kind][block][position]) is not None
-             and not by_construction(design, kind, block, position) and not hybrid(design, kind, block, position)]  # fmt: skip
-    left_out = " (the identities and the hybrid-prompt cells left out: they are not findings about a site)"
-    difference, site, position, denoise, noise, kind, block = max(pairs)
-    if difference < 0.1:
-        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap{left_out}: here each site that "
-                f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
-    measured = report["distribution"]["designs"][name]
-    over = measured["activation_difference"][kind][block][position]
-    each = measured["activation"]
-    first = (f"On the worked example (one draw), the two directions differ most{left_out} at {site}, position {position}: "
-             f"{_value(denoise)} denoising, {_value(noise)} noising. Over the {over['pairs']} held-out pairs that cell is "
-             f"{_interval(each['denoising'][kind][block][position])} denoising and "
-             f"{_interval(each['noising'][kind][block][position])} noising, and their paired difference, denoising minus "
-             f"noising pair by pair, is {_interval(over)}")  # fmt: skip
-    if over["low"] > 0 or over["high"] < 0:
-        reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
-                   "for it" if over["mean"] > 0 else
-                   "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-        return f"{first}, of one sign throughout, so over the pairs {reading}."
-    return (f"{first}, which holds both signs: the difference is on this draw only, and the two directions agree on "
-            f"average over the pairs.")  # fmt: skip
-
-
 def hybrid_rows(report: dict, name: str) -> list[list[str]]:
     """One row per hybrid-prompt cell of a swap design (``lab.hybrid_cells``): the cell, the prompt, the earlier
     occurrences of the readout's token and what follows each, whether the target and the rival occur, M and the
@@ -283,8 +264,9 @@ def path_sentence(report: dict, name: str) -> str:
                       f"on the worked example (observed).")  # fmt: skip
     untestable = report["distribution"]["designs"][name].get("not_testable", [])
     if abs(keys) <= floor and untestable:
-        structural += (" The keys' near 0 is the design's construction, not a finding: "
-                       + "; ".join(not_testable_reason(name, kind) for kind in untestable) + ".")
+        structural += (" The keys' near 0 is what the mechanism predicts here, observed, not a finding about the heads: "
+                       + "; ".join(not_testable_reason(name, kind, report) for kind in untestable)
+                       + ". Not testable under that hypothesis.")
     return (f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
             + structural)
 
@@ -349,7 +331,8 @@ def attribution_sentence(report: dict, name: str) -> str:
         return NOT_READ
     cells = [cell for cell in attribution_cells(report, name) if not cell["identity"]]  # identities and hybrids left out
     worst = max(cells, key=lambda cell: abs(cell["error"]))
-    first = (f"On the worked example (the cells fixed by construction left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
+    apart = "the cells fixed by construction" + (" and the hybrid-prompt cells" if design.get("hybrids") else "")
+    first = (f"On the worked example ({apart} left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
              f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}). "
              f"Taking the upstream part first, the final LayerNorm's part is {_value(worst['final_norm'])} and the upstream "
              f"part {_value(worst['upstream'])}; taking the final LayerNorm first, {_value(worst['final_norm_final_first'])} "
@@ -436,7 +419,7 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
     over the pairs, the fraction of pairs in which it is its block's top head and the fraction in which its share
     is above anything the null pairs give."""
     measured = report["distribution"]["designs"][name]
-    named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: its shares are near 0 by construction)"
+    named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: near 0 if the mechanism holds)"
                                          if kind in measured["not_testable"] else "")
              for kind, heads in report["heads"]["named"].items() for b, h in heads}  # fmt: skip
     rows = []

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import designs, distribution, head_sentences, lab, sentences
+from residlab.course.lab07 import compare_sentences, designs, distribution, head_sentences, lab, sentences
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -268,6 +268,10 @@ def test_sentences_follow_their_numbers():
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = sentences.attribution_sentence(report, "copied_token")
+    assert "(the cells fixed by construction left out)" in text  # no hybrid cells in this design
+    report["designs"]["copied_token"]["hybrids"] = [{"cell": "one"}]
+    assert "(the cells fixed by construction and the hybrid-prompt cells left out)" in sentences.attribution_sentence(report, "copied_token")
+    report["designs"]["copied_token"]["hybrids"] = []
     assert "Taking the upstream part first, the final LayerNorm's part is -0.40 and the upstream part -0.10" in text
     assert "By the Shapley split most of it is the final LayerNorm, and both orders agree." in text
     for cells in report["designs"]["copied_token"]["bends"].values():
@@ -306,7 +310,8 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     report["heads"]["name_scores"]["previous_token"]["scores"][0][1:3] = [0.847, 0.804]  # closer than TIE_MARGIN
     text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
-    assert "block 0's previous-token heads 1 and 2 tie (0.85 and 0.80; closer than 0.05, a tie the rule cannot split" in text
+    # tied scores in three decimals, as Lab 06 shows them: 0.85 and 0.80 would read as 0.05 apart, no tie
+    assert "block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05, a tie the rule cannot split" in text
     assert "per-head denoising puts head 2 on top in 87 % of the pairs (head 1 in 8 %)" in text
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # now apart: a disagreement again
@@ -328,28 +333,152 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
-    assert text.endswith("no test: the other heads of the block are fixed near 0 by this design.")
-    assert "block 0 heads 1, 2 fixed near 0 by this design" in text and "random pick" not in text
+    assert text.endswith("no test: the other heads of the block are not testable in this design.")
+    assert "block 0 heads 1, 2 not testable in this design" in text and "random pick" not in text
+    assert "construction" not in text  # near 0 if the mechanism holds: observed, never a construction
 
 
-def test_the_directions_asymmetry_is_read_only_when_it_holds_over_the_pairs():
+def _differences(values: list[float]) -> dict:
+    return distribution.spread_of_differences(values)
+
+
+def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pair():
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design["activation"]["noising"] = json.loads(json.dumps(design["activation"]["noising"]))
-    design["activation"]["noising"]["attn_write"][0][2] = 0.5  # one draw: denoising 0.90, noising 0.50
+    design["activation"]["noising"]["attn_write"][0][2] = 0.67  # one draw: denoising 0.90, noising 0.67
     measured = report["distribution"]["designs"]["copied_token"]
     measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
                               for d, grids in design["activation"].items()}  # fmt: skip
-    difference = {k: [[_summary(0.0) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
-    difference["attn_write"][0][2] = _summary(-0.02, 0.6)  # over the pairs: both signs
+    difference = {k: [[_differences([0.0] * 4) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
     measured["activation_difference"] = difference
-    text = sentences.direction_sentence(report, "copied_token")
-    assert "blocks.0.attn_write, position 2: 0.90 denoising, 0.50 noising" in text
-    assert "-0.02 [-0.62, 0.58], which holds both signs: the difference is on this draw only" in text
-    assert "make up for it" not in text
+    # over the pairs: a mean near 0, but pairs of both signs, most of them further apart than the worked example's 0.23
+    wide = [0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1]
+    difference["attn_write"][0][2] = _differences(wide)
+    text = compare_sentences.direction_sentence(report, "copied_token")
+    assert "blocks.0.attn_write, position 2: 0.90 denoising, 0.67 noising" in text
+    assert f"On average the two directions agree ({sentences._value(0.035)}), but pair by pair they differ widely in both directions" in text
+    assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
+    assert "the worked example's 0.23 is exceeded in 75 % of pairs, smaller than most" in text
+    assert "on this draw only" not in text and "make up for it" not in text
+    difference["attn_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
+    text = compare_sentences.direction_sentence(report, "copied_token")
+    assert "and pair by pair too: the median |difference| is 0.02" in text and "exceeded in only 0 % of pairs" in text
+    difference["attn_write"][0][2] = _differences([0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1, 0.2, 0.25])
+    assert "exceeded in 70 % of pairs, typical, not special" in compare_sentences.direction_sentence(report, "copied_token")
     difference["attn_write"][0][2] = _summary(0.3, 0.2)  # over the pairs: one sign
-    text = sentences.direction_sentence(report, "copied_token")
+    text = compare_sentences.direction_sentence(report, "copied_token")
     assert "of one sign throughout, so over the pairs restoring it alone recovers more than removing it costs" in text
+
+
+def test_the_spread_of_differences_counts_the_worked_examples_size():
+    spread = distribution.spread_of_differences([0.2, -0.5, 0.1, 0.3])
+    assert (spread["first"], spread["median_abs"], spread["beyond_first"]) == (0.2, 0.25, 0.5)
+    assert (spread["above_zero"], spread["below_zero"]) == (0.75, 0.25)
+
+
+def _heads_report(positive: float, clears: float) -> dict:
+    report = _small_report(gap=20.0, floor=0.01)
+    report["heads"]["named"]["current_token"] = [[0, 0]]
+    report["heads"]["name_scores"]["current_token"] = {"scores": [[0.95, 0.0, 0.0, 0.0]], "controls": [[0.0] * 4]}
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["heads"]["denoising"]["heads"][0][0] = {**_summary(0.21, 0.3), "positive_fraction": positive, "clears_fraction": clears}
+    return report
+
+
+def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
+    text = head_sentences.outside_sentence(_heads_report(0.94, 0.30))
+    assert "block 0 head 0 carries 0.21 on average (above 0 in 94 % of pairs, above the null pairs' reach in 30 %)" in text
+    assert "above 0 in most pairs, but within what the null pairs reach in most" in text
+    assert "No current-token head clears the null pairs' reach in most pairs" in text
+    text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
+    assert ": part of the gap, in most pairs" in text and "is not the whole story" in text
+    text = head_sentences.outside_sentence(_heads_report(0.6, 0.03))
+    assert "within what the null pairs reach in 97 % of pairs" in text
+
+
+def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
+    report = _small_report(gap=20.0, floor=0.01)
+    flat = _differences([0.0, 0.1, -0.1, 0.05])
+    rows = [[flat] * 4, [flat] * 4]
+    report["distribution"]["designs"]["copied_token"]["head_difference"] = rows
+    assert "keeps one sign in fewer than 75 % of pairs for every head" in head_sentences.head_direction_sentence(report, "copied_token")
+    rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
+    rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
+    text = head_sentences.head_direction_sentence(report, "copied_token")
+    assert "restoring head 0.2 alone recovers more than removing it costs in 75 % of pairs (mean difference 0.20)" in text
+    assert "removing head 1.1 costs more than restoring it alone recovers in 100 % of pairs (mean difference -0.25)" in text
+
+
+def test_a_verdict_far_below_chance_says_why():
+    report = _small_report(gap=20.0, floor=0.01)
+    entry = {"kind": "previous_token", "block": 0, "named": [1, 2], "fixed": [], "movable": 4, "chance": 0.5,
+             "fractions": {"found": 0.09, "other_kind": 0.05, "unnamed": 0.0, "nothing": 0.86}, "other_kinds": ["current_token"],
+             "by_head": {"1": 0.0, "2": 0.09}}  # fmt: skip
+    report["distribution"]["designs"]["copied_token"]["heads"]["attribution"] = {"kinds": {"previous_token/0": entry}}
+    text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert "below chance: in 86 % of pairs no head clears the null pairs' reach" in text and "random pick;" not in text
+    entry["fractions"] = {"found": 0.09, "other_kind": 0.0, "unnamed": 0.81, "nothing": 0.1}
+    text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert "below chance: heads the rule does not name this kind are on top more often" in text
+    entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
+    assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+
+
+def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_what_was_observed():
+    report = _small_report(gap=20.0, floor=0.01)
+    report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(-0.017, 0.08)
+    reason = designs.not_testable_reason("copied_token", "previous_token", report)
+    assert "near 0 if the mechanism holds (observed: block 0's write into block 1's keys only -0.02 [-0.10, 0.06]" in reason
+    assert "(position 1)" in reason and "construction" not in reason and "identity" not in reason
+    report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.3, 0.08)
+    assert "0.30 [0.22, 0.38]" in designs.not_testable_reason("copied_token", "previous_token", report)
+    assert designs.not_testable_reason("matched_position", "previous_token", report) is None
+
+
+def test_the_gap_is_read_over_the_pairs_too():
+    report = _small_report(gap=20.0, floor=1.0)
+    report["distribution"]["designs"]["copied_token"]["per_pair"] = {"gap": [20.0, 3.05, 12.0]}
+    text = sentences.gap_sentence(report, "copied_token")
+    assert "over the pairs, 2 of the 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 3.05" not in text
+    assert "over the pairs, all 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 3.05" in text
+    report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 2.5, 12.0]
+    assert "2 of the 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 2.50" in sentences.gap_sentence(report, "copied_token")
+    assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
+
+
+def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
+    report = _small_report(gap=20.0, floor=0.01)
+    report["lab06"] = {"clean": [1, 2, 1], "position": 1, "clean_token": 2, "token": 7, "target": 2, "rival": 7, "gap": 12.38}
+    text = compare_sentences.lab06_sentence(report)
+    assert "at the same position (token 2) to token 7, their own rule's draw, where this design puts token 3" in text
+    assert "their gap is 12.38, this worked example's 20.00, so the gaps differ" in text
+    report["lab06"].update(token=3, rival=4, gap=20.0)
+    assert "to the same token; they read the same rival" in compare_sentences.lab06_sentence(report)
+    matched = json.loads(json.dumps(report["distribution"]["designs"]["copied_token"]))
+    matched["path"]["keys"] = _summary(0.7)
+    report["distribution"]["designs"]["matched_position"] = matched
+    copied = report["distribution"]["designs"]["copied_token"]
+    copied["path"].update(keys=_summary(-0.02), values=_summary(0.79))
+    copied["null"]["path"] = 0.13  # the keys within the null pairs' reach
+    copied["heads"]["denoising"]["heads"][0][0] = {**_summary(0.5), "clears_fraction": 0.98}
+    report["heads"]["named"]["current_token"] = [[0, 0]]
+    text = compare_sentences.key_step_sentence(report)
+    assert "mostly through block 1's values (0.79 [0.69, 0.89] of the gap), not its keys (-0.02 [-0.12, 0.08])" in text
+    assert "(head 0.0 0.50 [0.40, 0.60])" in text and "keys alone carries 0.70 [0.60, 0.80] of its gap" in text
+    copied["path"].update(keys=_summary(0.6))
+    assert "mostly through" not in compare_sentences.key_step_sentence(report)
+
+
+def test_the_runner_marks_the_hybrid_cells_as_the_page_does():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design.update(clean=[1, 2, 3, 2], corrupt=[1, 3, 2, 2], changed=[1, 2], readout=3)
+    design["identities"] = distribution.identities(design, 2)
+    lines = lab.summary_lines({**report, "heads": {**report["heads"], "name_margin": 0.5},
+                               "distribution": {**report["distribution"], "period": 2}})  # fmt: skip
+    assert any(line.startswith("  hybrid prompt (observed): blocks.0.resid_pre at positions 1 and 2") for line in lines)
+    assert not any(line.startswith("  identity: blocks.0.resid_pre at positions 1 and 2") for line in lines)
 
 
 def test_the_last_blocks_unread_cells_are_identities_and_hybrids_are_observed():

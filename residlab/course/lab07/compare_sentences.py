@@ -1,0 +1,117 @@
+"""Lab 07's sentences that set two numbers side by side, each chosen from the report (``lab.run_lab``): the two
+directions of activation patching cell by cell, over the pairs and pair by pair (``distribution.spread_of_differences``),
+and the copied-token design's corruption beside the one Lab 06 and the glossary use. The helpers are ``sentences``'s."""
+
+from __future__ import annotations
+
+from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _value, by_construction, distinct_cells, hybrid
+
+
+def direction_sentence(report: dict, name: str) -> str:
+    """Where denoising and noising disagree: a site that restores the behaviour alone but whose removal costs less
+    (sufficient, not necessary), or the reverse."""
+    design = report["designs"][name]
+    if not design["readable"]:
+        return ""
+    grids = design["activation"]
+    pairs = [(abs(d - n), site, position, d, n, kind, block) for site, position, kind, block in distinct_cells(design)
+             if (d := grids["denoising"][kind][block][position]) is not None
+             and (n := grids["noising"][kind][block][position]) is not None
+             and not by_construction(design, kind, block, position) and not hybrid(design, kind, block, position)]  # fmt: skip
+    left_out = " (the identities and the hybrid-prompt cells left out: they are not findings about a site)"
+    difference, site, position, denoise, noise, kind, block = max(pairs)
+    if difference < 0.1:
+        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap{left_out}: here each site that "
+                f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
+    measured = report["distribution"]["designs"][name]
+    over = measured["activation_difference"][kind][block][position]
+    each = measured["activation"]
+    first = (f"On the worked example (one draw), the two directions differ most{left_out} at {site}, position {position}: "
+             f"{_value(denoise)} denoising, {_value(noise)} noising. Over the {over['pairs']} held-out pairs that cell is "
+             f"{_interval(each['denoising'][kind][block][position])} denoising and "
+             f"{_interval(each['noising'][kind][block][position])} noising, and their paired difference, denoising minus "
+             f"noising pair by pair, is {_interval(over)}")  # fmt: skip
+    if over["low"] > 0 or over["high"] < 0:
+        reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
+                   "for it" if over["mean"] > 0 else
+                   "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
+        return f"{first}, of one sign throughout, so over the pairs {reading}."
+    return f"{first}. {pairwise_reading(over)}"
+
+
+DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
+
+
+def pairwise_reading(over: dict) -> str:
+    """What a paired difference of both signs over the pairs says, chosen from its typical size
+    (``distribution.spread_of_differences``): the mean, the median |difference| against DIFFER, and the fraction of
+    pairs whose |difference| exceeds the worked example's."""
+    example, beyond = abs(over["first"]), over["beyond_first"]
+    spread = f"95 % of pairs within [{_value(over['low'])}, {_value(over['high'])}]"
+    average = (f"On average the two directions agree ({_value(over['mean'])})" if abs(over["mean"]) < DIFFER else
+               f"On average denoising {'exceeds' if over['mean'] > 0 else 'falls short of'} noising by "
+               f"{_value(abs(over['mean']))}, but not in every pair")  # fmt: skip
+    if over["median_abs"] < DIFFER:
+        return (f"{average}, and pair by pair too: the median |difference| is {_value(over['median_abs'])}, below "
+                f"{DIFFER} of the gap ({spread}); the worked example's {_value(example)} is exceeded in only "
+                f"{_percent(beyond)} of pairs.")  # fmt: skip
+    if beyond >= 0.75:
+        where = "smaller than most"
+    elif beyond <= 0.25:
+        where = "larger than most"
+    else:
+        where = "typical, not special"
+    return (f"{average}, but pair by pair they differ widely in both directions: the median |difference| is "
+            f"{_value(over['median_abs'])} ({spread}), above 0 in {_percent(over['above_zero'])} of pairs and below in "
+            f"{_percent(over['below_zero'])}; the worked example's {_value(example)} is exceeded in "
+            f"{_percent(beyond)} of pairs, {where}.")  # fmt: skip
+
+
+def lab06_sentence(report: dict, name: str = "copied_token") -> str:
+    """Why Lab 06's and the glossary's gap is not the copied-token design's: the same position corrupted, to another
+    token (their rule's draw) and with another rival (their rule's), each read from the report (``lab.lab06_corruption``)."""
+    other, design = report.get("lab06"), report["designs"][name]
+    if other is None:
+        return ""
+    (position,) = design["changed"]
+    same = other["clean"] == list(design["clean"]) and other["position"] == position
+    where = ("the same clean prompt at the same position" if same else
+             f"another clean prompt, at position {other['position']}")  # fmt: skip
+    replaced = ("to the same token" if other["token"] == design["corrupt"][position] else
+                f"to token {other['token']}, their own rule's draw, where this design puts token {design['corrupt'][position]}")
+    rival = ("the same rival" if other["rival"] == design["rival"] else
+             f"rival {other['rival']} by their rule, this design {design['rival']}")
+    differ = "so the gaps differ" if round(other["gap"], 2) != round(design["gap"], 2) else "and the gaps agree"
+    return (f"Lab 06 and the glossary corrupt {where} (token {other['clean_token']}) {replaced}; they read "
+            f"{rival}; their gap is {_value(other['gap'])}, this worked example's {_value(design['gap'])}, {differ}.")
+
+
+def key_step_sentence(report: dict) -> str:
+    """For Lab 06 and the glossary, which zero or patch block 0's attention write at the position after the earlier
+    occurrence: what Lab 07's report says that write's total effect mixes. In the copied-token design, the path
+    shares of the whole write through block 1's keys and values, and the current-token heads' denoising shares
+    (the heads that write there besides the previous-token heads); in the matched-position design, the keys alone.
+    Each number read from the report, the reading chosen from them."""
+    over = report["distribution"]["designs"]
+    copied, matched = over["copied_token"], over["matched_position"]
+    keys, values = copied["path"]["keys"], copied["path"]["values"]
+    current = report["heads"]["named"].get("current_token", [])
+    carrying = [(b, h) for b, h in current if copied["heads"]["denoising"]["heads"][b][h]["clears_fraction"] >= MOSTLY]
+    heads = ""
+    if carrying:
+        listed = ", ".join(f"head {b}.{h} {_interval(copied['heads']['denoising']['heads'][b][h])}" for b, h in carrying)
+        heads = (f", and the current-token {'head' if len(carrying) == 1 else 'heads'}, patched head by head, carry part "
+                 f"of the gap ({listed})")
+    if values["mean"] > abs(keys["mean"]) and abs(keys["mean"]) <= copied["null"]["path"]:
+        route = (f"Lab 07 finds that, with only the copied token changed, block 0's whole attention write reaches the "
+                 f"readout mostly through block 1's values ({_interval(values)} of the gap), not its keys "
+                 f"({_interval(keys)}){heads}")  # fmt: skip
+    else:
+        route = (f"Lab 07 finds that, with only the copied token changed, block 0's whole attention write reaches the "
+                 f"readout through block 1's keys ({_interval(keys)} of the gap) and its values ({_interval(values)}){heads}")
+    isolated = matched["path"]["keys"]
+    return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
+            f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
+            f"Lab 07's matched-position design does: block 0's write sent into block 1's keys alone carries "
+            f"{_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
+            f"{report['distribution']['pairs']} held-out pairs).")

@@ -45,7 +45,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
             elif fractions["found"] <= BELOW * entry["chance"]:
                 why = (f"in {_percent(fractions['nothing'])} of pairs no head clears the null pairs' reach, so no head "
-                       "is on top at all" if fractions["nothing"] >= HALF_PAIRS else
+                       "stands out from the null there" if fractions["nothing"] >= HALF_PAIRS else
                        "heads the rule does not name this kind are on top more often than a random pick would leave them")
                 reading = f"below chance: {why}"
             elif fractions["found"] <= entry["chance"]:

@@ -7,27 +7,38 @@ from __future__ import annotations
 from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _value, by_construction, distinct_cells, hybrid
 
 
+DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
+
+
 def direction_sentence(report: dict, name: str) -> str:
-    """Where denoising and noising disagree: a site that restores the behaviour alone but whose removal costs less
-    (sufficient, not necessary), or the reverse."""
+    """Where denoising and noising disagree: the cell whose two directions differ most over the pairs (the median
+    |denoising - noising|, ``distribution.spread_of_differences``), with the worked example's values there as one
+    draw; a site that restores the behaviour alone but whose removal costs less (sufficient, not necessary), or the
+    reverse."""
     design = report["designs"][name]
     if not design["readable"]:
         return ""
     grids = design["activation"]
-    pairs = [(abs(d - n), site, position, d, n, kind, block) for site, position, kind, block in distinct_cells(design)
+    measured = report["distribution"]["designs"][name]
+    spread = measured["activation_difference"]
+    pairs = [(over["median_abs"], abs(d - n), site, position, d, n, kind, block)
+             for site, position, kind, block in distinct_cells(design)
              if (d := grids["denoising"][kind][block][position]) is not None
              and (n := grids["noising"][kind][block][position]) is not None
+             and (over := spread[kind][block][position]) is not None
              and not by_construction(design, kind, block, position) and not hybrid(design, kind, block, position)]  # fmt: skip
     left_out = " (the identities and the hybrid-prompt cells left out: they are not findings about a site)"
-    difference, site, position, denoise, noise, kind, block = max(pairs)
-    if difference < 0.1:
-        return (f"On the worked example, denoising and noising agree on every cell within {_value(difference)} of the gap{left_out}: here each site that "
-                f"restores the behaviour is also one whose removal takes it away.")  # fmt: skip
-    measured = report["distribution"]["designs"][name]
-    over = measured["activation_difference"][kind][block][position]
+    typical, difference, site, position, denoise, noise, kind, block = max(pairs)
+    example = max(pair[1] for pair in pairs)
+    if typical < DIFFER and example < DIFFER:
+        return (f"Denoising and noising agree on every cell{left_out}: over the pairs the median |difference| is at "
+                f"most {_value(typical)} of the gap, and on the worked example every cell is within "
+                f"{_value(example)}: here each site that restores the behaviour is also one whose removal takes it away.")  # fmt: skip
+    over = spread[kind][block][position]
     each = measured["activation"]
-    first = (f"On the worked example (one draw), the two directions differ most{left_out} at {site}, position {position}: "
-             f"{_value(denoise)} denoising, {_value(noise)} noising. Over the {over['pairs']} held-out pairs that cell is "
+    first = (f"The cell whose two directions differ most over the pairs (median |difference| {_value(typical)}){left_out} "
+             f"is {site}, position {position}; on the worked example (one draw) it is {_value(denoise)} denoising, "
+             f"{_value(noise)} noising. Over the {over['pairs']} held-out pairs that cell is "
              f"{_interval(each['denoising'][kind][block][position])} denoising and "
              f"{_interval(each['noising'][kind][block][position])} noising, and their paired difference, denoising minus "
              f"noising pair by pair, is {_interval(over)}")  # fmt: skip
@@ -37,9 +48,6 @@ def direction_sentence(report: dict, name: str) -> str:
                    "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
         return f"{first}, of one sign throughout, so over the pairs {reading}."
     return f"{first}. {pairwise_reading(over)}"
-
-
-DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
 
 
 def pairwise_reading(over: dict) -> str:

@@ -43,11 +43,11 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
+            elif fractions["nothing"] >= HALF_PAIRS:
+                reading = inconclusive(fractions, report["distribution"]["pairs"])
             elif fractions["found"] <= BELOW * entry["chance"]:
-                why = (f"in {_percent(fractions['nothing'])} of pairs no head clears the null pairs' reach, so no head "
-                       "stands out from the null there" if fractions["nothing"] >= HALF_PAIRS else
-                       "heads the rule does not name this kind are on top more often than a random pick would leave them")
-                reading = f"below chance: {why}"
+                reading = ("below chance: heads the rule does not name this kind are on top more often than a random "
+                           "pick would leave them")  # fmt: skip
             elif fractions["found"] <= entry["chance"]:
                 reading = "no better than a random pick"
             else:
@@ -57,6 +57,18 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
                     + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
+
+
+def inconclusive(fractions: dict, pairs: int) -> str:
+    """A verdict whose pairs mostly have no head clearing the null's reach: the chance of a random pick (a pick that
+    need not clear the null) is no yardstick, so it is read among the pairs where a head does clear it, counted from
+    the fractions (found / (1 - nothing)) and the number of pairs."""
+    cleared = round((1 - fractions["nothing"]) * pairs)
+    said = f"inconclusive: no head clears the null pairs' reach in {_percent(fractions['nothing'])} of pairs"
+    if cleared == 0:
+        return f"{said}, so there is no pair where one does to read"
+    return (f"{said}; among the pairs where one does, a named head is on top in "
+            f"{min(round(fractions['found'] * pairs), cleared)} of {cleared}")
 
 
 def score_tie(report: dict, kind: str, block: int, heads: list[int]) -> tuple[int, int] | None:

@@ -356,7 +356,8 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
     wide = [0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1]
     difference["attn_write"][0][2] = _differences(wide)
     text = compare_sentences.direction_sentence(report, "copied_token")
-    assert "blocks.0.attn_write, position 2: 0.90 denoising, 0.67 noising" in text
+    assert "differ most over the pairs (median |difference| 0.35)" in text
+    assert "is blocks.0.attn_write, position 2; on the worked example (one draw) it is 0.90 denoising, 0.67 noising" in text
     assert f"On average the two directions agree ({sentences._value(0.035)}), but pair by pair they differ widely in both directions" in text
     assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
     assert "the worked example's 0.23 is exceeded in 75 % of pairs, smaller than most" in text
@@ -366,9 +367,27 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
     assert "and pair by pair too: the median |difference| is 0.02" in text and "exceeded in only 0 % of pairs" in text
     difference["attn_write"][0][2] = _differences([0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1, 0.2, 0.25])
     assert "exceeded in 70 % of pairs, typical, not special" in compare_sentences.direction_sentence(report, "copied_token")
-    difference["attn_write"][0][2] = _summary(0.3, 0.2)  # over the pairs: one sign
+    difference["attn_write"][0][2] = {**_summary(0.3, 0.2), "median_abs": 0.3}  # over the pairs: one sign
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "of one sign throughout, so over the pairs restoring it alone recovers more than removing it costs" in text
+
+
+def test_the_directions_cell_is_chosen_over_the_pairs_not_from_the_worked_example():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    design["activation"]["noising"] = json.loads(json.dumps(design["activation"]["noising"]))
+    design["activation"]["noising"]["attn_write"][0][2] = 0.3  # the worked example's largest difference: 0.60
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
+                              for d, grids in design["activation"].items()}  # fmt: skip
+    difference = {k: [[_differences([0.0] * 4) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
+    measured["activation_difference"] = difference
+    difference["attn_write"][0][2] = _differences([0.6, 0.1, -0.1, 0.2, -0.2])  # median |difference| 0.20
+    difference["mlp_write"][1][2] = _differences([0.0, 0.4, -0.4, 0.3, -0.35])  # median |difference| 0.35: the pairs' largest
+    text = compare_sentences.direction_sentence(report, "copied_token")
+    assert "differ most over the pairs (median |difference| 0.35)" in text
+    assert "is blocks.1.mlp_write, position 2; on the worked example (one draw) it is 0.20 denoising, 0.20 noising" in text
+    assert "attn_write" not in text
 
 
 def test_the_spread_of_differences_counts_the_worked_examples_size():
@@ -417,7 +436,13 @@ def test_a_verdict_far_below_chance_says_why():
              "by_head": {"1": 0.0, "2": 0.09}}  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["heads"]["attribution"] = {"kinds": {"previous_token/0": entry}}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "below chance: in 86 % of pairs no head clears the null pairs' reach" in text and "random pick;" not in text
+    assert "inconclusive: no head clears the null pairs' reach in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9" in text
+    assert "below chance" not in text and "random pick;" not in text
+    entry["fractions"] = {"found": 0.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 1.0}
+    text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert "inconclusive: no head clears the null pairs' reach in 100 % of pairs, so there is no pair where one does to read" in text
+    entry["fractions"] = {"found": 0.2, "other_kind": 0.0, "unnamed": 0.3, "nothing": 0.5}  # half the pairs: still inconclusive
+    assert "a named head is on top in 13 of 32" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     entry["fractions"] = {"found": 0.09, "other_kind": 0.0, "unnamed": 0.81, "nothing": 0.1}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     assert "below chance: heads the rule does not name this kind are on top more often" in text

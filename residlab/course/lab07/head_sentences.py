@@ -210,8 +210,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
     less = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row) if c["below_zero"] >= ONE_SIGN]
     rule = f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least {_percent(ONE_SIGN)} of pairs"
     if not more and not less:
-        return (f"Per head, denoising minus noising keeps one sign in fewer than {_percent(ONE_SIGN)} of pairs for every "
-                f"head: over the pairs restoring a head alone and removing it agree on no head's side ({rule}).")
+        return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
+                f"pairs, so no head is named here ({rule}).")
     said = []
     if more:
         said.append("restoring " + ", ".join(f"head {b}.{h} alone recovers more than removing it costs in "

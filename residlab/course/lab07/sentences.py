@@ -296,7 +296,16 @@ def nonlinearities_sentence(report: dict) -> str:
     upstream = sum(place["part"] == "upstream" for place in places)
     return (f"Counted from the model's modules, it is not linear in {len(places)} places (the table), each a place the "
             f"first-order estimate can fail: " + ", ".join(f"{count} {what}" for what, count in kinds.items())
-            + f". {upstream} of them lie between a site and the final state, {len(places) - upstream} after it.")
+            + f". {between(upstream)}, {len(places) - upstream} after it.")
+
+
+def between(upstream: int) -> str:
+    """How many bends lie between a site and the final state: all of them only from the earliest site (a later
+    site has fewer ahead of it), so "up to" that many."""
+    if upstream == 0:
+        return "None of them lies between a site and the final state"
+    verb = "lies" if upstream == 1 else "lie"
+    return f"Up to {upstream} of them, depending on the site, {verb} between a site and the final state"
 
 
 def nonlinearity_rows(report: dict) -> list[list[str]]:
@@ -365,15 +374,21 @@ def head_error_rows(report: dict, name: str) -> list[list[str]]:
             for block, row in enumerate(table) for head, cell in enumerate(row)]  # fmt: skip
 
 
+EVEN_MARGIN = 0.05  # a head's two error parts are "about even" when their mean sizes differ by less (or their intervals overlap)
+
+
 def head_error_sentence(report: dict, name: str) -> str:
     """Which head's attribution error is largest over the pairs, and which part carries it by the Shapley split."""
     table = report["distribution"]["designs"][name]["head_error"]
     block, head = max(((b, h) for b, row in enumerate(table) for h in range(len(row))),
                       key=lambda bh: abs(table[bh[0]][bh[1]]["total"]["mean"]))  # fmt: skip
     cell = table[block][head]
-    lean = _leans(cell["final_norm_shapley"]["mean"], cell["upstream_shapley"]["mean"])
+    final, upstream = cell["final_norm_shapley"], cell["upstream_shapley"]
+    lean = _leans(final["mean"], upstream["mean"])
+    if abs(abs(final["mean"]) - abs(upstream["mean"])) < EVEN_MARGIN or (final["low"] <= upstream["high"] and upstream["low"] <= final["high"]):
+        lean = "even"
     larger = {"final": "its larger part is the final LayerNorm", "upstream": "its larger part is upstream",
-              "even": "its two parts are equal to two decimals"}[lean]
+              "even": "its error is split about evenly"}[lean]
     return (f"Over the pairs the largest mean error is head {block}.{head}'s, {_interval(cell['total'])}; by the Shapley "
             f"split {larger} (final LayerNorm {_value(cell['final_norm_shapley']['mean'])}, upstream "
             f"{_value(cell['upstream_shapley']['mean'])}).")
@@ -414,10 +429,13 @@ def chance_sentence(report: dict) -> str:
     return "The rule names " + "; ".join(parts) + "." if parts else "The rule names no head."
 
 
+LARGEST_IN_BLOCK = "largest in block (null not applied)"  # the head table's label; a verdict's "on top" needs the null cleared
+
+
 def head_rows(report: dict, name: str) -> list[list[str]]:
     """One row per head: the block and head, what the rule names it, then per method its mean share [interval]
-    over the pairs, the fraction of pairs in which it is its block's top head and the fraction in which its share
-    is above anything the null pairs give."""
+    over the pairs, the fraction of pairs in which its share is its block's largest (LARGEST_IN_BLOCK: the null not
+    applied, unlike a verdict's "on top") and the fraction in which its share is above anything the null pairs give."""
     measured = report["distribution"]["designs"][name]
     named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: near 0 if the mechanism holds)"
                                          if kind in measured["not_testable"] else "")
@@ -432,7 +450,7 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
                     cells.append("")
                     continue
                 entry = table[block][head]
-                cells.append(f"{_interval(entry)}; top {_percent(entry['top_fraction'])}, above the null "
+                cells.append(f"{_interval(entry)}; {LARGEST_IN_BLOCK} {_percent(entry['top_fraction'])}, above the null "
                              f"{_percent(entry['clears_fraction'])}")  # fmt: skip
             rows.append([f"{block}.{head}", named.get((block, head), "none"), *cells])
     return rows

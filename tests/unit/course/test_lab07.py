@@ -281,6 +281,11 @@ def test_sentences_follow_their_numbers():
     assert "most of it is upstream" in text and "but the two orders disagree on which part is the larger" in text
     assert "13" not in sentences.nonlinearities_sentence(report)  # counted from the report, not typed
     assert sentences.nonlinearities_sentence(report).startswith("Counted from the model's modules, it is not linear in 2 places")
+    assert "Up to 1 of them, depending on the site, lies between a site and the final state, 1 after it." in sentences.nonlinearities_sentence(report)
+    report["nonlinearities"] = [report["nonlinearities"][0]] * 12 + [report["nonlinearities"][1]]
+    text = sentences.nonlinearities_sentence(report)
+    assert "Up to 12 of them, depending on the site, lie between a site and the final state, 1 after it." in text
+    assert ". 12 of them lie" not in text
 
 
 def test_where_score_and_share_disagree_the_page_says_so():
@@ -390,6 +395,17 @@ def test_the_directions_cell_is_chosen_over_the_pairs_not_from_the_worked_exampl
     assert "attn_write" not in text
 
 
+def test_the_head_tables_largest_in_block_is_not_called_on_top():
+    report = _small_report(gap=20.0, floor=0.01)
+    for method in ("noising", "attribution", "path_keys"):
+        report["distribution"]["designs"]["copied_token"]["heads"][method] = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]
+    for row in report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"]:
+        for cell in row:
+            cell.update(top_fraction=0.5, clears_fraction=0.25)
+    cell = sentences.head_rows(report, "copied_token")[0][2]
+    assert "; largest in block (null not applied) 50 %, above the null 25 %" in cell and "top" not in cell
+
+
 def test_the_spread_of_differences_counts_the_worked_examples_size():
     spread = distribution.spread_of_differences([0.2, -0.5, 0.1, 0.3])
     assert (spread["first"], spread["median_abs"], spread["beyond_first"]) == (0.2, 0.25, 0.5)
@@ -421,7 +437,9 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     flat = _differences([0.0, 0.1, -0.1, 0.05])
     rows = [[flat] * 4, [flat] * 4]
     report["distribution"]["designs"]["copied_token"]["head_difference"] = rows
-    assert "keeps one sign in fewer than 75 % of pairs for every head" in head_sentences.head_direction_sentence(report, "copied_token")
+    text = head_sentences.head_direction_sentence(report, "copied_token")
+    assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is named here" in text
+    assert "agree on no head's side" not in text
     rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
     text = head_sentences.head_direction_sentence(report, "copied_token")
@@ -641,3 +659,8 @@ def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
     assert sentences.head_error_sentence(report, "copied_token").endswith("its larger part is upstream (final LayerNorm -0.17, upstream -0.58).")
     cell.update(final_norm_shapley=_summary(-0.58), upstream_shapley=_summary(-0.17))  # the larger part moves; the order does not
     assert sentences.head_error_sentence(report, "copied_token").endswith("the final LayerNorm (final LayerNorm -0.58, upstream -0.17).")
+    cell.update(final_norm_shapley=_summary(-0.15, 0.01), upstream_shapley=_summary(-0.14, 0.001))  # within EVEN_MARGIN
+    text = sentences.head_error_sentence(report, "copied_token")
+    assert text.endswith("its error is split about evenly (final LayerNorm -0.15, upstream -0.14).") and "larger part" not in text
+    cell.update(final_norm_shapley=_summary(-0.30, 0.1), upstream_shapley=_summary(-0.10, 0.15))  # intervals overlap
+    assert "split about evenly (final LayerNorm -0.30, upstream -0.10)" in sentences.head_error_sentence(report, "copied_token")

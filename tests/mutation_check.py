@@ -239,8 +239,8 @@ MUTATIONS = (
     Mutation(
         "sync-skips-one-runner",
         "residlab/build/runners.py",
-        "return {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS}",
-        "return {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS[:-1]}",
+        "outputs = {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS}",
+        "outputs = {assets_dir / runner.filename: build_runner(runner) for runner in RUNNERS[:-1]}",
         SYNC_TESTS,
     ),
     Mutation(

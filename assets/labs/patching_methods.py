@@ -32,16 +32,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1431    make_design
-#   line 1459  residlab/course/lab07/patching.py
-#   line 1616    activation_grids
-#   line 1667    path_patching
-#   line 1690  residlab/course/lab07/attribution.py
-#   line 1738    attribution_grids
-#   line 1857    error_split
-#   line 1963  residlab/course/lab07/distribution.py
-#   line 2074    null_design
-#   line 2332    measure_distribution
+#   line 1436    make_design
+#   line 1464  residlab/course/lab07/patching.py
+#   line 1621    activation_grids
+#   line 1672    path_patching
+#   line 1695  residlab/course/lab07/attribution.py
+#   line 1743    attribution_grids
+#   line 1862    error_split
+#   line 1968  residlab/course/lab07/distribution.py
+#   line 2081    null_design
+#   line 2357    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -56,10 +56,10 @@ train`` writes), otherwise it trains one as the site does.
 #   line  906  residlab/course/models/induction/recipe.py
 #   line 1089  residlab/course/models/induction/measures.py
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1459  residlab/course/lab07/patching.py
-#   line 1690  residlab/course/lab07/attribution.py
-#   line 1963  residlab/course/lab07/distribution.py
-#   line 2395  residlab/course/lab07/lab.py (the entry)
+#   line 1464  residlab/course/lab07/patching.py
+#   line 1695  residlab/course/lab07/attribution.py
+#   line 1968  residlab/course/lab07/distribution.py
+#   line 2420  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1389,9 +1389,14 @@ def not_testable_reason(design: str, kind: str, report: dict | None = None) -> s
         changed, observed = "P - 1", ""
     else:
         changed = ", ".join(map(str, report["designs"][design]["changed"]))
-        keys = report["distribution"]["designs"][design]["path"]["keys"]
-        observed = (f" (observed: block 0's write into block 1's keys only {shown(keys['mean'], 2):.2f} "
-                    f"[{shown(keys['low'], 2):.2f}, {shown(keys['high'], 2):.2f}] over the pairs)")  # fmt: skip
+        per_head = report["distribution"]["designs"][design]["heads"]["path_keys"]["heads"][0]
+
+        def share(cell):
+            return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
+
+        heads = [head for block, head in report["heads"]["named"].get(kind, []) if block == 0]
+        observed = (" (observed over the pairs, each head's own write into block 1's keys only: "
+                    + ", ".join(f"head 0.{head} {share(per_head[head])}" for head in heads) + ")") if heads else ""
     return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 
@@ -2029,7 +2034,8 @@ def _round(value):
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
     over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
-    score sequence by sequence, summarised over every held-out sequence (``summarise``)."""
+    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``), and
+    "spread_periods", the periods pooled."""
     sequences = held_out_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
@@ -2050,6 +2056,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
     for kind, values in per_sequence.items():  # the spread of each head's score over the held-out sequences
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
+        out[kind]["spread_periods"] = [int(period) for period in sequences]
     return out
 
 
@@ -2113,22 +2120,30 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
 
 def identities(design: dict, depth: int) -> list[dict]:
     """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
-    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's input at
+    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's attention
+    write where the prompts agree (the same patching intervention as block 0's output there), block 0's input at
     the only changed position (1: patching it makes one run the other), the last block's output at the readout
     (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
-    reads them). Each: site, kind, block, position (None: every position), value, why."""
+    reads them). Each: site, kind, block, position (None: every position), value, why; an identity whose value is
+    another cell's has ``equals`` (that cell's kind and block) instead of a value."""
     first = min(design["changed"])
     cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
               "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
     for block in range(1, depth):
         cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
-                      "block": block, "position": None, "value": None,
+                      "block": block, "position": None, "value": None, "equals": ["resid_post", block - 1],
                       "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
     if "clean" in design:
         agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": agree, "value": 0.0,
                       "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
+        cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
+                      "block": 0, "position": None, "positions": agree, "value": None, "equals": ["resid_post", 0],
+                      "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
+                             "write there patches its output there too (its MLP reads that position only): one "
+                             "intervention under two names, whose patching shares are block 0's output's (an attribution "
+                             "estimate of each stays its own)"})  # fmt: skip
     if is_swap(design):
         a, b = design["changed"]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
@@ -2182,10 +2197,15 @@ def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1
                     raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
             elif identity.get("mirror"):
                 continue  # a tensor identity, checked on the runs' tensors (check_mirror)
-            elif identity["value"] is None:
-                block = identity["block"]
-                if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
-                    raise AssertionError(f"{where} {direction}: resid_pre {block} != resid_post {block - 1}")
+            elif identity.get("equals"):
+                kind, block = identity["kind"], identity["block"]
+                other, other_block = identity["equals"]
+                mine, theirs = rows[kind][block], rows[other][other_block]
+                for position in identity.get("positions") or range(len(mine)):
+                    if (mine[position] is None) != (theirs[position] is None) or (
+                            mine[position] is not None and abs(mine[position] - theirs[position]) > tolerance):
+                        raise AssertionError(f"{where} {direction}: {kind} {block} at {position} ({mine[position]}) is not "
+                                             f"{other} {other_block}'s ({theirs[position]}): the same intervention")  # fmt: skip
             elif identity["position"] is None:
                 for position in identity["positions"]:
                     value = rows[identity["kind"]][identity["block"]][position]
@@ -2215,14 +2235,19 @@ def _cells(grids: list, shape_of) -> list:
 
 
 def null_bounds(null_pairs: list[dict]) -> dict:
-    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair;
-    per direction the largest |share| any cell takes; the path shares' largest; and the null gap's spread."""
-    heads = {method: [max(abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None)
-                      for block in range(len(null_pairs[0]["heads"][method]))]
-             for method in HEAD_METHODS}  # fmt: skip
+    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair
+    (and, beside it, "heads_typical": the ``INTERVAL``'s upper percentile of those values and how many there are, so
+    a reader sees whether the largest is one outlier); per direction the largest |share| any cell takes; the path
+    shares' largest; and the null gap's spread."""
+    values = {method: [[abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None]
+                       for block in range(len(null_pairs[0]["heads"][method]))]
+              for method in HEAD_METHODS}  # fmt: skip
+    heads = {method: [max(block) for block in blocks] for method, blocks in values.items()}
+    typical = {method: [{"percentile": _round(torch.quantile(torch.tensor(block, dtype=torch.float64), INTERVAL[1] / 100)),
+                         "values": len(block)} for block in blocks] for method, blocks in values.items()}  # fmt: skip
     cells = {direction: max(abs(v) for pair in null_pairs for rows in pair["activation"][direction].values()
                             for row in rows for v in row if v is not None) for direction in DIRECTIONS}  # fmt: skip
-    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()},
+    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()}, "heads_typical": typical,
             "cells": {d: _round(v) for d, v in cells.items()},
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             "gap": summarise([pair["gap"] for pair in null_pairs]),
@@ -2401,7 +2426,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/2"
+REPORT_SCHEMA = "residlab-lab07-report/3"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 
@@ -2549,6 +2574,8 @@ def _run_lab(model, pairs: int) -> dict:
         "untrained": untrained_baseline(designs),
         "read_factor": READ_FACTOR,
         "nonlinearities": nonlinearities(model),
+        # sequential: each block's MLP reads the state after its attention write; parallel (Pythia's): the block input
+        "block_arrangement": "parallel" if getattr(model.config, "use_parallel_residual", False) else "sequential",
         "verdict_words": VERDICT_WORDS,
         "designs": {name: measure_design(model, design) for name, design in designs.items()},
         "lab06": lab06_corruption(model),

@@ -321,8 +321,8 @@ FAMILIES = (
         "model, whose mechanism is known, over held-out prompt pairs, each read against a null of the same model; an "
         "explorer of every cell",
         path=("Then do", "Run four patching methods on a two-block induction model whose mechanism is known, and "
-              "check which of them find its previous-token and induction heads, and where attribution patching's "
-              "first-order estimate fails."),
+              "check which of them find the heads of that mechanism where a design can test it, and where "
+              "attribution patching's first-order estimate fails."),
         runners=(
             Runner(
                 "patching_methods.py",

@@ -4,7 +4,9 @@
 tools) and names its interpreter in RESIDLAB_RUNNER_PYTHON. Here each runner that needs more than the standard
 library is copied into an empty folder and run with that interpreter, and its results are compared with what the
 package computes in-process. The toy runner needs only the standard library: ``test_toy_runner.py`` runs it with
-no site-packages at all.
+no site-packages at all. The induction model's runner and the audit runner are compared with the package where the
+pages run them, in the environment the pages build (tests/site/test_page_commands.py: the same training, description
+and packets as the render's, the same printed lines and packets as the package's audit).
 """
 
 from __future__ import annotations
@@ -78,30 +80,6 @@ def test_lesson_runner_alone_writes_and_verifies_the_packet_the_package_writes(t
     again = run_alone("residual_stream_lab.py", ["packet", "copy-model-audit-packet"], tmp_path)
     assert again.returncode == 1 and "not empty" in again.stderr and again.stderr.count("\n") == 1
 
-
-@pytest.mark.slow  # the induction model trained twice, by the runner and by the package
-def test_induction_runner_alone_trains_describes_audits_and_verifies_as_the_package_does(tmp_path, capsys):
-    from residlab.course.lab06 import induction_cli as cli
-
-    def ran(*arguments: str) -> str:
-        completed = run_alone("induction_model.py", list(arguments), tmp_path)
-        assert completed.returncode == 0, completed.stderr
-        return completed.stdout
-
-    trained = ran("train", "--output", "induction-model")
-    assert cli.main(["train", "--output", str(tmp_path / "package-model")]) == 0
-    printed = capsys.readouterr().out
-    for name in ("config.json", "model.safetensors"):  # the same weights, bit for bit, from the same seed
-        assert (tmp_path / "induction-model" / name).read_bytes() == (tmp_path / "package-model" / name).read_bytes()
-    assert trained.splitlines()[1:] == printed.splitlines()[1:]  # the first line has the wall time
-    assert ran("describe", "induction-model") == "\n".join(trained.splitlines()[1:]) + "\n"
-    audited = ran("audit", "induction-model", "--output", "packet-induction")
-    assert cli.main(["audit", str(tmp_path / "induction-model"), "--output", str(tmp_path / "package-packet")]) == 0
-    assert capsys.readouterr().out.replace(str(tmp_path / "package-packet"), "packet-induction") == audited
-    for name in ("input.json", "intervention.json", "measurement.json"):
-        assert json.loads((tmp_path / "packet-induction" / name).read_text()) == json.loads(
-            (tmp_path / "package-packet" / name).read_text()), name
-    assert ran("verify", "packet-induction", "--model", "induction-model").splitlines()[-1] == "verified: every check passed"
 
 def test_paper_runner_alone_prints_what_the_package_prints(tmp_path, capsys):
     from residlab.course.lab04 import paper_lab

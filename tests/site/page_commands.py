@@ -195,6 +195,7 @@ class Folder:
     path: Path
     served: set[str] = field(default_factory=set)  # files the site served into it
     environments: set[str] = field(default_factory=set)  # virtual environments made in it
+    printed: dict[str, str] = field(default_factory=dict)  # each line run in it -> what it printed (stdout)
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,10 @@ def wheelhouse_pip_env(env: dict, wheelhouse: Path) -> dict:
     confined.update({
         "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheelhouse), "PIP_CONFIG_FILE": os.devnull,
         "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-        "PIP_NO_COMPILE": "1",  # what is installed is the same; compiling every module of torch is not (tens of s)
+        # What is installed is the same; compiling every module of torch and transformers is not (tens of s): a
+        # runner compiles what it imports, as a learner's does. PIP_COMPILE=0, not PIP_NO_COMPILE=1, which pip reads
+        # inverted (a --no-* option's variable) and compiles anyway (test_page_commands checks no .pyc is written).
+        "PIP_COMPILE": "0",
         "HTTP_PROXY": REFUSING_PROXY, "HTTPS_PROXY": REFUSING_PROXY, "http_proxy": REFUSING_PROXY,
         "https_proxy": REFUSING_PROXY, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
     })  # fmt: skip
@@ -296,6 +300,6 @@ def run_page(page: Page, folder: Folder, fetch, learner: Learner) -> list[str]:
     fetch_downloads(page, folder, fetch)
     done = []
     for line in lines_to_run(page):
-        run_line(line, folder, learner)
+        folder.printed[line] = run_line(line, folder, learner).stdout
         done.append(line)
     return done

@@ -23,17 +23,23 @@ pytestmark = pytest.mark.slow
 PAGE = "labs/07-patching-methods.html"
 
 
-def rendered_report(project: Path) -> dict:
-    """The Lab 07 report the render of ``project`` computed (once) and its page shows, as JSON reads it back."""
+def rendered_value(project: Path, name: str):
+    """The value of the shared computation ``name`` (``residlab.course.shared``) that the render of ``project``
+    computed, exactly once, and its pages show."""
     from residlab.render import render_cache
 
     folder = project / render_cache.RENDER_CACHE_DIR
-    uses = render_cache.read_uses(folder)
-    assert len([use for use in uses if use["name"] == "induction_training" and use["how"] == "computed"]) == 1
-    computed = [use for use in uses if use["name"] == "patching_report" and use["how"] == "computed"]
-    assert len(computed) == 1, computed
+    computed = [use for use in render_cache.read_uses(folder) if use["name"] == name and use["how"] == "computed"]
+    assert len(computed) == 1, (name, computed)
     (entry,) = folder.glob(f"*/{computed[0]['entry']}")
-    return json.loads(json.dumps(pickle.loads(entry.read_bytes()), allow_nan=False))
+    return pickle.loads(entry.read_bytes())
+
+
+def rendered_report(project: Path) -> dict:
+    """The Lab 07 report the render of ``project`` computed (once, on the model ``induction_training`` trained once)
+    and its page shows, as JSON reads it back."""
+    rendered_value(project, "induction_training")
+    return json.loads(json.dumps(rendered_value(project, "patching_report"), allow_nan=False))
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,12 @@ fails, and so does a page that installs too little, cheaply.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import urllib.request
@@ -32,7 +35,7 @@ import pytest
 
 from fakeindex import build_wheel
 from page_commands import CommandFailed, Folder, Learner, normalise, read_page, run_page, variant_problems
-from test_lab07 import rendered_report
+from test_lab07 import rendered_report, rendered_value
 
 ROOT = Path(__file__).resolve().parents[2]
 WHEELHOUSE = os.environ.get("RESIDLAB_WHEELHOUSE")
@@ -146,6 +149,59 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
     if report_name is not None:
         written = json.loads((folders[LAB07].path / report_name).read_text(encoding="utf-8"))
         assert written == rendered_report(project), f"{LAB07}: the runner's {report_name} is not the report the page shows"
+    if not BUILT_SITE:
+        runners_did_what_the_package_does(ran, folders, project, tmp_path / "package")
+
+
+PACKET_RECORDS = ("input.json", "intervention.json", "measurement.json")  # model.json names the environment's versions
+
+
+def same_packet(learner: Path, package, where: str) -> None:
+    """``package``: a packet folder or a packet as ``audit`` returns it."""
+    for name in PACKET_RECORDS:
+        expected = (json.loads((package / name).read_text(encoding="utf-8")) if isinstance(package, Path)
+                    else json.loads(json.dumps(package[name.removesuffix(".json")])))  # fmt: skip
+        assert json.loads((learner / name).read_text(encoding="utf-8")) == expected, f"{where}: {name}"
+
+
+def runners_did_what_the_package_does(ran: dict, folders: dict, project: Path, scratch: Path) -> None:
+    """The runners are the package's download form: what the learner's runs wrote and printed is what the package
+    computes. The induction model's runs are compared with what the render computed from the same seed (its
+    ``induction_training``: the weights bit for bit, the description, Lab 06's audit packet); every audit the pages
+    run with ``audit_residual_writes.py`` is run again here by the package's own command, in the same folder with
+    the same arguments, and must print the same lines and write the same records."""
+    from residlab.audit import cli as audit_cli
+    from residlab.course.lab06.induction_cli import report_lines
+
+    trained = rendered_value(project, "induction_training")
+    described = "".join(f"{line}\n" for line in report_lines(trained.report))
+    checked = set()
+    for path, lines in ran.items():
+        folder = folders[path]
+        for line in lines:
+            runner, *arguments = shlex.split(re.sub(r"\s+#.*$", "", line))[1:] or [""]
+            printed = folder.printed[line]
+            if runner == "induction_model.py" and arguments[0] == "train":
+                model = folder.path / arguments[arguments.index("--output") + 1]
+                for name, data in trained.model_files.items():
+                    assert (model / name).read_bytes() == data, f"{path}: {line}: {name} is not the render's"
+                assert printed.split("\n", 1)[1] == described, f"{path}: {line}"  # the first line has the wall time
+                checked.add("train")
+            elif runner == "induction_model.py" and arguments[0] == "describe":
+                assert printed == described, f"{path}: {line}"
+                checked.add("describe")
+            elif runner == "induction_model.py" and arguments[0] == "audit":
+                same_packet(folder.path / arguments[arguments.index("--output") + 1], trained.audit.packet, f"{path}: {line}")
+                checked.add("induction audit")
+            elif runner == "audit_residual_writes.py" and arguments[0] != "verify":
+                output = arguments.index("--output") + 1
+                package = scratch / f"{len(checked)}-{arguments[output]}"
+                with contextlib.chdir(folder.path), contextlib.redirect_stdout(io.StringIO()) as said:
+                    assert audit_cli.main([*arguments[:output], str(package), *arguments[output + 1:]]) == 0, line
+                assert printed == said.getvalue().replace(str(package), arguments[output]), f"{path}: {line}"
+                same_packet(folder.path / arguments[output], package, f"{path}: {line}")
+                checked.add(line)
+    assert {"train", "describe", "induction audit"} <= checked and len(checked) >= 5, checked
 
 
 def test_the_platforms_commands_differ_only_where_the_platform_demands(site):
@@ -245,6 +301,9 @@ def test_a_page_whose_commands_work_builds_its_environment_and_runs(tmp_path, ba
                                 "import tinydep, torch; print(tinydep.VERSION, torch.VERSION)"],
                                capture_output=True, text=True, check=True)  # fmt: skip
     assert installed.stdout.split() == ["1.0", "2.0.0"]  # from the wheelhouse, as the page's lines installed them
+    site_packages = next((tmp_path / "f" / ".venv-x" / "lib").glob("python*/site-packages"))
+    records = [site_packages / f"{stem}.dist-info" / "RECORD" for stem in ("torch-2.0.0", "tinydep-1.0")]
+    assert [".pyc" in record.read_text() for record in records] == [False, False]  # pip compiled nothing at install
 
 
 def test_a_page_that_installs_too_little_fails_where_the_runner_needs_it(tmp_path, bare_python, tiny_wheelhouse):

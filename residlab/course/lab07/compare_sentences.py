@@ -4,7 +4,7 @@ and the copied-token design's corruption beside the one Lab 06 and the glossary 
 
 from __future__ import annotations
 
-from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _value, by_construction, distinct_cells, hybrid
+from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _up, _value, by_construction, distinct_cells, hybrid
 
 
 DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
@@ -32,8 +32,8 @@ def direction_sentence(report: dict, name: str) -> str:
     example = max(pair[1] for pair in pairs)
     if typical < DIFFER and example < DIFFER:
         return (f"Denoising and noising agree on every cell{left_out}: over the pairs the median |difference| is at "
-                f"most {_value(typical)} of the gap, and on the worked example every cell is within "
-                f"{_value(example)}: here each site that restores the behaviour is also one whose removal takes it away.")  # fmt: skip
+                f"most {_up(typical)} of the gap, and on the worked example every cell is within "
+                f"{_up(example)}: here each site that restores the behaviour is also one whose removal takes it away.")  # fmt: skip
     over = spread[kind][block][position]
     each = measured["activation"]
     first = (f"The cell whose two directions differ most over the pairs (median |difference| {_value(typical)}){left_out} "

@@ -54,9 +54,14 @@ def not_testable_reason(design: str, kind: str, report: dict | None = None) -> s
         changed, observed = "P - 1", ""
     else:
         changed = ", ".join(map(str, report["designs"][design]["changed"]))
-        keys = report["distribution"]["designs"][design]["path"]["keys"]
-        observed = (f" (observed: block 0's write into block 1's keys only {shown(keys['mean'], 2):.2f} "
-                    f"[{shown(keys['low'], 2):.2f}, {shown(keys['high'], 2):.2f}] over the pairs)")  # fmt: skip
+        per_head = report["distribution"]["designs"][design]["heads"]["path_keys"]["heads"][0]
+
+        def share(cell):
+            return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
+
+        heads = [head for block, head in report["heads"]["named"].get(kind, []) if block == 0]
+        observed = (" (observed over the pairs, each head's own write into block 1's keys only: "
+                    + ", ".join(f"head 0.{head} {share(per_head[head])}" for head in heads) + ")") if heads else ""
     return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 

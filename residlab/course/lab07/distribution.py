@@ -77,7 +77,8 @@ def _round(value):
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
     over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
-    score sequence by sequence, summarised over every held-out sequence (``summarise``)."""
+    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``), and
+    "spread_periods", the periods pooled."""
     sequences = held_out_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
@@ -98,6 +99,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
     for kind, values in per_sequence.items():  # the spread of each head's score over the held-out sequences
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
+        out[kind]["spread_periods"] = [int(period) for period in sequences]
     return out
 
 
@@ -161,22 +163,30 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
 
 def identities(design: dict, depth: int) -> list[dict]:
     """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
-    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's input at
+    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's attention
+    write where the prompts agree (the same patching intervention as block 0's output there), block 0's input at
     the only changed position (1: patching it makes one run the other), the last block's output at the readout
     (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
-    reads them). Each: site, kind, block, position (None: every position), value, why."""
+    reads them). Each: site, kind, block, position (None: every position), value, why; an identity whose value is
+    another cell's has ``equals`` (that cell's kind and block) instead of a value."""
     first = min(design["changed"])
     cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
               "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
     for block in range(1, depth):
         cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
-                      "block": block, "position": None, "value": None,
+                      "block": block, "position": None, "value": None, "equals": ["resid_post", block - 1],
                       "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
     if "clean" in design:
         agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": agree, "value": 0.0,
                       "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
+        cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
+                      "block": 0, "position": None, "positions": agree, "value": None, "equals": ["resid_post", 0],
+                      "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
+                             "write there patches its output there too (its MLP reads that position only): one "
+                             "intervention under two names, whose patching shares are block 0's output's (an attribution "
+                             "estimate of each stays its own)"})  # fmt: skip
     if is_swap(design):
         a, b = design["changed"]
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
@@ -230,10 +240,15 @@ def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1
                     raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
             elif identity.get("mirror"):
                 continue  # a tensor identity, checked on the runs' tensors (check_mirror)
-            elif identity["value"] is None:
-                block = identity["block"]
-                if rows["resid_pre"][block] != rows["resid_post"][block - 1]:
-                    raise AssertionError(f"{where} {direction}: resid_pre {block} != resid_post {block - 1}")
+            elif identity.get("equals"):
+                kind, block = identity["kind"], identity["block"]
+                other, other_block = identity["equals"]
+                mine, theirs = rows[kind][block], rows[other][other_block]
+                for position in identity.get("positions") or range(len(mine)):
+                    if (mine[position] is None) != (theirs[position] is None) or (
+                            mine[position] is not None and abs(mine[position] - theirs[position]) > tolerance):
+                        raise AssertionError(f"{where} {direction}: {kind} {block} at {position} ({mine[position]}) is not "
+                                             f"{other} {other_block}'s ({theirs[position]}): the same intervention")  # fmt: skip
             elif identity["position"] is None:
                 for position in identity["positions"]:
                     value = rows[identity["kind"]][identity["block"]][position]
@@ -263,14 +278,19 @@ def _cells(grids: list, shape_of) -> list:
 
 
 def null_bounds(null_pairs: list[dict]) -> dict:
-    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair;
-    per direction the largest |share| any cell takes; the path shares' largest; and the null gap's spread."""
-    heads = {method: [max(abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None)
-                      for block in range(len(null_pairs[0]["heads"][method]))]
-             for method in HEAD_METHODS}  # fmt: skip
+    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair
+    (and, beside it, "heads_typical": the ``INTERVAL``'s upper percentile of those values and how many there are, so
+    a reader sees whether the largest is one outlier); per direction the largest |share| any cell takes; the path
+    shares' largest; and the null gap's spread."""
+    values = {method: [[abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None]
+                       for block in range(len(null_pairs[0]["heads"][method]))]
+              for method in HEAD_METHODS}  # fmt: skip
+    heads = {method: [max(block) for block in blocks] for method, blocks in values.items()}
+    typical = {method: [{"percentile": _round(torch.quantile(torch.tensor(block, dtype=torch.float64), INTERVAL[1] / 100)),
+                         "values": len(block)} for block in blocks] for method, blocks in values.items()}  # fmt: skip
     cells = {direction: max(abs(v) for pair in null_pairs for rows in pair["activation"][direction].values()
                             for row in rows for v in row if v is not None) for direction in DIRECTIONS}  # fmt: skip
-    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()},
+    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()}, "heads_typical": typical,
             "cells": {d: _round(v) for d, v in cells.items()},
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             "gap": summarise([pair["gap"] for pair in null_pairs]),

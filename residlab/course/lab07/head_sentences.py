@@ -5,6 +5,8 @@ helpers and the other sentences are ``sentences``'s."""
 
 from __future__ import annotations
 
+import math
+
 from residlab.course.lab07.designs import not_testable_reason
 from residlab.course.lab07.distribution import HEAD_KINDS, verdict_parts
 from residlab.course.lab07.sentences import METHOD_NAMES, MOSTLY, _heads, _interval, _percent, _value
@@ -52,11 +54,64 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 reading = "no better than a random pick"
             else:
                 reading = "a named head is on top in some pairs only"
+            reading = missed(measured, method, entry) + reading
         frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
                     + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
+
+
+def which_are_tests(report: dict) -> str:
+    """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
+    the design can move could miss them), and in which it is none: not testable (the design fixes them near 0 if the
+    mechanism holds) or no test (every head the design can move in their block is named that kind). Read from the
+    per-head denoising verdicts; every method's have the same heads and chance."""
+    said = []
+    for kind, named in report["heads"]["named"].items():
+        if not named:
+            said.append(f"no head is named {HEAD_KINDS[kind]}, so there is nothing to find")
+            continue
+        tests, untestable, none = [], [], []
+        for name, measured in report["distribution"]["designs"].items():
+            label = name.replace("_", "-")
+            if kind in measured["not_testable"]:
+                untestable.append(label)
+                continue
+            entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
+            (tests if any(entry["chance"] < 1 for entry in entries) else none).append(label)
+        parts = [f"a test in the {' and '.join(tests)} design{'s' if len(tests) > 1 else ''}"] if tests else []
+        parts += [f"not testable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
+        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the design can "
+                  f"move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks is'} named "
+                  f"{HEAD_KINDS[kind]})"] if none else []  # fmt: skip
+        said.append(f"for the {HEAD_KINDS[kind]} heads ({_heads(named)}), " + "; ".join(parts))
+    return "; ".join(said) + "."
+
+
+def fraction_uncertainty(pairs: int) -> str:
+    """How uncertain a fraction of ``pairs`` pairs is: the 95 % Wilson score interval at 50 % and at 95 %."""
+    def wilson(fraction: float) -> str:
+        z = 1.959964
+        centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
+        half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
+        return f"[{math.floor((centre - half) * 100)} %, {math.ceil((centre + half) * 100)} %]"
+
+    return (f"at {pairs} pairs, a fraction of 50 % has a 95 % Wilson interval of {wilson(0.5)}, and one of 95 % "
+            f"{wilson(0.95)}, outward rounded")
+
+
+def missed(measured: dict, method: str, entry: dict) -> str:
+    """For attribution, an estimate of per-head denoising: where the exact patch finds the named heads (a named head on
+    top in most pairs) and attribution does not, the miss said first, with both fractions; else ""."""
+    if method != "attribution" or entry["fractions"]["found"] >= MOSTLY:
+        return ""
+    exact = measured["heads"]["denoising"]["kinds"].get(f"{entry['kind']}/{entry['block']}")
+    if not exact or exact["fractions"]["found"] < MOSTLY:
+        return ""
+    return (f"misses the {HEAD_KINDS[entry['kind']]} heads: per-head denoising, the exact patch attribution estimates, "
+            f"puts a named head on top in {_percent(exact['fractions']['found'])} of pairs, attribution in "
+            f"{_percent(entry['fractions']['found'])}; by attribution's own numbers, ")
 
 
 def inconclusive(fractions: dict, pairs: int) -> str:
@@ -92,6 +147,16 @@ def _score(report: dict, kind: str, block: int, head: int) -> str:
     return said
 
 
+def _score_spread_words(table: dict) -> str:
+    """What the intervals beside attention scores are: per held-out sequence, every period's sequences pooled."""
+    spread = table.get("spread")
+    if not spread:
+        return ""
+    periods = table["spread_periods"]
+    return (f", the intervals 2.5th to 97.5th percentile per held-out sequence over {spread[0][0]['pairs']} sequences, "
+            f"{len(periods)} periods ({min(periods)} to {max(periods)}) pooled")
+
+
 def _by_head(report: dict, entry: dict) -> str:
     """Which named head the method puts on top, head by head, beside the order of their attention scores (a tie
     said as one)."""
@@ -108,7 +173,6 @@ def disagreement_sentence(report: dict) -> str:
     design that can show that kind; where the scores tie (``score_tie``), no disagreement is said: the causal
     methods' preference pair by pair is. Chosen from the numbers."""
     said, tied = [], []
-    spread = "per held-out sequence, 2.5th to 97.5th percentile"
     for kind, named in report["heads"]["named"].items():
         for block in sorted({b for b, _ in named}):
             heads = [h for b, h in named if b == block]
@@ -138,7 +202,7 @@ def disagreement_sentence(report: dict) -> str:
                     listed = ", ".join(f"{METHOD_NAMES[m]} puts head {h} on top in {_percent(e['by_head'][h])} of the "
                                        f"pairs{others(e, h)}" for m, h, e in preferred)  # fmt: skip
                     first, second = tie
-                    intervals = f", the intervals {spread}" if report["heads"]["name_scores"][kind].get("spread") else ""
+                    intervals = _score_spread_words(report["heads"]["name_scores"][kind])
                     tied.append(f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
                                 f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; "
                                 f"closer than {TIE_MARGIN}, a tie the rule cannot split, as in Lab 06 and the glossary). "

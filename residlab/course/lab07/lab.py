@@ -47,7 +47,7 @@ from residlab.course.lab07.patching import (
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/2"
+REPORT_SCHEMA = "residlab-lab07-report/3"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 
@@ -197,6 +197,8 @@ def _run_lab(model, pairs: int) -> dict:
         "untrained": untrained_baseline(designs),
         "read_factor": READ_FACTOR,
         "nonlinearities": nonlinearities(model),
+        # sequential: each block's MLP reads the state after its attention write; parallel (Pythia's): the block input
+        "block_arrangement": "parallel" if getattr(model.config, "use_parallel_residual", False) else "sequential",
         "verdict_words": VERDICT_WORDS,
         "designs": {name: measure_design(model, design) for name, design in designs.items()},
         "lab06": lab06_corruption(model),

@@ -11,7 +11,7 @@ import math
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import HEAD_KINDS, identities
+from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, identities
 from residlab.course.lab07.patching import KINDS
 
 HALF = 0.5  # "carries most of the gap": a share of at least one half
@@ -79,16 +79,40 @@ def _pairs_ratio(report: dict, name: str) -> str:
     ratios = [abs(gap) / largest for gap in gaps]
     above = sum(ratio > report["read_factor"] for ratio in ratios)
     count = "all" if above == len(ratios) else f"{above} of the"
+    smallest = min(gaps, key=abs)
+    mean = sum(abs(gap) for gap in gaps) / len(gaps)
+    near = (f" (near the page's reading rule: within {math.ceil((min(ratios) / report['read_factor'] - 1) * 100)} % of it)"
+            if report["read_factor"] < min(ratios) < NEAR_RULE * report["read_factor"] else "")  # fmt: skip
     return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
-            f"the null pairs' largest, the smallest by a ratio of {math.floor(min(ratios) * 100) / 100:.2f}")
+            f"the null pairs' largest; the smallest gap, {_value(abs(smallest))}, is at least "
+            f"{math.floor(min(ratios) * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
+            f"to {_value(largest)}, {_percent_up(largest / mean)} of the pairs' mean gap ({_value(mean)})"
+            + (": not a quiet null, which is why the page reads only what clears it" if largest / mean >= QUIET
+               else ", a quiet null"))  # fmt: skip
 
 
-def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
+NEAR_RULE = 1.1  # a smallest ratio within 10 % of the reading rule is said to be near it
+QUIET = 0.05  # a null whose largest move is under this fraction of the mean gap is said to be quiet
+
+
+def _percent_up(fraction: float) -> str:
+    """A fraction as a whole percent rounded up (so that "up to" stays true)."""
+    return f"{math.ceil(fraction * 100)} %"
+
+
+def distinct_cells(design: dict, patching: bool = True) -> list[tuple[str, int, str, int]]:
     """(site, position, kind, block) of every distinct cell of a design's grids, in the order the model runs. Block
     b's input is block b-1's output (an identity, checked when the report is built), so that tensor is one cell,
-    named by both sites."""
+    named by both sites. ``patching``: also one cell for two sites that are one patching intervention (block 0's
+    attention write and output where the prompts agree: ``distribution.identities``); an attribution estimate tells
+    them apart, so attribution's cells keep both."""
     grids = design["activation"]["denoising"]
     depth = len(grids["resid_pre"])
+    merged = set()
+    if patching:
+        for identity in identities(design, depth):
+            if identity.get("equals") and identity.get("positions") is not None:
+                merged |= {(identity["kind"], identity["block"], position) for position in identity["positions"]}
     cells = []
     for block in range(depth):
         for kind in KINDS:
@@ -97,8 +121,19 @@ def distinct_cells(design: dict) -> list[tuple[str, int, str, int]]:
             site = site_name(block, kind)
             if kind == "resid_post" and block < depth - 1:
                 site += f" = {site_name(block + 1, 'resid_pre')}"
-            cells.extend((site, position, kind, block) for position in range(len(grids[kind][block])))
+            for position in range(len(grids[kind][block])):
+                if (kind, block, position) in merged:
+                    continue  # named with the cell it equals
+                same = [k for k, b, p in merged if (b, p) == (block, position) and kind == "resid_post"]
+                cells.append((site + "".join(f" = {site_name(block, k)}" for k in same), position, kind, block))
     return cells
+
+
+def same_intervention(design: dict, kind: str, block: int, position: int) -> bool:
+    """Whether this cell's patching is another cell's intervention under another name (an identity with ``equals``
+    that names positions): its patching shares are fixed to that cell's, its attribution estimate is not."""
+    identity = _identity(design, kind, block, position)
+    return bool(identity and identity.get("equals"))
 
 
 def _identity(design: dict, kind: str, block: int, position: int, mirror: bool = False) -> dict | None:
@@ -181,7 +216,10 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     what = "restored" if direction == "denoising" else "removed"
     said = (f"On the worked example, the cells that move at least half of the gap when {what} alone: {listed}." if carrying
             else f"On the worked example, no single cell moves half of the gap when {what} alone.")  # fmt: skip
-    shared = " (each block's input is the block before's output, counted once)" if len(grids["resid_pre"]) > 1 else ""
+    merges = ["each block's input is the block before's output"] if len(grids["resid_pre"]) > 1 else []
+    if any(same_intervention(design, "attn_write", 0, p) for p in range(len(grids["attn_write"][0]))):
+        merges.append("block 0's attention write where the prompts agree is the same intervention as its output there")
+    shared = f"; {' and '.join(merges)}, each counted once" if merges else ""
     apart = [f"{forced} of them identities, fixed by construction"] if forced else []
     apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
     forced_said = f" ({'; '.join(apart)})" if apart else ""
@@ -190,7 +228,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
         if why := zero_identity(design, kind, block, position):
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
-    return (f"{said} Of the {len(cells)} distinct cells{shared}, {len(moving)}{forced_said} move M by more than any "
+    return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} move M by more than any "
             f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap); "
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
@@ -230,6 +268,13 @@ def hybrid_sentence(report: dict, name: str) -> str:
         extra = sorted(followers - {design["target"], design["rival"]})
         if extra:
             why += f" (token {', '.join(map(str, extra))} follows one too)"
+        denoising = cell["direction"] == "denoising"
+        if cell["metric"] > design["clean_metric"]:  # denoising (M - M(corrupt)) / G > 1; noising (M(clean) - M) / G < 0
+            why += (f"; its M ({_value(cell['metric'])}) is above the clean run's ({_value(design['clean_metric'])}), "
+                    f"so the share is {'above 1' if denoising else 'below 0'}")  # fmt: skip
+        elif cell["metric"] < design["corrupt_metric"]:
+            why += (f"; its M ({_value(cell['metric'])}) is below the corrupt run's ({_value(design['corrupt_metric'])}), "
+                    f"so the share is {'below 0' if denoising else 'above 1'}")  # fmt: skip
         said.append(f"{cell['direction']} at position {cell['position']} gives {_value(cell['share'])}: {why}")
     return ("Each of these cells is the run of a hybrid prompt (checked to equal the patched cell when the page is built), "
             "so it is read as that prompt's behaviour: " + "; ".join(said) + ".")
@@ -271,20 +316,54 @@ def path_sentence(report: dict, name: str) -> str:
             + structural)
 
 
+def nothing_between(design: dict, kind: str, block: int, arrangement: str) -> bool:
+    """Whether no nonlinearity but the final normaliser lies between this site and the final state: the last block's
+    MLP write and output, and in a parallel block its attention write too (in a sequential block the MLP reads the
+    attention write, so the last attention write has the last MLP ahead of it). There the attribution error's
+    upstream part is 0 by construction (asserted)."""
+    last = ("attn_write", "mlp_write", "resid_post") if arrangement == "parallel" else ("mlp_write", "resid_post")
+    return kind in last and block == len(design["activation"]["denoising"]["resid_pre"]) - 1
+
+
+def arrangement_sentence(report: dict) -> str:
+    """Whether the model's blocks are sequential or parallel, read from its configuration (in the report)."""
+    if report["block_arrangement"] == "sequential":
+        return ("Its blocks are sequential (`use_parallel_residual` is false in its configuration): each block's MLP "
+                "reads the state after the block's attention write, so block 0's MLP sees what block 0's heads wrote. "
+                "Pythia-14M's blocks, in Lab 05 and the glossary, are parallel: there both read the block's input.")
+    return ("Its blocks are parallel (`use_parallel_residual` is true in its configuration), as Pythia-14M's are: each "
+            "block's attention and MLP both read the block's input.")
+
+
 def attribution_cells(report: dict, name: str) -> list[dict]:
     """Every distinct cell with its exact and approximate recovery, its error and the error's two parts."""
     design = report["designs"][name]
     cells = []
-    for site, position, kind, block in distinct_cells(design):
+    for site, position, kind, block in distinct_cells(design, patching=False):
         error = design["error"][kind][block][position]
         if error is None:
             continue
-        cells.append({"site": site, "position": position, "error": error,
-                      "identity": bool(by_construction(design, kind, block, position) or hybrid(design, kind, block, position)),
+        fixed = by_construction(design, kind, block, position) and not same_intervention(design, kind, block, position)
+        bare = nothing_between(design, kind, block, report["block_arrangement"])
+        bends = design["bends"][kind][block][position]
+        if bare and max(abs(bends[part]) for part in ("upstream", "upstream_final_first", "upstream_shapley")) > 1e-5:
+            raise AssertionError(f"{name}: {site} at {position}: an upstream part of the attribution error is not 0, though "
+                                 "nothing but the final LayerNorm lies between it and the final state")  # fmt: skip
+        cells.append({"site": site, "position": position, "error": error, "nothing_between": bare,
+                      "identity": bool(fixed or hybrid(design, kind, block, position)),
                       "exact": design["activation"]["denoising"][kind][block][position],
                       "approximate": design["attribution"][kind][block][position],
                       **design["bends"][kind][block][position]})  # fmt: skip
     return cells
+
+
+def upstream_kinds(report: dict) -> str:
+    """The kinds of nonlinearity in the upstream part (the blocks'), counted from the model's modules."""
+    kinds = {}
+    for place in report["nonlinearities"]:
+        if place["part"] == "upstream":
+            kinds[place["what"]] = kinds.get(place["what"], 0) + 1
+    return "the blocks' " + ", ".join(f"{what} ({count})" for what, count in kinds.items())
 
 
 def nonlinearities_sentence(report: dict) -> str:
@@ -355,10 +434,16 @@ def attribution_sentence(report: dict, name: str) -> str:
            ", but the two orders disagree on which part is the larger: the two parts interact, and a split in one order "
            "alone would blame whichever part it takes second."))  # fmt: skip
     large = [cell for cell in cells if abs(cell["error"]) >= 0.1]
-    dominated = sum(_leans(cell["final_norm_shapley"], cell["upstream_shapley"]) == "final" for cell in large)
-    agree = sum(_leans(c["final_norm"], c["upstream"]) == _leans(c["final_norm_final_first"], c["upstream_final_first"]) for c in large)
-    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, the final LayerNorm's Shapley part is the "
-             f"larger in {dominated}, and the two orders agree on the larger part in {agree}." if large else
+    bare = [cell for cell in large if cell["nothing_between"]]
+    bent = [cell for cell in large if not cell["nothing_between"]]
+    dominated = sum(_leans(cell["final_norm_shapley"], cell["upstream_shapley"]) == "final" for cell in bent)
+    agree = sum(_leans(c["final_norm"], c["upstream"]) == _leans(c["final_norm_final_first"], c["upstream_final_first"]) for c in bent)
+    one = len(bare) == 1
+    forced = (f"{len(bare)} {'lies' if one else 'lie'} after the last block's attention, where nothing but the final "
+              f"LayerNorm bends before the final state, so {'its' if one else 'their'} upstream part is 0 by construction "
+              f"and both orders agree there; of the other {len(bent)}, " if bare else "")  # fmt: skip
+    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, {forced}the final LayerNorm's Shapley part "
+             f"is the larger in {dominated}, and the two orders agree on the larger part in {agree}." if large else
              "No cell's error reaches 0.10 in size.")  # fmt: skip
     angle = (f"The clean and corrupt final states at the readout, centred as the final LayerNorm centres them, are "
              f"{design['final_angle']:.0f} degrees apart.")  # fmt: skip
@@ -374,7 +459,7 @@ def head_error_rows(report: dict, name: str) -> list[list[str]]:
             for block, row in enumerate(table) for head, cell in enumerate(row)]  # fmt: skip
 
 
-EVEN_MARGIN = 0.05  # a head's two error parts are "about even" when their mean sizes differ by less (or their intervals overlap)
+EVEN_MARGIN = 0.05  # a head's two error parts are "about even" when their mean sizes differ by less
 
 
 def head_error_sentence(report: dict, name: str) -> str:
@@ -385,13 +470,22 @@ def head_error_sentence(report: dict, name: str) -> str:
     cell = table[block][head]
     final, upstream = cell["final_norm_shapley"], cell["upstream_shapley"]
     lean = _leans(final["mean"], upstream["mean"])
-    if abs(abs(final["mean"]) - abs(upstream["mean"])) < EVEN_MARGIN or (final["low"] <= upstream["high"] and upstream["low"] <= final["high"]):
+    if abs(abs(final["mean"]) - abs(upstream["mean"])) < EVEN_MARGIN:
         lean = "even"
     larger = {"final": "its larger part is the final LayerNorm", "upstream": "its larger part is upstream",
               "even": "its error is split about evenly"}[lean]
+    if lean != "even" and final["low"] <= upstream["high"] and upstream["low"] <= final["high"]:
+        larger = f"on average {larger}, though the two parts' intervals over the pairs overlap"
+    total = cell["total"]["mean"]
+    first = {order: cell[part]["mean"] for order, part in (("upstream first", "final_norm"),
+                                                           ("final LayerNorm first", "final_norm_final_first"))}  # fmt: skip
+    order_leans = {_leans(part, total - part) for part in first.values()}
+    orders = (f"; taken in one order or the other, the final LayerNorm's part is {_value(first['upstream first'])} "
+              f"(upstream first) and {_value(first['final LayerNorm first'])} (final LayerNorm first)"
+              + (", the two orders agreeing on the larger part" if len(order_leans) == 1 and "even" not in order_leans
+                 else ", so which part is larger depends on the order: the Shapley split is their average"))  # fmt: skip
     return (f"Over the pairs the largest mean error is head {block}.{head}'s, {_interval(cell['total'])}; by the Shapley "
-            f"split {larger} (final LayerNorm {_value(cell['final_norm_shapley']['mean'])}, upstream "
-            f"{_value(cell['upstream_shapley']['mean'])}).")
+            f"split {larger} (final LayerNorm {_value(final['mean'])}, upstream {_value(upstream['mean'])}){orders}.")
 
 
 METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
@@ -457,9 +551,18 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
 
 
 def null_rows(report: dict, name: str) -> list[list[str]]:
-    """Rows for the head table: per block, the largest share any head takes in the null pairs, per method."""
-    null = report["distribution"]["designs"][name]["null"]["heads"]
-    depth = len(null["denoising"])
-    return [[f"null, block {block}", "any head, null pairs (largest)",
-             *(_value(null[method][block]) if block < len(null.get(method, [])) else "" for method in METHOD_NAMES)]
+    """Rows for the head table: per block, the largest absolute share any head takes in the null pairs, per method, with
+    the upper percentile of those values beside it (is the largest one outlier?)."""
+    null = report["distribution"]["designs"][name]["null"]
+    largest, typical = null["heads"], null["heads_typical"]
+    depth = len(largest["denoising"])
+
+    def cell(method, block):
+        if block >= len(largest.get(method, [])):
+            return ""
+        spread = typical[method][block]
+        return (f"{_value(largest[method][block])} ({INTERVAL[1]:g}th percentile {_value(spread['percentile'])} of "
+                f"{spread['values']} values)")
+
+    return [[f"null, block {block}", "any head, null pairs: largest absolute share", *(cell(m, block) for m in METHOD_NAMES)]
             for block in range(depth)]  # fmt: skip

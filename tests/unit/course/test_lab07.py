@@ -213,8 +213,10 @@ def _summary(mean: float, spread: float = 0.1) -> dict:
 def _small_report(gap: float, floor: float) -> dict:
     """A report of the shape ``run_lab`` writes, one design, numbers chosen by the test."""
     grid = [[0.0, 0.0, 0.9], [0.0, 0.0, 0.2]]
-    entry = [[0.0, 1.0, 0.0], [0.0, 0.0, 0.2]]  # block 0's input: 1 at the one changed position, 0 where they agree
-    output = [[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]  # block 1's input is block 0's output; the readout reads block 1's
+    entry = [[0.0, 1.0, 0.0], [0.0, 0.0, 0.9]]  # block 0's input: 1 at the one changed position, 0 where they agree
+    # block 1's input is block 0's output, which is block 0's attention write where the prompts agree (one
+    # intervention); the readout reads block 1's output
+    output = [[0.0, 0.0, 0.9], [0.0, 0.0, 1.0]]
     kinds = ("resid_pre", "attn_write", "mlp_write", "resid_post")
     quiet = {"attention_moved": 0.0, "scale_change": 0.0, **{f"{part}{suffix}": 0.0 for part in ("upstream", "final_norm")
                                                               for suffix in ("", "_final_first", "_shapley")}}  # fmt: skip
@@ -236,9 +238,10 @@ def _small_report(gap: float, floor: float) -> dict:
                                      [_summary(0.3)] * 4], "kinds": {}}}  # fmt: skip
     measured = {"gap": _summary(gap), "path": over_path, "heads": heads, "not_testable": [],
                 "null": {"gap": _summary(0.0, floor), "largest_gap": floor, "cells": {"denoising": floor, "noising": floor},
-                         "path": floor, "heads": {"denoising": [floor, floor]}}}  # fmt: skip
+                         "path": floor, "heads": {"denoising": [floor, floor]},
+                         "heads_typical": {"denoising": [{"percentile": 0.004, "values": 256}] * 2}}}  # fmt: skip
     name_scores = {"previous_token": {"scores": [[0.1, 0.9, 0.8, 0.0], [0.1] * 4], "controls": [[0.0] * 4, [0.1] * 4]}}
-    return {"designs": {"copied_token": design}, "read_factor": lab.READ_FACTOR,
+    return {"designs": {"copied_token": design}, "read_factor": lab.READ_FACTOR, "block_arrangement": "sequential",
             "untrained": {"seeds": [0, 1, 2], "gaps": {"copied_token": [0.01, 0.0, -0.01]},
                           "highest_head_score": {"previous_token": 0.1, "induction": 0.05}},
             "distribution": {"pairs": 64, "interval": distribution.INTERVAL_NAME, "designs": {"copied_token": measured}},
@@ -279,6 +282,21 @@ def test_sentences_follow_their_numbers():
                        "final_norm_final_first": -0.05}  # fmt: skip
     text = sentences.attribution_sentence(report, "copied_token")
     assert "most of it is upstream" in text and "but the two orders disagree on which part is the larger" in text
+    # block 0's three cells at position 2 (their error -0.5) bend upstream; give block 1's MLP write there an error too:
+    # nothing but the final LayerNorm lies after it, so its upstream part is 0 by construction and is counted apart
+    design = report["designs"]["copied_token"]
+    design["error"] = json.loads(json.dumps(design["error"]))
+    design["error"]["mlp_write"][1][2] = -0.3
+    design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "final_norm": -0.3, "final_norm_final_first": -0.3,
+                                          "final_norm_shapley": -0.3}  # fmt: skip
+    text = sentences.attribution_sentence(report, "copied_token")
+    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies after the last block's attention, where nothing but "
+            "the final LayerNorm bends before the final state, so its upstream part is 0 by construction and both orders "
+            "agree there; of the other 3, the final LayerNorm's Shapley part is the larger in 0, and the two orders agree on "
+            "the larger part in 0.") in text
+    design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "upstream": -0.01}
+    with pytest.raises(AssertionError, match="an upstream part of the attribution error is not 0"):
+        sentences.attribution_sentence(report, "copied_token")
     assert "13" not in sentences.nonlinearities_sentence(report)  # counted from the report, not typed
     assert sentences.nonlinearities_sentence(report).startswith("Counted from the model's modules, it is not linear in 2 places")
     assert "Up to 1 of them, depending on the site, lies between a site and the final state, 1 after it." in sentences.nonlinearities_sentence(report)
@@ -319,6 +337,12 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert "block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05, a tie the rule cannot split" in text
     assert "per-head denoising puts head 2 on top in 87 % of the pairs (head 1 in 8 %)" in text
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
+    spread = [[{**_summary(0.1), "pairs": 576}] * 4 for _ in range(2)]
+    spread[0][1], spread[0][2] = {**_summary(0.847), "pairs": 576}, {**_summary(0.804), "pairs": 576}
+    report["heads"]["name_scores"]["previous_token"].update(spread=spread, spread_periods=[8, 4, 12])
+    text = head_sentences.disagreement_sentence(report)
+    assert ("the intervals 2.5th to 97.5th percentile per held-out sequence over 576 sequences, 3 periods (4 to 12) "
+            "pooled") in text  # what the score intervals are over, said where they are shown
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # now apart: a disagreement again
     assert head_sentences.disagreement_sentence(report).startswith("Where attention scores and causal effects disagree")
 
@@ -351,7 +375,7 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design["activation"]["noising"] = json.loads(json.dumps(design["activation"]["noising"]))
-    design["activation"]["noising"]["attn_write"][0][2] = 0.67  # one draw: denoising 0.90, noising 0.67
+    design["activation"]["noising"]["mlp_write"][0][2] = 0.67  # one draw: denoising 0.90, noising 0.67
     measured = report["distribution"]["designs"]["copied_token"]
     measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
                               for d, grids in design["activation"].items()}  # fmt: skip
@@ -359,20 +383,20 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
     measured["activation_difference"] = difference
     # over the pairs: a mean near 0, but pairs of both signs, most of them further apart than the worked example's 0.23
     wide = [0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1]
-    difference["attn_write"][0][2] = _differences(wide)
+    difference["mlp_write"][0][2] = _differences(wide)
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "differ most over the pairs (median |difference| 0.35)" in text
-    assert "is blocks.0.attn_write, position 2; on the worked example (one draw) it is 0.90 denoising, 0.67 noising" in text
+    assert "is blocks.0.mlp_write, position 2; on the worked example (one draw) it is 0.90 denoising, 0.67 noising" in text
     assert f"On average the two directions agree ({sentences._value(0.035)}), but pair by pair they differ widely in both directions" in text
     assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
     assert "the worked example's 0.23 is exceeded in 75 % of pairs, smaller than most" in text
     assert "on this draw only" not in text and "make up for it" not in text
-    difference["attn_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
+    difference["mlp_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "and pair by pair too: the median |difference| is 0.02" in text and "exceeded in only 0 % of pairs" in text
-    difference["attn_write"][0][2] = _differences([0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1, 0.2, 0.25])
+    difference["mlp_write"][0][2] = _differences([0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1, 0.2, 0.25])
     assert "exceeded in 70 % of pairs, typical, not special" in compare_sentences.direction_sentence(report, "copied_token")
-    difference["attn_write"][0][2] = {**_summary(0.3, 0.2), "median_abs": 0.3}  # over the pairs: one sign
+    difference["mlp_write"][0][2] = {**_summary(0.3, 0.2), "median_abs": 0.3}  # over the pairs: one sign
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "of one sign throughout, so over the pairs restoring it alone recovers more than removing it costs" in text
 
@@ -381,18 +405,18 @@ def test_the_directions_cell_is_chosen_over_the_pairs_not_from_the_worked_exampl
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design["activation"]["noising"] = json.loads(json.dumps(design["activation"]["noising"]))
-    design["activation"]["noising"]["attn_write"][0][2] = 0.3  # the worked example's largest difference: 0.60
+    design["activation"]["noising"]["mlp_write"][0][2] = 0.3  # the worked example's largest difference: 0.60
     measured = report["distribution"]["designs"]["copied_token"]
     measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
                               for d, grids in design["activation"].items()}  # fmt: skip
     difference = {k: [[_differences([0.0] * 4) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
     measured["activation_difference"] = difference
-    difference["attn_write"][0][2] = _differences([0.6, 0.1, -0.1, 0.2, -0.2])  # median |difference| 0.20
+    difference["mlp_write"][0][2] = _differences([0.6, 0.1, -0.1, 0.2, -0.2])  # median |difference| 0.20
     difference["mlp_write"][1][2] = _differences([0.0, 0.4, -0.4, 0.3, -0.35])  # median |difference| 0.35: the pairs' largest
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "differ most over the pairs (median |difference| 0.35)" in text
     assert "is blocks.1.mlp_write, position 2; on the worked example (one draw) it is 0.20 denoising, 0.20 noising" in text
-    assert "attn_write" not in text
+    assert "blocks.0.mlp_write" not in text
 
 
 def test_the_head_tables_largest_in_block_is_not_called_on_top():
@@ -466,16 +490,28 @@ def test_a_verdict_far_below_chance_says_why():
     assert "below chance: heads the rule does not name this kind are on top more often" in text
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert "misses" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
+    exact = {**entry, "fractions": {"found": 0.95, "other_kind": 0.0, "unnamed": 0.05, "nothing": 0.0}}
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]
+    heads["denoising"] = {**heads["denoising"], "kinds": {"previous_token/0": exact}}
+    entry["fractions"] = {"found": 0.09, "other_kind": 0.05, "unnamed": 0.0, "nothing": 0.86}
+    text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert ("misses the previous-token heads: per-head denoising, the exact patch attribution estimates, puts a named head "
+            "on top in 95 % of pairs, attribution in 9 %; by attribution's own numbers, inconclusive: no head clears") in text
+    assert "misses" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
 
 
-def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_what_was_observed():
+def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_each_heads_own_observed_share():
     report = _small_report(gap=20.0, floor=0.01)
-    report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(-0.017, 0.08)
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["path"]["keys"] = _summary(0.9, 0.01)  # the whole write's keys path is not what the reason cites
+    measured["heads"]["path_keys"] = {"heads": [[_summary(0.5), _summary(-0.017, 0.08), _summary(0.3, 0.08), _summary(0.7)]]}
     reason = designs.not_testable_reason("copied_token", "previous_token", report)
-    assert "near 0 if the mechanism holds (observed: block 0's write into block 1's keys only -0.02 [-0.10, 0.06]" in reason
+    assert ("near 0 if the mechanism holds (observed over the pairs, each head's own write into block 1's keys only: "
+            "head 0.1 -0.02 [-0.10, 0.06], head 0.2 0.30 [0.22, 0.38])") in reason
+    assert "0.90" not in reason and "0.50" not in reason and "0.70" not in reason
     assert "(position 1)" in reason and "construction" not in reason and "identity" not in reason
-    report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.3, 0.08)
-    assert "0.30 [0.22, 0.38]" in designs.not_testable_reason("copied_token", "previous_token", report)
     assert designs.not_testable_reason("matched_position", "previous_token", report) is None
 
 
@@ -483,10 +519,16 @@ def test_the_gap_is_read_over_the_pairs_too():
     report = _small_report(gap=20.0, floor=1.0)
     report["distribution"]["designs"]["copied_token"]["per_pair"] = {"gap": [20.0, 3.05, 12.0]}
     text = sentences.gap_sentence(report, "copied_token")
-    assert "over the pairs, 2 of the 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 3.05" not in text
-    assert "over the pairs, all 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 3.05" in text
+    assert ("over the pairs, all 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 3.05, is at least 3.05 "
+            "times it (near the page's reading rule: within 2 % of it). The null, expected to move M by 0, moves it by up "
+            "to 1.00, 9 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.6 %, rounded up
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 2.5, 12.0]
-    assert "2 of the 3 gaps exceed 3 times the null pairs' largest, the smallest by a ratio of 2.50" in sentences.gap_sentence(report, "copied_token")
+    text = sentences.gap_sentence(report, "copied_token")
+    assert "2 of the 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 2.50, is at least 2.50 times it. " in text
+    report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 10.88 * 1.0 / 3.58 * 3.58, 12.0]
+    assert "is at least 10.88 times it. " in sentences.gap_sentence(report, "copied_token")
+    report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
+    assert "4 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
     assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
 
 
@@ -555,8 +597,12 @@ def test_the_page_checks_catch_a_broken_identity_or_split():
     check_report(report)
     split = json.loads(json.dumps(report))
     split["designs"]["copied_token"]["activation"]["denoising"]["resid_post"][0][2] = 0.3
-    with pytest.raises(AssertionError, match="resid_pre 1 != resid_post 0"):
+    with pytest.raises(AssertionError, match=r"resid_pre 1 at 2 \(0.9\) is not resid_post 0's \(0.3\)"):
         check_report(split)
+    renamed = json.loads(json.dumps(report))  # one intervention under two names: block 0's attention write, its output
+    renamed["designs"]["copied_token"]["activation"]["noising"]["attn_write"][0][2] = 0.5
+    with pytest.raises(AssertionError, match=r"noising: attn_write 0 at 2 \(0.5\) is not resid_post 0's \(0.9\): the same intervention"):
+        check_report(renamed)
     moved = json.loads(json.dumps(report))
     moved["designs"]["copied_token"]["activation"]["noising"]["mlp_write"][1][0] = 0.1
     with pytest.raises(AssertionError, match="a cell before 1 moved"):
@@ -576,18 +622,20 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     text = sentences.grid_sentence(report, "copied_token", "denoising")
     assert text.startswith("On the worked example, the cells that move at least half of the gap when restored alone: "
                            "blocks.0.resid_pre at position 1 (1.00, an identity: the prompts differ only there: patching "
-                           "it makes one run the other); blocks.0.attn_write at "
-                           "position 2 (0.90); blocks.0.mlp_write at position 2 (0.90); blocks.1.resid_post at position 2 "
+                           "it makes one run the other); blocks.0.mlp_write at position 2 (0.90); blocks.0.resid_post = "
+                           "blocks.1.resid_pre = blocks.0.attn_write at position 2 (0.90); blocks.1.resid_post at position 2 "
                            "(1.00, an identity: the final state at the readout: all the metric reads).")
-    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output): 21 cells, 7 of them above 0.01
-    assert ("Of the 21 distinct cells (each block's input is the block before's output, counted once), 7 (2 of them "
-            "identities, fixed by construction) move M") in text
+    # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output) and block 0's attention write where the
+    # prompts agree after the first change (position 2: its output there): 20 interventions, 6 of them above 0.01
+    assert ("Of the 20 distinct interventions (cells; each block's input is the block before's output and block 0's "
+            "attention write where the prompts agree is the same intervention as its output there, each counted once), "
+            "6 (2 of them identities, fixed by construction) move M") in text
     # position 0 of each of the 7 distinct sites, block 0's input where the prompts agree, and the last block's
     # attention write, MLP write and output at position 1, which nothing downstream reads
     assert text.endswith("11 are 0 by an identity (7 before the first position where the prompts differ: attention is "
                          "causal; 1 block 0's input where the prompts agree: the same token, so the same tensor in both "
                          "runs; 3 the last block at a position other than the readout: nothing downstream reads it).")
-    assert sentences.distinct_cells(report["designs"]["copied_token"])[9][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
+    assert sentences.distinct_cells(report["designs"]["copied_token"])[8][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
 
@@ -602,9 +650,10 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
     # identity marks (and the legend's two, the identity's and the hybrid prompt's): block 0's input at 1 (the one
-    # changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and output at
-    # position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
-    assert svg.count("<circle") == 2 + 6 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
+    # changed position) and at 2 (the prompts agree), block 0's attention write at 2 (its output's intervention), block
+    # 1's output at the readout, block 1's writes and output at position 1 (nothing reads them), in both directions;
+    # no hybrid-prompt mark in a design that swaps nothing
+    assert svg.count("<circle") == 2 + 7 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
     assert "hybrid prompt, observed (not an identity)" in svg
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
@@ -645,7 +694,7 @@ def test_a_near_one_by_structure_is_named_as_such():
     design["readout_reach"] = 0.3  # they read it: the share is no longer structure alone
     assert sentences.by_structure(design, "attn_write", 1, 2) == ""
     rows = sentences.null_rows(report, "copied_token")
-    assert rows[0][:3] == ["null, block 0", "any head, null pairs (largest)", "0.01"]
+    assert rows[0][:3] == ["null, block 0", "any head, null pairs: largest absolute share", "0.01 (97.5th percentile 0.00 of 256 values)"]
 
 
 def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
@@ -654,13 +703,41 @@ def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
     text = sentences.known_heads_sentence(report)
     assert "no head scores above 0.093 as previous-token or 0.050 as induction" in text  # 0.0925 is above 0.09
     cell = {part: _summary(0.0) for part in distribution.ERROR_PARTS}
-    cell.update(total=_summary(-0.75), final_norm_shapley=_summary(-0.17), upstream_shapley=_summary(-0.58))
+    cell.update(total=_summary(-0.75), final_norm_shapley=_summary(-0.17, 0.01), upstream_shapley=_summary(-0.58, 0.01),
+                final_norm=_summary(-0.33), final_norm_final_first=_summary(-0.02))  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["head_error"] = [[cell]]
-    assert sentences.head_error_sentence(report, "copied_token").endswith("its larger part is upstream (final LayerNorm -0.17, upstream -0.58).")
-    cell.update(final_norm_shapley=_summary(-0.58), upstream_shapley=_summary(-0.17))  # the larger part moves; the order does not
-    assert sentences.head_error_sentence(report, "copied_token").endswith("the final LayerNorm (final LayerNorm -0.58, upstream -0.17).")
+    text = sentences.head_error_sentence(report, "copied_token")
+    assert "by the Shapley split its larger part is upstream (final LayerNorm -0.17, upstream -0.58)" in text
+    # upstream first: final -0.33 of -0.75 (upstream -0.42); final first: -0.02 (upstream -0.73): both upstream
+    assert text.endswith("the final LayerNorm's part is -0.33 (upstream first) and -0.02 (final LayerNorm first), the two "
+                         "orders agreeing on the larger part.")
+    cell.update(final_norm=_summary(-0.57))  # upstream first, the final LayerNorm is the larger part: the orders disagree
+    assert sentences.head_error_sentence(report, "copied_token").endswith(
+        "so which part is larger depends on the order: the Shapley split is their average.")
+    cell.update(final_norm_shapley=_summary(-0.58, 0.01), upstream_shapley=_summary(-0.17, 0.01))  # the larger part moves; the order does not
+    assert "split its larger part is the final LayerNorm (final LayerNorm -0.58, upstream -0.17)" in sentences.head_error_sentence(report, "copied_token")
     cell.update(final_norm_shapley=_summary(-0.15, 0.01), upstream_shapley=_summary(-0.14, 0.001))  # within EVEN_MARGIN
     text = sentences.head_error_sentence(report, "copied_token")
-    assert text.endswith("its error is split about evenly (final LayerNorm -0.15, upstream -0.14).") and "larger part" not in text
-    cell.update(final_norm_shapley=_summary(-0.30, 0.1), upstream_shapley=_summary(-0.10, 0.15))  # intervals overlap
-    assert "split about evenly (final LayerNorm -0.30, upstream -0.10)" in sentences.head_error_sentence(report, "copied_token")
+    assert "its error is split about evenly (final LayerNorm -0.15, upstream -0.14)" in text and "larger part is" not in text
+    # means far apart, intervals overlapping: not "evenly" (-0.58 is most of -0.75), the overlap said beside it
+    cell.update(final_norm_shapley=_summary(-0.17, 0.3), upstream_shapley=_summary(-0.58, 0.4))
+    text = sentences.head_error_sentence(report, "copied_token")
+    assert ("on average its larger part is upstream, though the two parts' intervals over the pairs overlap (final "
+            "LayerNorm -0.17, upstream -0.58)") in text and "evenly" not in text
+
+
+def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
+    report = _small_report(gap=20.0, floor=0.01)  # M(clean) 10, M(corrupt) -10, target 2, rival 4
+    cell = {"direction": "denoising", "position": 1, "prompt": [1, 2, 1], "earlier": [(0, 2)], "metric": 12.6, "share": 1.13,
+            "target_present": True, "rival_present": False}  # fmt: skip
+    noised = {**cell, "direction": "noising", "share": -0.13}
+    report["designs"]["copied_token"]["hybrids"] = [cell, noised]
+    text = sentences.hybrid_sentence(report, "copied_token")
+    assert ("denoising at position 1 gives 1.13: the target follows an earlier occurrence of the readout's token and the "
+            "rival follows none; its M (12.60) is above the clean run's (10.00), so the share is above 1") in text
+    assert "noising at position 1 gives -0.13: the target follows" in text and text.count("so the share is below 0") == 1
+    cell.update(metric=-11.0, share=-0.05, earlier=[(0, 4)])
+    text = sentences.hybrid_sentence(report, "copied_token")
+    assert "the rival follows an earlier occurrence" in text and "is below the corrupt run's (-10.00), so the share is below 0" in text
+    cell.update(metric=3.0, share=0.65)  # between the runs: nothing to add
+    assert "run's" not in sentences.hybrid_sentence(report, "copied_token").split("; noising")[0]

@@ -183,14 +183,11 @@ def small_source(seed: int = 1):
 
 def test_a_planted_ignored_delta_fails_the_comparison(tmp_path, monkeypatch):
     """Block 0's MLP delta dropped from the graph (the input still there, used by the other blocks): the clean run
-    still agrees, the zeroed write does not. The unplanted export of the same model passes both."""
+    still agrees, the zeroed write does not. The unplanted export passes the same comparison at every write
+    (``test_a_write_zeroed_through_its_additive_input_matches_the_patched_recording``), so it is not exported again."""
     source = small_source()
     model = source.build()
     ids = torch.tensor([[5, 17, 3, 42, 8, 60]])
-    sound = onnx_export.exported(source, {onnx_export.CACHE_ENV: str(tmp_path / "sound")})
-    differences, _, _ = compare_zeroed(ort_session(sound), model, ids, 0, "mlp_write", 2)
-    assert max(differences.values()) <= TOLERANCE
-
     original, calls = onnx_export._adding, itertools.count()
     # Edits are made block by block, attention then MLP: the second is block 0's MLP write.
     monkeypatch.setattr(onnx_export, "_adding", lambda delta: (lambda tensor: tensor) if next(calls) == 1 else original(delta))

@@ -3,6 +3,7 @@ bfloat16, and dispatched by accelerate with half of its blocks offloaded to disk
 
     .venv/bin/python benchmarks/audit_scale.py [--folder DIR] [--tokens 16] [--rounds 1] [--threads 1]
     .venv/bin/python benchmarks/audit_scale.py --width 256 --blocks 12    # a small trial of the script itself
+    .venv/bin/python benchmarks/audit_scale.py --whole [--rounds 3]       # whole processes, as a user waits for them
 
 The specimen has Pythia-1B's shape (width 2048, 16 blocks, MLP 8192, 8 heads, vocabulary 50304: 1.01 billion
 parameters) and random weights, written once as float32 safetensors shards (about 4 GB) into ``--folder`` (a new
@@ -18,6 +19,14 @@ memory over the model's size in its dtype (goal: at most 1.3x; the whole process
 included), and the measurement compared with float32's: the disk case's byte for byte, bfloat16's value by value
 within the tolerance it declares. Random weights: the numbers are a cost measurement, not a finding about any
 model.
+
+``--whole`` measures what a user waits for and holds instead: the whole ``residlab audit`` process (start,
+imports, loading, digests, the audit, writing the packet) against a plain process that loads the same float32 files
+with Transformers and runs the same 26 forwards, each alone, side by side in a seeded random order per round, in
+float32 and in bfloat16 (both load the float32 files and convert). Memory from /proc/<pid>/status, sampled: the
+peaks of anonymous memory (what the process allocated) and of file-backed pages (the mapped weights, which the
+kernel can drop and read again) apart, beside the kernel's peak of their sum, against the model's bytes in the
+dtype it runs in (goal: the audit within 1.3x the plain process's time).
 """
 
 from __future__ import annotations
@@ -162,6 +171,100 @@ def run_case(args) -> dict:
     }  # fmt: skip
 
 
+# ---- whole processes: what a user waits for and holds ---------------------------------------------------------
+
+# What a user without residlab runs to get the same 26 forwards: Transformers loads the same files, and the clean
+# and corrupt prompts go through the model one after the other, as many times as the audit runs them.
+PLAIN_PROCESS = """
+import sys, torch
+from transformers import AutoModelForCausalLM
+folder, dtype, threads, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+clean, corrupt = ([int(t) for t in argument.split(",")] for argument in sys.argv[5:7])
+torch.set_num_threads(threads)
+model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, dtype), attn_implementation="eager").eval()
+with torch.inference_mode():
+    for run in range(runs):
+        model(torch.tensor([corrupt if run % 2 else clean])).logits[0, -1].float()
+"""
+STATUS_FIELDS = ("RssAnon", "RssFile", "VmHWM")
+SAMPLE_SECONDS = 0.02
+
+
+def watched(command: list[str], limit: float) -> dict:
+    """Run ``command``, sampling /proc/<pid>/status every SAMPLE_SECONDS: its wall time and the peaks of its
+    anonymous and file-backed resident memory (the kernel keeps only the total's peak, VmHWM), in bytes."""
+    peaks = dict.fromkeys(STATUS_FIELDS, 0)
+    started = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as child:
+        status = Path(f"/proc/{child.pid}/status")
+        while child.poll() is None:
+            if time.perf_counter() - started > limit:
+                child.kill()
+                raise SystemExit(f"{command[:4]} did not finish within {limit:.0f} s")
+            try:
+                for line in status.read_text().splitlines():
+                    name, _, value = line.partition(":")
+                    if name in peaks:
+                        peaks[name] = max(peaks[name], int(value.split()[0]) * 1024)
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                pass
+            time.sleep(SAMPLE_SECONDS)
+        out, err = child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:4])} failed (exit {child.returncode}): {err.strip()[-2000:]}")
+    return {"seconds": time.perf_counter() - started, **{name: peaks[name] for name in STATUS_FIELDS}}
+
+
+def whole_processes(directory: Path, dtype: str, args, scratch: Path) -> dict:
+    """``residlab audit`` of 12 writes and the plain process of its 26 forwards on the same float32 files, in
+    ``dtype``, side by side: per round in a seeded random order, each alone. Returns the wall times, the memory
+    peaks of the last round and the audit's measurement."""
+    import random
+
+    from residlab import audit
+
+    blocks, last = args.blocks, args.tokens - 1
+    ids = [(7 * i + 3) % 50304 for i in range(args.tokens)]
+    corrupt = [ids[0] + 1] + ids[1:]
+    sites = [f"{component}:{block}:{last}" for block in range(blocks - WRITES // 2, blocks) for component in ("attn", "mlp")]
+    as_text = (",".join(map(str, ids)), ",".join(map(str, corrupt)))
+    limit = 3600.0
+    times, memory, measurement = {"audit": [], "plain": []}, {}, None
+    shuffler = random.Random(0)
+    for round_index in range(args.rounds):
+        order = ["audit", "plain"]
+        shuffler.shuffle(order)
+        for name in order:
+            if name == "audit":
+                output = scratch / f"packet-{dtype}-{round_index}"
+                command = [sys.executable, "-m", "residlab", "audit", "--model", str(directory), "--clean-ids", as_text[0],
+                           "--corrupt-ids", as_text[1], "--target-id", str(ids[-1]), "--rival-id", str(ids[0]),
+                           *(f"--site={site}" for site in sites), "--dtype", dtype, "--threads", str(args.threads),
+                           "--output", str(output)]  # fmt: skip
+            else:
+                command = [sys.executable, "-c", PLAIN_PROCESS, str(directory), dtype, str(args.threads),
+                           str(2 + 2 * WRITES), *as_text]  # fmt: skip
+            result = watched(command, limit)
+            times[name].append(result["seconds"])
+            memory[name] = result
+            if name == "audit":
+                measurement = audit.record_body(audit.read_packet(output)["measurement"])
+    return {"times": times, "memory": memory, "measurement": measurement}
+
+
+def whole_line(dtype: str, result: dict, model_bytes: int) -> str:
+    times, memory = result["times"], result["memory"]
+
+    def held(name: str) -> str:
+        peak = memory[name]
+        return (f"anonymous {peak['RssAnon'] / 1e9:.2f} GB ({peak['RssAnon'] / model_bytes:.2f}x), file-backed "
+                f"{peak['RssFile'] / 1e9:.2f} GB, peak {peak['VmHWM'] / 1e9:.2f} GB")
+
+    return (f"{dtype:<9} residlab audit {median_ms(times, 'audit') / 1e3:6.1f} s = {ratio_text(times, 'audit', 'plain')} the "
+            f"plain process ({median_ms(times, 'plain') / 1e3:.1f} s; goal at most 1.3x); the model {model_bytes / 1e9:.2f} GB "
+            f"in {dtype}; audit: {held('audit')}; plain: {held('plain')}")  # fmt: skip
+
+
 def case_line(case: str, result: dict) -> str:
     times = result["times"]
     return (f"{case:<33} load {result['load_s']:6.1f} s; audit {median_ms(times, 'audit') / 1e3:7.1f} s = "
@@ -179,6 +282,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1, the audit's)")
     parser.add_argument("--width", type=int, default=2048, help="the specimen's width (default 2048, Pythia-1B's)")
     parser.add_argument("--blocks", type=int, default=16, help="its blocks (default 16, Pythia-1B's)")
+    parser.add_argument("--whole", action="store_true", help="instead: whole processes side by side, residlab audit "
+                        "against a plain Transformers load and its 26 forwards, float32 and bfloat16, memory split")
     parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)  # one case, in a child process
     parser.add_argument("--model", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -190,9 +295,11 @@ def main() -> int:
     folder = args.folder or Path(tempfile.mkdtemp(prefix="residlab-1b-"))
     started = time.perf_counter()
     directory = build_directory(folder, args.width, args.blocks)
-    directories = {case: directory for case in CASES} | {"bfloat16": bfloat16_copy(directory)}
     print(f"specimen: {directory.name} (random weights, GPT-NeoX width {args.width}, {args.blocks} blocks), "
           f"ready in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.whole:
+        return whole(directory, args, folder)
+    directories = {case: directory for case in CASES} | {"bfloat16": bfloat16_copy(directory)}
     # The cases run one after another, each in its own process (each measures its own side-by-side ratios and
     # peak): run at once, a case's audit and forwards met different contention as the others ended (on 2 cores
     # that alone put bfloat16's audit at 1.71x its forwards). Each case's line is printed as it ends, the
@@ -223,6 +330,27 @@ def main() -> int:
             held, total = within_declared(result["measurement"], exact["measurement"])  # residlab.audit.verify's
             line += (f"; memory {result['peak_bytes'] / exact['peak_bytes']:.2f}x float32's; {held} of {total} values "
                      f"within their declared tolerance of float32's")  # fmt: skip
+        print(line)
+    return 0
+
+
+def whole(directory: Path, args, folder: Path) -> int:
+    """Whole processes on the float32 files, in float32 and in bfloat16: the ratio, the memory split, and bfloat16's
+    measurement against float32's within the tolerance it declares."""
+    from residlab.audit.verify import within_declared
+
+    parameters = json.loads((directory / "model.safetensors.index.json").read_text())["metadata"]["total_size"] // 4  # float32
+    results = {}
+    for dtype in ("float32", "bfloat16"):
+        results[dtype] = whole_processes(directory, dtype, args, folder)
+        print(f"  done: {whole_line(dtype, results[dtype], parameters * (4 if dtype == 'float32' else 2))}", flush=True)
+    print(f"{parameters / 1e9:.2f}B parameters (float32 files), {WRITES} writes, {args.tokens} tokens, {args.threads} "
+          f"thread(s), {args.rounds} round(s): whole processes, each alone, in a seeded random order per round")  # fmt: skip
+    for dtype, result in results.items():
+        line = f"  {whole_line(dtype, result, parameters * (4 if dtype == 'float32' else 2))}"
+        if dtype == "bfloat16":
+            held, total = within_declared(result["measurement"], results["float32"]["measurement"])
+            line += f"; {held} of {total} values within their declared tolerance of float32's"
         print(line)
     return 0
 

@@ -32,16 +32,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1436    make_design
-#   line 1464  residlab/course/lab07/patching.py
-#   line 1621    activation_grids
-#   line 1672    path_patching
-#   line 1695  residlab/course/lab07/attribution.py
-#   line 1743    attribution_grids
-#   line 1862    error_split
-#   line 1968  residlab/course/lab07/distribution.py
-#   line 2081    null_design
-#   line 2357    measure_distribution
+#   line 1440    make_design
+#   line 1468  residlab/course/lab07/patching.py
+#   line 1625    activation_grids
+#   line 1676    path_patching
+#   line 1699  residlab/course/lab07/attribution.py
+#   line 1747    attribution_grids
+#   line 1866    error_split
+#   line 1972  residlab/course/lab07/distribution.py
+#   line 2087    null_design
+#   line 2371    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -56,10 +56,10 @@ train`` writes), otherwise it trains one as the site does.
 #   line  906  residlab/course/models/induction/recipe.py
 #   line 1089  residlab/course/models/induction/measures.py
 #   line 1339  residlab/course/lab07/designs.py
-#   line 1464  residlab/course/lab07/patching.py
-#   line 1695  residlab/course/lab07/attribution.py
-#   line 1968  residlab/course/lab07/distribution.py
-#   line 2420  residlab/course/lab07/lab.py (the entry)
+#   line 1468  residlab/course/lab07/patching.py
+#   line 1699  residlab/course/lab07/attribution.py
+#   line 1972  residlab/course/lab07/distribution.py
+#   line 2435  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1379,6 +1379,10 @@ _REASONS = {("copied_token", "previous_token"): (
     "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
+# What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
+PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
+
+
 def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
     """Why the design ``design`` cannot test heads of ``kind`` under the mechanism's hypothesis (None when it can):
     the one sentence the page and the runner both say after the verdict word, with what ``report`` observed (block
@@ -2008,7 +2012,7 @@ HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-toke
 VERDICT_WORDS = {
     "found": "a named head on top",
     "other_kind": "a head of another named kind ({others}) on top",
-    "unnamed": "a head not named {kind} on top",
+    "unnamed": "a head the rule names no kind on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
     "no_test": "no test: the other heads of the block are not testable in this design",
@@ -2018,10 +2022,12 @@ VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdic
 
 def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
     """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
-    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top."""
+    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top,
+    and a head the rule names no kind left out where the block has none (0 by construction)."""
     others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
     return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
-            for key, value in entry["fractions"].items() if key != "other_kind" or value]
+            for key, value in entry["fractions"].items()
+            if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
 
 
 def _round(value):
@@ -2138,8 +2144,9 @@ def identities(design: dict, depth: int) -> list[dict]:
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": agree, "value": 0.0,
                       "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
+        everywhere = [p for p in range(len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
         cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
-                      "block": 0, "position": None, "positions": agree, "value": None, "equals": ["resid_post", 0],
+                      "block": 0, "position": None, "positions": everywhere, "value": None, "equals": ["resid_post", 0],
                       "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
                              "write there patches its output there too (its MLP reads that position only): one "
                              "intervention under two names, whose patching shares are block 0's output's (an attribution "
@@ -2319,18 +2326,22 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
-def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None) -> dict:
+def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
+               typical: list[float] | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
-    and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict.
+    and in which it clears the null (its largest, ``bound``, and, beside it, its upper percentile, ``typical``:
+    the verdicts use the largest); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
-    The chance of a verdict counts as competitors only the heads the design can move: the block's heads less those
-    of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
+    The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
+    less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
     fixed = fixed or {}
+    typical = typical or bound
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  "clears_typical_fraction": _round(sum(v > typical[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     kinds = {}
@@ -2346,6 +2357,9 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
             outcomes = [head_outcome(grid[block], in_block, bound[block], tuple(owners)) for grid in grids]
             verdicts = [verdict for _, verdict in outcomes]
             kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "fixed": frozen, "movable": movable,
+                                        # heads of the block the rule names no kind: none, and "unnamed" is 0 by construction
+                                        "unnamed_heads": len(shape[block]) - len(in_block) - len(owners),
+                                        "owner_kinds": sorted({owners[h] for h in owners if h not in frozen}),
                                         "chance": _round(len(in_block) / movable),
                                         "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in VERDICTS},
                                         "other_kinds": sorted({owners[top] for top, verdict in outcomes if verdict == "other_kind"}),
@@ -2377,7 +2391,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
-                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]})
+                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]},
+                                         [t["percentile"] for t in bounds["heads_typical"][method]])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
@@ -2614,9 +2629,11 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"  {label}: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
+        for kind in measured["not_testable"]:  # why, once per design; each method's line says the verdict
+            lines.append(f"  {kind} heads not testable in this design: {not_testable_reason(name, kind, report)}")
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind, report)}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
                 if entry["chance"] < 1:

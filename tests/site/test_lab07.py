@@ -143,9 +143,9 @@ def served_runner(site: Path):
 def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_site, report):
     """Lab 07's sentences name each cell's verdicts (per design, method and head kind, over the pairs) in the words
     of the report's one table; the download prints the same words for the same cells, "not testable" included, and
-    says why not in the one function's words."""
-    from residlab.course.lab07 import head_sentences
-    from residlab.course.lab07.designs import UNTESTABLE, not_testable_reason
+    says why not once per design in the one function's words, as Part 4 does."""
+    from residlab.course.lab07 import head_sentences, sentences
+    from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, UNTESTABLE, not_testable_reason
 
     runner = served_runner(built_site.site)
     assert runner.VERDICT_WORDS == report["verdict_words"]  # the download's table is the package's
@@ -165,9 +165,11 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     assert [report["verdict_words"]["not_testable"]] in printed.values()  # the cells a design cannot test, too
     for name, kinds in UNTESTABLE.items():
         for kind in kinds:
-            reason = not_testable_reason(name, kind, report)  # with what this report observed
-            assert reason and reason in head_sentences.kind_sentence(report, name, "denoising", kind)
-            assert any(line.endswith(f"denoising, {kind} heads: not testable: {reason}") for line in lines)
+            reason = not_testable_reason(name, kind, report)  # with what this report observed, said once a design
+            assert reason and reason in sentences.path_sentence(report, name)
+            assert f"  {kind} heads not testable in this design: {reason}" in lines
+            assert f"  denoising, {kind} heads: not testable: {PREDICTED_NEAR_ZERO}" in lines
+            assert f"not testable: {PREDICTED_NEAR_ZERO}" in head_sentences.kind_sentence(report, name, "denoising", kind)
 
 
 def test_the_page_cites_the_methods_it_runs(built_site):

@@ -157,51 +157,69 @@ PACKET_RECORDS = ("input.json", "intervention.json", "measurement.json")  # mode
 
 
 def same_packet(learner: Path, package, where: str) -> None:
-    """``package``: a packet folder or a packet as ``audit`` returns it."""
+    """``package``: a packet folder or a packet as ``audit`` returns it. Each record but its links (digests of the
+    others, model.json's among them, which names the libraries of the environment it ran in; the page's own
+    ``verify`` checks the learner's links)."""
     for name in PACKET_RECORDS:
         expected = (json.loads((package / name).read_text(encoding="utf-8")) if isinstance(package, Path)
                     else json.loads(json.dumps(package[name.removesuffix(".json")])))  # fmt: skip
-        assert json.loads((learner / name).read_text(encoding="utf-8")) == expected, f"{where}: {name}"
+        written = json.loads((learner / name).read_text(encoding="utf-8"))
+        assert {**written, "links": None} == {**expected, "links": None}, f"{where}: {name}"
+
+
+# The package's command behind each runner whose every run on a page is run again here (the others are compared
+# with the package alone, tests/runners/): module, and where a run names the folder it writes.
+PACKAGE_COMMANDS = {
+    "audit_residual_writes.py": ("residlab.audit.cli", "--output"),
+    "residual_stream_lab.py": ("residlab.course.models.lesson_lab", "packet"),
+    "read_transformer_paper.py": ("residlab.course.lab04.paper_lab", None),
+}
 
 
 def runners_did_what_the_package_does(ran: dict, folders: dict, project: Path, scratch: Path) -> None:
     """The runners are the package's download form: what the learner's runs wrote and printed is what the package
     computes. The induction model's runs are compared with what the render computed from the same seed (its
-    ``induction_training``: the weights bit for bit, the description, Lab 06's audit packet); every audit the pages
-    run with ``audit_residual_writes.py`` is run again here by the package's own command, in the same folder with
-    the same arguments, and must print the same lines and write the same records."""
-    from residlab.audit import cli as audit_cli
+    ``induction_training``: the weights bit for bit, the description, Lab 06's audit packet); every run of a runner
+    in ``PACKAGE_COMMANDS`` (but its ``verify``, whose packet the page's own run checks) is run again here by the
+    package's command, in the same folder with the same arguments, and must print the same lines and write the same
+    packet records."""
+    import importlib
+
     from residlab.course.lab06.induction_cli import report_lines
 
     trained = rendered_value(project, "induction_training")
     described = "".join(f"{line}\n" for line in report_lines(trained.report))
-    checked = set()
+    checked = []
     for path, lines in ran.items():
         folder = folders[path]
         for line in lines:
             runner, *arguments = shlex.split(re.sub(r"\s+#.*$", "", line))[1:] or [""]
-            printed = folder.printed[line]
+            printed, where = folder.printed[line], f"{path}: {line}"
             if runner == "induction_model.py" and arguments[0] == "train":
                 model = folder.path / arguments[arguments.index("--output") + 1]
                 for name, data in trained.model_files.items():
-                    assert (model / name).read_bytes() == data, f"{path}: {line}: {name} is not the render's"
-                assert printed.split("\n", 1)[1] == described, f"{path}: {line}"  # the first line has the wall time
-                checked.add("train")
+                    assert (model / name).read_bytes() == data, f"{where}: {name} is not the render's"
+                assert printed.split("\n", 1)[1] == described, where  # the first line has the wall time
             elif runner == "induction_model.py" and arguments[0] == "describe":
-                assert printed == described, f"{path}: {line}"
-                checked.add("describe")
+                assert printed == described, where
             elif runner == "induction_model.py" and arguments[0] == "audit":
-                same_packet(folder.path / arguments[arguments.index("--output") + 1], trained.audit.packet, f"{path}: {line}")
-                checked.add("induction audit")
-            elif runner == "audit_residual_writes.py" and arguments[0] != "verify":
-                output = arguments.index("--output") + 1
-                package = scratch / f"{len(checked)}-{arguments[output]}"
+                same_packet(folder.path / arguments[arguments.index("--output") + 1], trained.audit.packet, where)
+            elif runner in PACKAGE_COMMANDS and arguments[:1] != ["verify"]:
+                module, output_flag = PACKAGE_COMMANDS[runner]
+                output = arguments.index(output_flag) + 1 if output_flag in arguments else None
+                package = scratch / f"{len(checked)}-{arguments[output]}" if output else None
+                argv = [*arguments[:output], str(package), *arguments[output + 1:]] if output else arguments
                 with contextlib.chdir(folder.path), contextlib.redirect_stdout(io.StringIO()) as said:
-                    assert audit_cli.main([*arguments[:output], str(package), *arguments[output + 1:]]) == 0, line
-                assert printed == said.getvalue().replace(str(package), arguments[output]), f"{path}: {line}"
-                same_packet(folder.path / arguments[output], package, f"{path}: {line}")
-                checked.add(line)
-    assert {"train", "describe", "induction audit"} <= checked and len(checked) >= 5, checked
+                    assert importlib.import_module(module).main(argv) == 0, where
+                expected = said.getvalue().replace(str(package), arguments[output]) if output else said.getvalue()
+                assert printed == expected, where
+                if output:
+                    same_packet(folder.path / arguments[output], package, where)
+            else:
+                continue
+            checked.append(runner if runner != "induction_model.py" else f"{runner} {arguments[0]}")
+    wanted = {"induction_model.py train", "induction_model.py describe", "induction_model.py audit", *PACKAGE_COMMANDS}
+    assert wanted <= set(checked), sorted(wanted - set(checked))
 
 
 def test_the_platforms_commands_differ_only_where_the_platform_demands(site):

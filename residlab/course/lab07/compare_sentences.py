@@ -31,9 +31,13 @@ def direction_sentence(report: dict, name: str) -> str:
     typical, difference, site, position, denoise, noise, kind, block = max(pairs)
     example = max(pair[1] for pair in pairs)
     if typical < DIFFER and example < DIFFER:
-        return (f"Denoising and noising agree on every cell{left_out}: over the pairs the median |difference| is at "
-                f"most {_up(typical)} of the gap, and on the worked example every cell is within "
-                f"{_up(example)}: here each site that restores the behaviour is also one whose removal takes it away.")  # fmt: skip
+        width = {(site, position): spread[kind][block][position] for _, _, site, position, _, _, kind, block in pairs}
+        (site, position), cell = max(width.items(), key=lambda item: item[1]["high"] - item[1]["low"])
+        return (f"Denoising and noising typically agree on every cell{left_out}: over the pairs the median |difference| "
+                f"is at most {_up(typical)} of the gap, and on the worked example every cell is within {_up(example)}; "
+                f"pair by pair a cell's difference still spreads, most widely at {site}, position {position} "
+                f"({_interval(cell)}). Typically, here, each site that restores the behaviour is also one whose removal "
+                f"takes it away.")  # fmt: skip
     over = spread[kind][block][position]
     each = measured["activation"]
     first = (f"The cell whose two directions differ most over the pairs (median |difference| {_value(typical)}){left_out} "

@@ -44,6 +44,10 @@ _REASONS = {("copied_token", "previous_token"): (
     "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
+# What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
+PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
+
+
 def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
     """Why the design ``design`` cannot test heads of ``kind`` under the mechanism's hypothesis (None when it can):
     the one sentence the page and the runner both say after the verdict word, with what ``report`` observed (block

@@ -51,7 +51,7 @@ HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-toke
 VERDICT_WORDS = {
     "found": "a named head on top",
     "other_kind": "a head of another named kind ({others}) on top",
-    "unnamed": "a head not named {kind} on top",
+    "unnamed": "a head the rule names no kind on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
     "no_test": "no test: the other heads of the block are not testable in this design",
@@ -61,10 +61,12 @@ VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdic
 
 def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
     """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
-    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top."""
+    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top,
+    and a head the rule names no kind left out where the block has none (0 by construction)."""
     others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
     return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
-            for key, value in entry["fractions"].items() if key != "other_kind" or value]
+            for key, value in entry["fractions"].items()
+            if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
 
 
 def _round(value):
@@ -181,8 +183,9 @@ def identities(design: dict, depth: int) -> list[dict]:
         cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
                       "positions": agree, "value": 0.0,
                       "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
+        everywhere = [p for p in range(len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
         cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
-                      "block": 0, "position": None, "positions": agree, "value": None, "equals": ["resid_post", 0],
+                      "block": 0, "position": None, "positions": everywhere, "value": None, "equals": ["resid_post", 0],
                       "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
                              "write there patches its output there too (its MLP reads that position only): one "
                              "intervention under two names, whose patching shares are block 0's output's (an attribution "
@@ -362,18 +365,22 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
-def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None) -> dict:
+def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
+               typical: list[float] | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
-    and in which it clears the null; per kind with named heads in a block, the fraction of pairs of each verdict.
+    and in which it clears the null (its largest, ``bound``, and, beside it, its upper percentile, ``typical``:
+    the verdicts use the largest); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
-    The chance of a verdict counts as competitors only the heads the design can move: the block's heads less those
-    of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
+    The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
+    less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
     fixed = fixed or {}
+    typical = typical or bound
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  "clears_typical_fraction": _round(sum(v > typical[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     kinds = {}
@@ -389,6 +396,9 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
             outcomes = [head_outcome(grid[block], in_block, bound[block], tuple(owners)) for grid in grids]
             verdicts = [verdict for _, verdict in outcomes]
             kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "fixed": frozen, "movable": movable,
+                                        # heads of the block the rule names no kind: none, and "unnamed" is 0 by construction
+                                        "unnamed_heads": len(shape[block]) - len(in_block) - len(owners),
+                                        "owner_kinds": sorted({owners[h] for h in owners if h not in frozen}),
                                         "chance": _round(len(in_block) / movable),
                                         "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in VERDICTS},
                                         "other_kinds": sorted({owners[top] for top, verdict in outcomes if verdict == "other_kind"}),
@@ -420,7 +430,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
-                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]})
+                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]},
+                                         [t["percentile"] for t in bounds["heads_typical"][method]])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],

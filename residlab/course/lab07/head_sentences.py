@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import HEAD_KINDS, verdict_parts
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO
+from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, verdict_parts
 from residlab.course.lab07.sentences import METHOD_NAMES, MOSTLY, _heads, _interval, _percent, _value
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
@@ -23,8 +23,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     no competitors)."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
-    if kind in measured["not_testable"]:
-        return f"{words['not_testable']}: {not_testable_reason(name, kind, report)}."
+    if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
+        return f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was observed)."
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -38,7 +38,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
         else:
             movable = entry.get("movable", len(entry["named"]))
-            chance = (f"a random pick among the {movable} heads this design can move would succeed in "
+            chance = (f"a random pick among the {movable} heads the mechanism leaves free to move in this design would succeed in "
                       f"{_percent(entry['chance'])} of pairs")  # fmt: skip
             if fractions["found"] >= MOSTLY:
                 reading = "a named head is on top in most pairs, well above what a random pick would do"
@@ -54,7 +54,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 reading = "no better than a random pick"
             else:
                 reading = "a named head is on top in some pairs only"
-            reading = missed(measured, method, entry) + reading
+            reading = missed(measured, method, entry) or reading
         frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
@@ -62,29 +62,41 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     return "; ".join(said) + "."
 
 
+MECHANISM_KINDS = ("previous_token", "induction")  # the kinds Part 1's mechanism names
+
+
 def which_are_tests(report: dict) -> str:
     """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
     the design can move could miss them), and in which it is none: not testable (the design fixes them near 0 if the
-    mechanism holds) or no test (every head the design can move in their block is named that kind). Read from the
-    per-head denoising verdicts; every method's have the same heads and chance."""
+    mechanism holds), no test (every head the mechanism leaves free to move in their block is named that kind), or,
+    for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
+    one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance."""
     said = []
     for kind, named in report["heads"]["named"].items():
         if not named:
             said.append(f"no head is named {HEAD_KINDS[kind]}, so there is nothing to find")
             continue
-        tests, untestable, none = [], [], []
+        tests, untestable, none, complements = [], [], [], []
         for name, measured in report["distribution"]["designs"].items():
             label = name.replace("_", "-")
             if kind in measured["not_testable"]:
                 untestable.append(label)
                 continue
             entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
+            complement = [e for e in entries if kind not in MECHANISM_KINDS and not e.get("unnamed_heads", 1)
+                          and len(e.get("owner_kinds", [])) == 1 and e["owner_kinds"][0] in MECHANISM_KINDS]
+            if complement and all(entry["chance"] < 1 for entry in entries):
+                complements.append((label, complement[0]["owner_kinds"][0], complement[0]["block"]))
+                continue
             (tests if any(entry["chance"] < 1 for entry in entries) else none).append(label)
         parts = [f"a test in the {' and '.join(tests)} design{'s' if len(tests) > 1 else ''}"] if tests else []
         parts += [f"not testable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
-        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the design can "
-                  f"move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks is'} named "
+        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the mechanism "
+                  f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks is'} named "
                   f"{HEAD_KINDS[kind]})"] if none else []  # fmt: skip
+        parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
+                  f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
+                  f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
         said.append(f"for the {HEAD_KINDS[kind]} heads ({_heads(named)}), " + "; ".join(parts))
     return "; ".join(said) + "."
 
@@ -109,9 +121,10 @@ def missed(measured: dict, method: str, entry: dict) -> str:
     exact = measured["heads"]["denoising"]["kinds"].get(f"{entry['kind']}/{entry['block']}")
     if not exact or exact["fractions"]["found"] < MOSTLY:
         return ""
-    return (f"misses the {HEAD_KINDS[entry['kind']]} heads: per-head denoising, the exact patch attribution estimates, "
-            f"puts a named head on top in {_percent(exact['fractions']['found'])} of pairs, attribution in "
-            f"{_percent(entry['fractions']['found'])}; by attribution's own numbers, ")
+    return (f"fails to find the {HEAD_KINDS[entry['kind']]} heads: per-head denoising, the exact patch attribution "
+            f"estimates, puts a named head on top in {_percent(exact['fractions']['found'])} of pairs, attribution in "
+            f"{_percent(entry['fractions']['found'])}, a failure of the first-order estimate (Part 5 gives its error "
+            f"head by head)")
 
 
 def inconclusive(fractions: dict, pairs: int) -> str:
@@ -227,6 +240,37 @@ def disagreement_sentence(report: dict) -> str:
     return " ".join(parts)
 
 
+def all_named_sentence(report: dict) -> str:
+    """Where the rule names every head of a block one kind (so which is on top is no test), what the heads carry by
+    per-head denoising over the pairs, design by design: the score names them alike; the means say whether they
+    carry alike (the largest mean against the smallest). "" where no block is named whole."""
+    for kind, named in report["heads"]["named"].items():
+        for block in sorted({b for b, _ in named}):
+            heads = [h for b, h in named if b == block]
+            scores = report["heads"]["name_scores"][kind]["scores"][block]
+            said, differ = [], []
+            if len(heads) != len(scores):
+                continue
+            for name, measured in report["distribution"]["designs"].items():
+                if kind in measured["not_testable"] or not report["designs"][name]["readable"]:
+                    continue
+                table = measured["heads"]["denoising"]["heads"][block]
+                means = {h: table[h]["mean"] for h in heads}
+                top, low = max(means, key=means.get), min(means, key=means.get)
+                listed = ", ".join(f"head {block}.{h} {_value(means[h])}" for h in heads)
+                alike = means[top] - means[low] < HALF_PAIRS * abs(means[top]) or means[top] <= 0
+                differ.append(not alike)
+                said.append(f"in the {name.replace('_', '-')} design per-head denoising gives {listed} on average"
+                            + ("" if alike else f", shares that differ by up to {_value(means[top] - means[low])}"))  # fmt: skip
+            if said:
+                reading = (": the rule gives one name to heads whose causal shares differ." if any(differ) else
+                           "; their causal shares are alike too.")  # fmt: skip
+                return (f"Every head of block {block} scores as {HEAD_KINDS[kind]} ({min(scores):.2f} to "
+                        f"{max(scores):.2f}), so which one a method puts on top is no test of the rule; "
+                        + "; ".join(said) + reading)  # fmt: skip
+    return ""
+
+
 def outside_sentence(report: dict) -> str:
     """What the heads the mechanism does not name (current-token heads) carry, design by design, head by head: the
     mean share over the pairs, the fraction of pairs in which it is above 0 and the fraction in which it clears the
@@ -243,20 +287,24 @@ def outside_sentence(report: dict) -> str:
         carry_anywhere |= any(table[b][h]["clears_fraction"] >= MOSTLY for b, h in named)
         parts.append(f"in the {name.replace('_', '-')} design (denoising), " + "; ".join(said))
     heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
-    closing = (" Where they carry part of it, the mechanism of Part 1 is not the whole story: a head that attends to "
-               "its own position writes something of the token there, which block 1's values can carry to the readout."
+    closing = (" Where they carry part of it, they refine Part 1's copying step rather than add another mechanism: a "
+               "head that attends to its own position writes that position's token into the stream, and block 1's "
+               "values, which read the position the induction head attends to, can carry it to the readout (Part 4's "
+               "values path), beside the token's own embedding."
                if carry_anywhere else
                " No current-token head clears the null pairs' reach in most pairs; a head above 0 in most pairs is a "
                "consistent lean that this design cannot tell, pair by pair, from what the null pairs reach.")  # fmt: skip
-    return (f"Outside the named mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts)
+    return (f"Not named by the mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts)
             + "." + closing)
 
 
 def _head_reading(block: int, head: int, entry: dict) -> str:
     """One head's share over the pairs, read from the fraction of pairs above 0 and the fraction clearing the null."""
     positive, clears = entry["positive_fraction"], entry["clears_fraction"]
+    typical = entry.get("clears_typical_fraction")
+    beside = f", above their {INTERVAL[1]:g}th percentile in {_percent(typical)}" if typical is not None else ""
     said = (f"block {block} head {head} carries {_value(entry['mean'])} on average (above 0 in {_percent(positive)} of "
-            f"pairs, above the null pairs' reach in {_percent(clears)})")  # fmt: skip
+            f"pairs, above the null pairs' reach in {_percent(clears)}{beside})")  # fmt: skip
     if clears >= MOSTLY:
         return said + ": part of the gap, in most pairs"
     if positive >= MOSTLY:
@@ -266,23 +314,38 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
 
 def head_direction_sentence(report: dict, name: str) -> str:
     """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
-    (``distribution.head_difference``): sufficient more than necessary, or the reverse. Chosen from the numbers."""
+    and whose mean difference clears the null pairs' reach for its block (the larger of the two directions'):
+    sufficient more than necessary, or the reverse. Why is not tested here, so not said. Chosen from the numbers."""
     if not report["designs"][name]["readable"]:
         return ""
-    rows = report["distribution"]["designs"][name]["head_difference"]
-    more = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row) if c["above_zero"] >= ONE_SIGN]
-    less = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row) if c["below_zero"] >= ONE_SIGN]
-    rule = f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least {_percent(ONE_SIGN)} of pairs"
-    if not more and not less:
-        return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
-                f"pairs, so no head is named here ({rule}).")
+    measured = report["distribution"]["designs"][name]
+    rows, null = measured["head_difference"], measured["null"]["heads"]
+    reach = [max(null[m][b] for m in ("denoising", "noising") if m in null) for b in range(len(rows))]
+    signed = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)
+              if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
+    clear = [(b, h, c) for b, h, c in signed if abs(c["mean"]) > reach[b]]
+    faint = [(b, h, c) for b, h, c in signed if abs(c["mean"]) <= reach[b]]
+    more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
+    less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
+    rule = (f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least "
+            f"{_percent(ONE_SIGN)} of pairs and its mean difference is beyond what either direction's null pairs reach "
+            f"in its block")  # fmt: skip
     said = []
     if more:
         said.append("restoring " + ", ".join(f"head {b}.{h} alone recovers more than removing it costs in "
                                              f"{_percent(c['above_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in more)
-                    + ": the rest of the clean run partly makes up for " + ("it" if len(more) == 1 else "each"))  # fmt: skip
+                    + ": sufficient more than necessary")  # fmt: skip
     if less:
         said.append("removing " + ", ".join(f"head {b}.{h} costs more than restoring it alone recovers in "
                                             f"{_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in less)
-                    + ": needed, but not enough by " + ("itself" if len(less) == 1 else "themselves"))  # fmt: skip
-    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "."
+                    + ": necessary more than sufficient")  # fmt: skip
+    if faint:
+        said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
+                    + " one sign too, but with a mean difference within the null pairs' reach ("
+                    + ", ".join(f"{_value(c['mean'])} against {_value(reach[b])}" for b, _, c in faint) + "), so not read")  # fmt: skip
+    if not said:
+        return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
+                f"pairs, so no head is named here ({rule}).")
+    why = (" Why a head's two directions differ is not tested here: other heads standing in for it in the clean run "
+           "(backup), or block 1 reading other positions in the two runs, can each do it (Part 3)." if more or less else "")
+    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why

@@ -37,7 +37,7 @@ from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import (
     attribution_grids, bend_measures, centred_angle, corrupt_gradients, finite_difference_check, head_attribution,
 )
-from residlab.course.lab07.designs import all_designs, not_testable_reason
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, all_designs, not_testable_reason
 from residlab.course.lab07.distribution import (
     NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, verdict_parts, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
@@ -237,9 +237,11 @@ def summary_lines(report: dict) -> list[str]:
             lines.append(f"  {label}: {identity['site']}{where}: {identity['why']}")
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
+        for kind in measured["not_testable"]:  # why, once per design; each method's line says the verdict
+            lines.append(f"  {kind} heads not testable in this design: {not_testable_reason(name, kind, report)}")
         for method, table in measured["heads"].items():
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {not_testable_reason(name, kind, report)}")
+                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
                 if entry["chance"] < 1:

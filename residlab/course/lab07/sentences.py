@@ -300,6 +300,11 @@ def path_sentence(report: dict, name: str) -> str:
                    "acts mainly by telling block 1 where to attend")  # fmt: skip
     else:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
+    if everything and abs(keys) > floor:
+        three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
+        reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
+                    f"values; the route through block 0's MLP, which reads that write, is in none of them, and the three "
+                    f"together carry {three / everything:.0%} of the whole write's share")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
         structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "
@@ -312,6 +317,9 @@ def path_sentence(report: dict, name: str) -> str:
         structural += (" The keys' near 0 is what the mechanism predicts here, observed, not a finding about the heads: "
                        + "; ".join(not_testable_reason(name, kind, report) for kind in untestable)
                        + ". Not testable under that hypothesis.")
+    elif untestable:
+        structural += (" Not testable in this design under the mechanism's hypothesis: "
+                       + "; ".join(not_testable_reason(name, kind, report) for kind in untestable) + ".")
     return (f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
             + structural)
 

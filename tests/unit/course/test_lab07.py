@@ -358,7 +358,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "a head of another named kind (previous-token) on top in 95 %" in text and "unnamed" not in text
-    assert "a random pick among the 4 heads this design can move would succeed in 50 %" in text
+    assert "a random pick among the 4 heads the mechanism leaves free to move in this design would succeed in 50 %" in text
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
@@ -451,7 +451,7 @@ def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
     assert "above 0 in most pairs, but within what the null pairs reach in most" in text
     assert "No current-token head clears the null pairs' reach in most pairs" in text
     text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
-    assert ": part of the gap, in most pairs" in text and "is not the whole story" in text
+    assert ": part of the gap, in most pairs" in text and "they refine Part 1's copying step" in text
     text = head_sentences.outside_sentence(_heads_report(0.6, 0.03))
     assert "within what the null pairs reach in 97 % of pairs" in text
 
@@ -464,11 +464,16 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     text = head_sentences.head_direction_sentence(report, "copied_token")
     assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is named here" in text
     assert "agree on no head's side" not in text
+    null = report["distribution"]["designs"]["copied_token"]["null"]["heads"]
+    null["noising"] = [0.01, 0.22]  # block 1's noising null reaches 0.22
     rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
+    rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: within block 1's null reach
     text = head_sentences.head_direction_sentence(report, "copied_token")
-    assert "restoring head 0.2 alone recovers more than removing it costs in 75 % of pairs (mean difference 0.20)" in text
-    assert "removing head 1.1 costs more than restoring it alone recovers in 100 % of pairs (mean difference -0.25)" in text
+    assert "restoring head 0.2 alone recovers more than removing it costs in 75 % of pairs (mean difference 0.20): sufficient more than necessary" in text
+    assert "removing head 1.1 costs more than restoring it alone recovers in 100 % of pairs (mean difference -0.25): necessary more than sufficient" in text
+    assert "head 1.3 keeps one sign too, but with a mean difference within the null pairs' reach (0.18 against 0.22), so not read" in text
+    assert "makes up for" not in text and "Why a head's two directions differ is not tested here" in text
 
 
 def test_a_verdict_far_below_chance_says_why():
@@ -490,16 +495,17 @@ def test_a_verdict_far_below_chance_says_why():
     assert "below chance: heads the rule does not name this kind are on top more often" in text
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "misses" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    assert "fails to find" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
     exact = {**entry, "fractions": {"found": 0.95, "other_kind": 0.0, "unnamed": 0.05, "nothing": 0.0}}
     heads = report["distribution"]["designs"]["copied_token"]["heads"]
     heads["denoising"] = {**heads["denoising"], "kinds": {"previous_token/0": exact}}
     entry["fractions"] = {"found": 0.09, "other_kind": 0.05, "unnamed": 0.0, "nothing": 0.86}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert ("misses the previous-token heads: per-head denoising, the exact patch attribution estimates, puts a named head "
-            "on top in 95 % of pairs, attribution in 9 %; by attribution's own numbers, inconclusive: no head clears") in text
-    assert "misses" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
+    assert ("fails to find the previous-token heads: per-head denoising, the exact patch attribution estimates, puts a named head "
+            "on top in 95 % of pairs, attribution in 9 %, a failure of the first-order estimate") in text
+    assert "inconclusive" not in text
+    assert "fails to find" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
 
 
 def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_each_heads_own_observed_share():
@@ -626,16 +632,17 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
                            "blocks.1.resid_pre = blocks.0.attn_write at position 2 (0.90); blocks.1.resid_post at position 2 "
                            "(1.00, an identity: the final state at the readout: all the metric reads).")
     # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output) and block 0's attention write where the
-    # prompts agree after the first change (position 2: its output there): 20 interventions, 6 of them above 0.01
-    assert ("Of the 20 distinct interventions (cells; each block's input is the block before's output and block 0's "
+    # prompts agree (positions 0 and 2: its output there): 19 interventions, 6 of them above 0.01
+    assert ("Of the 19 distinct interventions (cells; each block's input is the block before's output and block 0's "
             "attention write where the prompts agree is the same intervention as its output there, each counted once), "
             "6 (2 of them identities, fixed by construction) move M") in text
-    # position 0 of each of the 7 distinct sites, block 0's input where the prompts agree, and the last block's
+    # position 0 of each of the 6 distinct interventions, block 0's input where the prompts agree, and the last block's
     # attention write, MLP write and output at position 1, which nothing downstream reads
-    assert text.endswith("11 are 0 by an identity (7 before the first position where the prompts differ: attention is "
+    assert text.endswith("10 are 0 by an identity (6 before the first position where the prompts differ: attention is "
                          "causal; 1 block 0's input where the prompts agree: the same token, so the same tensor in both "
                          "runs; 3 the last block at a position other than the readout: nothing downstream reads it).")
-    assert sentences.distinct_cells(report["designs"]["copied_token"])[8][:2] == ("blocks.0.resid_post = blocks.1.resid_pre", 0)
+    assert sentences.distinct_cells(report["designs"]["copied_token"])[7][:2] == (
+        "blocks.0.resid_post = blocks.1.resid_pre = blocks.0.attn_write", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
 
@@ -650,10 +657,10 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     svg = figures.activation_figure(report, "copied_token")
     assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
     # identity marks (and the legend's two, the identity's and the hybrid prompt's): block 0's input at 1 (the one
-    # changed position) and at 2 (the prompts agree), block 0's attention write at 2 (its output's intervention), block
-    # 1's output at the readout, block 1's writes and output at position 1 (nothing reads them), in both directions;
-    # no hybrid-prompt mark in a design that swaps nothing
-    assert svg.count("<circle") == 2 + 7 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
+    # changed position) and at 2 (the prompts agree), block 0's attention write at 0 and 2 (its output's intervention),
+    # block 1's output at the readout, block 1's writes and output at position 1 (nothing reads them), in both
+    # directions; no hybrid-prompt mark in a design that swaps nothing
+    assert svg.count("<circle") == 2 + 8 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
     assert "hybrid prompt, observed (not an identity)" in svg
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
@@ -741,3 +748,61 @@ def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
     assert "the rival follows an earlier occurrence" in text and "is below the corrupt run's (-10.00), so the share is below 0" in text
     cell.update(metric=3.0, share=0.65)  # between the runs: nothing to add
     assert "run's" not in sentences.hybrid_sentence(report, "copied_token").split("; noising")[0]
+
+
+def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_is_no_second_test():
+    named = {"previous_token": [[0, 1], [0, 2]], "current_token": [[0, 0], [0, 3]], "induction": [[1, h] for h in range(4)]}
+
+    def entry(kind, block, chance, owners):
+        return {"kind": kind, "block": block, "chance": chance, "unnamed_heads": 0, "owner_kinds": owners}
+
+    kinds = {"previous_token/0": entry("previous_token", 0, 0.5, ["current_token"]),
+             "current_token/0": entry("current_token", 0, 0.5, ["previous_token"]),
+             "induction/1": entry("induction", 1, 1.0, [])}  # fmt: skip
+    report = {"heads": {"named": named}, "distribution": {"designs": {
+        "matched_position": {"not_testable": [], "heads": {"denoising": {"kinds": kinds}}}}}}
+    text = head_sentences.which_are_tests(report)
+    assert "for the previous-token heads (block 0 head 1, block 0 head 2), a test in the matched-position design;" in text
+    assert ("for the current-token heads (block 0 head 0, block 0 head 3), in the matched-position design the complement of "
+            "the previous-token heads' verdict, not a test of its own") in text
+    assert "for the induction heads (block 1 head 0, block 1 head 1, block 1 head 2, block 1 head 3), no test in the matched-position design" in text
+    kinds["current_token/0"]["unnamed_heads"] = 1  # a head the rule names no kind could be on top: its own test
+    assert "current-token heads (block 0 head 0, block 0 head 3), a test in the matched-position design" in head_sentences.which_are_tests(report)
+    # the verdict words leave out "a head the rule names no kind" where the block has none: 0 by construction
+    verdict = {"kind": "current_token", "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
+               "other_kinds": ["previous_token"], "unnamed_heads": 0}  # fmt: skip
+    said = [words for words, _ in distribution.verdict_parts(verdict, distribution.VERDICT_WORDS)]
+    assert said == ["a named head on top", "a head of another named kind (previous-token) on top", "no head above the null"]
+    verdict["unnamed_heads"] = 2
+    assert "a head the rule names no kind on top" in [w for w, _ in distribution.verdict_parts(verdict, distribution.VERDICT_WORDS)]
+
+
+def test_directions_that_typically_agree_still_name_their_widest_spread():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
+                              for d, grids in design["activation"].items()}  # fmt: skip
+    difference = {k: [[_differences([0.0] * 4) for _ in row] for row in rows] for k, rows in design["activation"]["denoising"].items()}
+    difference["mlp_write"][1][2] = _differences([0.02, -0.18, 0.15, -0.01])  # small typically, wide pair by pair
+    measured["activation_difference"] = difference
+    text = compare_sentences.direction_sentence(report, "copied_token")
+    assert text.startswith("Denoising and noising typically agree on every cell")
+    assert "most widely at blocks.1.mlp_write, position 2 (" in text and "agree on every cell (the identities" in text
+
+
+def test_a_block_named_whole_is_no_test_and_its_heads_shares_are_said():
+    report = _small_report(gap=20.0, floor=0.01)
+    report["heads"]["named"] = {"induction": [[1, h] for h in range(4)]}
+    report["heads"]["name_scores"]["induction"] = {"scores": [[0.0] * 4, [0.82, 0.93, 0.86, 0.93]]}
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"]
+    heads[1] = [_summary(0.09), _summary(0.31), _summary(0.07), _summary(0.41)]
+    text = head_sentences.all_named_sentence(report)
+    assert text == ("Every head of block 1 scores as induction (0.82 to 0.93), so which one a method puts on top is no test "
+                    "of the rule; in the copied-token design per-head denoising gives head 1.0 0.09, head 1.1 0.31, head "
+                    "1.2 0.07, head 1.3 0.41 on average, shares that differ by up to 0.34: the rule gives one name to heads "
+                    "whose causal shares differ.")
+    heads[1] = [_summary(0.3), _summary(0.31), _summary(0.28), _summary(0.3)]
+    assert head_sentences.all_named_sentence(report).endswith(" 0.30 on average; their causal shares are alike too.")
+    report["heads"]["named"]["induction"] = [[1, 1], [1, 3]]
+    assert head_sentences.all_named_sentence(report) == ""

@@ -98,18 +98,18 @@ def test_every_figure_cell_shows_the_report(page_html, report):
 
 
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
-    from residlab.course.lab07 import compare_sentences, head_sentences, sentences
+    from residlab.course.lab07 import compare_sentences, error_sentences, head_sentences, sentences
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
     for said in (sentences.known_heads_sentence, sentences.chance_sentence, head_sentences.disagreement_sentence,
-                 head_sentences.outside_sentence, sentences.nonlinearities_sentence, compare_sentences.lab06_sentence):  # fmt: skip
+                 head_sentences.outside_sentence, error_sentences.nonlinearities_sentence, compare_sentences.lab06_sentence):  # fmt: skip
         assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
         assert sentences.path_sentence(report, name) in text
-        assert sentences.attribution_sentence(report, name) in text
-        assert sentences.first_order_sentence(report, name) in text
-        assert sentences.head_error_sentence(report, name) in text
+        assert error_sentences.attribution_sentence(report, name) in text
+        assert error_sentences.first_order_sentence(report, name) in text
+        assert error_sentences.head_error_sentence(report, name) in text
         assert compare_sentences.direction_sentence(report, name) in text
         assert head_sentences.head_direction_sentence(report, name) in text
         if report["designs"][name]["hybrids"]:

@@ -21,7 +21,8 @@ trained model: pairs that change a token the mechanism does not use (``distribut
 - ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
-- ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null.
+- ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null;
+  ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
 - ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, and the copied-token
   corruption beside Lab 06's and the glossary's.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads).

@@ -67,8 +67,8 @@ MECHANISM_KINDS = ("previous_token", "induction")  # the kinds Part 1's mechanis
 
 def which_are_tests(report: dict) -> str:
     """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
-    the design can move could miss them), and in which it is none: not testable (the design fixes them near 0 if the
-    mechanism holds), no test (every head the mechanism leaves free to move in their block is named that kind), or,
+    the mechanism leaves free to move could miss them), and in which it is none: not testable (the mechanism predicts
+    them near 0 in that design), no test (every head the mechanism leaves free to move in their block is named that kind), or,
     for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
     one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance."""
     said = []
@@ -92,7 +92,7 @@ def which_are_tests(report: dict) -> str:
         parts = [f"a test in the {' and '.join(tests)} design{'s' if len(tests) > 1 else ''}"] if tests else []
         parts += [f"not testable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
         parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the mechanism "
-                  f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks is'} named "
+                  f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks are'} named "
                   f"{HEAD_KINDS[kind]})"] if none else []  # fmt: skip
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "

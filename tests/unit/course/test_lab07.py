@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import compare_sentences, designs, distribution, head_sentences, lab, sentences
+from residlab.course.lab07 import compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -255,7 +255,7 @@ def test_a_gap_within_its_null_is_not_read():
     report = _small_report(gap=0.05, floor=0.03)
     assert "so no share of it is read" in sentences.gap_sentence(report, "copied_token")
     assert "For scale only, not as a null" in sentences.gap_sentence(report, "copied_token")
-    for say in (sentences.path_sentence, sentences.attribution_sentence):
+    for say in (sentences.path_sentence, error_sentences.attribution_sentence):
         assert say(report, "copied_token") == sentences.NOT_READ
     assert sentences.grid_sentence(report, "copied_token", "denoising") == sentences.NOT_READ
 
@@ -270,17 +270,17 @@ def test_sentences_follow_their_numbers():
     assert "keys alone carry 78%" in sentences.path_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
-    text = sentences.attribution_sentence(report, "copied_token")
+    text = error_sentences.attribution_sentence(report, "copied_token")
     assert "(the cells fixed by construction left out)" in text  # no hybrid cells in this design
     report["designs"]["copied_token"]["hybrids"] = [{"cell": "one"}]
-    assert "(the cells fixed by construction and the hybrid-prompt cells left out)" in sentences.attribution_sentence(report, "copied_token")
+    assert "(the cells fixed by construction and the hybrid-prompt cells left out)" in error_sentences.attribution_sentence(report, "copied_token")
     report["designs"]["copied_token"]["hybrids"] = []
     assert "Taking the upstream part first, the final LayerNorm's part is -0.40 and the upstream part -0.10" in text
     assert "By the Shapley split most of it is the final LayerNorm, and both orders agree." in text
     for cells in report["designs"]["copied_token"]["bends"].values():
         cells[0][2] = {**cells[0][2], "upstream_shapley": -0.45, "final_norm_shapley": -0.05, "upstream_final_first": -0.45,
                        "final_norm_final_first": -0.05}  # fmt: skip
-    text = sentences.attribution_sentence(report, "copied_token")
+    text = error_sentences.attribution_sentence(report, "copied_token")
     assert "most of it is upstream" in text and "but the two orders disagree on which part is the larger" in text
     # block 0's three cells at position 2 (their error -0.5) bend upstream; give block 1's MLP write there an error too:
     # nothing but the final LayerNorm lies after it, so its upstream part is 0 by construction and is counted apart
@@ -289,19 +289,19 @@ def test_sentences_follow_their_numbers():
     design["error"]["mlp_write"][1][2] = -0.3
     design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "final_norm": -0.3, "final_norm_final_first": -0.3,
                                           "final_norm_shapley": -0.3}  # fmt: skip
-    text = sentences.attribution_sentence(report, "copied_token")
-    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies after the last block's attention, where nothing but "
-            "the final LayerNorm bends before the final state, so its upstream part is 0 by construction and both orders "
+    text = error_sentences.attribution_sentence(report, "copied_token")
+    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies where nothing but the final LayerNorm bends between "
+            "the site and the final state, so its upstream part is 0 by construction and both orders "
             "agree there; of the other 3, the final LayerNorm's Shapley part is the larger in 0, and the two orders agree on "
             "the larger part in 0.") in text
     design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "upstream": -0.01}
     with pytest.raises(AssertionError, match="an upstream part of the attribution error is not 0"):
-        sentences.attribution_sentence(report, "copied_token")
-    assert "13" not in sentences.nonlinearities_sentence(report)  # counted from the report, not typed
-    assert sentences.nonlinearities_sentence(report).startswith("Counted from the model's modules, it is not linear in 2 places")
-    assert "Up to 1 of them, depending on the site, lies between a site and the final state, 1 after it." in sentences.nonlinearities_sentence(report)
+        error_sentences.attribution_sentence(report, "copied_token")
+    assert "13" not in error_sentences.nonlinearities_sentence(report)  # counted from the report, not typed
+    assert error_sentences.nonlinearities_sentence(report).startswith("Counted from the model's modules, it is not linear in 2 places")
+    assert "Up to 1 of them, depending on the site, lies between a site and the final state, 1 after it." in error_sentences.nonlinearities_sentence(report)
     report["nonlinearities"] = [report["nonlinearities"][0]] * 12 + [report["nonlinearities"][1]]
-    text = sentences.nonlinearities_sentence(report)
+    text = error_sentences.nonlinearities_sentence(report)
     assert "Up to 12 of them, depending on the site, lie between a site and the final state, 1 after it." in text
     assert ". 12 of them lie" not in text
 
@@ -713,22 +713,22 @@ def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
     cell.update(total=_summary(-0.75), final_norm_shapley=_summary(-0.17, 0.01), upstream_shapley=_summary(-0.58, 0.01),
                 final_norm=_summary(-0.33), final_norm_final_first=_summary(-0.02))  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["head_error"] = [[cell]]
-    text = sentences.head_error_sentence(report, "copied_token")
+    text = error_sentences.head_error_sentence(report, "copied_token")
     assert "by the Shapley split its larger part is upstream (final LayerNorm -0.17, upstream -0.58)" in text
     # upstream first: final -0.33 of -0.75 (upstream -0.42); final first: -0.02 (upstream -0.73): both upstream
     assert text.endswith("the final LayerNorm's part is -0.33 (upstream first) and -0.02 (final LayerNorm first), the two "
                          "orders agreeing on the larger part.")
     cell.update(final_norm=_summary(-0.57))  # upstream first, the final LayerNorm is the larger part: the orders disagree
-    assert sentences.head_error_sentence(report, "copied_token").endswith(
+    assert error_sentences.head_error_sentence(report, "copied_token").endswith(
         "so which part is larger depends on the order: the Shapley split is their average.")
     cell.update(final_norm_shapley=_summary(-0.58, 0.01), upstream_shapley=_summary(-0.17, 0.01))  # the larger part moves; the order does not
-    assert "split its larger part is the final LayerNorm (final LayerNorm -0.58, upstream -0.17)" in sentences.head_error_sentence(report, "copied_token")
+    assert "split its larger part is the final LayerNorm (final LayerNorm -0.58, upstream -0.17)" in error_sentences.head_error_sentence(report, "copied_token")
     cell.update(final_norm_shapley=_summary(-0.15, 0.01), upstream_shapley=_summary(-0.14, 0.001))  # within EVEN_MARGIN
-    text = sentences.head_error_sentence(report, "copied_token")
+    text = error_sentences.head_error_sentence(report, "copied_token")
     assert "its error is split about evenly (final LayerNorm -0.15, upstream -0.14)" in text and "larger part is" not in text
     # means far apart, intervals overlapping: not "evenly" (-0.58 is most of -0.75), the overlap said beside it
     cell.update(final_norm_shapley=_summary(-0.17, 0.3), upstream_shapley=_summary(-0.58, 0.4))
-    text = sentences.head_error_sentence(report, "copied_token")
+    text = error_sentences.head_error_sentence(report, "copied_token")
     assert ("on average its larger part is upstream, though the two parts' intervals over the pairs overlap (final "
             "LayerNorm -0.17, upstream -0.58)") in text and "evenly" not in text
 

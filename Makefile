@@ -102,14 +102,17 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 
 # Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
 # The two long ones, each one process most of the time, start as soon as their environments are built: the site
-# suite (one render of a clean copy, then the browser) and the rest (units, runners, the stand-in publish
-# renders). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
+# suite (one render of a clean copy, then the browser; the stand-ins' publish renders) and the rest (units,
+# runners). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
 # environments are built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are
 # built on both cores and the long suites start sooner. The suites' processes (pytest, the render's kernels, the
 # runners) take one torch thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads
 # than cores only spin; the course's numbers are computed on one thread whatever the setting (single_thread).
-SITE_SUITE := tests/site --ignore=tests/site/test_publish_pythia.py
-REST_SUITE := tests/unit tests/runners tests/site/test_publish_pythia.py
+# The stand-ins' publish renders (test_publish_pythia.py) go with the site suite: under /usr/bin/time the suites kept
+# the two cores only 145 % busy on average, the one-process rest suite finishing last, while the site suite's
+# workers wait on Chromium beside its render and page commands.
+SITE_SUITE := tests/site
+REST_SUITE := tests/unit tests/runners
 BESIDE := nice -n 10
 LONG_SUITES_FIRST :=
 test:
@@ -125,12 +128,10 @@ test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.
 		$(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
 
-# Its tests compute (runners, trainings, renders of stand-ins). Measured under `make test` (/usr/bin/time), the
-# four suites kept the two cores 145 % busy on average, and this suite, one process, finished last: on
-# REST_WORKERS workers, a test file per worker at a time, it takes the cores the others leave idle.
-REST_WORKERS ?= 2
+# One process: its tests compute (runners, trainings), and a second worker here only slowed the other suites
+# (measured: 14.5 minutes against 13).
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest --numprocesses=$(REST_WORKERS) --dist=loadfile $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases), the

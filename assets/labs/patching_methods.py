@@ -59,7 +59,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1468  residlab/course/lab07/patching.py
 #   line 1699  residlab/course/lab07/attribution.py
 #   line 1972  residlab/course/lab07/distribution.py
-#   line 2435  residlab/course/lab07/lab.py (the entry)
+#   line 2436  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2402,6 +2402,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             # and its typical size pair by pair (whether the two directions differ on average, pair by pair, or both)
             "activation_difference": {k: direction_difference(measured, k) for k in KINDS},
             "head_difference": head_difference(measured),
+            "null_head_difference": head_difference(nulls),  # the same differences on the null pairs: their own null
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,

@@ -441,6 +441,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             # and its typical size pair by pair (whether the two directions differ on average, pair by pair, or both)
             "activation_difference": {k: direction_difference(measured, k) for k in KINDS},
             "head_difference": head_difference(measured),
+            "null_head_difference": head_difference(nulls),  # the same differences on the null pairs: their own null
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,

@@ -314,22 +314,22 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
 
 def head_direction_sentence(report: dict, name: str) -> str:
     """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
-    and whose mean difference clears the null pairs' reach for its block (the larger of the two directions'):
-    sufficient more than necessary, or the reverse. Why is not tested here, so not said. Chosen from the numbers."""
+    and whose mean difference lies outside the interval of the same head's differences on the null pairs (the
+    difference's own null, ``null_head_difference``): sufficient more than necessary, or the reverse. Why is not
+    tested here, so not said. Chosen from the numbers."""
     if not report["designs"][name]["readable"]:
         return ""
     measured = report["distribution"]["designs"][name]
-    rows, null = measured["head_difference"], measured["null"]["heads"]
-    reach = [max(null[m][b] for m in ("denoising", "noising") if m in null) for b in range(len(rows))]
+    rows, null = measured["head_difference"], measured["null_head_difference"]
     signed = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)
               if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
-    clear = [(b, h, c) for b, h, c in signed if abs(c["mean"]) > reach[b]]
-    faint = [(b, h, c) for b, h, c in signed if abs(c["mean"]) <= reach[b]]
+    clear = [(b, h, c) for b, h, c in signed if not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
+    faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
     more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
     less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
     rule = (f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least "
-            f"{_percent(ONE_SIGN)} of pairs and its mean difference is beyond what either direction's null pairs reach "
-            f"in its block")  # fmt: skip
+            f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
+            f"differences on the null pairs")  # fmt: skip
     said = []
     if more:
         said.append("restoring " + ", ".join(f"head {b}.{h} alone recovers more than removing it costs in "
@@ -341,8 +341,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
                     + ": necessary more than sufficient")  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
-                    + " one sign too, but with a mean difference within the null pairs' reach ("
-                    + ", ".join(f"{_value(c['mean'])} against {_value(reach[b])}" for b, _, c in faint) + "), so not read")  # fmt: skip
+                    + " one sign too, but with a mean difference inside its null pairs' interval ("
+                    + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
                 f"pairs, so no head is named here ({rule}).")

@@ -461,18 +461,22 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     flat = _differences([0.0, 0.1, -0.1, 0.05])
     rows = [[flat] * 4, [flat] * 4]
     report["distribution"]["designs"]["copied_token"]["head_difference"] = rows
+    # the difference's own null: the same head's denoising minus noising on the null pairs
+    quiet = _differences([0.01, -0.02, 0.0, 0.01])
+    null = [[quiet] * 4, [quiet] * 4]
+    null[1][3] = _differences([0.25, 0.1, 0.0, 0.2])  # head 1.3's null pairs spread to about 0.25
+    report["distribution"]["designs"]["copied_token"]["null_head_difference"] = null
     text = head_sentences.head_direction_sentence(report, "copied_token")
     assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is named here" in text
     assert "agree on no head's side" not in text
-    null = report["distribution"]["designs"]["copied_token"]["null"]["heads"]
-    null["noising"] = [0.01, 0.22]  # block 1's noising null reaches 0.22
     rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
-    rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: within block 1's null reach
+    rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: inside its null's interval
     text = head_sentences.head_direction_sentence(report, "copied_token")
     assert "restoring head 0.2 alone recovers more than removing it costs in 75 % of pairs (mean difference 0.20): sufficient more than necessary" in text
     assert "removing head 1.1 costs more than restoring it alone recovers in 100 % of pairs (mean difference -0.25): necessary more than sufficient" in text
-    assert "head 1.3 keeps one sign too, but with a mean difference within the null pairs' reach (0.18 against 0.22), so not read" in text
+    assert "head 1.3 keeps one sign too, but with a mean difference inside its null pairs' interval (0.18 inside 0.14 [" in text
+    assert text.count("so not read") == 1
     assert "makes up for" not in text and "Why a head's two directions differ is not tested here" in text
 
 

@@ -110,6 +110,21 @@ def test_a_release_page_names_the_latest_builds_page_as_canonical_in_its_html(bu
         assert f'<link rel="canonical" href="{site_url}/labs/{page.name}">' in page.read_text(encoding="utf-8"), page
 
 
+def test_a_release_pages_search_reads_the_releases_own_index(scratch):
+    """Quarto's search finds its index through the page's offset (a relative path to its site's root): a page of a
+    release reaches the release's own search.json, which lists the release's pages only, never the latest build's."""
+    import posixpath
+
+    _, second = scratch
+    root = second / release.RELEASES / "2027-spring"
+    page = root / numbers_list.page_html(PAGE)
+    offset = re.search(r'<meta name="quarto:offset" content="([^"]*)">', page.read_text(encoding="utf-8"))[1]
+    index = Path(posixpath.normpath((page.parent / offset / "search.json").as_posix()))
+    assert index == root / "search.json" and index.is_file()
+    hrefs = {entry["href"] for entry in json.loads(index.read_text(encoding="utf-8"))}
+    assert hrefs and not any(href.startswith(("/", "http", "..")) for href in hrefs)  # relative to the release's root
+
+
 def test_the_selector_reaches_every_build_and_a_release_page_names_its_term(scratch, served, browser):
     _, second = scratch
     base = served(second)

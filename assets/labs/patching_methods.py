@@ -40,8 +40,8 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1747    attribution_grids
 #   line 1866    error_split
 #   line 1972  residlab/course/lab07/distribution.py
-#   line 2087    null_design
-#   line 2371    measure_distribution
+#   line 2093    null_design
+#   line 2387    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   68  residlab/course/models/needs_torch.py
@@ -59,7 +59,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1468  residlab/course/lab07/patching.py
 #   line 1699  residlab/course/lab07/attribution.py
 #   line 1972  residlab/course/lab07/distribution.py
-#   line 2436  residlab/course/lab07/lab.py (the entry)
+#   line 2452  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2040,8 +2040,10 @@ def _round(value):
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
     over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
-    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``), and
-    "spread_periods", the periods pooled."""
+    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``),
+    "spread_periods", the periods pooled, and "example_period" (blocks x heads x sequences): each head's score on each
+    held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built from, in their order (so a head's
+    attention can be set beside its causal shares pair by pair)."""
     sequences = held_out_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
@@ -2050,7 +2052,8 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         weights = attention_weights(model, tokens)
         control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
         for kind, offset in (("previous_token", -1), ("current_token", 0)):
-            each = weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=-1)
+            # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
+            each = weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
             per_sequence[kind].append(each)
             parts[kind][0].append(each.mean(dim=-1))
             parts[kind][1].append(control)
@@ -2063,6 +2066,9 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
         out[kind]["spread_periods"] = [int(period) for period in sequences]
+        if EXAMPLE_PERIOD in sequences:
+            example = values[list(sequences).index(EXAMPLE_PERIOD)]
+            out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in example.tolist()]
     return out
 
 
@@ -2242,19 +2248,23 @@ def _cells(grids: list, shape_of) -> list:
 
 
 def null_bounds(null_pairs: list[dict]) -> dict:
-    """The within-model null's reach: per head method and block the largest |share| any head takes in any null pair
-    (and, beside it, "heads_typical": the ``INTERVAL``'s upper percentile of those values and how many there are, so
-    a reader sees whether the largest is one outlier); per direction the largest |share| any cell takes; the path
-    shares' largest; and the null gap's spread."""
-    values = {method: [[abs(v) for pair in null_pairs for v in pair["heads"][method][block] if v is not None]
-                       for block in range(len(null_pairs[0]["heads"][method]))]
+    """The within-model null's reach. Per head method and block, the **null bar** a verdict counts against
+    ("heads"): in each null pair the largest |share| any head of the block takes (the statistic a verdict reads, the
+    block's top head), and the ``INTERVAL``'s upper percentile of those over the null pairs, so some head of the block
+    clears it in about 2.5 % of null pairs; beside it ("heads_largest") the largest of them and how many null pairs
+    there are, so a reader sees whether one outlier would have set a bar of the largest. Per direction the largest
+    |share| any cell takes; the path shares' largest; and the null gap's spread and largest."""
+    maxima = {method: [[max(abs(v) for v in pair["heads"][method][block] if v is not None) for pair in null_pairs]
+                       for block in range(len(null_pairs[0]["heads"][method]))
+                       if any(v is not None for v in null_pairs[0]["heads"][method][block])]
               for method in HEAD_METHODS}  # fmt: skip
-    heads = {method: [max(block) for block in blocks] for method, blocks in values.items()}
-    typical = {method: [{"percentile": _round(torch.quantile(torch.tensor(block, dtype=torch.float64), INTERVAL[1] / 100)),
-                         "values": len(block)} for block in blocks] for method, blocks in values.items()}  # fmt: skip
+    bars = {method: [_round(torch.quantile(torch.tensor(block, dtype=torch.float64), INTERVAL[1] / 100)) for block in blocks]
+            for method, blocks in maxima.items()}  # fmt: skip
+    largest = {method: [{"largest": _round(max(block)), "pairs": len(block)} for block in blocks]
+               for method, blocks in maxima.items()}  # fmt: skip
     cells = {direction: max(abs(v) for pair in null_pairs for rows in pair["activation"][direction].values()
                             for row in rows for v in row if v is not None) for direction in DIRECTIONS}  # fmt: skip
-    return {"heads": {m: [_round(v) for v in b] for m, b in heads.items()}, "heads_typical": typical,
+    return {"heads": bars, "heads_largest": largest,
             "cells": {d: _round(v) for d, v in cells.items()},
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             "gap": summarise([pair["gap"] for pair in null_pairs]),
@@ -2276,7 +2286,13 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
                     raise AssertionError(f"pair {index} block {block} head {head}: the split error {cell['total']} is not "
                                          f"attribution minus exact {error}")  # fmt: skip
     shape = pairs[0]["head_error"]
-    return [[{part: summarise([pair["head_error"][block][head][part] for pair in pairs]) for part in ERROR_PARTS}
+
+    def upstream_larger(block, head):  # pair by pair: is the upstream part (Shapley) the larger in size?
+        cells = [pair["head_error"][block][head] for pair in pairs]
+        return _round(sum(abs(c["upstream_shapley"]) > abs(c["final_norm_shapley"]) for c in cells) / len(cells))
+
+    return [[{**{part: summarise([pair["head_error"][block][head][part] for pair in pairs]) for part in ERROR_PARTS},
+              "upstream_larger_fraction": upstream_larger(block, head)}
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
@@ -2327,21 +2343,21 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
 
 
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
-               typical: list[float] | None = None) -> dict:
+               largest: list[float] | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
-    and in which it clears the null (its largest, ``bound``, and, beside it, its upper percentile, ``typical``:
-    the verdicts use the largest); per kind with named heads in a block, the fraction of pairs of each verdict.
+    and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
+    largest, ``largest``); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
     fixed = fixed or {}
-    typical = typical or bound
+    largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
-                  "clears_typical_fraction": _round(sum(v > typical[block] for v in values) / len(values)),
+                  "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     kinds = {}
@@ -2392,7 +2408,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
                                          {k: v for k, v in named.items() if k in UNTESTABLE[name]},
-                                         [t["percentile"] for t in bounds["heads_typical"][method]])
+                                         [t["largest"] for t in bounds["heads_largest"][method]])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
@@ -2442,7 +2458,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/3"
+REPORT_SCHEMA = "residlab-lab07-report/4"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 
@@ -2641,8 +2657,9 @@ def summary_lines(report: dict) -> list[str]:
                     chance = f"chance {shown(entry['chance'], 2):.2f}"
                 else:  # as the page reads it: a design fixed the other heads, or every head of the block is named
                     chance = words["no_test"] if entry.get("fixed") else "every head of the block named: no test"
+                bar = null["heads"][method][entry["block"]]  # the null bar the verdicts count against
                 lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; "
-                             f"{chance}): {said}")  # fmt: skip
+                             f"{chance}; null bar {shown(bar, 2):.2f}): {said}")  # fmt: skip
     return lines
 
 

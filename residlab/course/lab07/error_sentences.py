@@ -7,7 +7,7 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    NOT_READ, _interval, _value, by_construction, distinct_cells, hybrid, same_intervention,
+    NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, same_intervention,
 )
 
 
@@ -157,10 +157,12 @@ def head_error_sentence(report: dict, name: str) -> str:
     lean = _leans(final["mean"], upstream["mean"])
     if abs(abs(final["mean"]) - abs(upstream["mean"])) < EVEN_MARGIN:
         lean = "even"
-    larger = {"final": "its larger part is the final LayerNorm", "upstream": "its larger part is upstream",
-              "even": "its error is split about evenly"}[lean]
-    if lean != "even" and final["low"] <= upstream["high"] and upstream["low"] <= final["high"]:
-        larger = f"on average {larger}, though the two parts' intervals over the pairs overlap"
+    larger = {"final": "on average its larger part is the final LayerNorm", "upstream": "on average its larger part is upstream",
+              "even": "on average its error is split about evenly"}[lean]
+    upstream_larger = cell.get("upstream_larger_fraction")  # the parts compared pair by pair, not by their intervals
+    pairwise = ("" if upstream_larger is None else
+                f"; pair by pair the upstream part is the larger in size in {_percent(upstream_larger)} of pairs, the "
+                f"final LayerNorm's in {_percent(1 - upstream_larger)}")  # fmt: skip
     total = cell["total"]["mean"]
     first = {order: cell[part]["mean"] for order, part in (("upstream first", "final_norm"),
                                                            ("final LayerNorm first", "final_norm_final_first"))}  # fmt: skip
@@ -170,4 +172,4 @@ def head_error_sentence(report: dict, name: str) -> str:
               + (", the two orders agreeing on the larger part" if len(order_leans) == 1 and "even" not in order_leans
                  else ", so which part is larger depends on the order: the Shapley split is their average"))  # fmt: skip
     return (f"Over the pairs the largest mean error is head {block}.{head}'s, {_interval(cell['total'])}; by the Shapley "
-            f"split {larger} (final LayerNorm {_value(final['mean'])}, upstream {_value(upstream['mean'])}){orders}.")
+            f"split {larger} (final LayerNorm {_value(final['mean'])}, upstream {_value(upstream['mean'])}){pairwise}{orders}.")

@@ -38,23 +38,30 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
         else:
             movable = entry.get("movable", len(entry["named"]))
-            chance = (f"a random pick among the {movable} heads the mechanism leaves free to move in this design would succeed in "
-                      f"{_percent(entry['chance'])} of pairs")  # fmt: skip
-            if fractions["found"] >= MOSTLY:
-                reading = "a named head is on top in most pairs, well above what a random pick would do"
+            chance = (f"a random pick among the {movable} heads the mechanism leaves free to move in this design would "
+                      f"name one in {_percent(entry['chance'])} of the pairs where a head clears the null bar")  # fmt: skip
+            cleared = 1 - fractions["nothing"]
+            among = fractions["found"] / cleared if cleared > 0 else 0.0  # the pick's chance is counted where one clears
+            if fractions["found"] >= MOSTLY and among > entry["chance"]:
+                reading = "a named head is on top in most pairs, above what a random pick would do"
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
-            elif fractions["found"] <= BELOW * entry["chance"]:
-                reading = ("below chance: heads the rule does not name this kind are on top more often than a random "
-                           "pick would leave them")  # fmt: skip
-            elif fractions["found"] <= entry["chance"]:
-                reading = "no better than a random pick"
             else:
-                reading = "a named head is on top in some pairs only"
-            reading = missed(measured, method, entry) or reading
+                pairs = report["distribution"]["pairs"]
+                counted = (f"among the {round(cleared * pairs)} pairs where a head clears the null bar, a named head is "
+                           f"on top in {min(round(fractions['found'] * pairs), round(cleared * pairs))}: ")  # fmt: skip
+                if among <= BELOW * entry["chance"]:
+                    reading = counted + ("below chance: heads the rule does not name this kind are on top more often "
+                                         "than a random pick would leave them")  # fmt: skip
+                elif among <= entry["chance"]:
+                    reading = counted + "no better than a random pick"
+                else:
+                    reading = counted + "better than a random pick, but not in most pairs"
+            shortfall = missed(measured, method, entry)
+            reading += f"; {shortfall}" if shortfall else ""
         frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
@@ -115,24 +122,25 @@ def fraction_uncertainty(pairs: int) -> str:
 
 def missed(measured: dict, method: str, entry: dict) -> str:
     """For attribution, an estimate of per-head denoising: where the exact patch finds the named heads (a named head on
-    top in most pairs) and attribution does not, the miss said first, with both fractions; else ""."""
+    top in most pairs) and attribution does not, the miss said after the verdict's own reading (which, like every
+    other cell's, may be "inconclusive"), with both fractions; else ""."""
     if method != "attribution" or entry["fractions"]["found"] >= MOSTLY:
         return ""
     exact = measured["heads"]["denoising"]["kinds"].get(f"{entry['kind']}/{entry['block']}")
     if not exact or exact["fractions"]["found"] < MOSTLY:
         return ""
-    return (f"fails to find the {HEAD_KINDS[entry['kind']]} heads: per-head denoising, the exact patch attribution "
-            f"estimates, puts a named head on top in {_percent(exact['fractions']['found'])} of pairs, attribution in "
-            f"{_percent(entry['fractions']['found'])}, a failure of the first-order estimate (Part 5 gives its error "
-            f"head by head)")
+    return (f"set beside per-head denoising, the exact patch attribution estimates, which puts a named head on top in "
+            f"{_percent(exact['fractions']['found'])} of pairs, attribution's {_percent(entry['fractions']['found'])} "
+            f"is a failure of the first-order estimate to find the {HEAD_KINDS[entry['kind']]} heads (Part 5 gives its "
+            f"error head by head)")
 
 
 def inconclusive(fractions: dict, pairs: int) -> str:
-    """A verdict whose pairs mostly have no head clearing the null's reach: the chance of a random pick (a pick that
+    """A verdict whose pairs mostly have no head clearing the null bar: the chance of a random pick (a pick that
     need not clear the null) is no yardstick, so it is read among the pairs where a head does clear it, counted from
     the fractions (found / (1 - nothing)) and the number of pairs."""
     cleared = round((1 - fractions["nothing"]) * pairs)
-    said = f"inconclusive: no head clears the null pairs' reach in {_percent(fractions['nothing'])} of pairs"
+    said = f"inconclusive: no head clears the null bar in {_percent(fractions['nothing'])} of pairs"
     if cleared == 0:
         return f"{said}, so there is no pair where one does to read"
     return (f"{said}; among the pairs where one does, a named head is on top in "
@@ -181,6 +189,40 @@ def _by_head(report: dict, entry: dict) -> str:
             + (f" (heads {tie[0]} and {tie[1]} closer than {TIE_MARGIN}: a tie)" if tie else ""))
 
 
+def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
+    """Two heads whose attention scores tie, set side by side pair by pair on the pairs' own sequences: in how many
+    pairs each head's score is the higher (``example_period``: the sequences the pairs are built from) and, per method,
+    in how many the other head's share is the larger and in how many the method orders the two as their scores do.
+    "" where the report has no per-sequence scores or no method clears the null."""
+    measured = report["distribution"]["designs"][name]
+    per_sequence = report["heads"]["name_scores"][kind].get("example_period")
+    if not per_sequence or not methods:
+        return ""
+    first, second = tie
+    pairs = len(measured["per_pair"]["gap"])
+    scores = per_sequence[block]
+    score_first = [scores[first][p] > scores[second][p] for p in range(pairs)]
+    said = []
+    for method in methods:
+        grids = measured["per_pair"]["heads"][method]
+        share_first = [grids[p][block][first] > grids[p][block][second] for p in range(pairs)]
+        larger = first if sum(share_first) * 2 >= pairs else second
+        count = sum(share_first) if larger == first else pairs - sum(share_first)
+        agree = sum(a == b for a, b in zip(score_first, share_first))
+        said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
+                    f"scores do in {agree}")
+    intervals = _score_spread_words(report["heads"]["name_scores"][kind])
+    higher = sum(score_first)
+    return (f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
+            f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; closer than "
+            f"{TIE_MARGIN}, a tie the rule cannot split, as in Lab 06 and the glossary). Set side by side pair by pair, on "
+            f"the {pairs} sequences of period {report['distribution']['period']} the {name.replace('_', '-')} pairs are built "
+            f"from: head {first}'s score is the higher in {higher} of {pairs} and head {second}'s in {pairs - higher}; "
+            + "; ".join(said) + f" (of {pairs}; an order drawn by a coin would agree with the scores' in about "
+            f"{pairs // 2})" + (f"; the {len(said)} methods share one trained model and these pairs, so where they agree "
+                               f"that is not {len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
+
+
 def disagreement_sentence(report: dict) -> str:
     """Where the attention score and the causal methods rank a kind's named heads differently, over the pairs of the
     design that can show that kind; where the scores tie (``score_tie``), no disagreement is said: the causal
@@ -200,27 +242,13 @@ def disagreement_sentence(report: dict) -> str:
                 methods = ("denoising", "noising") + (("path_keys",) if block == 0 else ())
                 causal = {method: max(heads, key=lambda h: measured["heads"][method]["heads"][block][h]["mean"])
                           for method in methods}  # fmt: skip
-                # a ranking is read only where the top mean clears the null pairs' reach for that method and block
+                # a ranking is read only where the top mean clears the null bar for that method and block
                 clears = [method for method, head in causal.items()
                           if measured["heads"][method]["heads"][block][head]["mean"] > measured["null"]["heads"][method][block]]
                 if tie:
-                    entries = {m: measured["heads"][m]["kinds"].get(f"{kind}/{block}") for m in clears}
-                    preferred = [(m, max(e["by_head"], key=e["by_head"].get), e) for m, e in entries.items() if e]
-                    if not preferred:
-                        continue
-                    def others(e, h):
-                        rest = [f"head {o} in {_percent(v)}" for o, v in e["by_head"].items() if o != h and v]
-                        return f" ({', '.join(rest)})" if rest else ""
-
-                    listed = ", ".join(f"{METHOD_NAMES[m]} puts head {h} on top in {_percent(e['by_head'][h])} of the "
-                                       f"pairs{others(e, h)}" for m, h, e in preferred)  # fmt: skip
-                    first, second = tie
-                    intervals = _score_spread_words(report["heads"]["name_scores"][kind])
-                    tied.append(f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
-                                f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; "
-                                f"closer than {TIE_MARGIN}, a tie the rule cannot split, as in Lab 06 and the glossary). "
-                                f"Pair by pair in the {name.replace('_', '-')} design the causal methods "
-                                f"do tell them apart: {listed}")  # fmt: skip
+                    matched = _pair_by_pair(report, name, kind, block, tie, clears)
+                    if matched:
+                        tied.append(matched)
                     continue
                 disagree = [method for method in clears if causal[method] != by_score]
                 if not disagree:
@@ -274,7 +302,7 @@ def all_named_sentence(report: dict) -> str:
 def outside_sentence(report: dict) -> str:
     """What the heads the mechanism does not name (current-token heads) carry, design by design, head by head: the
     mean share over the pairs, the fraction of pairs in which it is above 0 and the fraction in which it clears the
-    null pairs' reach (both from ``distribution.head_table``); a head carries part of the gap in a design where it
+    null bar (both from ``distribution.head_table``); a head carries part of the gap in a design where it
     clears the null in most pairs (``MOSTLY``)."""
     named = report["heads"]["named"].get("current_token", [])
     if not named:
@@ -287,13 +315,14 @@ def outside_sentence(report: dict) -> str:
         carry_anywhere |= any(table[b][h]["clears_fraction"] >= MOSTLY for b, h in named)
         parts.append(f"in the {name.replace('_', '-')} design (denoising), " + "; ".join(said))
     heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
-    closing = (" Where they carry part of it, they refine Part 1's copying step rather than add another mechanism: a "
-               "head that attends to its own position writes that position's token into the stream, and block 1's "
-               "values, which read the position the induction head attends to, can carry it to the readout (Part 4's "
-               "values path), beside the token's own embedding."
+    closing = (" How they carry it is not measured head by head on this page. One reading the numbers allow, untested "
+               "here: a head that attends to its own position writes that position's token into the stream, and block "
+               "1's values, which read the position the induction head attends to, carry it to the readout beside the "
+               "token's own embedding, a part of Part 1's copying step rather than another mechanism; path patching of "
+               "each such head into block 1's values alone (Part 4 does it for the whole write) would test it."
                if carry_anywhere else
-               " No current-token head clears the null pairs' reach in most pairs; a head above 0 in most pairs is a "
-               "consistent lean that this design cannot tell, pair by pair, from what the null pairs reach.")  # fmt: skip
+               " No current-token head clears the null bar in most pairs; a head above 0 in most pairs is a "
+               "consistent lean that this design cannot tell, pair by pair, from what the null pairs give.")  # fmt: skip
     return (f"Not named by the mechanism, {heads} (current-token heads). Over the held-out pairs, " + "; ".join(parts)
             + "." + closing)
 
@@ -301,15 +330,15 @@ def outside_sentence(report: dict) -> str:
 def _head_reading(block: int, head: int, entry: dict) -> str:
     """One head's share over the pairs, read from the fraction of pairs above 0 and the fraction clearing the null."""
     positive, clears = entry["positive_fraction"], entry["clears_fraction"]
-    typical = entry.get("clears_typical_fraction")
-    beside = f", above their {INTERVAL[1]:g}th percentile in {_percent(typical)}" if typical is not None else ""
+    largest = entry.get("clears_largest_fraction")
+    beside = f", above the null pairs' largest in {_percent(largest)}" if largest is not None else ""
     said = (f"block {block} head {head} carries {_value(entry['mean'])} on average (above 0 in {_percent(positive)} of "
-            f"pairs, above the null pairs' reach in {_percent(clears)}{beside})")  # fmt: skip
+            f"pairs, above the null bar in {_percent(clears)}{beside})")  # fmt: skip
     if clears >= MOSTLY:
         return said + ": part of the gap, in most pairs"
     if positive >= MOSTLY:
-        return said + ": above 0 in most pairs, but within what the null pairs reach in most"
-    return said + f": within what the null pairs reach in {_percent(1 - clears)} of pairs"
+        return said + ": above 0 in most pairs, but not above the null bar in most"
+    return said + f": not above the null bar in {_percent(1 - clears)} of pairs"
 
 
 def head_direction_sentence(report: dict, name: str) -> str:

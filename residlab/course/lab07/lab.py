@@ -47,7 +47,7 @@ from residlab.course.lab07.patching import (
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/3"
+REPORT_SCHEMA = "residlab-lab07-report/4"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 
@@ -248,8 +248,9 @@ def summary_lines(report: dict) -> list[str]:
                     chance = f"chance {shown(entry['chance'], 2):.2f}"
                 else:  # as the page reads it: a design fixed the other heads, or every head of the block is named
                     chance = words["no_test"] if entry.get("fixed") else "every head of the block named: no test"
+                bar = null["heads"][method][entry["block"]]  # the null bar the verdicts count against
                 lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; "
-                             f"{chance}): {said}")  # fmt: skip
+                             f"{chance}; null bar {shown(bar, 2):.2f}): {said}")  # fmt: skip
     return lines
 
 

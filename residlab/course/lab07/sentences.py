@@ -173,15 +173,22 @@ def zero_identity(design: dict, kind: str, block: int, position: int) -> str:
     return identity["why"] if identity and identity["value"] == 0.0 else ""
 
 
-def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, float, str]]:
-    """(site, position, share, why by construction or "") of every distinct cell carrying at least HALF of the gap,
-    in the order the model runs."""
+def carrying_cells(report: dict, name: str, direction: str) -> list[tuple[str, int, str, str]]:
+    """(site, position, share as said, why by construction or "") of every distinct cell carrying at least HALF of the
+    gap, in the order the model runs. An observed share that two decimals would show as an identity's 1.00 is said
+    with three and called observed, so it is not taken for one."""
     design = report["designs"][name]
     grids = design["activation"][direction]
-    return [(site, position, value, by_construction(design, kind, block, position) or hybrid(design, kind, block, position)
-             or by_structure(design, kind, block, position))
-            for site, position, kind, block in distinct_cells(design)
-            if (value := grids[kind][block][position]) is not None and value >= HALF]  # fmt: skip
+    carrying = []
+    for site, position, kind, block in distinct_cells(design):
+        value = grids[kind][block][position]
+        if value is None or value < HALF:
+            continue
+        fixed = by_construction(design, kind, block, position) or hybrid(design, kind, block, position)
+        near_one = not fixed and round(value, 2) == 1
+        said = f"{value:.3f}, observed, not an identity" if near_one else _value(value)
+        carrying.append((site, position, said, fixed or by_structure(design, kind, block, position)))
+    return carrying
 
 
 REACH_SMALL = 0.05  # block 0's heads at the readout "barely read" the changed positions below this much attention
@@ -211,7 +218,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     forced = sum(1 for kind, block, position in moving if by_construction(design, kind, block, position))
     hybrids = sum(1 for kind, block, position in moving if hybrid(design, kind, block, position))
     carrying = carrying_cells(report, name, direction)
-    listed = "; ".join(f"{site} at position {position} ({_value(value)}{', ' + why if why else ''})"
+    listed = "; ".join(f"{site} at position {position} ({value}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
     what = "restored" if direction == "denoising" else "removed"
     said = (f"On the worked example, the cells that move at least half of the gap when {what} alone: {listed}." if carrying
@@ -369,13 +376,15 @@ def chance_sentence(report: dict) -> str:
     return "The rule names " + "; ".join(parts) + "." if parts else "The rule names no head."
 
 
+NULL_BAR = f"{INTERVAL[1]:g}th percentile"  # the null bar: this percentile over the null pairs of the block's top share
+NULL_BAR_EXCEEDED = f"{100 - INTERVAL[1]:g} %"  # the fraction of null pairs in which some head of the block clears it
 LARGEST_IN_BLOCK = "largest in block (null not applied)"  # the head table's label; a verdict's "on top" needs the null cleared
 
 
 def head_rows(report: dict, name: str) -> list[list[str]]:
     """One row per head: the block and head, what the rule names it, then per method its mean share [interval]
     over the pairs, the fraction of pairs in which its share is its block's largest (LARGEST_IN_BLOCK: the null not
-    applied, unlike a verdict's "on top") and the fraction in which its share is above anything the null pairs give."""
+    applied, unlike a verdict's "on top") and the fraction in which its share is above the null bar (``null_rows``)."""
     measured = report["distribution"]["designs"][name]
     named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: near 0 if the mechanism holds)"
                                          if kind in measured["not_testable"] else "")
@@ -397,18 +406,18 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
 
 
 def null_rows(report: dict, name: str) -> list[list[str]]:
-    """Rows for the head table: per block, the largest absolute share any head takes in the null pairs, per method, with
-    the upper percentile of those values beside it (is the largest one outlier?)."""
+    """Rows for the head table: per block and method, the null bar the verdicts count against (the upper percentile,
+    over the null pairs, of the largest absolute share any head of the block takes in a null pair), with that largest
+    beside it (would one outlier have set a bar of the largest?)."""
     null = report["distribution"]["designs"][name]["null"]
-    largest, typical = null["heads"], null["heads_typical"]
-    depth = len(largest["denoising"])
+    bars, largest = null["heads"], null["heads_largest"]
+    depth = len(bars["denoising"])
 
     def cell(method, block):
-        if block >= len(largest.get(method, [])):
+        if block >= len(bars.get(method, [])):
             return ""
-        spread = typical[method][block]
-        return (f"{_value(largest[method][block])} ({INTERVAL[1]:g}th percentile {_value(spread['percentile'])} of "
-                f"{spread['values']} values)")
+        return f"{_value(bars[method][block])} (largest {_value(largest[method][block]['largest'])})"
 
-    return [[f"null, block {block}", "any head, null pairs: largest absolute share", *(cell(m, block) for m in METHOD_NAMES)]
-            for block in range(depth)]  # fmt: skip
+    pairs = largest["denoising"][0]["pairs"]
+    return [[f"null, block {block}", f"the null bar: {NULL_BAR} over {pairs} null pairs of the block's "
+             f"largest absolute share in a pair", *(cell(m, block) for m in METHOD_NAMES)] for block in range(depth)]  # fmt: skip

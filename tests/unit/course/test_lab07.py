@@ -239,7 +239,7 @@ def _small_report(gap: float, floor: float) -> dict:
     measured = {"gap": _summary(gap), "path": over_path, "heads": heads, "not_testable": [],
                 "null": {"gap": _summary(0.0, floor), "largest_gap": floor, "cells": {"denoising": floor, "noising": floor},
                          "path": floor, "heads": {"denoising": [floor, floor]},
-                         "heads_typical": {"denoising": [{"percentile": 0.004, "values": 256}] * 2}}}  # fmt: skip
+                         "heads_largest": {"denoising": [{"largest": 0.02, "pairs": 64}] * 2}}}  # fmt: skip
     name_scores = {"previous_token": {"scores": [[0.1, 0.9, 0.8, 0.0], [0.1] * 4], "controls": [[0.0] * 4, [0.1] * 4]}}
     return {"designs": {"copied_token": design}, "read_factor": lab.READ_FACTOR, "block_arrangement": "sequential",
             "untrained": {"seeds": [0, 1, 2], "gaps": {"copied_token": [0.01, 0.0, -0.01]},
@@ -331,11 +331,21 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
         measured["heads"][method] = {**measured["heads"]["denoising"], "kinds": {"previous_token/0": entry}}
         measured["null"]["heads"][method] = [0.01, 0.01]
     report["heads"]["name_scores"]["previous_token"]["scores"][0][1:3] = [0.847, 0.804]  # closer than TIE_MARGIN
+    # pair by pair on the pairs' own sequences: head 1's score higher in pairs 0 and 3; head 2's share larger in 0-2
+    per_sequence = [[[0.1] * 4, [0.9, 0.8, 0.7, 0.9], [0.8, 0.9, 0.8, 0.7], [0.1] * 4], [[0.1] * 4] * 4]
+    report["heads"]["name_scores"]["previous_token"]["example_period"] = per_sequence
+    report["distribution"]["period"] = 8
+    grids = [[[0.0, one, two, 0.0], [0.1] * 4] for one, two in ((0.1, 0.6), (0.1, 0.6), (0.1, 0.6), (0.5, 0.2))]
+    measured["per_pair"] = {"gap": [20.0] * 4, "heads": {m: grids for m in ("denoising", "noising", "path_keys")}}
     text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
     # tied scores in three decimals, as Lab 06 shows them: 0.85 and 0.80 would read as 0.05 apart, no tie
     assert "block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05, a tie the rule cannot split" in text
-    assert "per-head denoising puts head 2 on top in 87 % of the pairs (head 1 in 8 %)" in text
+    assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
+            "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
+            "do in 3") in text  # the scores and the shares compared on the same pairs, not a pooled score beside them
+    assert "an order drawn by a coin would agree with the scores' in about 2" in text
+    assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     spread = [[{**_summary(0.1), "pairs": 576}] * 4 for _ in range(2)]
     spread[0][1], spread[0][2] = {**_summary(0.847), "pairs": 576}, {**_summary(0.804), "pairs": 576}
@@ -358,7 +368,8 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "a head of another named kind (previous-token) on top in 95 %" in text and "unnamed" not in text
-    assert "a random pick among the 4 heads the mechanism leaves free to move in this design would succeed in 50 %" in text
+    assert ("a random pick among the 4 heads the mechanism leaves free to move in this design would name one in 50 % of "
+            "the pairs where a head clears the null bar") in text
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
@@ -447,13 +458,14 @@ def _heads_report(positive: float, clears: float) -> dict:
 
 def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
     text = head_sentences.outside_sentence(_heads_report(0.94, 0.30))
-    assert "block 0 head 0 carries 0.21 on average (above 0 in 94 % of pairs, above the null pairs' reach in 30 %)" in text
-    assert "above 0 in most pairs, but within what the null pairs reach in most" in text
-    assert "No current-token head clears the null pairs' reach in most pairs" in text
+    assert "block 0 head 0 carries 0.21 on average (above 0 in 94 % of pairs, above the null bar in 30 %)" in text
+    assert "above 0 in most pairs, but not above the null bar in most" in text
+    assert "No current-token head clears the null bar in most pairs" in text
     text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
-    assert ": part of the gap, in most pairs" in text and "they refine Part 1's copying step" in text
+    assert ": part of the gap, in most pairs" in text and "How they carry it is not measured head by head" in text
+    assert "untested here" in text and "they refine" not in text  # a reading the numbers allow, not a finding
     text = head_sentences.outside_sentence(_heads_report(0.6, 0.03))
-    assert "within what the null pairs reach in 97 % of pairs" in text
+    assert "not above the null bar in 97 % of pairs" in text
 
 
 def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
@@ -487,29 +499,36 @@ def test_a_verdict_far_below_chance_says_why():
              "by_head": {"1": 0.0, "2": 0.09}}  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["heads"]["attribution"] = {"kinds": {"previous_token/0": entry}}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "inconclusive: no head clears the null pairs' reach in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9" in text
+    assert "inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9" in text
     assert "below chance" not in text and "random pick;" not in text
     entry["fractions"] = {"found": 0.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 1.0}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "inconclusive: no head clears the null pairs' reach in 100 % of pairs, so there is no pair where one does to read" in text
+    assert "inconclusive: no head clears the null bar in 100 % of pairs, so there is no pair where one does to read" in text
     entry["fractions"] = {"found": 0.2, "other_kind": 0.0, "unnamed": 0.3, "nothing": 0.5}  # half the pairs: still inconclusive
     assert "a named head is on top in 13 of 32" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     entry["fractions"] = {"found": 0.09, "other_kind": 0.0, "unnamed": 0.81, "nothing": 0.1}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "below chance: heads the rule does not name this kind are on top more often" in text
+    assert ("among the 58 pairs where a head clears the null bar, a named head is on top in 6: below chance: heads the "
+            "rule does not name this kind are on top more often") in text
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "fails to find" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    # the chance is a pick's among the pairs where a head clears the null: 0.45 of 0.8 is above one half
+    entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.35, "nothing": 0.2}
+    assert ("a named head is on top in 29: better than a random pick, but not in most pairs"
+            in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
+    assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
     exact = {**entry, "fractions": {"found": 0.95, "other_kind": 0.0, "unnamed": 0.05, "nothing": 0.0}}
     heads = report["distribution"]["designs"]["copied_token"]["heads"]
     heads["denoising"] = {**heads["denoising"], "kinds": {"previous_token/0": exact}}
     entry["fractions"] = {"found": 0.09, "other_kind": 0.05, "unnamed": 0.0, "nothing": 0.86}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert ("fails to find the previous-token heads: per-head denoising, the exact patch attribution estimates, puts a named head "
-            "on top in 95 % of pairs, attribution in 9 %, a failure of the first-order estimate") in text
-    assert "inconclusive" not in text
-    assert "fails to find" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
+    # the cell's own reading first, as every cell's (inconclusive here), then the miss beside the exact patch
+    assert ("inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is "
+            "on top in 6 of 9; set beside per-head denoising, the exact patch attribution estimates, which puts a named "
+            "head on top in 95 % of pairs, attribution's 9 % is a failure of the first-order estimate to find the "
+            "previous-token heads") in text
+    assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
 
 
 def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_each_heads_own_observed_share():
@@ -705,7 +724,8 @@ def test_a_near_one_by_structure_is_named_as_such():
     design["readout_reach"] = 0.3  # they read it: the share is no longer structure alone
     assert sentences.by_structure(design, "attn_write", 1, 2) == ""
     rows = sentences.null_rows(report, "copied_token")
-    assert rows[0][:3] == ["null, block 0", "any head, null pairs: largest absolute share", "0.01 (97.5th percentile 0.00 of 256 values)"]
+    assert rows[0][:3] == ["null, block 0", "the null bar: 97.5th percentile over 64 null pairs of the block's largest "
+                           "absolute share in a pair", "0.01 (largest 0.02)"]
 
 
 def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
@@ -718,7 +738,7 @@ def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
                 final_norm=_summary(-0.33), final_norm_final_first=_summary(-0.02))  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["head_error"] = [[cell]]
     text = error_sentences.head_error_sentence(report, "copied_token")
-    assert "by the Shapley split its larger part is upstream (final LayerNorm -0.17, upstream -0.58)" in text
+    assert "by the Shapley split on average its larger part is upstream (final LayerNorm -0.17, upstream -0.58)" in text
     # upstream first: final -0.33 of -0.75 (upstream -0.42); final first: -0.02 (upstream -0.73): both upstream
     assert text.endswith("the final LayerNorm's part is -0.33 (upstream first) and -0.02 (final LayerNorm first), the two "
                          "orders agreeing on the larger part.")
@@ -726,15 +746,15 @@ def test_thresholds_print_so_they_stay_true_and_error_parts_keep_their_order():
     assert error_sentences.head_error_sentence(report, "copied_token").endswith(
         "so which part is larger depends on the order: the Shapley split is their average.")
     cell.update(final_norm_shapley=_summary(-0.58, 0.01), upstream_shapley=_summary(-0.17, 0.01))  # the larger part moves; the order does not
-    assert "split its larger part is the final LayerNorm (final LayerNorm -0.58, upstream -0.17)" in error_sentences.head_error_sentence(report, "copied_token")
+    assert "split on average its larger part is the final LayerNorm (final LayerNorm -0.58, upstream -0.17)" in error_sentences.head_error_sentence(report, "copied_token")
     cell.update(final_norm_shapley=_summary(-0.15, 0.01), upstream_shapley=_summary(-0.14, 0.001))  # within EVEN_MARGIN
     text = error_sentences.head_error_sentence(report, "copied_token")
     assert "its error is split about evenly (final LayerNorm -0.15, upstream -0.14)" in text and "larger part is" not in text
-    # means far apart, intervals overlapping: not "evenly" (-0.58 is most of -0.75), the overlap said beside it
-    cell.update(final_norm_shapley=_summary(-0.17, 0.3), upstream_shapley=_summary(-0.58, 0.4))
+    # means far apart: not "evenly" (-0.58 is most of -0.75); pair by pair, how often each part is the larger
+    cell.update(final_norm_shapley=_summary(-0.17, 0.3), upstream_shapley=_summary(-0.58, 0.4), upstream_larger_fraction=0.8)
     text = error_sentences.head_error_sentence(report, "copied_token")
-    assert ("on average its larger part is upstream, though the two parts' intervals over the pairs overlap (final "
-            "LayerNorm -0.17, upstream -0.58)") in text and "evenly" not in text
+    assert ("on average its larger part is upstream (final LayerNorm -0.17, upstream -0.58); pair by pair the upstream "
+            "part is the larger in size in 80 % of pairs, the final LayerNorm's in 20 %") in text and "evenly" not in text
 
 
 def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
@@ -810,3 +830,21 @@ def test_a_block_named_whole_is_no_test_and_its_heads_shares_are_said():
     assert head_sentences.all_named_sentence(report).endswith(" 0.30 on average; their causal shares are alike too.")
     report["heads"]["named"]["induction"] = [[1, 1], [1, 3]]
     assert head_sentences.all_named_sentence(report) == ""
+
+
+def test_the_null_bar_is_the_upper_percentile_of_the_blocks_top_share_over_the_null_pairs():
+    # 40 null pairs: block 0's top head takes 0.01 .. 0.40 (one per pair), one outlier pair 2.0 in block 1
+    def pair(index):
+        top = (index + 1) / 100
+        heads = [[-top, top / 2, 0.0, 0.0], [2.0 if index == 7 else 0.01, 0.0, 0.0, 0.0]]
+        return {"heads": {m: heads if m != "path_keys" else [heads[0], [None] * 4] for m in distribution.HEAD_METHODS},
+                "activation": {d: {"resid_pre": [[0.0]]} for d in distribution.DIRECTIONS},
+                "path": {"keys": 0.0}, "gap": 1.0}  # fmt: skip
+
+    bounds = distribution.null_bounds([pair(i) for i in range(40)])
+    tops = torch.tensor([(i + 1) / 100 for i in range(40)], dtype=torch.float64)
+    assert bounds["heads"]["denoising"][0] == pytest.approx(float(torch.quantile(tops, 0.975)), abs=1e-6)
+    assert bounds["heads_largest"]["denoising"][0] == {"largest": 0.4, "pairs": 40}
+    # one outlier pair sets the largest, not the bar: 39 of 40 pairs' top is 0.01
+    assert bounds["heads"]["denoising"][1] < 0.1 and bounds["heads_largest"]["denoising"][1]["largest"] == 2.0
+    assert len(bounds["heads"]["path_keys"]) == 1  # a block the method cannot reach has no bar

@@ -174,7 +174,7 @@ def _score_spread_words(table: dict) -> str:
     if not spread:
         return ""
     periods = table["spread_periods"]
-    return (f", the intervals 2.5th to 97.5th percentile per held-out sequence over {spread[0][0]['pairs']} sequences, "
+    return (f", the intervals {INTERVAL[0]:g}th to {INTERVAL[1]:g}th percentile per held-out sequence over {spread[0][0]['pairs']} sequences, "
             f"{len(periods)} periods ({min(periods)} to {max(periods)}) pooled")
 
 
@@ -271,7 +271,9 @@ def disagreement_sentence(report: dict) -> str:
 def all_named_sentence(report: dict) -> str:
     """Where the rule names every head of a block one kind (so which is on top is no test), what the heads carry by
     per-head denoising over the pairs, design by design: the score names them alike; the means say whether they
-    carry alike (the largest mean against the smallest). "" where no block is named whole."""
+    carry alike (the largest mean against the smallest), one sentence per such block. "" where no block is named
+    whole."""
+    sentences = []
     for kind, named in report["heads"]["named"].items():
         for block in sorted({b for b, _ in named}):
             heads = [h for b, h in named if b == block]
@@ -293,10 +295,10 @@ def all_named_sentence(report: dict) -> str:
             if said:
                 reading = (": the rule gives one name to heads whose causal shares differ." if any(differ) else
                            "; their causal shares are alike too.")  # fmt: skip
-                return (f"Every head of block {block} scores as {HEAD_KINDS[kind]} ({min(scores):.2f} to "
-                        f"{max(scores):.2f}), so which one a method puts on top is no test of the rule; "
-                        + "; ".join(said) + reading)  # fmt: skip
-    return ""
+                sentences.append(f"Every head of block {block} scores as {HEAD_KINDS[kind]} ({min(scores):.2f} to "
+                                 f"{max(scores):.2f}), so which one a method puts on top is no test of the rule; "
+                                 + "; ".join(said) + reading)  # fmt: skip
+    return " ".join(sentences)
 
 
 def outside_sentence(report: dict) -> str:

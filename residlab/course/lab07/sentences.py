@@ -81,11 +81,12 @@ def _pairs_ratio(report: dict, name: str) -> str:
     count = "all" if above == len(ratios) else f"{above} of the"
     smallest = min(gaps, key=abs)
     mean = sum(abs(gap) for gap in gaps) / len(gaps)
-    near = (f" (near the page's reading rule: within {math.ceil((min(ratios) / report['read_factor'] - 1) * 100)} % of it)"
-            if report["read_factor"] < min(ratios) < NEAR_RULE * report["read_factor"] else "")  # fmt: skip
+    least = min(ratios)
+    near = (f" (near the page's reading rule: within {math.ceil((least / report['read_factor'] - 1) * 100)} % of it)"
+            if report["read_factor"] < least < NEAR_RULE * report["read_factor"] else "")  # fmt: skip
     return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
             f"the null pairs' largest; the smallest gap, {_value(abs(smallest))}, is at least "
-            f"{math.floor(min(ratios) * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
+            f"{math.floor(least * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
             f"to {_value(largest)}, {_percent_up(largest / mean)} of the pairs' mean gap ({_value(mean)})"
             + (": not a quiet null, which is why the page reads only what clears it" if largest / mean >= QUIET
                else ", a quiet null"))  # fmt: skip
@@ -108,7 +109,7 @@ def distinct_cells(design: dict, patching: bool = True) -> list[tuple[str, int, 
     them apart, so attribution's cells keep both."""
     grids = design["activation"]["denoising"]
     depth = len(grids["resid_pre"])
-    merged = set()
+    merged = set()  # (kind, block, position) of the sites named with the cell they equal
     if patching:
         for identity in identities(design, depth):
             if identity.get("equals") and identity.get("positions") is not None:
@@ -124,7 +125,7 @@ def distinct_cells(design: dict, patching: bool = True) -> list[tuple[str, int, 
             for position in range(len(grids[kind][block])):
                 if (kind, block, position) in merged:
                     continue  # named with the cell it equals
-                same = [k for k, b, p in merged if (b, p) == (block, position) and kind == "resid_post"]
+                same = [k for k in KINDS if (k, block, position) in merged] if kind == "resid_post" else []
                 cells.append((site + "".join(f" = {site_name(block, k)}" for k in same), position, kind, block))
     return cells
 

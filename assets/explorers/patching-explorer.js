@@ -59,7 +59,9 @@
         `${fixed(bend.attention_moved)}. Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
         `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? (identity.mirror
           ? ` A hybrid prompt, observed (fixed by construction is only that the patched run is that prompt's run): ${identity.why}.`
-          : ` An identity, fixed by construction: ${identity.why}.`) : "") +
+          : identity.equals
+            ? ` The same intervention as blocks.${identity.equals[1]}.${identity.equals[0]} here, counted once (its value observed): ${identity.why}.`
+            : ` An identity, fixed by construction: ${identity.why}.`) : "") +
         (d.readable ? "" : " Not read: this design's gap is within the reach of its null pairs.");
     }
 

@@ -318,9 +318,9 @@ FAMILIES = (
     PageFamily(
         "labs/07-patching-methods.qmd", label="Lab 07", room="lab07", section="Labs", path_step=5,
         summary="activation patching both ways, path patching and attribution patching on the site's induction "
-        "model, whose mechanism is known, over held-out prompt pairs, each read against a null of the same model; an "
+        "model, trained on a task whose textbook mechanism is known, over held-out prompt pairs, each read against a null of the same model; an "
         "explorer of every cell",
-        path=("Then do", "Run four patching methods on a two-block induction model whose mechanism is known, and "
+        path=("Then do", "Run four patching methods on a two-block induction model trained on a task whose textbook mechanism is known, and "
               "check which of them find the heads of that mechanism where a design can test it, and where "
               "attribution patching's first-order estimate fails."),
         runners=(

@@ -146,6 +146,10 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     says why not once per design in the one function's words, as Part 4 does."""
     from residlab.course.lab07 import head_sentences, sentences
     from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, UNTESTABLE, not_testable_reason
+    from residlab.course.lab07.distribution import HEAD_KINDS, METHOD_NAMES
+
+    method_of = {said: method for method, said in METHOD_NAMES.items()}  # the runner names them as the page does
+    kind_of = {said: kind for kind, said in HEAD_KINDS.items()}
 
     runner = served_runner(built_site.site)
     assert runner.VERDICT_WORDS == report["verdict_words"]  # the download's table is the package's
@@ -154,11 +158,11 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     printed, design = {}, None
     for line in lines:
         header = re.match(r"^(\w+): worked example gap", line)
-        cell = re.match(r"^  (\w+), (\w+) heads\b", line)
+        cell = re.match(r"^  (.+?), ([\w-]+) heads\b", line)
         if header:
             design = header[1]
         elif cell:  # a verdict word may hold a colon ("no test: ..."): every word the cell's line prints
-            printed[(design, cell[1], cell[2])] = sorted(word for word in words if word in line)
+            printed[(design, method_of[cell[1]], kind_of[cell[2]])] = sorted(word for word in words if word in line)
     page = {(name, method, kind): sorted(word for word in words if word in head_sentences.kind_sentence(report, name, method, kind))
             for name, method, kind in printed}  # fmt: skip
     assert printed and printed == page
@@ -167,8 +171,8 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
         for kind in kinds:
             reason = not_testable_reason(name, kind, report)  # with what this report observed, said once a design
             assert reason and reason in sentences.path_sentence(report, name)
-            assert f"  {kind} heads not testable in this design: {reason}" in lines
-            assert f"  denoising, {kind} heads: not testable: {PREDICTED_NEAR_ZERO}" in lines
+            assert f"  {HEAD_KINDS[kind]} heads not testable in this design: {reason}" in lines
+            assert f"  per-head denoising, {HEAD_KINDS[kind]} heads: not testable: {PREDICTED_NEAR_ZERO}" in lines
             assert f"not testable: {PREDICTED_NEAR_ZERO}" in head_sentences.kind_sentence(report, name, "denoising", kind)
 
 

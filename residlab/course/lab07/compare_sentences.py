@@ -60,9 +60,7 @@ def pairwise_reading(over: dict) -> str:
     pairs whose |difference| exceeds the worked example's."""
     example, beyond = abs(over["first"]), over["beyond_first"]
     spread = f"95 % of pairs within [{_value(over['low'])}, {_value(over['high'])}]"
-    average = (f"On average the two directions agree ({_value(over['mean'])})" if abs(over["mean"]) < DIFFER else
-               f"On average denoising {'exceeds' if over['mean'] > 0 else 'falls short of'} noising by "
-               f"{_value(abs(over['mean']))}, but not in every pair")  # fmt: skip
+    average = mean_reading(over)
     if over["median_abs"] < DIFFER:
         return (f"{average}, and pair by pair too: the median |difference| is {_value(over['median_abs'])}, below "
                 f"{DIFFER} of the gap ({spread}); the worked example's {_value(example)} is exceeded in only "
@@ -77,6 +75,21 @@ def pairwise_reading(over: dict) -> str:
             f"{_value(over['median_abs'])} ({spread}), above 0 in {_percent(over['above_zero'])} of pairs and below in "
             f"{_percent(over['below_zero'])}; the worked example's {_value(example)} is exceeded in "
             f"{_percent(beyond)} of pairs, {where}.")  # fmt: skip
+
+
+def mean_reading(over: dict) -> str:
+    """The mean paired difference read with its own interval (``mean_interval``: mean +- 1.96 standard errors): not
+    told apart from 0 where the interval holds 0, else its sign, and whether it is below DIFFER of the gap."""
+    low, high = over.get("mean_interval", (None, None))
+    mean = over["mean"]
+    if low is None:
+        return f"On average the difference is {_value(mean)}"
+    said = f"{_value(mean)}, the mean's 95 % interval [{_value(low)}, {_value(high)}] (mean ± 1.96 standard errors)"
+    if low <= 0 <= high:
+        return f"On average the two directions are not told apart: the mean difference is {said}, which holds 0"
+    direction = "exceeds" if mean > 0 else "falls short of"
+    size = f" by less than {DIFFER} of the gap" if abs(high if mean > 0 else low) < DIFFER else ""
+    return f"On average denoising {direction} noising{size}: the mean difference is {said}"
 
 
 def lab06_sentence(report: dict, name: str = "copied_token") -> str:

@@ -41,11 +41,14 @@ from residlab.course.models.induction.recipe import VOCAB_SIZE, repeated_sequenc
 PAIRS = HELD_OUT_PER_PERIOD  # held-out pairs per design: every held-out sequence of the example's period
 INTERVAL = (2.5, 97.5)  # the percentile interval over pairs the report gives beside each mean
 INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
+MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
 NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control score by this much attention
 CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
 CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
+METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
+                "path_keys": "path patching into block 1's keys"}  # the page's and the runner's names of HEAD_METHODS
 # The one table of the words a verdict is said in, read by the page and by the runner alike.
 # "{kind}": the kind the verdict is about; "{others}": the other named kinds whose heads were on top.
 VERDICT_WORDS = {
@@ -57,6 +60,30 @@ VERDICT_WORDS = {
     "no_test": "no test: the other heads of the block are not testable in this design",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
+MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
+
+
+def percent(fraction: float) -> str:
+    """A fraction as the page and the runner write it: a whole percent, a space before the sign."""
+    return f"{fraction:.0%}".replace("%", " %")
+
+
+def complement_of(entry: dict) -> str | None:
+    """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
+    the mechanism does not name, in a block whose every head free to move is named either it or that one mechanism
+    kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
+    own)."""
+    owners = entry.get("owner_kinds", [])
+    if entry["kind"] in MECHANISM_KINDS or entry.get("unnamed_heads", 1) or len(owners) != 1 or entry["chance"] >= 1:
+        return None
+    return owners[0] if owners[0] in MECHANISM_KINDS else None
+
+
+def complement_words(other: str, block: int) -> str:
+    """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
+    the runner share."""
+    return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
+            f"free to move is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
 
 
 def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
@@ -286,13 +313,21 @@ def _cells(grids: list, shape_of) -> list:
     return [[[grid[i][j] for grid in grids] for j in range(len(row))] for i, row in enumerate(shape_of)]
 
 
-def null_bounds(null_pairs: list[dict]) -> dict:
+def null_left_out(design: Design, depth: int) -> set[tuple[str, int, int]]:
+    """The null pairs' cells the cells' bar leaves out, (kind, block, position): block 0's input at each position the
+    null changes (patched alone, it runs a third prompt, one of the two replacements) and the last block's output at
+    the readout (the null's whole gap over the design's, by construction): neither is a site's share."""
+    return {("resid_pre", 0, position) for position in design.changed} | {("resid_post", depth - 1, design.readout)}
+
+
+def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = frozenset()) -> dict:
     """The within-model null's reach. Per head method and block, the **null bar** a verdict counts against
     ("heads"): in each null pair the largest |share| any head of the block takes (the statistic a verdict reads, the
     block's top head), and the ``INTERVAL``'s upper percentile of those over the null pairs, so some head of the block
     clears it in about 2.5 % of null pairs; beside it ("heads_largest") the largest of them and how many null pairs
     there are, so a reader sees whether one outlier would have set a bar of the largest. Per direction the largest
-    |share| any cell takes; the path shares' largest; and the null gap's spread and largest."""
+    |share| any cell takes but those ``left_out`` (``null_left_out``); the path shares' largest; and the null gap's
+    spread and largest."""
     maxima = {method: [[max(abs(v) for v in pair["heads"][method][block] if v is not None) for pair in null_pairs]
                        for block in range(len(null_pairs[0]["heads"][method]))
                        if any(v is not None for v in null_pairs[0]["heads"][method][block])]
@@ -301,8 +336,9 @@ def null_bounds(null_pairs: list[dict]) -> dict:
             for method, blocks in maxima.items()}  # fmt: skip
     largest = {method: [{"largest": _round(max(block)), "pairs": len(block)} for block in blocks]
                for method, blocks in maxima.items()}  # fmt: skip
-    cells = {direction: max(abs(v) for pair in null_pairs for rows in pair["activation"][direction].values()
-                            for row in rows for v in row if v is not None) for direction in DIRECTIONS}  # fmt: skip
+    cells = {direction: max(abs(v) for pair in null_pairs for kind, rows in pair["activation"][direction].items()
+                            for block, row in enumerate(rows) for position, v in enumerate(row)
+                            if v is not None and (kind, block, position) not in left_out) for direction in DIRECTIONS}  # fmt: skip
     return {"heads": bars, "heads_largest": largest,
             "cells": {d: _round(v) for d, v in cells.items()},
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
@@ -338,10 +374,14 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
 def spread_of_differences(differences: list[float]) -> dict:
     """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
     |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
-    exceeds the first's, and the fractions of pairs above and below 0."""
+    exceeds the first's, the fractions of pairs above and below 0, and the mean's own interval ("mean_interval":
+    the mean +- MEAN_Z standard errors, a normal approximation: is the average difference told apart from 0?)."""
     count = len(differences)
     first = differences[0]
+    mean = sum(differences) / count
+    error = statistics.stdev(differences) / count**0.5 if count > 1 else 0.0
     return {**summarise(differences), "median_abs": _round(statistics.median(abs(v) for v in differences)), "first": _round(first),
+            "mean_interval": [_round(mean - MEAN_Z * error), _round(mean + MEAN_Z * error)],
             "beyond_first": _round(sum(abs(v) > abs(first) for v in differences) / count),
             "above_zero": _round(sum(v > 0 for v in differences) / count),
             "below_zero": _round(sum(v < 0 for v in differences) / count)}  # fmt: skip
@@ -438,8 +478,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
                          prepare(model, design))  # fmt: skip
             measured.append(shares)
             nulls.append(pair_shares(model, null_design(design), gap=shares["gap"]))
-        bounds = null_bounds(nulls)
         depth = len(measured[0]["activation"]["denoising"]["resid_pre"])
+        bounds = null_bounds(nulls, null_left_out(null_design(designs[0]), depth))
         out["designs"][name] = {
             "gap": summarise([pair["gap"] for pair in measured]),
             "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]

@@ -7,7 +7,7 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, same_intervention,
+    NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid,
 )
 
 
@@ -28,7 +28,7 @@ def attribution_cells(report: dict, name: str) -> list[dict]:
         error = design["error"][kind][block][position]
         if error is None:
             continue
-        fixed = by_construction(design, kind, block, position) and not same_intervention(design, kind, block, position)
+        fixed = by_construction(design, kind, block, position)
         bare = nothing_between(design, kind, block, report["block_arrangement"])
         bends = design["bends"][kind][block][position]
         if bare and max(abs(bends[part]) for part in ("upstream", "upstream_final_first", "upstream_shapley")) > 1e-5:

@@ -13,7 +13,7 @@ import html
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid
+from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid, same_intervention
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
@@ -41,6 +41,7 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
         y = top + row * CELL
         marked = marks[0] if marks else set()
         hybrids = marks[1] if len(marks) > 1 else set()
+        same = marks[2] if len(marks) > 2 else set()
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
@@ -54,10 +55,13 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
             elif position in hybrids:  # a hybrid prompt's run: observed, not an identity
                 parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="4" '
                              'fill="#fff" stroke="#000" stroke-width="1.5"/>')  # fmt: skip
+            elif position in same:  # another cell's intervention under this name: equal to it, its value observed
+                parts.append(f'<rect x="{ROW_LABEL + position * CELL + (CELL - 1) / 2 - 3:.1f}" y="{y + (CELL - 1) / 2 - 3:.1f}" '
+                             'width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>')  # fmt: skip
     return parts, top + len(rows) * CELL + GAP
 
 
-SCALE_HEIGHT = 108
+SCALE_HEIGHT = 124
 
 
 def _colour_scale(top: float, length: float) -> list[str]:
@@ -78,7 +82,10 @@ def _colour_scale(top: float, length: float) -> list[str]:
                  "fixed by construction (an identity)</text>"
                  f'<circle cx="{x + 4}" cy="{y + 75}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>'
                  f'<text x="{x + 12}" y="{y + 79}" font-size="12">{HYBRID} (not an identity)</text>'
-                 f'<text x="{x}" y="{y + 95}" font-size="12">columns before the first *: 0 by construction</text>')
+                 f'<rect x="{x + 1}" y="{y + 88}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>'
+                 f'<text x="{x + 12}" y="{y + 95}" font-size="12">the same intervention as block 0\'s output there '
+                 "(counted once; its value observed)</text>"
+                 f'<text x="{x}" y="{y + 111}" font-size="12">columns before the first *: 0 by construction</text>')
     return parts
 
 
@@ -103,6 +110,11 @@ def identity_positions(design: dict, kind: str, block: int) -> set[int]:
     return {p for p in range(len(design["clean"])) if by_construction(design, kind, block, p)}
 
 
+def same_positions(design: dict, kind: str, block: int) -> set[int]:
+    """The positions of a grid row whose patching is another cell's intervention (``sentences.same_intervention``)."""
+    return {p for p in range(len(design["clean"])) if same_intervention(design, kind, block, p)}
+
+
 def hybrid_positions(design: dict, kind: str, block: int) -> set[int]:
     """The positions of a grid row whose cell runs a hybrid prompt (``sentences.hybrid``): observed, marked apart."""
     return {p for p in range(len(design["clean"])) if hybrid(design, kind, block, p)}
@@ -117,7 +129,8 @@ def activation_figure(report: dict, name: str) -> str:
     """Both directions for every site kind of one design, as raw HTML for a page cell with ``output: asis``."""
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
-               [(site_name(block, kind), row, identity_positions(design, kind, block), hybrid_positions(design, kind, block))
+               [(site_name(block, kind), row, identity_positions(design, kind, block), hybrid_positions(design, kind, block),
+                 same_positions(design, kind, block))
                 for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")

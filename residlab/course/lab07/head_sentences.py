@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO
-from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, verdict_parts
+from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, complement_of, complement_words, verdict_parts
 from residlab.course.lab07.sentences import METHOD_NAMES, MOSTLY, _heads, _interval, _percent, _value
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
@@ -32,10 +32,14 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     for entry in entries:
         fractions = entry["fractions"]
         fixed = entry.get("fixed", [])
+        other = complement_of(entry)
         if entry["chance"] >= 1:
             chance = ""
             reading = (words["no_test"] if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
+        elif other:
+            chance = ""
+            reading = complement_words(other, entry["block"])
         else:
             movable = entry.get("movable", len(entry["named"]))
             chance = (f"a random pick among the {movable} heads the mechanism leaves free to move in this design would "
@@ -61,15 +65,12 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 else:
                     reading = counted + "better than a random pick, but not in most pairs"
             shortfall = missed(measured, method, entry)
-            reading += f"; {shortfall}" if shortfall else ""
+            reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
         frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
                     + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
-
-
-MECHANISM_KINDS = ("previous_token", "induction")  # the kinds Part 1's mechanism names
 
 
 def which_are_tests(report: dict) -> str:
@@ -90,10 +91,9 @@ def which_are_tests(report: dict) -> str:
                 untestable.append(label)
                 continue
             entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
-            complement = [e for e in entries if kind not in MECHANISM_KINDS and not e.get("unnamed_heads", 1)
-                          and len(e.get("owner_kinds", [])) == 1 and e["owner_kinds"][0] in MECHANISM_KINDS]
+            complement = [e for e in entries if complement_of(e)]
             if complement and all(entry["chance"] < 1 for entry in entries):
-                complements.append((label, complement[0]["owner_kinds"][0], complement[0]["block"]))
+                complements.append((label, complement_of(complement[0]), complement[0]["block"]))
                 continue
             (tests if any(entry["chance"] < 1 for entry in entries) else none).append(label)
         parts = [f"a test in the {' and '.join(tests)} design{'s' if len(tests) > 1 else ''}"] if tests else []
@@ -129,10 +129,10 @@ def missed(measured: dict, method: str, entry: dict) -> str:
     exact = measured["heads"]["denoising"]["kinds"].get(f"{entry['kind']}/{entry['block']}")
     if not exact or exact["fractions"]["found"] < MOSTLY:
         return ""
-    return (f"set beside per-head denoising, the exact patch attribution estimates, which puts a named head on top in "
-            f"{_percent(exact['fractions']['found'])} of pairs, attribution's {_percent(entry['fractions']['found'])} "
-            f"is a failure of the first-order estimate to find the {HEAD_KINDS[entry['kind']]} heads (Part 5 gives its "
-            f"error head by head)")
+    return (f"Beside the exact patch it estimates: per-head denoising puts a named head on top in "
+            f"{_percent(exact['fractions']['found'])} of pairs, attribution in {_percent(entry['fractions']['found'])}, "
+            f"so here the first-order estimate misses the {HEAD_KINDS[entry['kind']]} heads the exact patch finds (Part 5 "
+            f"gives its error head by head)")
 
 
 def inconclusive(fractions: dict, pairs: int) -> str:
@@ -202,13 +202,14 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     pairs = len(measured["per_pair"]["gap"])
     scores = per_sequence[block]
     score_first = [scores[first][p] > scores[second][p] for p in range(pairs)]
-    said = []
+    said, agreements = [], []
     for method in methods:
         grids = measured["per_pair"]["heads"][method]
         share_first = [grids[p][block][first] > grids[p][block][second] for p in range(pairs)]
         larger = first if sum(share_first) * 2 >= pairs else second
         count = sum(share_first) if larger == first else pairs - sum(share_first)
         agree = sum(a == b for a, b in zip(score_first, share_first))
+        agreements.append(agree)
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
                     f"scores do in {agree}")
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
@@ -218,9 +219,28 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
             f"{TIE_MARGIN}, a tie the rule cannot split, as in Lab 06 and the glossary). Set side by side pair by pair, on "
             f"the {pairs} sequences of period {report['distribution']['period']} the {name.replace('_', '-')} pairs are built "
             f"from: head {first}'s score is the higher in {higher} of {pairs} and head {second}'s in {pairs - higher}; "
-            + "; ".join(said) + f" (of {pairs}; an order drawn by a coin would agree with the scores' in about "
-            f"{pairs // 2})" + (f"; the {len(said)} methods share one trained model and these pairs, so where they agree "
+            + "; ".join(said) + f" (of {pairs}; {coin_words(pairs, agreements)})" + (f"; the {len(said)} methods share one trained model and these pairs, so where they agree "
                                f"that is not {len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
+
+
+def coin_range(pairs: int, mass: float = 0.95) -> tuple[int, int]:
+    """The central range of agreements a fair coin's order gives over ``pairs`` pairs, holding at least ``mass`` of
+    the binomial(pairs, 1/2) distribution (equal tails, each at most (1 - mass) / 2)."""
+    tail, low = 0.0, 0
+    while tail + math.comb(pairs, low) / 2**pairs <= (1 - mass) / 2:
+        tail += math.comb(pairs, low) / 2**pairs
+        low += 1
+    return low, pairs - low
+
+
+def coin_words(pairs: int, agreements: list[int]) -> str:
+    """Agreement counts read against a coin: inside its 95 % range, not told apart from chance; else beyond it."""
+    low, high = coin_range(pairs)
+    inside = all(low <= a <= high for a in agreements)
+    return (f"an order drawn by a coin agrees with the scores' in {low} to {high} of {pairs} pairs 95 % of the time, so "
+            + ("these agreements are not told apart from chance: pair by pair the attention scores do not predict which "
+               "of the two heads a causal method puts first" if inside else
+               "an agreement outside that range is more than chance would give"))  # fmt: skip
 
 
 def disagreement_sentence(report: dict) -> str:
@@ -339,7 +359,7 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
     if clears >= MOSTLY:
         return said + ": part of the gap, in most pairs"
     if positive >= MOSTLY:
-        return said + ": above 0 in most pairs, but not above the null bar in most"
+        return said + f": above 0 in most pairs, but above the null bar in fewer than the {_percent(MOSTLY)} this page calls most"
     return said + f": not above the null bar in {_percent(1 - clears)} of pairs"
 
 
@@ -362,14 +382,16 @@ def head_direction_sentence(report: dict, name: str) -> str:
             f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
             f"differences on the null pairs")  # fmt: skip
     said = []
+    # said as the two numbers compare, not as "sufficient" or "necessary": a head that restores a small share alone
+    # is not sufficient, and which cause makes the directions differ is not tested here
     if more:
-        said.append("restoring " + ", ".join(f"head {b}.{h} alone recovers more than removing it costs in "
-                                             f"{_percent(c['above_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in more)
-                    + ": sufficient more than necessary")  # fmt: skip
+        said.append("denoising exceeds noising for " + ", ".join(
+            f"head {b}.{h} in {_percent(c['above_zero'])} of pairs (mean difference {_value(c['mean'])}, denoising "
+            f"{_value(measured['heads']['denoising']['heads'][b][h]['mean'])} on average)" for b, h, c in more))  # fmt: skip
     if less:
-        said.append("removing " + ", ".join(f"head {b}.{h} costs more than restoring it alone recovers in "
-                                            f"{_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])})" for b, h, c in less)
-                    + ": necessary more than sufficient")  # fmt: skip
+        said.append("noising exceeds denoising for " + ", ".join(
+            f"head {b}.{h} in {_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])}, noising "
+            f"{_value(measured['heads']['noising']['heads'][b][h]['mean'])} on average)" for b, h, c in less))  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
                     + " one sign too, but with a mean difference inside its null pairs' interval ("
@@ -378,5 +400,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
                 f"pairs, so no head is named here ({rule}).")
     why = (" Why a head's two directions differ is not tested here: other heads standing in for it in the clean run "
-           "(backup), or block 1 reading other positions in the two runs, can each do it (Part 3)." if more or less else "")
+           "(backup), a head that acts only together with others, or block 1 reading other positions in the two runs "
+           "(where a swap moves what it attends to, restoring a head can remove the rival's support rather than restore "
+           "the target's) can each do it (Part 3)." if more or less else "")
     return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why

@@ -39,7 +39,7 @@ from residlab.course.lab07.attribution import (
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, all_designs, not_testable_reason
 from residlab.course.lab07.distribution import (
-    NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, verdict_parts, check_distribution, check_identities, check_mirror, head_name_scores,
+    HEAD_KINDS, METHOD_NAMES, NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, complement_of, complement_words, percent, verdict_parts, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
@@ -238,19 +238,21 @@ def summary_lines(report: dict) -> list[str]:
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for kind in measured["not_testable"]:  # why, once per design; each method's line says the verdict
-            lines.append(f"  {kind} heads not testable in this design: {not_testable_reason(name, kind, report)}")
-        for method, table in measured["heads"].items():
+            lines.append(f"  {HEAD_KINDS[kind]} heads not testable in this design: {not_testable_reason(name, kind, report)}")
+        for method, table in measured["heads"].items():  # in the page's words: its method names, kinds, percents
             for kind in measured["not_testable"]:
-                lines.append(f"  {method}, {kind} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
+                lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for entry in table["kinds"].values():
-                said = ", ".join(f"{text} {shown(value, 2):.2f}" for text, value in verdict_parts(entry, words))
-                if entry["chance"] < 1:
-                    chance = f"chance {shown(entry['chance'], 2):.2f}"
+                said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
+                if other := complement_of(entry):
+                    chance = complement_words(other, entry["block"])
+                elif entry["chance"] < 1:
+                    chance = f"a random pick would name one in {percent(entry['chance'])} of the pairs where a head clears the null bar"
                 else:  # as the page reads it: a design fixed the other heads, or every head of the block is named
-                    chance = words["no_test"] if entry.get("fixed") else "every head of the block named: no test"
+                    chance = words["no_test"] if entry.get("fixed") else "every head of the block is named, so this is no test"
                 bar = null["heads"][method][entry["block"]]  # the null bar the verdicts count against
-                lines.append(f"  {method}, {entry['kind']} heads (block {entry['block']} heads {entry['named']}; "
-                             f"{chance}; null bar {shown(bar, 2):.2f}): {said}")  # fmt: skip
+                lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[entry['kind']]} heads (block {entry['block']} heads "
+                             f"{', '.join(map(str, entry['named']))}; {chance}; null bar {shown(bar, 2):.2f}): {said} of the pairs")  # fmt: skip
     return lines
 
 

@@ -11,11 +11,13 @@ import math
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, identities
+from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, METHOD_NAMES, identities
+from residlab.course.lab07.distribution import percent as _percent
 from residlab.course.lab07.patching import KINDS
 
 HALF = 0.5  # "carries most of the gap": a share of at least one half
 MOSTLY = 0.9  # a verdict that holds in at least this fraction of the pairs "holds in most pairs"
+MOSTLY_TEXT = _percent(MOSTLY)  # the page defines "most pairs" with it
 
 
 def _value(value) -> str:
@@ -33,10 +35,6 @@ def _up(value: float, digits: int = 2) -> str:
     exponent = math.floor(math.log10(value)) - digits + 1
     steps = math.ceil(round(value / 10**exponent, 9))
     return f"{steps * 10**exponent:.{max(0, -exponent)}f}"
-
-
-def _percent(fraction: float) -> str:
-    return f"{fraction:.0%}".replace("%", " %")
 
 
 def null_share(report: dict, name: str, direction: str = "denoising") -> float:
@@ -87,18 +85,13 @@ def _pairs_ratio(report: dict, name: str) -> str:
     return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
             f"the null pairs' largest; the smallest gap, {_value(abs(smallest))}, is at least "
             f"{math.floor(least * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
-            f"to {_value(largest)}, {_percent_up(largest / mean)} of the pairs' mean gap ({_value(mean)})"
+            f"to {_value(largest)}, at most {_up(100 * largest / mean)} % of the pairs' mean gap ({_value(mean)})"
             + (": not a quiet null, which is why the page reads only what clears it" if largest / mean >= QUIET
                else ", a quiet null"))  # fmt: skip
 
 
 NEAR_RULE = 1.1  # a smallest ratio within 10 % of the reading rule is said to be near it
 QUIET = 0.05  # a null whose largest move is under this fraction of the mean gap is said to be quiet
-
-
-def _percent_up(fraction: float) -> str:
-    """A fraction as a whole percent rounded up (so that "up to" stays true)."""
-    return f"{math.ceil(fraction * 100)} %"
 
 
 def distinct_cells(design: dict, patching: bool = True) -> list[tuple[str, int, str, int]]:
@@ -154,7 +147,8 @@ def by_construction(design: dict, kind: str, block: int, position: int) -> str:
     the readout's final state, block 0's input where the prompts agree, the last block where nothing reads it), or ""
     for a cell whose share is observed (a hybrid prompt's included: ``hybrid``)."""
     identity = _identity(design, kind, block, position)
-    return "an identity: " + identity["why"] if identity else ""
+    # one intervention under two names fixes that the two cells are equal, not the value: observed, marked apart
+    return "an identity: " + identity["why"] if identity and not identity.get("equals") else ""
 
 
 HYBRID = "hybrid prompt, observed"
@@ -237,7 +231,8 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
     return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} move M by more than any "
-            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap); "
+            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap; the null's own input "
+            f"at the positions it changes, each a prompt of its own, and its final state, its whole gap, left out); "
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 
@@ -248,7 +243,7 @@ def hybrid_rows(report: dict, name: str) -> list[list[str]]:
     design = report["designs"][name]
     rows = []
     for cell in design["hybrids"]:
-        earlier = ", ".join(f"{p} (then {after})" for p, after in cell["earlier"])
+        earlier = ", ".join(f"{p} (then {after})" for p, after in cell["earlier"]) or "none"
         present = "; ".join(f"{what} {token} {'present' if cell[key] else 'absent'}" for what, token, key in
                             (("target", design["target"], "target_present"), ("rival", design["rival"], "rival_present")))  # fmt: skip
         rows.append([f"{cell['direction']}, position {cell['position']}", " ".join(map(str, cell["prompt"])), earlier, present,
@@ -342,8 +337,6 @@ def arrangement_sentence(report: dict) -> str:
             "block's attention and MLP both read the block's input.")
 
 
-METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
-                "path_keys": "path patching into block 1's keys"}  # fmt: skip
 
 
 def _heads(heads: list) -> str:

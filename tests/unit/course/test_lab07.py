@@ -344,7 +344,9 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
             "do in 3") in text  # the scores and the shares compared on the same pairs, not a pooled score beside them
-    assert "an order drawn by a coin would agree with the scores' in about 2" in text
+    assert ("an order drawn by a coin agrees with the scores' in 0 to 4 of 4 pairs 95 % of the time, so these agreements "
+            "are not told apart from chance") in text
+    assert head_sentences.coin_range(64) == (24, 40)  # binomial(64, 1/2): 2.5 % or less in each tail
     assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     spread = [[{**_summary(0.1), "pairs": 576}] * 4 for _ in range(2)]
@@ -398,13 +400,18 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "differ most over the pairs (median |difference| 0.35)" in text
     assert "is blocks.0.mlp_write, position 2; on the worked example (one draw) it is 0.90 denoising, 0.67 noising" in text
-    assert f"On average the two directions agree ({sentences._value(0.035)}), but pair by pair they differ widely in both directions" in text
+    assert ("On average the two directions are not told apart: the mean difference is 0.04, the mean's 95 % interval "
+            "[-0.24, 0.31] (mean ± 1.96 standard errors), which holds 0, but pair by pair they differ widely in both "
+            "directions") in text  # the mean read with its own interval, not with the pairs' spread
     assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
     assert "the worked example's 0.23 is exceeded in 75 % of pairs, smaller than most" in text
     assert "on this draw only" not in text and "make up for it" not in text
     difference["mlp_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
     text = compare_sentences.direction_sentence(report, "copied_token")
     assert "and pair by pair too: the median |difference| is 0.02" in text and "exceeded in only 0 % of pairs" in text
+    difference["mlp_write"][0][2] = _differences([0.05, 0.06, 0.04, 0.05, -0.01, 0.05, 0.06, 0.05])  # small, its mean told from 0
+    assert ("On average denoising exceeds noising by less than 0.1 of the gap: the mean difference is 0.04, the mean's 95 % interval [0.03, 0.06]"
+            in compare_sentences.direction_sentence(report, "copied_token"))
     difference["mlp_write"][0][2] = _differences([0.23, 0.3, -0.3, 0.5, -0.5, 0.4, -0.45, 0.1, 0.2, 0.25])
     assert "exceeded in 70 % of pairs, typical, not special" in compare_sentences.direction_sentence(report, "copied_token")
     difference["mlp_write"][0][2] = {**_summary(0.3, 0.2), "median_abs": 0.3}  # over the pairs: one sign
@@ -459,7 +466,7 @@ def _heads_report(positive: float, clears: float) -> dict:
 def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
     text = head_sentences.outside_sentence(_heads_report(0.94, 0.30))
     assert "block 0 head 0 carries 0.21 on average (above 0 in 94 % of pairs, above the null bar in 30 %)" in text
-    assert "above 0 in most pairs, but not above the null bar in most" in text
+    assert "above 0 in most pairs, but above the null bar in fewer than the 90 % this page calls most" in text
     assert "No current-token head clears the null bar in most pairs" in text
     text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
     assert ": part of the gap, in most pairs" in text and "How they carry it is not measured head by head" in text
@@ -470,6 +477,8 @@ def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
 
 def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     report = _small_report(gap=20.0, floor=0.01)
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]
+    heads["noising"] = {"heads": [[_summary(0.1)] * 4, [_summary(0.3), _summary(0.55), _summary(0.3), _summary(0.3)]]}
     flat = _differences([0.0, 0.1, -0.1, 0.05])
     rows = [[flat] * 4, [flat] * 4]
     report["distribution"]["designs"]["copied_token"]["head_difference"] = rows
@@ -485,8 +494,10 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
     rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: inside its null's interval
     text = head_sentences.head_direction_sentence(report, "copied_token")
-    assert "restoring head 0.2 alone recovers more than removing it costs in 75 % of pairs (mean difference 0.20): sufficient more than necessary" in text
-    assert "removing head 1.1 costs more than restoring it alone recovers in 100 % of pairs (mean difference -0.25): necessary more than sufficient" in text
+    # the two numbers compared, with the share restored or removed beside: not glossed "sufficient" or "necessary"
+    assert "denoising exceeds noising for head 0.2 in 75 % of pairs (mean difference 0.20, denoising 0.60 on average)" in text
+    assert "noising exceeds denoising for head 1.1 in 100 % of pairs (mean difference -0.25, noising 0.55 on average)" in text
+    assert "sufficient" not in text and "necessary" not in text
     assert "head 1.3 keeps one sign too, but with a mean difference inside its null pairs' interval (0.18 inside 0.14 [" in text
     assert text.count("so not read") == 1
     assert "makes up for" not in text and "Why a head's two directions differ is not tested here" in text
@@ -525,9 +536,9 @@ def test_a_verdict_far_below_chance_says_why():
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the cell's own reading first, as every cell's (inconclusive here), then the miss beside the exact patch
     assert ("inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is "
-            "on top in 6 of 9; set beside per-head denoising, the exact patch attribution estimates, which puts a named "
-            "head on top in 95 % of pairs, attribution's 9 % is a failure of the first-order estimate to find the "
-            "previous-token heads") in text
+            "on top in 6 of 9. Beside the exact patch it estimates: per-head denoising puts a named head on top in 95 % "
+            "of pairs, attribution in 9 %, so here the first-order estimate misses the previous-token heads the exact "
+            "patch finds") in text
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
 
 
@@ -550,14 +561,14 @@ def test_the_gap_is_read_over_the_pairs_too():
     text = sentences.gap_sentence(report, "copied_token")
     assert ("over the pairs, all 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 3.05, is at least 3.05 "
             "times it (near the page's reading rule: within 2 % of it). The null, expected to move M by 0, moves it by up "
-            "to 1.00, 9 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.6 %, rounded up
+            "to 1.00, at most 8.6 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.56 %
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 2.5, 12.0]
     text = sentences.gap_sentence(report, "copied_token")
     assert "2 of the 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 2.50, is at least 2.50 times it. " in text
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 10.88 * 1.0 / 3.58 * 3.58, 12.0]
     assert "is at least 10.88 times it. " in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
-    assert "4 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
+    assert "at most 3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
     assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
 
 
@@ -678,12 +689,14 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
             for d, grids in report["designs"]["copied_token"]["activation"].items()}  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["activation"] = over
     svg = figures.activation_figure(report, "copied_token")
-    assert svg.count("<rect") == 2 + 4 * 2 * 6  # the paper, the colour scale, then kinds x directions x cells
+    # the paper, the colour scale, kinds x directions x cells, then the same-intervention marks (block 0's attention
+    # write at 0 and 2, where the prompts agree: its output's intervention, its value observed) and the legend's one
+    assert svg.count("<rect") == 2 + 4 * 2 * 6 + 2 * 2 + 1
     # identity marks (and the legend's two, the identity's and the hybrid prompt's): block 0's input at 1 (the one
-    # changed position) and at 2 (the prompts agree), block 0's attention write at 0 and 2 (its output's intervention),
-    # block 1's output at the readout, block 1's writes and output at position 1 (nothing reads them), in both
-    # directions; no hybrid-prompt mark in a design that swaps nothing
-    assert svg.count("<circle") == 2 + 8 * 2 and svg.count('fill="#fff" stroke="#000"') == 1
+    # changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and output at
+    # position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
+    assert svg.count("<circle") == 2 + 6 * 2
+    assert "the same intervention as block 0's output there (counted once; its value observed)" in svg
     assert "hybrid prompt, observed (not an identity)" in svg
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends

@@ -56,7 +56,7 @@
         `${fixed(bend.final_norm_shapley)}, upstream ${fixed(bend.upstream_shapley)} by the Shapley split; upstream ` +
         `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
         `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
-        `${fixed(bend.attention_moved)}. Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
+        `${fixed(bend.attention_moved)} (the largest total-variation distance over its heads, 0 to 1). Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
         `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? (identity.mirror
           ? ` A hybrid prompt, observed (fixed by construction is only that the patched run is that prompt's run): ${identity.why}.`
           : identity.equals

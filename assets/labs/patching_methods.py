@@ -6,7 +6,8 @@
 # residlab/capture/vectors.py, residlab/audit/measures.py, residlab/course/models/threads.py,
 # residlab/course/models/induction/recipe.py, residlab/course/models/induction/measures.py,
 # residlab/course/lab07/designs.py, residlab/course/lab07/patching.py, residlab/course/lab07/attribution.py,
-# residlab/course/lab07/distribution.py, residlab/course/lab07/lab.py; edit those, not this file.
+# residlab/course/lab07/verdicts.py, residlab/course/lab07/distribution.py, residlab/course/lab07/lab.py; edit
+# those, not this file.
 """Lab 07 measured: every patching method on the induction model, on one worked example and over held-out prompt
 pairs, each read against a null of the same trained model (``distribution``), as one report of plain data.
 
@@ -31,35 +32,36 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1339  residlab/course/lab07/designs.py
-#   line 1440    make_design
-#   line 1468  residlab/course/lab07/patching.py
-#   line 1625    activation_grids
-#   line 1676    path_patching
-#   line 1699  residlab/course/lab07/attribution.py
-#   line 1747    attribution_grids
-#   line 1866    error_split
-#   line 1972  residlab/course/lab07/distribution.py
-#   line 2120    null_design
-#   line 2427    measure_distribution
+#   line 1341  residlab/course/lab07/designs.py
+#   line 1442    make_design
+#   line 1470  residlab/course/lab07/patching.py
+#   line 1627    activation_grids
+#   line 1678    path_patching
+#   line 1701  residlab/course/lab07/attribution.py
+#   line 1749    attribution_grids
+#   line 1868    error_split
+#   line 2031  residlab/course/lab07/distribution.py
+#   line 2129    null_design
+#   line 2436    measure_distribution
 #
 # Contents (the line where each section's marker starts):
-#   line   68  residlab/course/models/needs_torch.py
-#   line  104  residlab/capture/blocks.py
-#   line  314  residlab/capture/sites.py
-#   line  419  residlab/capture/recording.py
-#   line  580  residlab/capture/patching.py
-#   line  697  residlab/capture/versions.py
-#   line  730  residlab/capture/vectors.py
-#   line  762  residlab/audit/measures.py
-#   line  884  residlab/course/models/threads.py
-#   line  906  residlab/course/models/induction/recipe.py
-#   line 1089  residlab/course/models/induction/measures.py
-#   line 1339  residlab/course/lab07/designs.py
-#   line 1468  residlab/course/lab07/patching.py
-#   line 1699  residlab/course/lab07/attribution.py
-#   line 1972  residlab/course/lab07/distribution.py
-#   line 2492  residlab/course/lab07/lab.py (the entry)
+#   line   70  residlab/course/models/needs_torch.py
+#   line  106  residlab/capture/blocks.py
+#   line  316  residlab/capture/sites.py
+#   line  421  residlab/capture/recording.py
+#   line  582  residlab/capture/patching.py
+#   line  699  residlab/capture/versions.py
+#   line  732  residlab/capture/vectors.py
+#   line  764  residlab/audit/measures.py
+#   line  886  residlab/course/models/threads.py
+#   line  908  residlab/course/models/induction/recipe.py
+#   line 1091  residlab/course/models/induction/measures.py
+#   line 1341  residlab/course/lab07/designs.py
+#   line 1470  residlab/course/lab07/patching.py
+#   line 1701  residlab/course/lab07/attribution.py
+#   line 1974  residlab/course/lab07/verdicts.py
+#   line 2031  residlab/course/lab07/distribution.py
+#   line 2501  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1969,44 +1971,13 @@ def centred_angle(first: torch.Tensor, second: torch.Tensor) -> float:
     return float(torch.rad2deg(torch.arccos(torch.tensor(max(-1.0, min(1.0, cosine))))))
 
 
-# ---- residlab/course/lab07/distribution.py -------------------------------------------------------
+# ---- residlab/course/lab07/verdicts.py -----------------------------------------------------------
 
-"""Lab 07 over a distribution of prompt pairs, read against a null of the same trained model.
+"""The words of Lab 07's verdicts, one table read by the page and by the runner alike: the head kinds and the
+methods as both name them, what each verdict over the pairs says (``VERDICT_WORDS``, ``verdict_parts``), how a
+fraction is written (``percent``), and when a kind's verdict is no test of its own but the complement of a mechanism
+kind's (``complement_of``, ``complement_words``)."""
 
-One prompt pair is one draw. ``held_out_designs`` builds a design on every held-out sequence of the example's
-period (``measures.held_out_sequences``: the site's own rule, from a generator no training uses; the first of them
-is the page's worked example), and ``measure_distribution`` runs every method on each pair, then reports per
-method and head the mean share over pairs, its percentile interval (``INTERVAL``) and the fraction of pairs in
-which each verdict holds. The per-pair shares are in the report, so every mean can be recomputed from them
-(``check_distribution``, asserted when the report is built).
-
-The null (``null_design``) is the same trained model on a pair that changes a token the readout does not depend on:
-the first token, at both of its occurrences, replaced by one the prompt does not hold. The repeat is kept and
-induction predicts the same answer, so every share it gives is expected to be 0; the spread of its shares over
-pairs, read with the design's own metric and divided by the design's own gap, is what a share must clear.
-
-Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
-head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
-attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
-induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
-
-``identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
-finding.
-"""
-
-import statistics
-
-import torch
-
-
-PAIRS = HELD_OUT_PER_PERIOD  # held-out pairs per design: every held-out sequence of the example's period
-INTERVAL = (2.5, 97.5)  # the percentile interval over pairs the report gives beside each mean
-INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
-MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
-NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control score by this much attention
-CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
-CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
-HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
 METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
                 "path_keys": "path patching into block 1's keys"}  # the page's and the runner's names of HEAD_METHODS
@@ -2057,6 +2028,44 @@ def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
             if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
 
 
+# ---- residlab/course/lab07/distribution.py -------------------------------------------------------
+
+"""Lab 07 over a distribution of prompt pairs, read against a null of the same trained model.
+
+One prompt pair is one draw. ``held_out_designs`` builds a design on every held-out sequence of the example's
+period (``measures.held_out_sequences``: the site's own rule, from a generator no training uses; the first of them
+is the page's worked example), and ``measure_distribution`` runs every method on each pair, then reports per
+method and head the mean share over pairs, its percentile interval (``INTERVAL``) and the fraction of pairs in
+which each verdict holds. The per-pair shares are in the report, so every mean can be recomputed from them
+(``check_distribution``, asserted when the report is built).
+
+The null (``null_design``) is the same trained model on a pair that changes a token the readout does not depend on:
+the first token, at both of its occurrences, replaced by one the prompt does not hold. The repeat is kept and
+induction predicts the same answer, so every share it gives is expected to be 0; the spread of its shares over
+pairs, read with the design's own metric and divided by the design's own gap, is what a share must clear.
+
+Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
+head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
+attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
+induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
+
+``identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
+finding.
+"""
+
+import statistics
+
+import torch
+
+
+PAIRS = HELD_OUT_PER_PERIOD  # held-out pairs per design: every held-out sequence of the example's period
+INTERVAL = (2.5, 97.5)  # the percentile interval over pairs the report gives beside each mean
+INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
+MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
+NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control score by this much attention
+CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
+CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
+HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 def _round(value):
     return None if value is None else round(float(value), 6)
 
@@ -2673,11 +2682,13 @@ def summary_lines(report: dict) -> list[str]:
              f"{distribution['interval']}"]  # fmt: skip
     for kind, heads in report["heads"]["named"].items():
         listed = ", ".join(f"block {b} head {h}" for b, h in heads) or "none"
-        lines.append(f"{kind} heads (score above its control by {report['heads']['name_margin']}): {listed}")
+        lines.append(f"{HEAD_KINDS[kind]} heads (score exceeds its control by at least {report['heads']['name_margin']}): {listed}")
     for name, design in report["designs"].items():
         measured = distribution["designs"][name]
         null = measured["null"]
-        lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({'read' if design['readable'] else 'not read'}); "
+        rule = f"above {report['read_factor']:g} times the null pairs' largest gap"
+        status = f"read: {rule}" if design["readable"] else f"not read: not {rule}"
+        lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({status}); "
                      f"over pairs {_interval(measured['gap'])}; null pairs' gap {_interval(null['gap'])}")  # fmt: skip
         for identity in design["identities"]:
             spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])

@@ -146,7 +146,7 @@ def test_the_runner_prints_the_verdict_words_the_page_shows_for_each_cell(built_
     says why not once per design in the one function's words, as Part 4 does."""
     from residlab.course.lab07 import head_sentences, sentences
     from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, UNTESTABLE, not_testable_reason
-    from residlab.course.lab07.distribution import HEAD_KINDS, METHOD_NAMES
+    from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
 
     method_of = {said: method for method, said in METHOD_NAMES.items()}  # the runner names them as the page does
     kind_of = {said: kind for kind, said in HEAD_KINDS.items()}

@@ -16,6 +16,8 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   ``head_attribution``) and, at every cell's exact patch, how far the last block's attention at the readout moved
   and how much the final LayerNorm's scale changed (``bend_measures``), and the estimate's error split exactly into
   the final LayerNorm's part and the upstream part (``error_split``).
+- ``verdicts``: the words the page and the runner share: the head kinds and methods as both name them, each
+  verdict's words, how a fraction is written, and when a kind's verdict is only the complement of another's.
 - ``distribution``: the held-out pairs, their null pairs, the heads named by a rule that can fail, the cells fixed
   by construction (``identities``), and every method's mean share, interval and verdict fractions over the pairs.
 - ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the

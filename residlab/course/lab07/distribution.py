@@ -33,6 +33,7 @@ from residlab.course.lab07.designs import UNTESTABLE, Design, make_design
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
 )
+from residlab.course.lab07.verdicts import HEAD_KINDS, VERDICTS
 from residlab.course.models.induction.measures import (
     EXAMPLE_PERIOD, HELD_OUT_PER_PERIOD, attention_weights, held_out_sequences, induction_score,
 )
@@ -46,56 +47,6 @@ NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control s
 CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
 CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
-HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
-METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
-                "path_keys": "path patching into block 1's keys"}  # the page's and the runner's names of HEAD_METHODS
-# The one table of the words a verdict is said in, read by the page and by the runner alike.
-# "{kind}": the kind the verdict is about; "{others}": the other named kinds whose heads were on top.
-VERDICT_WORDS = {
-    "found": "a named head on top",
-    "other_kind": "a head of another named kind ({others}) on top",
-    "unnamed": "a head the rule names no kind on top",
-    "nothing": "no head above the null",
-    "not_testable": "not testable",
-    "no_test": "no test: the other heads of the block are not testable in this design",
-}
-VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
-MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
-
-
-def percent(fraction: float) -> str:
-    """A fraction as the page and the runner write it: a whole percent, a space before the sign."""
-    return f"{fraction:.0%}".replace("%", " %")
-
-
-def complement_of(entry: dict) -> str | None:
-    """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
-    the mechanism does not name, in a block whose every head free to move is named either it or that one mechanism
-    kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
-    own)."""
-    owners = entry.get("owner_kinds", [])
-    if entry["kind"] in MECHANISM_KINDS or entry.get("unnamed_heads", 1) or len(owners) != 1 or entry["chance"] >= 1:
-        return None
-    return owners[0] if owners[0] in MECHANISM_KINDS else None
-
-
-def complement_words(other: str, block: int) -> str:
-    """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
-    the runner share."""
-    return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
-            f"free to move is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
-
-
-def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
-    """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
-    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top,
-    and a head the rule names no kind left out where the block has none (0 by construction)."""
-    others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
-    return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
-            for key, value in entry["fractions"].items()
-            if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
-
-
 def _round(value):
     return None if value is None else round(float(value), 6)
 

@@ -83,8 +83,7 @@ def _colour_scale(top: float, length: float) -> list[str]:
                  f'<circle cx="{x + 4}" cy="{y + 75}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>'
                  f'<text x="{x + 12}" y="{y + 79}" font-size="12">{HYBRID} (not an identity)</text>'
                  f'<rect x="{x + 1}" y="{y + 88}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>'
-                 f'<text x="{x + 12}" y="{y + 95}" font-size="12">the same intervention as block 0\'s output there '
-                 "(counted once; its value observed)</text>"
+                 f'<text x="{x + 12}" y="{y + 95}" font-size="12">same intervention as block 0\'s output</text>'
                  f'<text x="{x}" y="{y + 111}" font-size="12">columns before the first *: 0 by construction</text>')
     return parts
 
@@ -143,7 +142,11 @@ def attribution_figure(report: dict, name: str) -> str:
     panels = []
     for kind in KINDS:
         for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
-            panels.append((f"{KIND_LABELS[kind]}: {title}", [(site_name(b, kind), row) for b, row in enumerate(grid)]))
+            # an estimate is its own at every cell; the error sets it against the exact share, marked as in Part 3
+            # where that share is an identity or a hybrid prompt's run
+            panels.append((f"{KIND_LABELS[kind]}: {title}",
+                           [(site_name(b, kind), row, identity_positions(design, kind, b) if title == "error" else set(),
+                             hybrid_positions(design, kind, b)) for b, row in enumerate(grid)]))  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO
-from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, complement_of, complement_words, verdict_parts
-from residlab.course.lab07.sentences import METHOD_NAMES, MOSTLY, _heads, _interval, _percent, _value
+from residlab.course.lab07.distribution import INTERVAL
+from residlab.course.lab07.sentences import MOSTLY, _heads, _interval, _percent, _value
+from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_parts
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
 BELOW = 0.5  # a verdict "below chance": a named head on top in at most this fraction of a random pick's chance
@@ -46,15 +47,18 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                       f"name one in {_percent(entry['chance'])} of the pairs where a head clears the null bar")  # fmt: skip
             cleared = 1 - fractions["nothing"]
             among = fractions["found"] / cleared if cleared > 0 else 0.0  # the pick's chance is counted where one clears
+            pairs = report["distribution"]["pairs"]
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
-                reading = "a named head is on top in most pairs, above what a random pick would do"
+                where = (f"; {min(round(fractions['found'] * pairs), round(cleared * pairs))} of the {round(cleared * pairs)} "
+                         f"pairs where a head clears the null bar" if fractions["nothing"] > 0 else "")  # fmt: skip
+                reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, 95 % Wilson "
+                           f"{wilson(fractions['found'], pairs)}{where}), above what a random pick would do")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
             else:
-                pairs = report["distribution"]["pairs"]
                 counted = (f"among the {round(cleared * pairs)} pairs where a head clears the null bar, a named head is "
                            f"on top in {min(round(fractions['found'] * pairs), round(cleared * pairs))}: ")  # fmt: skip
                 if among <= BELOW * entry["chance"]:
@@ -69,7 +73,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
-                    + f" of the pairs ({_by_head(report, entry)}); {reading}")  # fmt: skip
+                    + f" of the pairs ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
 
 
@@ -108,16 +112,20 @@ def which_are_tests(report: dict) -> str:
     return "; ".join(said) + "."
 
 
-def fraction_uncertainty(pairs: int) -> str:
-    """How uncertain a fraction of ``pairs`` pairs is: the 95 % Wilson score interval at 50 % and at 95 %."""
-    def wilson(fraction: float) -> str:
-        z = 1.959964
-        centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
-        half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
-        return f"[{math.floor((centre - half) * 100)} %, {math.ceil((centre + half) * 100)} %]"
+def wilson(fraction: float, pairs: int) -> str:
+    """The 95 % Wilson score interval of a fraction of ``pairs`` pairs, outward rounded to whole percents."""
+    z = 1.959964
+    centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
+    half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
+    return f"[{max(0, math.floor((centre - half) * 100))} %, {min(100, math.ceil((centre + half) * 100))} %]"
 
-    return (f"at {pairs} pairs, a fraction of 50 % has a 95 % Wilson interval of {wilson(0.5)}, and one of 95 % "
-            f"{wilson(0.95)}, outward rounded")
+
+def fraction_uncertainty(pairs: int) -> str:
+    """How uncertain a fraction of ``pairs`` pairs is: the 95 % Wilson interval at the counts nearest 50 % and 95 %."""
+    half, most = round(pairs / 2), round(0.95 * pairs)
+    return (f"at {pairs} pairs, {half} of them ({_percent(half / pairs)}) have a 95 % Wilson interval of "
+            f"{wilson(half / pairs, pairs)}, and {most} ({_percent(most / pairs)}) {wilson(most / pairs, pairs)}, outward "
+            f"rounded; each verdict fraction below is a point estimate, its Wilson interval beside it")
 
 
 def missed(measured: dict, method: str, entry: dict) -> str:
@@ -178,22 +186,29 @@ def _score_spread_words(table: dict) -> str:
             f"{len(periods)} periods ({min(periods)} to {max(periods)}) pooled")
 
 
-def _by_head(report: dict, entry: dict) -> str:
-    """Which named head the method puts on top, head by head, beside the order of their attention scores (a tie
-    said as one)."""
+def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
+    """Which named head the method puts on top, head by head, and how often each clears the null bar (``heads``: the
+    method's per-head table, where given), beside the order of their attention scores (a tie said as one): a verdict
+    that merges the named heads is taken apart here."""
     table = report["heads"]["name_scores"][entry["kind"]]["scores"][entry["block"]]
     by_score = sorted(entry["named"], key=lambda h: -table[h])
     tie = score_tie(report, entry["kind"], entry["block"], entry["named"])
-    return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score)
+    cells = [heads[entry["block"]][h] for h in by_score] if heads else []
+    clears = ("; above the null bar, head by head: " + ", ".join(
+        f"head {h} {_percent(cell['clears_fraction'])}" for h, cell in zip(by_score, cells))
+        if cells and all("clears_fraction" in cell for cell in cells) else "")  # fmt: skip
+    return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
             + "; by attention score: " + ", ".join(f"head {h} {table[h]:.{3 if tie else 2}f}" for h in by_score)
             + (f" (heads {tie[0]} and {tie[1]} closer than {TIE_MARGIN}: a tie)" if tie else ""))
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
-    """Two heads whose attention scores tie, set side by side pair by pair on the pairs' own sequences: in how many
-    pairs each head's score is the higher (``example_period``: the sequences the pairs are built from) and, per method,
-    in how many the other head's share is the larger and in how many the method orders the two as their scores do.
-    "" where the report has no per-sequence scores or no method clears the null."""
+    """Two heads whose attention scores tie, set side by side pair by pair on the pairs' own sequences
+    (``example_period``: the sequences the pairs are built from): in how many pairs each head's score is the higher
+    and, per method, in how many the other head's share is the larger and in how many the method orders the two as
+    their scores do, against what orders drawn independently with the same margins give (``independent_range``);
+    then by size, the rank correlation of the score difference with the share difference and its permutation p
+    (``rank_association``). "" where the report has no per-sequence scores or no method clears the null."""
     measured = report["distribution"]["designs"][name]
     per_sequence = report["heads"]["name_scores"][kind].get("example_period")
     if not per_sequence or not methods:
@@ -201,46 +216,93 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     first, second = tie
     pairs = len(measured["per_pair"]["gap"])
     scores = per_sequence[block]
-    score_first = [scores[first][p] > scores[second][p] for p in range(pairs)]
-    said, agreements = [], []
+    score_gap = [scores[second][p] - scores[first][p] for p in range(pairs)]
+    score_first = [gap < 0 for gap in score_gap]
+    said, orders_beyond, sized = [], [], []
     for method in methods:
         grids = measured["per_pair"]["heads"][method]
-        share_first = [grids[p][block][first] > grids[p][block][second] for p in range(pairs)]
+        share_gap = [grids[p][block][second] - grids[p][block][first] for p in range(pairs)]
+        share_first = [gap < 0 for gap in share_gap]
         larger = first if sum(share_first) * 2 >= pairs else second
         count = sum(share_first) if larger == first else pairs - sum(share_first)
         agree = sum(a == b for a, b in zip(score_first, share_first))
-        agreements.append(agree)
+        low, high = independent_range(pairs, sum(score_first), sum(share_first))
+        rho, p_value = rank_association(score_gap, share_gap)
+        if agree > high:
+            orders_beyond.append(METHOD_NAMES[method])
+        if p_value < ASSOCIATION_P / len(methods):
+            sized.append(f"{METHOD_NAMES[method]} (ρ = {rho:.2f})")
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
-                    f"scores do in {agree}")
+                    f"scores do in {agree} (independent orders with these counts: {low} to {high}, 95 %), the two "
+                    f"differences' rank correlation ρ = {rho:.2f} (permutation p = {p_value:.3f})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
+    by_order = (f"by order, {' and '.join(orders_beyond)} agree{'s' if len(orders_beyond) == 1 else ''} with the scores "
+                "more often than independent orders would" if orders_beyond else
+                "by order, no method agrees with the scores more often than independent orders would")  # fmt: skip
+    by_size = (f"by size, the pairs where head {second}'s score leads by more are those where its share leads by more "
+               f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {len(methods)}, a "
+               f"Bonferroni correction over the {len(methods)} methods)"
+               if sized else "by size, no method's share difference follows the score difference beyond chance")  # fmt: skip
     return (f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
             f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; closer than "
-            f"{TIE_MARGIN}, a tie the rule cannot split, as in Lab 06 and the glossary). Set side by side pair by pair, on "
-            f"the {pairs} sequences of period {report['distribution']['period']} the {name.replace('_', '-')} pairs are built "
-            f"from: head {first}'s score is the higher in {higher} of {pairs} and head {second}'s in {pairs - higher}; "
-            + "; ".join(said) + f" (of {pairs}; {coin_words(pairs, agreements)})" + (f"; the {len(said)} methods share one trained model and these pairs, so where they agree "
-                               f"that is not {len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
+            f"{TIE_MARGIN}: a tie Lab 06's and the glossary's highest-score rule cannot split, while Part 1's rule names "
+            f"both). Set side by side pair by pair, on the {pairs} sequences of period {report['distribution']['period']} "
+            f"the {name.replace('_', '-')} pairs are built from: head {first}'s score is the higher in {higher} of {pairs} "
+            f"and head {second}'s in {pairs - higher}; " + "; ".join(said) + f". So {by_order}; {by_size}. The score "
+            "averages a head's attention over every position, not only those the design changes"
+            + (f"; and the {len(said)} methods share one trained model and these pairs, so where they agree that is not "
+               f"{len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
 
 
-def coin_range(pairs: int, mass: float = 0.95) -> tuple[int, int]:
-    """The central range of agreements a fair coin's order gives over ``pairs`` pairs, holding at least ``mass`` of
-    the binomial(pairs, 1/2) distribution (equal tails, each at most (1 - mass) / 2)."""
-    tail, low = 0.0, 0
-    while tail + math.comb(pairs, low) / 2**pairs <= (1 - mass) / 2:
-        tail += math.comb(pairs, low) / 2**pairs
-        low += 1
-    return low, pairs - low
+ASSOCIATION_P = 0.05  # a rank association is read when its permutation p is below this over the methods (Bonferroni)
+PERMUTATIONS = 2000  # the permutation test's draws, from a fixed seed so the page and the runner agree
 
 
-def coin_words(pairs: int, agreements: list[int]) -> str:
-    """Agreement counts read against a coin: inside its 95 % range, not told apart from chance; else beyond it."""
-    low, high = coin_range(pairs)
-    inside = all(low <= a <= high for a in agreements)
-    return (f"an order drawn by a coin agrees with the scores' in {low} to {high} of {pairs} pairs 95 % of the time, so "
-            + ("these agreements are not told apart from chance: pair by pair the attention scores do not predict which "
-               "of the two heads a causal method puts first" if inside else
-               "an agreement outside that range is more than chance would give"))  # fmt: skip
+def independent_range(pairs: int, first_by_score: int, first_by_share: int, mass: float = 0.95) -> tuple[int, int]:
+    """The central range (equal tails, each at most (1 - mass) / 2) of the pairs in which two orders agree when they
+    are drawn independently with these margins: the pairs where both put the first head first are hypergeometric
+    (pairs, first_by_score, first_by_share), and agreement is pairs - both margins + twice that."""
+    total = math.comb(pairs, first_by_share)
+    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
+    weights = [(k, math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
+    tail = (1 - mass) / 2
+    low = next(k for i, (k, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
+    high = next(k for i, (k, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
+    return (pairs - first_by_score - first_by_share + 2 * low, pairs - first_by_score - first_by_share + 2 * high)
+
+
+def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:
+    """Spearman's rank correlation of ``x`` and ``y`` (ties ranked by their average) and its two-sided permutation p
+    ((count of |permuted rho| >= |rho|, plus 1) / (permutations + 1))."""
+    import random
+
+    def ranks(values):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for index in order[i : j + 1]:
+                out[index] = (i + j) / 2
+            i = j + 1
+        return out
+
+    def pearson(a, b):
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        cov = sum((u - ma) * (v - mb) for u, v in zip(a, b))
+        spread = math.sqrt(sum((u - ma) ** 2 for u in a) * sum((v - mb) ** 2 for v in b))
+        return cov / spread if spread else 0.0
+
+    rx, ry = ranks(x), ranks(y)
+    rho = pearson(rx, ry)
+    shuffler, shuffled, beyond = random.Random(seed), list(ry), 0
+    for _ in range(permutations):
+        shuffler.shuffle(shuffled)
+        beyond += abs(pearson(rx, shuffled)) >= abs(rho) - 1e-12
+    return rho, (beyond + 1) / (permutations + 1)
 
 
 def disagreement_sentence(report: dict) -> str:
@@ -378,7 +440,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
     faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
     more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
     less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
-    rule = (f"the difference is denoising minus noising; a head is named here when it keeps one sign in at least "
+    rule = (f"the difference is denoising minus noising; a head is flagged here when it keeps one sign in at least "
             f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
             f"differences on the null pairs")  # fmt: skip
     said = []
@@ -398,7 +460,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
                     + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
-                f"pairs, so no head is named here ({rule}).")
+                f"pairs, so no head is flagged here ({rule}).")
     why = (" Why a head's two directions differ is not tested here: other heads standing in for it in the clean run "
            "(backup), a head that acts only together with others, or block 1 reading other positions in the two runs "
            "(where a swap moves what it attends to, restoring a head can remove the rival's support rather than restore "

@@ -39,11 +39,14 @@ from residlab.course.lab07.attribution import (
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, all_designs, not_testable_reason
 from residlab.course.lab07.distribution import (
-    HEAD_KINDS, METHOD_NAMES, NAME_MARGIN, PAIRS, VERDICT_WORDS, _round, complement_of, complement_words, percent, verdict_parts, check_distribution, check_identities, check_mirror, head_name_scores,
+    NAME_MARGIN, PAIRS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, _readout_metric, activation_grids, head_grid, head_path_patching, path_patching, prepare, share,
+)
+from residlab.course.lab07.verdicts import (
+    HEAD_KINDS, METHOD_NAMES, VERDICT_WORDS, complement_of, complement_words, percent, verdict_parts,
 )
 from residlab.course.models.threads import single_thread
 
@@ -224,11 +227,13 @@ def summary_lines(report: dict) -> list[str]:
              f"{distribution['interval']}"]  # fmt: skip
     for kind, heads in report["heads"]["named"].items():
         listed = ", ".join(f"block {b} head {h}" for b, h in heads) or "none"
-        lines.append(f"{kind} heads (score above its control by {report['heads']['name_margin']}): {listed}")
+        lines.append(f"{HEAD_KINDS[kind]} heads (score exceeds its control by at least {report['heads']['name_margin']}): {listed}")
     for name, design in report["designs"].items():
         measured = distribution["designs"][name]
         null = measured["null"]
-        lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({'read' if design['readable'] else 'not read'}); "
+        rule = f"above {report['read_factor']:g} times the null pairs' largest gap"
+        status = f"read: {rule}" if design["readable"] else f"not read: not {rule}"
+        lines.append(f"{name}: worked example gap {shown(design['gap']):.3f} ({status}); "
                      f"over pairs {_interval(measured['gap'])}; null pairs' gap {_interval(null['gap'])}")  # fmt: skip
         for identity in design["identities"]:
             spots = identity.get("positions") or ([] if identity["position"] is None else [identity["position"]])

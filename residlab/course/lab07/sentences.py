@@ -11,8 +11,9 @@ import math
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import HEAD_KINDS, INTERVAL, METHOD_NAMES, identities
-from residlab.course.lab07.distribution import percent as _percent
+from residlab.course.lab07.distribution import INTERVAL, identities
+from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
+from residlab.course.lab07.verdicts import percent as _percent
 from residlab.course.lab07.patching import KINDS
 
 HALF = 0.5  # "carries most of the gap": a share of at least one half
@@ -85,7 +86,7 @@ def _pairs_ratio(report: dict, name: str) -> str:
     return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
             f"the null pairs' largest; the smallest gap, {_value(abs(smallest))}, is at least "
             f"{math.floor(least * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
-            f"to {_value(largest)}, at most {_up(100 * largest / mean)} % of the pairs' mean gap ({_value(mean)})"
+            f"to {_value(largest)}, {100 * largest / mean:.1f} % of the pairs' mean gap ({_value(mean)})"
             + (": not a quiet null, which is why the page reads only what clears it" if largest / mean >= QUIET
                else ", a quiet null"))  # fmt: skip
 
@@ -306,8 +307,9 @@ def path_sentence(report: dict, name: str) -> str:
     if everything and abs(keys) > floor:
         three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
         reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
-                    f"values; the route through block 0's MLP, which reads that write, is in none of them, and the three "
-                    f"together carry {three / everything:.0%} of the whole write's share")  # fmt: skip
+                    f"values; the route through block 0's MLP, which reads that write, is in none of them. Their three "
+                    f"separate shares sum to {three / everything:.0%} of the whole write's share: three patches, not one "
+                    f"joint patch, and attention is nonlinear, so the rest is not only the MLP's route")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
         structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences
+from residlab.course.lab07 import compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -246,7 +246,7 @@ def _small_report(gap: float, floor: float) -> dict:
                           "highest_head_score": {"previous_token": 0.1, "induction": 0.05}},
             "distribution": {"pairs": 64, "interval": distribution.INTERVAL_NAME, "designs": {"copied_token": measured}},
             "heads": {"named": {"previous_token": [[0, 1], [0, 2]]}, "name_scores": name_scores},
-            "verdict_words": distribution.VERDICT_WORDS,
+            "verdict_words": verdicts.VERDICT_WORDS,
             "nonlinearities": [{"module": "mlp.act", "what": "GELU", "part": "upstream"},
                                {"module": "final_norm", "what": "LayerNorm", "part": "final"}]}  # fmt: skip
 
@@ -340,14 +340,20 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
     # tied scores in three decimals, as Lab 06 shows them: 0.85 and 0.80 would read as 0.05 apart, no tie
-    assert "block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05, a tie the rule cannot split" in text
+    assert ("block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05: a tie Lab 06's and the "
+            "glossary's highest-score rule cannot split, while Part 1's rule names both)") in text
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
-            "do in 3") in text  # the scores and the shares compared on the same pairs, not a pooled score beside them
-    assert ("an order drawn by a coin agrees with the scores' in 0 to 4 of 4 pairs 95 % of the time, so these agreements "
-            "are not told apart from chance") in text
-    assert head_sentences.coin_range(64) == (24, 40)  # binomial(64, 1/2): 2.5 % or less in each tail
+            "do in 3 (independent orders with these counts: 1 to 3, 95 %)") in text  # the same pairs, not a pooled score
+    assert "So by order, no method agrees with the scores more often than independent orders would" in text
+    assert "not only those the design changes" in text
     assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
+    # the null of agreement holds both margins: 64 pairs, head 2 first by score in 33, by share in 56
+    assert head_sentences.independent_range(64, 31, 8) == (27, 37)  # narrower than a fair coin's 24 to 40
+    rho, p_value = head_sentences.rank_association(list(range(20)), list(range(20)))
+    assert rho == pytest.approx(1.0) and p_value < 0.01
+    rho, p_value = head_sentences.rank_association([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
+    assert 0 < rho < 1 and p_value > 0.05
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     spread = [[{**_summary(0.1), "pairs": 576}] * 4 for _ in range(2)]
     spread[0][1], spread[0][2] = {**_summary(0.847), "pairs": 576}, {**_summary(0.804), "pairs": 576}
@@ -361,7 +367,7 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
 
 def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_test():
     report = _small_report(gap=20.0, floor=0.01)
-    report["verdict_words"] = distribution.VERDICT_WORDS
+    report["verdict_words"] = verdicts.VERDICT_WORDS
     entry = {"kind": "current_token", "block": 0, "named": [0, 3], "fixed": [], "movable": 4, "chance": 0.5,
              "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
              "other_kinds": ["previous_token"], "by_head": {"0": 0.05, "3": 0.0}}  # fmt: skip
@@ -488,7 +494,7 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     null[1][3] = _differences([0.25, 0.1, 0.0, 0.2])  # head 1.3's null pairs spread to about 0.25
     report["distribution"]["designs"]["copied_token"]["null_head_difference"] = null
     text = head_sentences.head_direction_sentence(report, "copied_token")
-    assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is named here" in text
+    assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is flagged here" in text
     assert "agree on no head's side" not in text
     rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
@@ -540,6 +546,11 @@ def test_a_verdict_far_below_chance_says_why():
             "of pairs, attribution in 9 %, so here the first-order estimate misses the previous-token heads the exact "
             "patch finds") in text
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
+    # "most pairs" is a point estimate: its Wilson interval and the pairs where a head clears the null said beside it
+    entry["fractions"] = {"found": 0.92, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.08}
+    assert ("a named head is on top in most pairs (92 %, 95 % Wilson [82 %, 97 %]; 59 of the 59 pairs where a head "
+            "clears the null bar), above what a random pick would do"
+            in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
 
 
 def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_each_heads_own_observed_share():
@@ -561,14 +572,14 @@ def test_the_gap_is_read_over_the_pairs_too():
     text = sentences.gap_sentence(report, "copied_token")
     assert ("over the pairs, all 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 3.05, is at least 3.05 "
             "times it (near the page's reading rule: within 2 % of it). The null, expected to move M by 0, moves it by up "
-            "to 1.00, at most 8.6 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.56 %
+            "to 1.00, 8.6 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.56 %
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 2.5, 12.0]
     text = sentences.gap_sentence(report, "copied_token")
     assert "2 of the 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 2.50, is at least 2.50 times it. " in text
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 10.88 * 1.0 / 3.58 * 3.58, 12.0]
     assert "is at least 10.88 times it. " in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
-    assert "at most 3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
+    assert "3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
     assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
 
 
@@ -696,7 +707,7 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     # changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and output at
     # position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
     assert svg.count("<circle") == 2 + 6 * 2
-    assert "the same intervention as block 0's output there (counted once; its value observed)" in svg
+    assert "same intervention as block 0's output</text>" in svg  # short enough for the figure's width
     assert "hybrid prompt, observed (not an identity)" in svg
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
@@ -808,10 +819,10 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
     # the verdict words leave out "a head the rule names no kind" where the block has none: 0 by construction
     verdict = {"kind": "current_token", "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
                "other_kinds": ["previous_token"], "unnamed_heads": 0}  # fmt: skip
-    said = [words for words, _ in distribution.verdict_parts(verdict, distribution.VERDICT_WORDS)]
+    said = [words for words, _ in verdicts.verdict_parts(verdict, verdicts.VERDICT_WORDS)]
     assert said == ["a named head on top", "a head of another named kind (previous-token) on top", "no head above the null"]
     verdict["unnamed_heads"] = 2
-    assert "a head the rule names no kind on top" in [w for w, _ in distribution.verdict_parts(verdict, distribution.VERDICT_WORDS)]
+    assert "a head the rule names no kind on top" in [w for w, _ in verdicts.verdict_parts(verdict, verdicts.VERDICT_WORDS)]
 
 
 def test_directions_that_typically_agree_still_name_their_widest_spread():

@@ -57,7 +57,7 @@
         `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
         `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
         `${fixed(bend.attention_moved)} (the largest total-variation distance over its heads, 0 to 1). Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
-        `[${fixed(over[1])}, ${fixed(over[2])}].` + (identity ? (identity.mirror
+        `[${fixed(over[1])}, ${fixed(over[2])}] (mean [${data.interval}]).` + (identity ? (identity.mirror
           ? ` A hybrid prompt, observed (fixed by construction is only that the patched run is that prompt's run): ${identity.why}.`
           : identity.equals
             ? ` The same intervention as blocks.${identity.equals[1]}.${identity.equals[0]} here, counted once (its value observed): ${identity.why}.`

@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1442    make_design
-#   line 1470  residlab/course/lab07/patching.py
-#   line 1627    activation_grids
-#   line 1678    path_patching
-#   line 1701  residlab/course/lab07/attribution.py
-#   line 1749    attribution_grids
-#   line 1868    error_split
-#   line 2031  residlab/course/lab07/distribution.py
-#   line 2129    null_design
-#   line 2436    measure_distribution
+#   line 1456    make_design
+#   line 1484  residlab/course/lab07/patching.py
+#   line 1641    activation_grids
+#   line 1692    path_patching
+#   line 1715  residlab/course/lab07/attribution.py
+#   line 1763    attribution_grids
+#   line 1882    error_split
+#   line 2045  residlab/course/lab07/distribution.py
+#   line 2143    null_design
+#   line 2456    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1470  residlab/course/lab07/patching.py
-#   line 1701  residlab/course/lab07/attribution.py
-#   line 1974  residlab/course/lab07/verdicts.py
-#   line 2031  residlab/course/lab07/distribution.py
-#   line 2501  residlab/course/lab07/lab.py (the entry)
+#   line 1484  residlab/course/lab07/patching.py
+#   line 1715  residlab/course/lab07/attribution.py
+#   line 1988  residlab/course/lab07/verdicts.py
+#   line 2045  residlab/course/lab07/distribution.py
+#   line 2523  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1383,6 +1383,20 @@ _REASONS = {("copied_token", "previous_token"): (
 
 # What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
+# The head kinds one method cannot test in a design beyond the design's own. In the matched-position design the
+# current-token heads' writes change only at the swapped positions. Per-head noising puts the corrupt run's into the
+# clean run, where block 1 at the readout attends to the position after the earlier occurrence, not to the swapped
+# ones; the keys-only path puts them into block 1's keys, which the mechanism says read the previous-token write. So
+# if the mechanism holds neither can move them (observed, not a construction: their rows give the numbers).
+UNTESTABLE_BY_METHOD = {("matched_position", "noising"): ("current_token",), ("matched_position", "path_keys"): ("current_token",)}
+BY_METHOD_REASON = ("this method puts these heads' writes where the mechanism says block 1 does not read them (their "
+                    "writes change only at the swapped positions), so it predicts them near 0")
+
+
+def untestable(design: str, method: str) -> tuple[str, ...]:
+    """The head kinds ``method`` cannot test in ``design`` under the mechanism's hypothesis: the design's own
+    (``UNTESTABLE``) and the method's (``UNTESTABLE_BY_METHOD``)."""
+    return UNTESTABLE.get(design, ()) + UNTESTABLE_BY_METHOD.get((design, method), ())
 
 
 def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
@@ -1989,7 +2003,7 @@ VERDICT_WORDS = {
     "unnamed": "a head the rule names no kind on top",
     "nothing": "no head above the null",
     "not_testable": "not testable",
-    "no_test": "no test: the other heads of the block are not testable in this design",
+    "no_test": "no test: the block's other heads are not testable here (the mechanism predicts them near 0)",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
 MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
@@ -2284,10 +2298,12 @@ def _cells(grids: list, shape_of) -> list:
 
 
 def null_left_out(design: Design, depth: int) -> set[tuple[str, int, int]]:
-    """The null pairs' cells the cells' bar leaves out, (kind, block, position): block 0's input at each position the
-    null changes (patched alone, it runs a third prompt, one of the two replacements) and the last block's output at
-    the readout (the null's whole gap over the design's, by construction): neither is a site's share."""
-    return {("resid_pre", 0, position) for position in design.changed} | {("resid_post", depth - 1, design.readout)}
+    """The null pairs' cells the cells' bar leaves out, (kind, block, position): every cell at a position the null
+    changes (patched alone, it carries part of the null's own change, a prompt of its own as a hybrid is, not a site
+    downstream of it) and the last block's output at the readout (the null's whole gap over the design's, by
+    construction)."""
+    return ({(kind, block, position) for kind in KINDS for block in range(depth) for position in design.changed}
+            | {("resid_post", depth - 1, design.readout)})  # fmt: skip
 
 
 def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = frozenset()) -> dict:
@@ -2306,11 +2322,15 @@ def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = fr
             for method, blocks in maxima.items()}  # fmt: skip
     largest = {method: [{"largest": _round(max(block)), "pairs": len(block)} for block in blocks]
                for method, blocks in maxima.items()}  # fmt: skip
-    cells = {direction: max(abs(v) for pair in null_pairs for kind, rows in pair["activation"][direction].items()
-                            for block, row in enumerate(rows) for position, v in enumerate(row)
-                            if v is not None and (kind, block, position) not in left_out) for direction in DIRECTIONS}  # fmt: skip
+    cells, cells_at = {}, {}
+    for direction in DIRECTIONS:  # the largest, and which cell of which null pair sets it
+        cells[direction], cells_at[direction] = max(
+            ((abs(v), {"site": site_name(block, kind), "position": position, "pair": index})
+             for index, pair in enumerate(null_pairs) for kind, rows in pair["activation"][direction].items()
+             for block, row in enumerate(rows) for position, v in enumerate(row)
+             if v is not None and (kind, block, position) not in left_out), key=lambda found: found[0])  # fmt: skip
     return {"heads": bars, "heads_largest": largest,
-            "cells": {d: _round(v) for d, v in cells.items()},
+            "cells": {d: _round(v) for d, v in cells.items()}, "cells_at": cells_at,
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             "gap": summarise([pair["gap"] for pair in null_pairs]),
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
@@ -2455,11 +2475,13 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
-                                         {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
-                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]},
+                                         {k: v for k, v in named.items() if k not in untestable(name, method)},
+                                         {k: v for k, v in named.items() if k in untestable(name, method)},
                                          [t["largest"] for t in bounds["heads_largest"][method]])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
+            # the kinds a method cannot test beyond the design's own (``designs.UNTESTABLE_BY_METHOD``)
+            "not_testable_by_method": {m: [k for k in untestable(name, m) if k not in UNTESTABLE[name]] for m in HEAD_METHODS},
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip
@@ -2702,6 +2724,9 @@ def summary_lines(report: dict) -> list[str]:
         for method, table in measured["heads"].items():  # in the page's words: its method names, kinds, percents
             for kind in measured["not_testable"]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
+            for kind in measured.get("not_testable_by_method", {}).get(method, ()):
+                lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']} by this method: "
+                             f"{BY_METHOD_REASON}")  # fmt: skip
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
                 if other := complement_of(entry):

@@ -33,11 +33,22 @@ def direction_sentence(report: dict, name: str) -> str:
     if typical < DIFFER and example < DIFFER:
         width = {(site, position): spread[kind][block][position] for _, _, site, position, _, _, kind, block in pairs}
         (site, position), cell = max(width.items(), key=lambda item: item[1]["high"] - item[1]["low"])
+        told = [(abs(over["mean"]), site, position, over) for _, _, site, position, _, _, kind, block in pairs
+                if (over := spread[kind][block][position]).get("mean_interval")
+                and not over["mean_interval"][0] <= 0 <= over["mean_interval"][1]]  # fmt: skip
+        systematic = ""
+        if told:
+            _, where, at, over = max(told, key=lambda item: item[0])
+            low, high = over["mean_interval"]
+            counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
+            systematic = (f" Small as they are, {counted} told apart from 0, the largest at {where}, position {at}: "
+                          f"{_value(over['mean'])} (the mean's 95 % interval [{_value(low)}, {_value(high)}]).")  # fmt: skip
         return (f"Denoising and noising typically agree on every cell{left_out}: over the pairs the median |difference| "
                 f"is at most {_up(typical)} of the gap, and on the worked example every cell is within {_up(example)}; "
                 f"pair by pair a cell's difference still spreads, most widely at {site}, position {position} "
-                f"({_interval(cell)}). Typically, here, each site that restores the behaviour is also one whose removal "
-                f"takes it away.")  # fmt: skip
+                f"({_interval(cell)}).{systematic} So typically, here, restoring a site and removing it move M alike; the "
+                f"cells that move most of the gap are listed above, the identities and the structural near-1 cells "
+                f"among them marked as such.")  # fmt: skip
     over = spread[kind][block][position]
     each = measured["activation"]
     first = (f"The cell whose two directions differ most over the pairs (median |difference| {_value(typical)}){left_out} "

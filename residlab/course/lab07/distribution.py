@@ -29,7 +29,7 @@ import torch
 
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
-from residlab.course.lab07.designs import UNTESTABLE, Design, make_design
+from residlab.course.lab07.designs import UNTESTABLE, Design, make_design, untestable
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
 )
@@ -265,10 +265,12 @@ def _cells(grids: list, shape_of) -> list:
 
 
 def null_left_out(design: Design, depth: int) -> set[tuple[str, int, int]]:
-    """The null pairs' cells the cells' bar leaves out, (kind, block, position): block 0's input at each position the
-    null changes (patched alone, it runs a third prompt, one of the two replacements) and the last block's output at
-    the readout (the null's whole gap over the design's, by construction): neither is a site's share."""
-    return {("resid_pre", 0, position) for position in design.changed} | {("resid_post", depth - 1, design.readout)}
+    """The null pairs' cells the cells' bar leaves out, (kind, block, position): every cell at a position the null
+    changes (patched alone, it carries part of the null's own change, a prompt of its own as a hybrid is, not a site
+    downstream of it) and the last block's output at the readout (the null's whole gap over the design's, by
+    construction)."""
+    return ({(kind, block, position) for kind in KINDS for block in range(depth) for position in design.changed}
+            | {("resid_post", depth - 1, design.readout)})  # fmt: skip
 
 
 def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = frozenset()) -> dict:
@@ -287,11 +289,15 @@ def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = fr
             for method, blocks in maxima.items()}  # fmt: skip
     largest = {method: [{"largest": _round(max(block)), "pairs": len(block)} for block in blocks]
                for method, blocks in maxima.items()}  # fmt: skip
-    cells = {direction: max(abs(v) for pair in null_pairs for kind, rows in pair["activation"][direction].items()
-                            for block, row in enumerate(rows) for position, v in enumerate(row)
-                            if v is not None and (kind, block, position) not in left_out) for direction in DIRECTIONS}  # fmt: skip
+    cells, cells_at = {}, {}
+    for direction in DIRECTIONS:  # the largest, and which cell of which null pair sets it
+        cells[direction], cells_at[direction] = max(
+            ((abs(v), {"site": site_name(block, kind), "position": position, "pair": index})
+             for index, pair in enumerate(null_pairs) for kind, rows in pair["activation"][direction].items()
+             for block, row in enumerate(rows) for position, v in enumerate(row)
+             if v is not None and (kind, block, position) not in left_out), key=lambda found: found[0])  # fmt: skip
     return {"heads": bars, "heads_largest": largest,
-            "cells": {d: _round(v) for d, v in cells.items()},
+            "cells": {d: _round(v) for d, v in cells.items()}, "cells_at": cells_at,
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             "gap": summarise([pair["gap"] for pair in null_pairs]),
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
@@ -436,11 +442,13 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
-                                         {k: v for k, v in named.items() if k not in UNTESTABLE[name]},
-                                         {k: v for k, v in named.items() if k in UNTESTABLE[name]},
+                                         {k: v for k, v in named.items() if k not in untestable(name, method)},
+                                         {k: v for k, v in named.items() if k in untestable(name, method)},
                                          [t["largest"] for t in bounds["heads_largest"][method]])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
+            # the kinds a method cannot test beyond the design's own (``designs.UNTESTABLE_BY_METHOD``)
+            "not_testable_by_method": {m: [k for k in untestable(name, m) if k not in UNTESTABLE[name]] for m in HEAD_METHODS},
             "activation": {d: {k: [[summarise(v) for v in row] for row in _cells([p["activation"][d][k] for p in measured],
                                                                                   measured[0]["activation"][d][k])]
                                for k in KINDS} for d in DIRECTIONS},  # fmt: skip

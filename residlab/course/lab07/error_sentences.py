@@ -160,9 +160,11 @@ def head_error_sentence(report: dict, name: str) -> str:
     larger = {"final": "on average its larger part is the final LayerNorm", "upstream": "on average its larger part is upstream",
               "even": "on average its error is split about evenly"}[lean]
     upstream_larger = cell.get("upstream_larger_fraction")  # the parts compared pair by pair, not by their intervals
+    mostly = ("" if upstream_larger is None or 0.25 < upstream_larger < 0.75 else
+              f" (pair by pair mostly the {'upstream part' if upstream_larger >= 0.75 else 'final LayerNorm'})")
     pairwise = ("" if upstream_larger is None else
                 f"; pair by pair the upstream part is the larger in size in {_percent(upstream_larger)} of pairs, the "
-                f"final LayerNorm's in {_percent(1 - upstream_larger)}")  # fmt: skip
+                f"final LayerNorm's in {_percent(1 - upstream_larger)}{mostly}")  # fmt: skip
     total = cell["total"]["mean"]
     first = {order: cell[part]["mean"] for order, part in (("upstream first", "final_norm"),
                                                            ("final LayerNorm first", "final_norm_final_first"))}  # fmt: skip

@@ -168,7 +168,7 @@ def explorer_data(report: dict) -> dict:
                                                           for row in rows] for kind, rows in grids.items()}
                                        for direction, grids in over.items()}  # fmt: skip
     return {"kinds": list(KINDS), "kind_labels": KIND_LABELS, "directions": list(DIRECTIONS), "designs": designs,
-            "pairs": report["distribution"]["pairs"]}  # fmt: skip
+            "pairs": report["distribution"]["pairs"], "interval": report["distribution"]["interval"]}  # fmt: skip
 
 
 def explorer_html(report: dict, script_src: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO
+from residlab.course.lab07.designs import BY_METHOD_REASON, PREDICTED_NEAR_ZERO
 from residlab.course.lab07.distribution import INTERVAL
 from residlab.course.lab07.sentences import MOSTLY, _heads, _interval, _percent, _value
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_parts
@@ -26,6 +26,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     words = report["verdict_words"]
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
         return f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was observed)."
+    if kind in measured.get("not_testable_by_method", {}).get(method, ()):
+        return f"{words['not_testable']} by this method: {BY_METHOD_REASON}."
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -51,16 +53,21 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
                 where = (f"; {min(round(fractions['found'] * pairs), round(cleared * pairs))} of the {round(cleared * pairs)} "
                          f"pairs where a head clears the null bar" if fractions["nothing"] > 0 else "")  # fmt: skip
-                reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, 95 % Wilson "
-                           f"{wilson(fractions['found'], pairs)}{where}), above what a random pick would do")  # fmt: skip
+                reaches = ("; the interval reaches below the " + _percent(MOSTLY) + " this page calls most"
+                           if wilson_bounds(fractions["found"], pairs)[0] < MOSTLY else "")  # fmt: skip
+                reading = (f"a named head is on top in most pairs by point estimate ({_percent(fractions['found'])}, 95 % "
+                           f"Wilson {wilson(fractions['found'], pairs)}{reaches}{where}), above what a random pick would "
+                           "do")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
             else:
-                counted = (f"among the {round(cleared * pairs)} pairs where a head clears the null bar, a named head is "
-                           f"on top in {min(round(fractions['found'] * pairs), round(cleared * pairs))}: ")  # fmt: skip
+                base = round(cleared * pairs)
+                found = min(round(fractions["found"] * pairs), base)
+                counted = (f"among the {base} pairs where a head clears the null bar, a named head is on top in {found} "
+                           f"(95 % Wilson {wilson(found / base, base)}): ")  # fmt: skip
                 if among <= BELOW * entry["chance"]:
                     reading = counted + ("below chance: heads the rule does not name this kind are on top more often "
                                          "than a random pick would leave them")  # fmt: skip
@@ -99,8 +106,15 @@ def which_are_tests(report: dict) -> str:
             if complement and all(entry["chance"] < 1 for entry in entries):
                 complements.append((label, complement_of(complement[0]), complement[0]["block"]))
                 continue
-            (tests if any(entry["chance"] < 1 for entry in entries) else none).append(label)
-        parts = [f"a test in the {' and '.join(tests)} design{'s' if len(tests) > 1 else ''}"] if tests else []
+            if any(entry["chance"] < 1 for entry in entries):  # a test by per-head denoising; say which methods are not
+                short = [METHOD_NAMES[m] for m, table in measured["heads"].items()
+                         if kind in measured.get("not_testable_by_method", {}).get(m, ())
+                         or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
+                tests.append(f"the {label} design" + (f" (not by {' or '.join(short)}, which leave only the named "
+                                                      f"heads free to move)" if short else ""))  # fmt: skip
+            else:
+                none.append(label)
+        parts = [f"a test in {' and in '.join(tests)}"] if tests else []
         parts += [f"not testable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
         parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the mechanism "
                   f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks are'} named "
@@ -112,12 +126,18 @@ def which_are_tests(report: dict) -> str:
     return "; ".join(said) + "."
 
 
-def wilson(fraction: float, pairs: int) -> str:
-    """The 95 % Wilson score interval of a fraction of ``pairs`` pairs, outward rounded to whole percents."""
+def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
     z = 1.959964
     centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
     half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
-    return f"[{max(0, math.floor((centre - half) * 100))} %, {min(100, math.ceil((centre + half) * 100))} %]"
+    return centre - half, centre + half
+
+
+def wilson(fraction: float, pairs: int) -> str:
+    """``wilson_bounds`` outward rounded to whole percents."""
+    low, high = wilson_bounds(fraction, pairs)
+    return f"[{max(0, math.floor(low * 100))} %, {min(100, math.ceil(high * 100))} %]"
 
 
 def fraction_uncertainty(pairs: int) -> str:
@@ -125,7 +145,9 @@ def fraction_uncertainty(pairs: int) -> str:
     half, most = round(pairs / 2), round(0.95 * pairs)
     return (f"at {pairs} pairs, {half} of them ({_percent(half / pairs)}) have a 95 % Wilson interval of "
             f"{wilson(half / pairs, pairs)}, and {most} ({_percent(most / pairs)}) {wilson(most / pairs, pairs)}, outward "
-            f"rounded; each verdict fraction below is a point estimate, its Wilson interval beside it")
+            f"rounded; every fraction of pairs on this page is a point estimate, and where a verdict is read as holding "
+            f"in most pairs, or a count is read among the pairs where a head clears the null bar, its Wilson interval is "
+            f"said beside it")
 
 
 def missed(measured: dict, method: str, entry: dict) -> str:
@@ -151,8 +173,9 @@ def inconclusive(fractions: dict, pairs: int) -> str:
     said = f"inconclusive: no head clears the null bar in {_percent(fractions['nothing'])} of pairs"
     if cleared == 0:
         return f"{said}, so there is no pair where one does to read"
-    return (f"{said}; among the pairs where one does, a named head is on top in "
-            f"{min(round(fractions['found'] * pairs), cleared)} of {cleared}")
+    found = min(round(fractions["found"] * pairs), cleared)
+    return (f"{said}; among the pairs where one does, a named head is on top in {found} of {cleared} (95 % Wilson "
+            f"{wilson(found / cleared, cleared)})")
 
 
 def score_tie(report: dict, kind: str, block: int, heads: list[int]) -> tuple[int, int] | None:
@@ -218,7 +241,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     scores = per_sequence[block]
     score_gap = [scores[second][p] - scores[first][p] for p in range(pairs)]
     score_first = [gap < 0 for gap in score_gap]
-    said, orders_beyond, sized = [], [], []
+    said, tails, sized = [], [], []
     for method in methods:
         grids = measured["per_pair"]["heads"][method]
         share_gap = [grids[p][block][second] - grids[p][block][first] for p in range(pairs)]
@@ -228,18 +251,24 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         agree = sum(a == b for a, b in zip(score_first, share_first))
         low, high = independent_range(pairs, sum(score_first), sum(share_first))
         rho, p_value = rank_association(score_gap, share_gap)
-        if agree > high:
-            orders_beyond.append(METHOD_NAMES[method])
+        tails.append((METHOD_NAMES[method], agreement_tail(pairs, sum(score_first), sum(share_first), agree)))
         if p_value < ASSOCIATION_P / len(methods):
             sized.append(f"{METHOD_NAMES[method]} (ρ = {rho:.2f})")
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
                     f"scores do in {agree} (independent orders with these counts: {low} to {high}, 95 %), the two "
-                    f"differences' rank correlation ρ = {rho:.2f} (permutation p = {p_value:.3f})")  # fmt: skip
+                    f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.3f}, "
+                    f"{PERMUTATIONS:,} permutations)")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
-    by_order = (f"by order, {' and '.join(orders_beyond)} agree{'s' if len(orders_beyond) == 1 else ''} with the scores "
-                "more often than independent orders would" if orders_beyond else
-                "by order, no method agrees with the scores more often than independent orders would")  # fmt: skip
+    bar = ASSOCIATION_P / len(methods)  # Bonferroni over the methods, as for the sizes
+    beyond = [method for method, tail in tails if tail < bar]
+    listed = ", ".join(f"{tail:.2f}" for _, tail in tails)
+    by_order = (f"by order, {' and '.join(beyond)} agree{'s' if len(beyond) == 1 else ''} with the scores more often "
+                f"than independent orders would (one-sided p {listed}, against {bar:.3f})" if beyond else
+                f"by order, no method agrees with the scores detectably more often than independent orders would "
+                f"(one-sided p {listed}, none below {bar:.3f}"
+                + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in tails)
+                   else ")"))  # fmt: skip
     by_size = (f"by size, the pairs where head {second}'s score leads by more are those where its share leads by more "
                f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {len(methods)}, a "
                f"Bonferroni correction over the {len(methods)} methods)"
@@ -270,6 +299,14 @@ def independent_range(pairs: int, first_by_score: int, first_by_share: int, mass
     low = next(k for i, (k, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
     high = next(k for i, (k, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
     return (pairs - first_by_score - first_by_share + 2 * low, pairs - first_by_score - first_by_share + 2 * high)
+
+
+def agreement_tail(pairs: int, first_by_score: int, first_by_share: int, observed: int) -> float:
+    """P(agreement >= observed) for orders drawn independently with these margins (``independent_range``'s law)."""
+    total = math.comb(pairs, first_by_share)
+    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
+    return sum(math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total
+               for k in support if pairs - first_by_score - first_by_share + 2 * k >= observed)
 
 
 def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:
@@ -461,8 +498,14 @@ def head_direction_sentence(report: dict, name: str) -> str:
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
                 f"pairs, so no head is flagged here ({rule}).")
-    why = (" Why a head's two directions differ is not tested here: other heads standing in for it in the clean run "
-           "(backup), a head that acts only together with others, or block 1 reading other positions in the two runs "
-           "(where a swap moves what it attends to, restoring a head can remove the rival's support rather than restore "
-           "the target's) can each do it (Part 3)." if more or less else "")
+    causes = []  # each cause said for the sign it predicts (Part 3)
+    if more:
+        causes.append("denoising above noising can come from other heads standing in for it when it is removed "
+                      "(backup)")
+    if less:
+        causes.append("noising above denoising can come from a head that works only together with others")
+    if more or less:
+        causes.append("either sign from block 1 reading other positions in the two runs (where a swap moves what it "
+                      "attends to, restoring a head can remove the rival's support rather than restore the target's)")
+    why = f" Why a head's two directions differ is not tested here: {'; '.join(causes)} (Part 3)." if causes else ""
     return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why

@@ -202,6 +202,12 @@ def by_structure(design: dict, kind: str, block: int, position: int) -> str:
             f"and nearly all the change reaches the readout through this write")
 
 
+def _bar_cell(report: dict, name: str, direction: str) -> str:
+    """Which null cell sets the cells' bar (``distribution.null_bounds``), or "" for a report without it."""
+    at = report["distribution"]["designs"][name]["null"].get("cells_at", {}).get(direction)
+    return f", set by {at['site']} at position {at['position']} in null pair {at['pair']}" if at else ""
+
+
 def grid_sentence(report: dict, name: str, direction: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
@@ -232,8 +238,9 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
     return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} move M by more than any "
-            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap; the null's own input "
-            f"at the positions it changes, each a prompt of its own, and its final state, its whole gap, left out); "
+            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
+            f"the null's cells at the positions it changes, each carrying part of its own change, and its final state, its "
+            f"whole gap, left out); "
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 

@@ -345,7 +345,9 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
             "do in 3 (independent orders with these counts: 1 to 3, 95 %)") in text  # the same pairs, not a pooled score
-    assert "So by order, no method agrees with the scores more often than independent orders would" in text
+    assert ("So by order, no method agrees with the scores detectably more often than independent orders would "
+            "(one-sided p 0.50, 0.50, 0.50, none below 0.017)") in text
+    assert head_sentences.agreement_tail(64, 31, 8, 37) == pytest.approx(0.1092, abs=1e-4)  # P(agreement >= 37)
     assert "not only those the design changes" in text
     assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
     # the null of agreement holds both margins: 64 pairs, head 2 first by score in 33, by share in 56
@@ -381,7 +383,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
-    assert text.endswith("no test: the other heads of the block are not testable in this design.")
+    assert text.endswith("no test: the block's other heads are not testable here (the mechanism predicts them near 0).")
     assert "block 0 heads 1, 2 not testable in this design" in text and "random pick" not in text
     assert "construction" not in text  # near 0 if the mechanism holds: observed, never a construction
 
@@ -516,7 +518,7 @@ def test_a_verdict_far_below_chance_says_why():
              "by_head": {"1": 0.0, "2": 0.09}}  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["heads"]["attribution"] = {"kinds": {"previous_token/0": entry}}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9" in text
+    assert "inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9 (95 % Wilson [35 %, 88 %])" in text
     assert "below chance" not in text and "random pick;" not in text
     entry["fractions"] = {"found": 0.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 1.0}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
@@ -525,13 +527,14 @@ def test_a_verdict_far_below_chance_says_why():
     assert "a named head is on top in 13 of 32" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     entry["fractions"] = {"found": 0.09, "other_kind": 0.0, "unnamed": 0.81, "nothing": 0.1}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert ("among the 58 pairs where a head clears the null bar, a named head is on top in 6: below chance: heads the "
+    assert ("among the 58 pairs where a head clears the null bar, a named head is on top in 6 (95 % Wilson [4 %, 21 %]): "
+            "below chance: heads the "
             "rule does not name this kind are on top more often") in text
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the chance is a pick's among the pairs where a head clears the null: 0.45 of 0.8 is above one half
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.35, "nothing": 0.2}
-    assert ("a named head is on top in 29: better than a random pick, but not in most pairs"
+    assert ("a named head is on top in 29 (95 % Wilson [43 %, 70 %]): better than a random pick, but not in most pairs"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
@@ -542,14 +545,15 @@ def test_a_verdict_far_below_chance_says_why():
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the cell's own reading first, as every cell's (inconclusive here), then the miss beside the exact patch
     assert ("inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is "
-            "on top in 6 of 9. Beside the exact patch it estimates: per-head denoising puts a named head on top in 95 % "
+            "on top in 6 of 9 (95 % Wilson [35 %, 88 %]). Beside the exact patch it estimates: per-head denoising puts a named head on top in 95 % "
             "of pairs, attribution in 9 %, so here the first-order estimate misses the previous-token heads the exact "
             "patch finds") in text
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
     # "most pairs" is a point estimate: its Wilson interval and the pairs where a head clears the null said beside it
     entry["fractions"] = {"found": 0.92, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.08}
-    assert ("a named head is on top in most pairs (92 %, 95 % Wilson [82 %, 97 %]; 59 of the 59 pairs where a head "
-            "clears the null bar), above what a random pick would do"
+    assert ("a named head is on top in most pairs by point estimate (92 %, 95 % Wilson [82 %, 97 %]; the interval "
+            "reaches below the 90 % this page calls most; 59 of the 59 pairs where a head clears the null bar), above "
+            "what a random pick would do"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
 
 
@@ -872,3 +876,27 @@ def test_the_null_bar_is_the_upper_percentile_of_the_blocks_top_share_over_the_n
     # one outlier pair sets the largest, not the bar: 39 of 40 pairs' top is 0.01
     assert bounds["heads"]["denoising"][1] < 0.1 and bounds["heads_largest"]["denoising"][1]["largest"] == 2.0
     assert len(bounds["heads"]["path_keys"]) == 1  # a block the method cannot reach has no bar
+
+
+def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_competitor():
+    assert designs.untestable("matched_position", "noising") == ("current_token",)
+    assert designs.untestable("matched_position", "denoising") == ()
+    assert designs.untestable("copied_token", "noising") == ("previous_token",)
+    report = _small_report(gap=20.0, floor=0.01)
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["not_testable_by_method"] = {"noising": ["current_token"]}
+    text = head_sentences.kind_sentence(report, "copied_token", "noising", "current_token")
+    assert text.startswith("not testable by this method: this method puts these heads' writes where the mechanism says")
+
+
+def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():
+    report = _small_report(gap=20.0, floor=0.01)
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]
+    heads["noising"] = {"heads": [[_summary(0.1)] * 4, [_summary(0.3)] * 4]}
+    flat, quiet = _differences([0.0, 0.1, -0.1, 0.05]), _differences([0.01, -0.02, 0.0, 0.01])
+    rows = [[flat] * 4, [flat] * 4]
+    rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])  # noising above denoising only
+    report["distribution"]["designs"]["copied_token"].update(head_difference=rows, null_head_difference=[[quiet] * 4] * 2)
+    text = head_sentences.head_direction_sentence(report, "copied_token")
+    assert "noising above denoising can come from a head that works only together with others" in text
+    assert "backup" not in text  # backup predicts the other sign

@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1456    make_design
-#   line 1484  residlab/course/lab07/patching.py
-#   line 1641    activation_grids
-#   line 1692    path_patching
-#   line 1715  residlab/course/lab07/attribution.py
-#   line 1763    attribution_grids
-#   line 1882    error_split
-#   line 2045  residlab/course/lab07/distribution.py
-#   line 2143    null_design
-#   line 2456    measure_distribution
+#   line 1466    make_design
+#   line 1494  residlab/course/lab07/patching.py
+#   line 1651    activation_grids
+#   line 1702    path_patching
+#   line 1725  residlab/course/lab07/attribution.py
+#   line 1773    attribution_grids
+#   line 1892    error_split
+#   line 2055  residlab/course/lab07/distribution.py
+#   line 2153    null_design
+#   line 2466    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1484  residlab/course/lab07/patching.py
-#   line 1715  residlab/course/lab07/attribution.py
-#   line 1988  residlab/course/lab07/verdicts.py
-#   line 2045  residlab/course/lab07/distribution.py
-#   line 2523  residlab/course/lab07/lab.py (the entry)
+#   line 1494  residlab/course/lab07/patching.py
+#   line 1725  residlab/course/lab07/attribution.py
+#   line 1998  residlab/course/lab07/verdicts.py
+#   line 2055  residlab/course/lab07/distribution.py
+#   line 2533  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1383,20 +1383,30 @@ _REASONS = {("copied_token", "previous_token"): (
 
 # What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
-# The head kinds one method cannot test in a design beyond the design's own. In the matched-position design the
-# current-token heads' writes change only at the swapped positions. Per-head noising puts the corrupt run's into the
-# clean run, where block 1 at the readout attends to the position after the earlier occurrence, not to the swapped
-# ones; the keys-only path puts them into block 1's keys, which the mechanism says read the previous-token write. So
-# if the mechanism holds neither can move them (observed, not a construction: their rows give the numbers).
-UNTESTABLE_BY_METHOD = {("matched_position", "noising"): ("current_token",), ("matched_position", "path_keys"): ("current_token",)}
-BY_METHOD_REASON = ("this method puts these heads' writes where the mechanism says block 1 does not read them (their "
-                    "writes change only at the swapped positions), so it predicts them near 0")
+# The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
+# (observed, not a construction: the heads' rows give the numbers). The keys-only path puts a head's write into block
+# 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
+# design puts the corrupt run's current-token writes, which differ only at the swapped positions, into the clean run,
+# where block 1 at the readout does not attend there.
+_KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
+UNTESTABLE_BY_METHOD = {
+    ("matched_position", "noising"): (("current_token",), "noising puts their writes, which differ only at the swapped "
+                                      "positions, into the clean run, where block 1 at the readout does not attend "
+                                      "there, so it predicts them near 0"),
+    ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
+    ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
+}
+
+
+def by_method_reason(design: str, method: str) -> str:
+    """Why ``method`` cannot test the kinds ``UNTESTABLE_BY_METHOD`` names in ``design`` (page and runner)."""
+    return UNTESTABLE_BY_METHOD[(design, method)][1]
 
 
 def untestable(design: str, method: str) -> tuple[str, ...]:
     """The head kinds ``method`` cannot test in ``design`` under the mechanism's hypothesis: the design's own
     (``UNTESTABLE``) and the method's (``UNTESTABLE_BY_METHOD``)."""
-    return UNTESTABLE.get(design, ()) + UNTESTABLE_BY_METHOD.get((design, method), ())
+    return UNTESTABLE.get(design, ()) + UNTESTABLE_BY_METHOD.get((design, method), ((), ""))[0]
 
 
 def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:
@@ -2726,7 +2736,7 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for kind in measured.get("not_testable_by_method", {}).get(method, ()):
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']} by this method: "
-                             f"{BY_METHOD_REASON}")  # fmt: skip
+                             f"{by_method_reason(name, method)}")  # fmt: skip
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
                 if other := complement_of(entry):

@@ -27,7 +27,8 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
 - ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, and the copied-token
   corruption beside Lab 06's and the glossary's.
-- ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads).
+- ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads);
+  ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation).
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).
 - ``page``: the report of this render's induction model, once per render, and the invariants the page asserts.

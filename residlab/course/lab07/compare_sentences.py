@@ -33,16 +33,7 @@ def direction_sentence(report: dict, name: str) -> str:
     if typical < DIFFER and example < DIFFER:
         width = {(site, position): spread[kind][block][position] for _, _, site, position, _, _, kind, block in pairs}
         (site, position), cell = max(width.items(), key=lambda item: item[1]["high"] - item[1]["low"])
-        told = [(abs(over["mean"]), site, position, over) for _, _, site, position, _, _, kind, block in pairs
-                if (over := spread[kind][block][position]).get("mean_interval")
-                and not over["mean_interval"][0] <= 0 <= over["mean_interval"][1]]  # fmt: skip
-        systematic = ""
-        if told:
-            _, where, at, over = max(told, key=lambda item: item[0])
-            low, high = over["mean_interval"]
-            counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
-            systematic = (f" Small as they are, {counted} told apart from 0, the largest at {where}, position {at}: "
-                          f"{_value(over['mean'])} (the mean's 95 % interval [{_value(low)}, {_value(high)}]).")  # fmt: skip
+        systematic = told_apart(pairs, spread, " Small as they are, ")
         return (f"Denoising and noising typically agree on every cell{left_out}: over the pairs the median |difference| "
                 f"is at most {_up(typical)} of the gap, and on the worked example every cell is within {_up(example)}; "
                 f"pair by pair a cell's difference still spreads, most widely at {site}, position {position} "
@@ -57,12 +48,30 @@ def direction_sentence(report: dict, name: str) -> str:
              f"{_interval(each['denoising'][kind][block][position])} denoising and "
              f"{_interval(each['noising'][kind][block][position])} noising, and their paired difference, denoising minus "
              f"noising pair by pair, is {_interval(over)}")  # fmt: skip
+    others = told_apart(pairs, spread, " Beside it, ")
     if over["low"] > 0 or over["high"] < 0:
         reading = ("restoring it alone recovers more than removing it costs: the rest of the clean run can partly make up "
                    "for it" if over["mean"] > 0 else
                    "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
-        return f"{first}, of one sign throughout, so over the pairs {reading}."
-    return f"{first}. {pairwise_reading(over)}"
+        return f"{first}, of one sign throughout, so over the pairs {reading}.{others}"
+    return f"{first}. {pairwise_reading(over)}{others}"
+
+
+def told_apart(pairs: list, spread: dict, lead: str) -> str:
+    """The cells (of ``pairs``, those compared) whose mean paired difference is told apart from 0 (its 95 % interval,
+    ``mean_interval``, excludes 0), up to three named with their means, and how many would be by chance alone (each
+    tested at 95 %, no correction over the cells); "" where none is."""
+    told = sorted(((abs(over["mean"]), site, position, over) for _, _, site, position, _, _, kind, block in pairs
+                   if (over := spread[kind][block][position]).get("mean_interval")
+                   and not over["mean_interval"][0] <= 0 <= over["mean_interval"][1]), key=lambda item: -item[0])  # fmt: skip
+    if not told:
+        return ""
+    counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
+    named = "; ".join(f"{site}, position {position}: {_value(over['mean'])} [{_value(over['mean_interval'][0])}, "
+                      f"{_value(over['mean_interval'][1])}]" for _, site, position, over in told[:3])  # fmt: skip
+    return (f"{lead}{counted} told apart from 0 by the mean's own 95 % interval ({named}); each is tested at 95 % "
+            f"with no correction over the {len(pairs)} cells compared, so about {0.05 * len(pairs):.1f} would be by "
+            f"chance alone.")  # fmt: skip
 
 
 def pairwise_reading(over: dict) -> str:

@@ -46,20 +46,30 @@ _REASONS = {("copied_token", "previous_token"): (
 
 # What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
-# The head kinds one method cannot test in a design beyond the design's own. In the matched-position design the
-# current-token heads' writes change only at the swapped positions. Per-head noising puts the corrupt run's into the
-# clean run, where block 1 at the readout attends to the position after the earlier occurrence, not to the swapped
-# ones; the keys-only path puts them into block 1's keys, which the mechanism says read the previous-token write. So
-# if the mechanism holds neither can move them (observed, not a construction: their rows give the numbers).
-UNTESTABLE_BY_METHOD = {("matched_position", "noising"): ("current_token",), ("matched_position", "path_keys"): ("current_token",)}
-BY_METHOD_REASON = ("this method puts these heads' writes where the mechanism says block 1 does not read them (their "
-                    "writes change only at the swapped positions), so it predicts them near 0")
+# The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
+# (observed, not a construction: the heads' rows give the numbers). The keys-only path puts a head's write into block
+# 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
+# design puts the corrupt run's current-token writes, which differ only at the swapped positions, into the clean run,
+# where block 1 at the readout does not attend there.
+_KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
+UNTESTABLE_BY_METHOD = {
+    ("matched_position", "noising"): (("current_token",), "noising puts their writes, which differ only at the swapped "
+                                      "positions, into the clean run, where block 1 at the readout does not attend "
+                                      "there, so it predicts them near 0"),
+    ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
+    ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
+}
+
+
+def by_method_reason(design: str, method: str) -> str:
+    """Why ``method`` cannot test the kinds ``UNTESTABLE_BY_METHOD`` names in ``design`` (page and runner)."""
+    return UNTESTABLE_BY_METHOD[(design, method)][1]
 
 
 def untestable(design: str, method: str) -> tuple[str, ...]:
     """The head kinds ``method`` cannot test in ``design`` under the mechanism's hypothesis: the design's own
     (``UNTESTABLE``) and the method's (``UNTESTABLE_BY_METHOD``)."""
-    return UNTESTABLE.get(design, ()) + UNTESTABLE_BY_METHOD.get((design, method), ())
+    return UNTESTABLE.get(design, ()) + UNTESTABLE_BY_METHOD.get((design, method), ((), ""))[0]
 
 
 def not_testable_reason(design: str, kind: str, report: dict | None = None) -> str | None:

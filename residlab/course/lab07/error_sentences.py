@@ -7,7 +7,7 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid,
+    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid,
 )
 
 
@@ -160,8 +160,8 @@ def head_error_sentence(report: dict, name: str) -> str:
     larger = {"final": "on average its larger part is the final LayerNorm", "upstream": "on average its larger part is upstream",
               "even": "on average its error is split about evenly"}[lean]
     upstream_larger = cell.get("upstream_larger_fraction")  # the parts compared pair by pair, not by their intervals
-    mostly = ("" if upstream_larger is None or 0.25 < upstream_larger < 0.75 else
-              f" (pair by pair mostly the {'upstream part' if upstream_larger >= 0.75 else 'final LayerNorm'})")
+    mostly = ("" if upstream_larger is None or 1 - MOSTLY < upstream_larger < MOSTLY else
+              f" (in most pairs the {'upstream part' if upstream_larger >= MOSTLY else 'final LayerNorm'})")
     pairwise = ("" if upstream_larger is None else
                 f"; pair by pair the upstream part is the larger in size in {_percent(upstream_larger)} of pairs, the "
                 f"final LayerNorm's in {_percent(1 - upstream_larger)}{mostly}")  # fmt: skip

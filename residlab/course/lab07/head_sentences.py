@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.designs import BY_METHOD_REASON, PREDICTED_NEAR_ZERO
+from residlab.course.lab07.chance import (
+    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, wilson, wilson_bounds,
+)
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
 from residlab.course.lab07.distribution import INTERVAL
 from residlab.course.lab07.sentences import MOSTLY, _heads, _interval, _percent, _value
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_parts
@@ -27,7 +30,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
         return f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was observed)."
     if kind in measured.get("not_testable_by_method", {}).get(method, ()):
-        return f"{words['not_testable']} by this method: {BY_METHOD_REASON}."
+        return f"{words['not_testable']} by this method: {by_method_reason(name, method)}."
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -124,20 +127,6 @@ def which_are_tests(report: dict) -> str:
                   f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
         said.append(f"for the {HEAD_KINDS[kind]} heads ({_heads(named)}), " + "; ".join(parts))
     return "; ".join(said) + "."
-
-
-def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
-    z = 1.959964
-    centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
-    half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
-    return centre - half, centre + half
-
-
-def wilson(fraction: float, pairs: int) -> str:
-    """``wilson_bounds`` outward rounded to whole percents."""
-    low, high = wilson_bounds(fraction, pairs)
-    return f"[{max(0, math.floor(low * 100))} %, {min(100, math.ceil(high * 100))} %]"
 
 
 def fraction_uncertainty(pairs: int) -> str:
@@ -255,9 +244,10 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         if p_value < ASSOCIATION_P / len(methods):
             sized.append(f"{METHOD_NAMES[method]} (ρ = {rho:.2f})")
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
-                    f"scores do in {agree} (independent orders with these counts: {low} to {high}, 95 %), the two "
+                    f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
                     f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.3f}, "
-                    f"{PERMUTATIONS:,} permutations)")  # fmt: skip
+                    f"{PERMUTATIONS:,} permutations, Monte Carlo error about "
+                    f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.3f})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
     bar = ASSOCIATION_P / len(methods)  # Bonferroni over the methods, as for the sizes
@@ -282,64 +272,6 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
             "averages a head's attention over every position, not only those the design changes"
             + (f"; and the {len(said)} methods share one trained model and these pairs, so where they agree that is not "
                f"{len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
-
-
-ASSOCIATION_P = 0.05  # a rank association is read when its permutation p is below this over the methods (Bonferroni)
-PERMUTATIONS = 2000  # the permutation test's draws, from a fixed seed so the page and the runner agree
-
-
-def independent_range(pairs: int, first_by_score: int, first_by_share: int, mass: float = 0.95) -> tuple[int, int]:
-    """The central range (equal tails, each at most (1 - mass) / 2) of the pairs in which two orders agree when they
-    are drawn independently with these margins: the pairs where both put the first head first are hypergeometric
-    (pairs, first_by_score, first_by_share), and agreement is pairs - both margins + twice that."""
-    total = math.comb(pairs, first_by_share)
-    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
-    weights = [(k, math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
-    tail = (1 - mass) / 2
-    low = next(k for i, (k, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
-    high = next(k for i, (k, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
-    return (pairs - first_by_score - first_by_share + 2 * low, pairs - first_by_score - first_by_share + 2 * high)
-
-
-def agreement_tail(pairs: int, first_by_score: int, first_by_share: int, observed: int) -> float:
-    """P(agreement >= observed) for orders drawn independently with these margins (``independent_range``'s law)."""
-    total = math.comb(pairs, first_by_share)
-    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
-    return sum(math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total
-               for k in support if pairs - first_by_score - first_by_share + 2 * k >= observed)
-
-
-def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:
-    """Spearman's rank correlation of ``x`` and ``y`` (ties ranked by their average) and its two-sided permutation p
-    ((count of |permuted rho| >= |rho|, plus 1) / (permutations + 1))."""
-    import random
-
-    def ranks(values):
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for index in order[i : j + 1]:
-                out[index] = (i + j) / 2
-            i = j + 1
-        return out
-
-    def pearson(a, b):
-        ma, mb = sum(a) / len(a), sum(b) / len(b)
-        cov = sum((u - ma) * (v - mb) for u, v in zip(a, b))
-        spread = math.sqrt(sum((u - ma) ** 2 for u in a) * sum((v - mb) ** 2 for v in b))
-        return cov / spread if spread else 0.0
-
-    rx, ry = ranks(x), ranks(y)
-    rho = pearson(rx, ry)
-    shuffler, shuffled, beyond = random.Random(seed), list(ry), 0
-    for _ in range(permutations):
-        shuffler.shuffle(shuffled)
-        beyond += abs(pearson(rx, shuffled)) >= abs(rho) - 1e-12
-    return rho, (beyond + 1) / (permutations + 1)
 
 
 def disagreement_sentence(report: dict) -> str:
@@ -455,10 +387,19 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
     beside = f", above the null pairs' largest in {_percent(largest)}" if largest is not None else ""
     said = (f"block {block} head {head} carries {_value(entry['mean'])} on average (above 0 in {_percent(positive)} of "
             f"pairs, above the null bar in {_percent(clears)}{beside})")  # fmt: skip
+    pairs = entry.get("pairs")
+
+    def most(fraction):  # a "most pairs" reading is a point estimate: its Wilson interval beside it
+        if not pairs:
+            return ""
+        reaches = f", reaching below the {_percent(MOSTLY)} this page calls most" if wilson_bounds(fraction, pairs)[0] < MOSTLY else ""
+        return f" (by point estimate; 95 % Wilson {wilson(fraction, pairs)}{reaches})"
+
     if clears >= MOSTLY:
-        return said + ": part of the gap, in most pairs"
+        return said + f": part of the gap, in most pairs{most(clears)}"
     if positive >= MOSTLY:
-        return said + f": above 0 in most pairs, but above the null bar in fewer than the {_percent(MOSTLY)} this page calls most"
+        return (said + f": above 0 in most pairs{most(positive)}, but above the null bar in fewer than the "
+                f"{_percent(MOSTLY)} this page calls most")
     return said + f": not above the null bar in {_percent(1 - clears)} of pairs"
 
 
@@ -475,6 +416,11 @@ def head_direction_sentence(report: dict, name: str) -> str:
               if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
     clear = [(b, h, c) for b, h, c in signed if not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
     faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
+    # a head of a kind one direction cannot test here (Part 6): its difference is that direction's predicted near 0
+    kind_of = {(b, h): kind for kind, heads in report["heads"]["named"].items() for b, h in heads}
+    blind = {direction: measured.get("not_testable_by_method", {}).get(direction, ()) for direction in ("denoising", "noising")}
+    predicted = [(b, h, c) for b, h, c in clear if kind_of.get((b, h)) in blind["noising"] + blind["denoising"]]
+    clear = [cell for cell in clear if cell not in predicted]
     more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
     less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
     rule = (f"the difference is denoising minus noising; a head is flagged here when it keeps one sign in at least "
@@ -491,6 +437,11 @@ def head_direction_sentence(report: dict, name: str) -> str:
         said.append("noising exceeds denoising for " + ", ".join(
             f"head {b}.{h} in {_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])}, noising "
             f"{_value(measured['heads']['noising']['heads'][b][h]['mean'])} on average)" for b, h, c in less))  # fmt: skip
+    if predicted:
+        said.append(", ".join(f"head {b}.{h} ({HEAD_KINDS[kind_of[(b, h)]]}, mean difference {_value(c['mean'])})"
+                              for b, h, c in predicted)
+                    + ": a direction that cannot test these heads in this design (Part 6) predicts their share there "
+                      "near 0, so the difference is what the mechanism predicts, not a finding")  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
                     + " one sign too, but with a mean difference inside its null pairs' interval ("

@@ -37,7 +37,7 @@ from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import (
     attribution_grids, bend_measures, centred_angle, corrupt_gradients, finite_difference_check, head_attribution,
 )
-from residlab.course.lab07.designs import BY_METHOD_REASON, PREDICTED_NEAR_ZERO, all_designs, not_testable_reason
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, all_designs, by_method_reason, not_testable_reason
 from residlab.course.lab07.distribution import (
     NAME_MARGIN, PAIRS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
@@ -249,7 +249,7 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for kind in measured.get("not_testable_by_method", {}).get(method, ()):
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']} by this method: "
-                             f"{BY_METHOD_REASON}")  # fmt: skip
+                             f"{by_method_reason(name, method)}")  # fmt: skip
             for entry in table["kinds"].values():
                 said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
                 if other := complement_of(entry):

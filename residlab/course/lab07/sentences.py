@@ -63,7 +63,7 @@ def gap_sentence(report: dict, name: str) -> str:
     if design["readable"]:
         ratio = abs(design["gap"]) / null["largest_gap"] if null["largest_gap"] else math.inf
         times = "infinitely many" if math.isinf(ratio) else f"{math.floor(ratio)}"
-        return (f"{head}, so the example's gap is more than {times} times anything the null moves (the page reads a gap "
+        return (f"{head}, so the example's gap is more than {times} times the largest gap any null pair gives (the page reads a gap "
                 f"above {report['read_factor']:.0f} times){_pairs_ratio(report, name)}.{scale}")
     return f"{head}: the example's gap is within {report['read_factor']:.0f} times that, so no share of it is read.{scale}"
 
@@ -204,8 +204,17 @@ def by_structure(design: dict, kind: str, block: int, position: int) -> str:
 
 def _bar_cell(report: dict, name: str, direction: str) -> str:
     """Which null cell sets the cells' bar (``distribution.null_bounds``), or "" for a report without it."""
-    at = report["distribution"]["designs"][name]["null"].get("cells_at", {}).get(direction)
-    return f", set by {at['site']} at position {at['position']} in null pair {at['pair']}" if at else ""
+    measured = report["distribution"]["designs"][name]
+    at = measured["null"].get("cells_at", {}).get(direction)
+    if not at:
+        return ""
+    said = f", set by {at['site']} at position {at['position']} in null pair {at['pair']}"
+    per_pair = measured.get("per_pair", {})
+    if "null_gap" in per_pair:  # where that cell carries its null pair's whole gap, the bar is that gap by another name
+        whole = abs(per_pair["null_gap"][at["pair"]] / per_pair["gap"][at["pair"]])
+        if abs(whole - measured["null"]["cells"][direction]) <= 0.05 * whole:
+            said += f", which there carries nearly that null pair's whole gap ({whole:.3f} of the gap)"
+    return said
 
 
 def grid_sentence(report: dict, name: str, direction: str) -> str:

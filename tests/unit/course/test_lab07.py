@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
+from residlab.course.lab07 import chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -263,9 +263,9 @@ def test_a_gap_within_its_null_is_not_read():
 def test_sentences_follow_their_numbers():
     report = _small_report(gap=20.0, floor=0.01)
     # the ratio printed is the one computed (20 / 0.01), floored so that more than it stays true
-    assert "more than 2000 times anything the null moves (the page reads a gap above 3 times)" in sentences.gap_sentence(report, "copied_token")
+    assert "more than 2000 times the largest gap any null pair gives (the page reads a gap above 3 times)" in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 1.05
-    assert "more than 19 times anything" in sentences.gap_sentence(report, "copied_token")
+    assert "more than 19 times the largest gap any null pair gives" in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 0.01
     assert "keys alone carry 78%" in sentences.path_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
@@ -344,17 +344,17 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
             "glossary's highest-score rule cannot split, while Part 1's rule names both)") in text
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
-            "do in 3 (independent orders with these counts: 1 to 3, 95 %)") in text  # the same pairs, not a pooled score
+            "do in 3 (independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text  # the same pairs, not a pooled score
     assert ("So by order, no method agrees with the scores detectably more often than independent orders would "
             "(one-sided p 0.50, 0.50, 0.50, none below 0.017)") in text
-    assert head_sentences.agreement_tail(64, 31, 8, 37) == pytest.approx(0.1092, abs=1e-4)  # P(agreement >= 37)
+    assert chance.agreement_tail(64, 31, 8, 37) == pytest.approx(0.1092, abs=1e-4)  # P(agreement >= 37)
     assert "not only those the design changes" in text
     assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
     # the null of agreement holds both margins: 64 pairs, head 2 first by score in 33, by share in 56
-    assert head_sentences.independent_range(64, 31, 8) == (27, 37)  # narrower than a fair coin's 24 to 40
-    rho, p_value = head_sentences.rank_association(list(range(20)), list(range(20)))
+    assert chance.independent_range(64, 31, 8) == (27, 37)  # narrower than a fair coin's 24 to 40
+    rho, p_value = chance.rank_association(list(range(20)), list(range(20)))
     assert rho == pytest.approx(1.0) and p_value < 0.01
-    rho, p_value = head_sentences.rank_association([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
+    rho, p_value = chance.rank_association([1, 2, 3, 4, 5, 6], [2, 1, 4, 3, 6, 5])
     assert 0 < rho < 1 and p_value > 0.05
     assert head_sentences.TIE_MARGIN == induction_sentences.TIE_MARGIN  # Lab 06's and the glossary's one rule
     spread = [[{**_summary(0.1), "pairs": 576}] * 4 for _ in range(2)]
@@ -474,7 +474,9 @@ def _heads_report(positive: float, clears: float) -> dict:
 def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
     text = head_sentences.outside_sentence(_heads_report(0.94, 0.30))
     assert "block 0 head 0 carries 0.21 on average (above 0 in 94 % of pairs, above the null bar in 30 %)" in text
-    assert "above 0 in most pairs, but above the null bar in fewer than the 90 % this page calls most" in text
+    # 0.94 of 64 pairs (the summary's count): by point estimate, its Wilson interval reaching below 90 %
+    assert ("above 0 in most pairs (by point estimate; 95 % Wilson [") in text and "reaching below the 90 % this page calls most" in text
+    assert "but above the null bar in fewer than the 90 % this page calls most" in text
     assert "No current-token head clears the null bar in most pairs" in text
     text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
     assert ": part of the gap, in most pairs" in text and "How they carry it is not measured head by head" in text
@@ -518,7 +520,7 @@ def test_a_verdict_far_below_chance_says_why():
              "by_head": {"1": 0.0, "2": 0.09}}  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["heads"]["attribution"] = {"kinds": {"previous_token/0": entry}}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert "inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9 (95 % Wilson [35 %, 88 %])" in text
+    assert "inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is on top in 6 of 9 (95 % Wilson [35.4 %, 88.0 %])" in text
     assert "below chance" not in text and "random pick;" not in text
     entry["fractions"] = {"found": 0.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 1.0}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
@@ -527,14 +529,14 @@ def test_a_verdict_far_below_chance_says_why():
     assert "a named head is on top in 13 of 32" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     entry["fractions"] = {"found": 0.09, "other_kind": 0.0, "unnamed": 0.81, "nothing": 0.1}
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
-    assert ("among the 58 pairs where a head clears the null bar, a named head is on top in 6 (95 % Wilson [4 %, 21 %]): "
+    assert ("among the 58 pairs where a head clears the null bar, a named head is on top in 6 (95 % Wilson [4.8 %, 20.8 %]): "
             "below chance: heads the "
             "rule does not name this kind are on top more often") in text
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.55, "nothing": 0.0}
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the chance is a pick's among the pairs where a head clears the null: 0.45 of 0.8 is above one half
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.35, "nothing": 0.2}
-    assert ("a named head is on top in 29 (95 % Wilson [43 %, 70 %]): better than a random pick, but not in most pairs"
+    assert ("a named head is on top in 29 (95 % Wilson [43.2 %, 69.5 %]): better than a random pick, but not in most pairs"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
@@ -545,13 +547,13 @@ def test_a_verdict_far_below_chance_says_why():
     text = head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the cell's own reading first, as every cell's (inconclusive here), then the miss beside the exact patch
     assert ("inconclusive: no head clears the null bar in 86 % of pairs; among the pairs where one does, a named head is "
-            "on top in 6 of 9 (95 % Wilson [35 %, 88 %]). Beside the exact patch it estimates: per-head denoising puts a named head on top in 95 % "
+            "on top in 6 of 9 (95 % Wilson [35.4 %, 88.0 %]). Beside the exact patch it estimates: per-head denoising puts a named head on top in 95 % "
             "of pairs, attribution in 9 %, so here the first-order estimate misses the previous-token heads the exact "
             "patch finds") in text
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
     # "most pairs" is a point estimate: its Wilson interval and the pairs where a head clears the null said beside it
     entry["fractions"] = {"found": 0.92, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.08}
-    assert ("a named head is on top in most pairs by point estimate (92 %, 95 % Wilson [82 %, 97 %]; the interval "
+    assert ("a named head is on top in most pairs by point estimate (92 %, 95 % Wilson [82.7 %, 96.6 %]; the interval "
             "reaches below the 90 % this page calls most; 59 of the 59 pairs where a head clears the null bar), above "
             "what a random pick would do"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
@@ -884,9 +886,9 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     assert designs.untestable("copied_token", "noising") == ("previous_token",)
     report = _small_report(gap=20.0, floor=0.01)
     measured = report["distribution"]["designs"]["copied_token"]
-    measured["not_testable_by_method"] = {"noising": ["current_token"]}
-    text = head_sentences.kind_sentence(report, "copied_token", "noising", "current_token")
-    assert text.startswith("not testable by this method: this method puts these heads' writes where the mechanism says")
+    measured["not_testable_by_method"] = {"path_keys": ["current_token"]}
+    text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
+    assert text == f"not testable by this method: {designs.by_method_reason('copied_token', 'path_keys')}."
 
 
 def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():

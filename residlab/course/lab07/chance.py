@@ -1,0 +1,79 @@
+"""The chance models Lab 07's page reads its counts against, each computed exactly or from a fixed seed: the Wilson
+interval of a fraction of pairs (``wilson``), the range of agreements two orders drawn independently with fixed
+margins give and its one-sided tail (``independent_range``, ``agreement_tail``: hypergeometric), and a rank
+correlation with its permutation p (``rank_association``)."""
+
+from __future__ import annotations
+
+import math
+
+def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
+    z = 1.959964
+    centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
+    half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
+    return centre - half, centre + half
+
+
+def wilson(fraction: float, pairs: int) -> str:
+    """``wilson_bounds`` outward rounded to tenths of a percent (so 99.1 % is not shown as a certain 100 %)."""
+    low, high = wilson_bounds(fraction, pairs)
+    return f"[{max(0.0, math.floor(low * 1000) / 10):.1f} %, {min(100.0, math.ceil(high * 1000) / 10):.1f} %]"
+
+
+ASSOCIATION_P = 0.05  # a rank association is read when its permutation p is below this over the methods (Bonferroni)
+PERMUTATIONS = 2000  # the permutation test's draws, from a fixed seed so every build gives the same p
+
+
+def independent_range(pairs: int, first_by_score: int, first_by_share: int, mass: float = 0.95) -> tuple[int, int]:
+    """The central range (equal tails, each at most (1 - mass) / 2) of the pairs in which two orders agree when they
+    are drawn independently with these margins: the pairs where both put the first head first are hypergeometric
+    (pairs, first_by_score, first_by_share), and agreement is pairs - both margins + twice that."""
+    total = math.comb(pairs, first_by_share)
+    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
+    weights = [(k, math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
+    tail = (1 - mass) / 2
+    low = next(k for i, (k, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
+    high = next(k for i, (k, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
+    return (pairs - first_by_score - first_by_share + 2 * low, pairs - first_by_score - first_by_share + 2 * high)
+
+
+def agreement_tail(pairs: int, first_by_score: int, first_by_share: int, observed: int) -> float:
+    """P(agreement >= observed) for orders drawn independently with these margins (``independent_range``'s law)."""
+    total = math.comb(pairs, first_by_share)
+    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
+    return sum(math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total
+               for k in support if pairs - first_by_score - first_by_share + 2 * k >= observed)
+
+
+def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:
+    """Spearman's rank correlation of ``x`` and ``y`` (ties ranked by their average) and its two-sided permutation p
+    ((count of |permuted rho| >= |rho|, plus 1) / (permutations + 1))."""
+    import random
+
+    def ranks(values):
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for index in order[i : j + 1]:
+                out[index] = (i + j) / 2
+            i = j + 1
+        return out
+
+    def pearson(a, b):
+        ma, mb = sum(a) / len(a), sum(b) / len(b)
+        cov = sum((u - ma) * (v - mb) for u, v in zip(a, b))
+        spread = math.sqrt(sum((u - ma) ** 2 for u in a) * sum((v - mb) ** 2 for v in b))
+        return cov / spread if spread else 0.0
+
+    rx, ry = ranks(x), ranks(y)
+    rho = pearson(rx, ry)
+    shuffler, shuffled, beyond = random.Random(seed), list(ry), 0
+    for _ in range(permutations):
+        shuffler.shuffle(shuffled)
+        beyond += abs(pearson(rx, shuffled)) >= abs(rho) - 1e-12
+    return rho, (beyond + 1) / (permutations + 1)

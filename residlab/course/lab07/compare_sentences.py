@@ -26,6 +26,7 @@ def direction_sentence(report: dict, name: str) -> str:
              if (d := grids["denoising"][kind][block][position]) is not None
              and (n := grids["noising"][kind][block][position]) is not None
              and (over := spread[kind][block][position]) is not None
+             and position >= min(design["changed"])  # before it every cell is 0 in both directions (causal)
              and not by_construction(design, kind, block, position) and not hybrid(design, kind, block, position)]  # fmt: skip
     left_out = " (the identities and the hybrid-prompt cells left out: they are not findings about a site)"
     typical, difference, site, position, denoise, noise, kind, block = max(pairs)
@@ -59,8 +60,8 @@ def direction_sentence(report: dict, name: str) -> str:
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:
     """The cells (of ``pairs``, those compared) whose mean paired difference is told apart from 0 (its 95 % interval,
-    ``mean_interval``, excludes 0), up to three named with their means, and how many would be by chance alone (each
-    tested at 95 %, no correction over the cells); "" where none is."""
+    ``mean_interval``, excludes 0), with their means, and how many would be by chance alone (each
+    tested at 95 %, no correction over the cells); "" where none is. Every such cell is named."""
     told = sorted(((abs(over["mean"]), site, position, over) for _, _, site, position, _, _, kind, block in pairs
                    if (over := spread[kind][block][position]).get("mean_interval")
                    and not over["mean_interval"][0] <= 0 <= over["mean_interval"][1]), key=lambda item: -item[0])  # fmt: skip
@@ -68,7 +69,7 @@ def told_apart(pairs: list, spread: dict, lead: str) -> str:
         return ""
     counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
     named = "; ".join(f"{site}, position {position}: {_value(over['mean'])} [{_value(over['mean_interval'][0])}, "
-                      f"{_value(over['mean_interval'][1])}]" for _, site, position, over in told[:3])  # fmt: skip
+                      f"{_value(over['mean_interval'][1])}]" for _, site, position, over in told)  # fmt: skip
     return (f"{lead}{counted} told apart from 0 by the mean's own 95 % interval ({named}); each is tested at 95 % "
             f"with no correction over the {len(pairs)} cells compared, so about {0.05 * len(pairs):.1f} would be by "
             f"chance alone.")  # fmt: skip

@@ -142,11 +142,10 @@ def attribution_figure(report: dict, name: str) -> str:
     panels = []
     for kind in KINDS:
         for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
-            # an estimate is its own at every cell; the error sets it against the exact share, marked as in Part 3
-            # where that share is an identity or a hybrid prompt's run
+            # an estimate and its error are observed at every cell (even where the exact share is an identity); a
+            # hybrid prompt's run is marked, as in Part 3
             panels.append((f"{KIND_LABELS[kind]}: {title}",
-                           [(site_name(b, kind), row, identity_positions(design, kind, b) if title == "error" else set(),
-                             hybrid_positions(design, kind, b)) for b, row in enumerate(grid)]))  # fmt: skip
+                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b)) for b, row in enumerate(grid)]))  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 
 

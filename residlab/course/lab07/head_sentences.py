@@ -80,7 +80,10 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                     reading = counted + "better than a random pick, but not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
-        frozen = f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable in this design" if fixed else ""
+        by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
+                              for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
+        frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable "
+                  f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
                     + f" of the pairs ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
@@ -241,7 +244,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         low, high = independent_range(pairs, sum(score_first), sum(share_first))
         rho, p_value = rank_association(score_gap, share_gap)
         tails.append((METHOD_NAMES[method], agreement_tail(pairs, sum(score_first), sum(share_first), agree)))
-        if p_value < ASSOCIATION_P / len(methods):
+        if p_value < ASSOCIATION_P / (2 * len(methods)):
             sized.append(f"{METHOD_NAMES[method]} (ρ = {rho:.2f})")
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
                     f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
@@ -250,7 +253,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                     f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.3f})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
-    bar = ASSOCIATION_P / len(methods)  # Bonferroni over the methods, as for the sizes
+    bar = ASSOCIATION_P / (2 * len(methods))  # Bonferroni over every test here: an order test and a rank test a method
     beyond = [method for method, tail in tails if tail < bar]
     listed = ", ".join(f"{tail:.2f}" for _, tail in tails)
     by_order = (f"by order, {' and '.join(beyond)} agree{'s' if len(beyond) == 1 else ''} with the scores more often "
@@ -260,8 +263,8 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                 + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in tails)
                    else ")"))  # fmt: skip
     by_size = (f"by size, the pairs where head {second}'s score leads by more are those where its share leads by more "
-               f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {len(methods)}, a "
-               f"Bonferroni correction over the {len(methods)} methods)"
+               f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {2 * len(methods)}, a "
+               f"Bonferroni correction over the {2 * len(methods)} tests here, one by order and one by size per method)"
                if sized else "by size, no method's share difference follows the score difference beyond chance")  # fmt: skip
     return (f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
             f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; closer than "

@@ -202,6 +202,13 @@ def by_structure(design: dict, kind: str, block: int, position: int) -> str:
             f"and nearly all the change reaches the readout through this write")
 
 
+def attention_moved_at_change(report: dict, name: str) -> str:
+    """How far restoring block 0's input at the (first) changed position moves block 1's attention at the readout on
+    the worked example: the largest total-variation distance over its heads (``attribution.bend_measures``)."""
+    design = report["designs"][name]
+    return f"{design['bends']['resid_pre'][0][design['changed'][0]]['attention_moved']:.2f}"
+
+
 def _bar_cell(report: dict, name: str, direction: str) -> str:
     """Which null cell sets the cells' bar (``distribution.null_bounds``), or "" for a report without it."""
     measured = report["distribution"]["designs"][name]
@@ -313,8 +320,9 @@ def path_sentence(report: dict, name: str) -> str:
                f"{_interval(over['everything'])} (the worked example: keys {_value(path['keys'])}, everything "
                f"{_value(path['everything'])})")  # fmt: skip
     if abs(keys) <= floor:
-        reading = ("the keys carry nothing beyond the null pairs' reach: what this design changes reaches the readout "
-                   "by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else ""))  # fmt: skip
+        reading = ("the keys carry nothing beyond the null pairs' reach: what block 0's attention write carries in this "
+                   "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
+                   + " (the changed token's own route into block 1's keys, through its embedding, is not split here)")  # fmt: skip
     elif everything and keys >= HALF * everything:
         reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries, on average: the write "
                    "acts mainly by telling block 1 where to attend")  # fmt: skip

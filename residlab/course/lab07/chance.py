@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import math
 
+from residlab.course.lab07.distribution import MEAN_Z
+
 def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
     """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
-    z = 1.959964
+    z = MEAN_Z  # the same 95 % normal quantile as a mean's interval
     centre = (fraction + z * z / (2 * pairs)) / (1 + z * z / pairs)
     half = z * math.sqrt(fraction * (1 - fraction) / pairs + z * z / (4 * pairs * pairs)) / (1 + z * z / pairs)
     return centre - half, centre + half
@@ -27,23 +29,26 @@ PERMUTATIONS = 2000  # the permutation test's draws, from a fixed seed so every 
 
 def independent_range(pairs: int, first_by_score: int, first_by_share: int, mass: float = 0.95) -> tuple[int, int]:
     """The central range (equal tails, each at most (1 - mass) / 2) of the pairs in which two orders agree when they
-    are drawn independently with these margins: the pairs where both put the first head first are hypergeometric
-    (pairs, first_by_score, first_by_share), and agreement is pairs - both margins + twice that."""
-    total = math.comb(pairs, first_by_share)
-    support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
-    weights = [(k, math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
+    are drawn independently with these margins (``_agreement_law``)."""
+    weights = _agreement_law(pairs, first_by_score, first_by_share)
     tail = (1 - mass) / 2
-    low = next(k for i, (k, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
-    high = next(k for i, (k, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
-    return (pairs - first_by_score - first_by_share + 2 * low, pairs - first_by_score - first_by_share + 2 * high)
+    low = next(agree for i, (agree, _) in enumerate(weights) if sum(w for _, w in weights[: i + 1]) > tail)
+    high = next(agree for i, (agree, _) in reversed(list(enumerate(weights))) if sum(w for _, w in weights[i:]) > tail)
+    return low, high
 
 
 def agreement_tail(pairs: int, first_by_score: int, first_by_share: int, observed: int) -> float:
     """P(agreement >= observed) for orders drawn independently with these margins (``independent_range``'s law)."""
+    return sum(weight for agree, weight in _agreement_law(pairs, first_by_score, first_by_share) if agree >= observed)
+
+
+def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list[tuple[int, float]]:
+    """(agreement, probability) in increasing order for two orders drawn independently with these margins: the pairs
+    where both put the first head first are hypergeometric, and agreement is pairs - both margins + twice that."""
     total = math.comb(pairs, first_by_share)
     support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
-    return sum(math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total
-               for k in support if pairs - first_by_score - first_by_share + 2 * k >= observed)
+    return [(pairs - first_by_score - first_by_share + 2 * k,
+             math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
 
 
 def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:

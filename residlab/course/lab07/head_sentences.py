@@ -53,9 +53,9 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             cleared = 1 - fractions["nothing"]
             among = fractions["found"] / cleared if cleared > 0 else 0.0  # the pick's chance is counted where one clears
             pairs = report["distribution"]["pairs"]
+            found, base = counts(fractions, pairs)
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
-                where = (f"; {min(round(fractions['found'] * pairs), round(cleared * pairs))} of the {round(cleared * pairs)} "
-                         f"pairs where a head clears the null bar" if fractions["nothing"] > 0 else "")  # fmt: skip
+                where = f"; {found} of the {base} pairs where a head clears the null bar" if fractions["nothing"] > 0 else ""
                 reaches = ("; the interval reaches below the " + _percent(MOSTLY) + " this page calls most"
                            if wilson_bounds(fractions["found"], pairs)[0] < MOSTLY else "")  # fmt: skip
                 reading = (f"a named head is on top in most pairs by point estimate ({_percent(fractions['found'])}, 95 % "
@@ -67,8 +67,6 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
             else:
-                base = round(cleared * pairs)
-                found = min(round(fractions["found"] * pairs), base)
                 counted = (f"among the {base} pairs where a head clears the null bar, a named head is on top in {found} "
                            f"(95 % Wilson {wilson(found / base, base)}): ")  # fmt: skip
                 if among <= BELOW * entry["chance"]:
@@ -157,15 +155,21 @@ def missed(measured: dict, method: str, entry: dict) -> str:
             f"gives its error head by head)")
 
 
+def counts(fractions: dict, pairs: int) -> tuple[int, int]:
+    """(pairs with a named head on top, pairs where some head clears the null bar), counted back from a verdict's
+    fractions of ``pairs``."""
+    cleared = round((1 - fractions["nothing"]) * pairs)
+    return min(round(fractions["found"] * pairs), cleared), cleared
+
+
 def inconclusive(fractions: dict, pairs: int) -> str:
     """A verdict whose pairs mostly have no head clearing the null bar: the chance of a random pick (a pick that
     need not clear the null) is no yardstick, so it is read among the pairs where a head does clear it, counted from
     the fractions (found / (1 - nothing)) and the number of pairs."""
-    cleared = round((1 - fractions["nothing"]) * pairs)
+    found, cleared = counts(fractions, pairs)
     said = f"inconclusive: no head clears the null bar in {_percent(fractions['nothing'])} of pairs"
     if cleared == 0:
         return f"{said}, so there is no pair where one does to read"
-    found = min(round(fractions["found"] * pairs), cleared)
     return (f"{said}; among the pairs where one does, a named head is on top in {found} of {cleared} (95 % Wilson "
             f"{wilson(found / cleared, cleared)})")
 

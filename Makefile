@@ -101,16 +101,16 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
 
 # Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
-# The two long ones, each one process most of the time, start as soon as their environments are built: the site
-# suite (one render of a clean copy, then the browser; the stand-ins' publish renders) and the rest (units,
-# runners). The compatibility and peer suites, shorter, run at a lower priority and fill the gaps; their
-# environments are built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are
-# built on both cores and the long suites start sooner. The suites' processes (pytest, the render's kernels, the
-# runners) take one torch thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads
-# than cores only spin; the course's numbers are computed on one thread whatever the setting (single_thread).
-# The stand-ins' publish renders (test_publish_pythia.py) go with the site suite: under /usr/bin/time the suites kept
-# the two cores only 145 % busy on average, the one-process rest suite finishing last, while the site suite's
-# workers wait on Chromium beside its render and page commands.
+# The two long ones start as soon as their environments are built: the site suite (one render of a clean copy, then
+# the pages' commands and the browser; the stand-ins' publish renders) and the rest (units, runners). The whole run
+# waits for one chain, the site suite's render and then its pages' commands (measured alone: the site suite 8.5
+# minutes, the rest 4, the compatibility and peer suites under 1 each); run side by side at one priority, the others
+# slowed that chain by half again (CI 14.5 minutes). So the site suite keeps the normal priority and the other three
+# run BESIDE it, at a lower one, in what it leaves idle while its workers wait on Chromium. Their environments are
+# built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are built on both cores and
+# the long suites start sooner. The suites' processes (pytest, the render's kernels, the runners) take one torch
+# thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads than cores only spin;
+# the course's numbers are computed on one thread whatever the setting (single_thread).
 SITE_SUITE := tests/site
 REST_SUITE := tests/unit tests/runners
 BESIDE := nice -n 10
@@ -122,16 +122,18 @@ test:
 # The site suite runs the pages' commands too, each page's environment built from the wheelhouse as the page says
 # (tests/site/test_page_commands.py). Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist
 # workers, a test file per worker at a time (module fixtures such as Lighthouse's run once), after one render the
-# workers share (tests/site/conftest.py).
+# workers share; the files go out in the order tests/site/conftest.py gives them (LONGEST_FIRST), not reordered by
+# their number of tests, so the pages' commands start as soon as the render is done.
 SITE_WORKERS ?= 3
 test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.installed $(PYODIDE)/node_modules/.installed \
 		$(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
-	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile $(SITE_SUITE)
+	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile --no-loadscope-reorder $(SITE_SUITE)
 
-# One process: its tests compute (runners, trainings), and a second worker here only slowed the other suites
-# (measured: 14.5 minutes against 13).
+# One process, beside the site suite: its tests compute (runners, trainings), about 4 minutes alone, so it fits in what
+# the site suite leaves idle, while the site suite's one chain (the render, then the pages' commands) is what the
+# whole run waits for. A second worker here only slowed the other suites (measured: 14.5 minutes against 13).
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BESIDE) $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases), the

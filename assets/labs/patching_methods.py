@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1466    make_design
-#   line 1494  residlab/course/lab07/patching.py
-#   line 1651    activation_grids
-#   line 1702    path_patching
-#   line 1725  residlab/course/lab07/attribution.py
-#   line 1773    attribution_grids
-#   line 1892    error_split
-#   line 2055  residlab/course/lab07/distribution.py
-#   line 2153    null_design
-#   line 2466    measure_distribution
+#   line 1489    make_design
+#   line 1517  residlab/course/lab07/patching.py
+#   line 1674    activation_grids
+#   line 1725    path_patching
+#   line 1748  residlab/course/lab07/attribution.py
+#   line 1796    attribution_grids
+#   line 1915    error_split
+#   line 2084  residlab/course/lab07/distribution.py
+#   line 2182    null_design
+#   line 2495    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1494  residlab/course/lab07/patching.py
-#   line 1725  residlab/course/lab07/attribution.py
-#   line 1998  residlab/course/lab07/verdicts.py
-#   line 2055  residlab/course/lab07/distribution.py
-#   line 2533  residlab/course/lab07/lab.py (the entry)
+#   line 1517  residlab/course/lab07/patching.py
+#   line 1748  residlab/course/lab07/attribution.py
+#   line 2021  residlab/course/lab07/verdicts.py
+#   line 2084  residlab/course/lab07/distribution.py
+#   line 2562  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1398,9 +1398,32 @@ UNTESTABLE_BY_METHOD = {
 }
 
 
+PREDICTION_HOLDS = 0.1  # a head predicted near 0 is, observed, when it clears the null bar in at most this fraction of pairs
+
+
 def by_method_reason(design: str, method: str) -> str:
     """Why ``method`` cannot test the kinds ``UNTESTABLE_BY_METHOD`` names in ``design`` (page and runner)."""
     return UNTESTABLE_BY_METHOD[(design, method)][1]
+
+
+def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
+    """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
+    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often it clears the null bar. The
+    prediction near 0 could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
+    table = report["distribution"]["designs"][design]["heads"][method]["heads"]
+    cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
+             if "clears_fraction" in table[block][head]]  # fmt: skip
+    if not cells:
+        return ""
+    listed = "; ".join(f"head {block}.{head} {shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, "
+                       f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
+                       for block, head, cell in cells)  # fmt: skip
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
+    held = ("the prediction could have failed and here holds (no head clears the null bar in more than "
+            f"{percent(PREDICTION_HOLDS)} of pairs)" if not failed else
+            f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
+    return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
+            f"out as competitors.")
 
 
 def untestable(design: str, method: str) -> tuple[str, ...]:
@@ -2011,7 +2034,7 @@ VERDICT_WORDS = {
     "found": "a named head on top",
     "other_kind": "a head of another named kind ({others}) on top",
     "unnamed": "a head the rule names no kind on top",
-    "nothing": "no head above the null",
+    "nothing": "no head above the null bar",
     "not_testable": "not testable",
     "no_test": "no test: the block's other heads are not testable here (the mechanism predicts them near 0)",
 }
@@ -2050,6 +2073,12 @@ def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
     return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
             for key, value in entry["fractions"].items()
             if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
+
+
+def verdict_fractions(entry: dict, words: dict) -> str:
+    """A kinds entry's verdicts over the pairs in one phrase, fraction first ("of the pairs, 97 % with a named head
+    on top, ..."), as the page and the runner both print it."""
+    return "of the pairs, " + ", ".join(f"{percent(value)} with {text}" for text, value in verdict_parts(entry, words))
 
 
 # ---- residlab/course/lab07/distribution.py -------------------------------------------------------
@@ -2736,9 +2765,9 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for kind in measured.get("not_testable_by_method", {}).get(method, ()):
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']} by this method: "
-                             f"{by_method_reason(name, method)}")  # fmt: skip
+                             f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}")  # fmt: skip
             for entry in table["kinds"].values():
-                said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
+                said = verdict_fractions(entry, words)
                 if other := complement_of(entry):
                     chance = complement_words(other, entry["block"])
                 elif entry["chance"] < 1:
@@ -2747,7 +2776,7 @@ def summary_lines(report: dict) -> list[str]:
                     chance = words["no_test"] if entry.get("fixed") else "every head of the block is named, so this is no test"
                 bar = null["heads"][method][entry["block"]]  # the null bar the verdicts count against
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[entry['kind']]} heads (block {entry['block']} heads "
-                             f"{', '.join(map(str, entry['named']))}; {chance}; null bar {shown(bar, 2):.2f}): {said} of the pairs")  # fmt: skip
+                             f"{', '.join(map(str, entry['named']))}; {chance}; null bar {shown(bar, 2):.2f}): {said}")  # fmt: skip
     return lines
 
 

@@ -40,8 +40,9 @@ class Build:
     output: str  # everything quarto render printed
 
 
-# Under pytest-xdist (--dist loadfile) these files, the longest after the render, go to workers first.
-LONGEST_FIRST = ("test_page_commands.py", "test_lighthouse.py")
+# Under pytest-xdist (--dist loadfile --no-loadscope-reorder, so files go out in this order) these files, the longest
+# after the render, go to workers first: the pages' commands right after the render, on the worker that renders.
+LONGEST_FIRST = ("test_page_commands.py", "test_lighthouse.py", "test_publish_pythia.py")
 RENDER_WAIT_S = 3600  # how long a worker waits for another worker's render before it gives up
 
 

@@ -119,7 +119,7 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
 
     learner = Learner(bare_python, torch_pin(fetch(REQUIREMENTS).decode("utf-8")), learner_env(hub_env), wheelhouse)
     folders: dict[str, Folder] = {}
-    ran = {}
+    pages = []
     for path in learner_pages(site):
         page = read_page((site / path).read_text(encoding="utf-8"), path)
         if not page.blocks:
@@ -131,13 +131,10 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
             folder = Folder(tmp_path / path.replace("/", "-").removesuffix(".html"))
             folder.path.mkdir()
         folders[path] = folder
-        try:
-            ran[path] = run_page(page, folder, fetch, learner)
-        except CommandFailed as failed:
-            failure = f"{path}: {failed}"
-        else:
-            continue
-        pytest.fail(failure, pytrace=False)  # outside the handler: the page and the command, without a traceback
+        pages.append(page)
+    ran, failures = run_chains(pages, folders, fetch, learner)
+    if failures:  # the first in page order, outside any handler: the page and the command, without a traceback
+        pytest.fail(failures[0], pytrace=False)
     # The pages that teach a command line show one (a page that lost its blocks would pass unseen otherwise).
     for expected in ("lessons/04-residual-stream.html", "labs/04-read-transformer-paper.html",
                      "labs/05-trace-residual-stream.html", "labs/06-audit-a-decoder.html",
@@ -150,7 +147,32 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
         written = json.loads((folders[LAB07].path / report_name).read_text(encoding="utf-8"))
         assert written == rendered_report(project), f"{LAB07}: the runner's {report_name} is not the report the page shows"
     if not BUILT_SITE:
-        runners_did_what_the_package_does(ran, folders, project, tmp_path / "package")
+        runners_did_what_the_package_does(ran, folders, site, project, tmp_path / "package")
+
+
+def run_chains(pages: list, folders: dict, fetch, learner: Learner) -> tuple[dict, list]:
+    """Run ``pages`` (in page order) folder by folder: each folder's pages in order, the folders side by side
+    (nothing one folder's commands write is read in another). Returns the lines run per page, in page order, and
+    where a folder's pages stopped, "page: failure", in page order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chains: dict[Path, list] = {}
+    for page in pages:
+        chains.setdefault(folders[page.path].path, []).append(page)
+    order = {page.path: index for index, page in enumerate(pages)}
+    ran, failures = {}, []
+
+    def run(chain: list) -> None:
+        for page in chain:
+            try:
+                ran[page.path] = run_page(page, folders[page.path], fetch, learner)
+            except CommandFailed as failed:
+                failures.append((order[page.path], f"{page.path}: {failed}"))
+                return
+
+    with ThreadPoolExecutor(max_workers=len(chains) or 1) as pool:
+        list(pool.map(run, chains.values()))
+    return dict(sorted(ran.items(), key=lambda item: order[item[0]])), [said for _, said in sorted(failures)]
 
 
 PACKET_RECORDS = ("input.json", "intervention.json", "measurement.json")  # model.json names the environment's versions
@@ -172,17 +194,39 @@ def same_packet(learner: Path, package, where: str) -> None:
 PACKAGE_COMMANDS = {
     "audit_residual_writes.py": ("residlab.audit.cli", "--output"),
     "residual_stream_lab.py": ("residlab.course.models.lesson_lab", "packet"),
-    "read_transformer_paper.py": ("residlab.course.lab04.paper_lab", None),
 }
+LAB04 = "labs/04-read-transformer-paper.html"
+PAPER_RUNNER = "read_transformer_paper.py"
+STDOUT_BLOCK = re.compile(r'<div class="cell-output cell-output-stdout">\s*<pre[^>]*>(?P<text>.*?)</pre>', re.S)
 
 
-def runners_did_what_the_package_does(ran: dict, folders: dict, project: Path, scratch: Path) -> None:
+def printed_what_the_page_shows(printed: str, arguments: list[str], page_html: str, where: str) -> None:
+    """Lab 04's runner prints what its page shows (the package computed it during the render): every section it
+    prints is one of the page's printed blocks, but the gradient profile's where the run skips it."""
+    import html
+
+    from residlab.course.lab04 import paper_lab
+
+    shown = [html.unescape(re.sub(r"<[^>]+>", "", match["text"])).strip("\n") for match in STDOUT_BLOCK.finditer(page_html)]
+    sections = printed.rstrip("\n").split("\n\n")
+    assert len(sections) == len(paper_lab.REPORT_SECTIONS), where
+    skipped = "--skip-profile" in arguments
+    for section in sections[:-1] if skipped else sections:
+        assert section in shown, f"{where}: not on the page: {section.splitlines()[0]}"
+    if skipped:
+        assert sections[-1] == "Gradient profile skipped (--skip-profile)", where
+    else:
+        assert "Lesson 2.1's gradient profile" in printed, where
+    assert "every line should match" in page_html  # the page tells the reader how to check; it never runs the runner
+
+
+def runners_did_what_the_package_does(ran: dict, folders: dict, site: Path, project: Path, scratch: Path) -> None:
     """The runners are the package's download form: what the learner's runs wrote and printed is what the package
     computes. The induction model's runs are compared with what the render computed from the same seed (its
-    ``induction_training``: the weights bit for bit, the description, Lab 06's audit packet); every run of a runner
-    in ``PACKAGE_COMMANDS`` (but its ``verify``, whose packet the page's own run checks) is run again here by the
-    package's command, in the same folder with the same arguments, and must print the same lines and write the same
-    packet records."""
+    ``induction_training``: the weights bit for bit, the description, Lab 06's audit packet); Lab 04's runs with
+    what its page printed when the package ran during the render; every run of a runner in ``PACKAGE_COMMANDS`` (but
+    its ``verify``, whose packet the page's own run checks) is run again here by the package's command, in the same
+    folder with the same arguments, and must print the same lines and write the same packet records."""
     import importlib
 
     from residlab.course.lab06.induction_cli import report_lines
@@ -204,6 +248,8 @@ def runners_did_what_the_package_does(ran: dict, folders: dict, project: Path, s
                 assert printed == described, where
             elif runner == "induction_model.py" and arguments[0] == "audit":
                 same_packet(folder.path / arguments[arguments.index("--output") + 1], trained.audit.packet, where)
+            elif runner == PAPER_RUNNER:
+                printed_what_the_page_shows(printed, arguments, (site / LAB04).read_text(encoding="utf-8"), where)
             elif runner in PACKAGE_COMMANDS and arguments[:1] != ["verify"]:
                 module, output_flag = PACKAGE_COMMANDS[runner]
                 output = arguments.index(output_flag) + 1 if output_flag in arguments else None
@@ -218,7 +264,8 @@ def runners_did_what_the_package_does(ran: dict, folders: dict, project: Path, s
             else:
                 continue
             checked.append(runner if runner != "induction_model.py" else f"{runner} {arguments[0]}")
-    wanted = {"induction_model.py train", "induction_model.py describe", "induction_model.py audit", *PACKAGE_COMMANDS}
+    wanted = {"induction_model.py train", "induction_model.py describe", "induction_model.py audit", PAPER_RUNNER,
+              *PACKAGE_COMMANDS}
     assert wanted <= set(checked), sorted(wanted - set(checked))
 
 
@@ -354,6 +401,21 @@ def test_breaking_one_command_fails_the_page(tmp_path, bare_python, tiny_wheelho
     lines = ["python3 -m venv --without-pip .venv-x", GOOD["Linux"][3], broken]
     with pytest.raises(CommandFailed, match=re.escape(reason)):
         run_small(small_page(code("bash", lines)), tmp_path / "f", bare_python, tiny_wheelhouse)
+
+
+def test_folders_run_side_by_side_and_a_failure_is_named_in_page_order(tmp_path, bare_python, tiny_wheelhouse):
+    files = {"assets/labs/toy.py": TOY_RUNNER.encode(), "assets/labs/reqs.txt": REQUIREMENTS_SERVED.encode()}
+    pages = [read_page(small_page(code("bash", lines)), path) for path, lines in (
+        ("labs/a.html", ["python3 toy.py write made.txt", "python3 toy.py read made.txt"]),
+        ("labs/b.html", ["python3 toy.py read missing.txt"]), ("labs/c.html", ["python3 toy.py read nothing.txt"]))]
+    folders = {page.path: Folder(tmp_path / page.path.replace("/", "-")) for page in pages}
+    for folder in folders.values():
+        folder.path.mkdir()
+    learner = Learner(bare_python, "2.0.0", dict(os.environ), tiny_wheelhouse)
+    ran, failures = run_chains(pages, folders, lambda path: files[path], learner)
+    assert list(ran) == ["labs/a.html"] and (tmp_path / "labs-a.html" / "made.txt").read_text() == "made"
+    assert [failure.split(":")[0] for failure in failures] == ["labs/b.html", "labs/c.html"]  # page order, both named
+    assert "python3 toy.py read missing.txt: exit status 1" in failures[0]
 
 
 def test_a_variant_that_differs_beyond_its_platform_is_named():

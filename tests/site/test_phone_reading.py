@@ -1,5 +1,5 @@
-"""Every page of the built site read at a phone's width (412 px) and at a desktop's (1280 px), in the light and the
-dark scheme, in headless Chromium: nothing wider than the screen outside a box that scrolls; every table fits or
+"""Every page of the built site read at a phone's width (412 px) in the dark scheme and at a desktop's (1280 px) in the
+light one (``SCREENS``), in headless Chromium: nothing wider than the screen outside a box that scrolls; every table fits or
 scrolls in its own box with a visible cue (the shaded edge, the first column kept in view, a tab stop); no cell of
 running text squeezed to a word a line; every figure's smallest text at least 11 CSS px on screen (an image's SVG
 is laid out at the size the page shows it and measured, as inline SVG is); identifiers in tables broken only after
@@ -9,13 +9,16 @@ The pages are the ones the built site lists in its sitemap.xml, not a list kept 
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from test_browser import open_page, wait_for
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 WIDTHS = {"phone": 412, "desktop": 1280}
 SCHEMES = ("light", "dark")
 SMALLEST_TEXT_PX = 11
@@ -180,8 +183,23 @@ def page_problems(browser) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("screen", WIDTHS)
+# Each width once and each scheme once. The dark theme changes colours, and its one layout rule gives a figure a card
+# of padding (theme-dark.scss): so the phone, the narrow screen, is read in the dark scheme, where a figure is widest,
+# and the desktop in the light one.
+SCREENS = (("phone", "dark"), ("desktop", "light"))
+DARK_LAYOUT = {"padding: 0.25rem", "box-sizing: content-box", "max-width: calc(100% - 0.5rem)"}  # the figure's card
+
+
+def test_the_dark_theme_adds_no_layout_but_the_figure_card():
+    rules = (ROOT / "assets/site/theme-dark.scss").read_text(encoding="utf-8")
+    layout = {match.strip().rstrip(";") for match in re.findall(
+        r"^\s*(?:[\w-]*(?:font-size|width|height|padding|margin|spacing|line-height|box-sizing|display|position)"
+        r"[\w-]*\s*:[^;{]*;)", rules, re.M)}  # fmt: skip
+    assert layout == DARK_LAYOUT, f"theme-dark.scss lays out more than the figure card: read every width in both schemes ({layout - DARK_LAYOUT})"
+    assert {scheme for _, scheme in SCREENS} == set(SCHEMES) and {screen for screen, _ in SCREENS} == set(WIDTHS)
+
+
+@pytest.mark.parametrize("screen, scheme", SCREENS)
 def test_every_page_reads_at_this_width(screen, scheme, built_site, base_url, browser, reset_screen):
     show(browser, WIDTHS[screen], scheme)
     found = {}

@@ -1,7 +1,7 @@
 """The chance models Lab 07's page reads its counts against, each computed exactly or from a fixed seed: the Wilson
 interval of a fraction of pairs (``wilson``), the range of agreements two orders drawn independently with fixed
-margins give and its one-sided tail (``independent_range``, ``agreement_tail``: hypergeometric), and a rank
-correlation with its permutation p (``rank_association``)."""
+margins give and its one-sided tail (``independent_range``, ``agreement_tail``: hypergeometric), a paired order's
+exact sign test (``sign_test``), and a rank correlation with its permutation p (``rank_association``)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,12 @@ def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list
     support = range(max(0, first_by_score + first_by_share - pairs), min(first_by_score, first_by_share) + 1)
     return [(pairs - first_by_score - first_by_share + 2 * k,
              math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
+
+
+def sign_test(first: int, pairs: int) -> float:
+    """Two-sided exact sign test: P(a fair coin's count is at least as far from pairs / 2 as ``first``), at most 1."""
+    extreme = max(first, pairs - first)
+    return min(1.0, 2 * sum(math.comb(pairs, k) for k in range(extreme, pairs + 1)) / 2**pairs)
 
 
 def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:

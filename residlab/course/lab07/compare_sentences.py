@@ -4,10 +4,13 @@ and the copied-token design's corruption beside the one Lab 06 and the glossary 
 
 from __future__ import annotations
 
-from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _up, _value, by_construction, distinct_cells, hybrid
+from residlab.course.lab07.sentences import (
+    MOSTLY, _bound, _interval, _percent, _up, _value, by_construction, distinct_cells, hybrid,
+)
 
 
 DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
+NEGLIGIBLE = 0.01  # a mean difference told apart from 0 but smaller than this share of the gap is said to be negligible
 
 
 def direction_sentence(report: dict, name: str) -> str:
@@ -68,11 +71,14 @@ def told_apart(pairs: list, spread: dict, lead: str) -> str:
     if not told:
         return ""
     counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
-    named = "; ".join(f"{site}, position {position}: {_value(over['mean'])} [{_value(over['mean_interval'][0])}, "
-                      f"{_value(over['mean_interval'][1])}]" for _, site, position, over in told)  # fmt: skip
+    named = "; ".join(f"{site}, position {position}: {_value(over['mean'])} [{_bound(over['mean_interval'][0])}, "
+                      f"{_bound(over['mean_interval'][1])}]" for _, site, position, over in told)  # fmt: skip
+    tiny = [over for *_, over in told if abs(over["mean"]) < NEGLIGIBLE]
+    size = (f" {len(tiny)} of them {'is' if len(tiny) == 1 else 'are'} under {NEGLIGIBLE} of the gap in size: told "
+            f"apart, but negligible, and a mean's interval on differences mostly near 0 is fragile." if tiny else "")
     return (f"{lead}{counted} told apart from 0 by the mean's own 95 % interval ({named}); each is tested at 95 % "
             f"with no correction over the {len(pairs)} cells compared, so about {0.05 * len(pairs):.1f} would be by "
-            f"chance alone.")  # fmt: skip
+            f"chance alone, and the count is no finding of its own.{size}")  # fmt: skip
 
 
 def pairwise_reading(over: dict) -> str:
@@ -87,9 +93,9 @@ def pairwise_reading(over: dict) -> str:
                 f"{DIFFER} of the gap ({spread}); the worked example's {_value(example)} is exceeded in only "
                 f"{_percent(beyond)} of pairs.")  # fmt: skip
     if beyond >= 0.75:
-        where = "smaller than most"
+        where = "among the smaller ones"
     elif beyond <= 0.25:
-        where = "larger than most"
+        where = "among the larger ones"
     else:
         where = "typical, not special"
     return (f"{average}, but pair by pair they differ widely in both directions: the median |difference| is "
@@ -105,7 +111,7 @@ def mean_reading(over: dict) -> str:
     mean = over["mean"]
     if low is None:
         return f"On average the difference is {_value(mean)}"
-    said = f"{_value(mean)}, the mean's 95 % interval [{_value(low)}, {_value(high)}] (mean ± 1.96 standard errors)"
+    said = f"{_value(mean)}, the mean's 95 % interval [{_bound(low)}, {_bound(high)}] (mean ± 1.96 standard errors)"
     if low <= 0 <= high:
         return f"On average the two directions are not told apart: the mean difference is {said}, which holds 0"
     direction = "exceeds" if mean > 0 else "falls short of"
@@ -129,7 +135,8 @@ def lab06_sentence(report: dict, name: str = "copied_token") -> str:
              f"rival {other['rival']} by their rule, this design {design['rival']}")
     differ = "so the gaps differ" if round(other["gap"], 2) != round(design["gap"], 2) else "and the gaps agree"
     return (f"Lab 06 and the glossary corrupt {where} (token {other['clean_token']}) {replaced}; they read "
-            f"{rival}; their gap is {_value(other['gap'])}, this worked example's {_value(design['gap'])}, {differ}.")
+            f"{rival}; the gap of that corruption, M(clean) minus M(corrupt) of the two values both pages print (not "
+            f"their difference), is {_value(other['gap'])}, this worked example's {_value(design['gap'])}, {differ}.")
 
 
 def key_step_sentence(report: dict) -> str:

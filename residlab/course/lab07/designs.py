@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from residlab.audit.measures import shown
+from residlab.course.lab07.verdicts import percent
 from residlab.course.models.induction.measures import HELD_OUT_SEED, example_sequence
 from residlab.course.models.induction.recipe import VOCAB_SIZE
 
@@ -61,9 +62,32 @@ UNTESTABLE_BY_METHOD = {
 }
 
 
+PREDICTION_HOLDS = 0.1  # a head predicted near 0 is, observed, when it clears the null bar in at most this fraction of pairs
+
+
 def by_method_reason(design: str, method: str) -> str:
     """Why ``method`` cannot test the kinds ``UNTESTABLE_BY_METHOD`` names in ``design`` (page and runner)."""
     return UNTESTABLE_BY_METHOD[(design, method)][1]
+
+
+def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
+    """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
+    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often it clears the null bar. The
+    prediction near 0 could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
+    table = report["distribution"]["designs"][design]["heads"][method]["heads"]
+    cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
+             if "clears_fraction" in table[block][head]]  # fmt: skip
+    if not cells:
+        return ""
+    listed = "; ".join(f"head {block}.{head} {shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, "
+                       f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
+                       for block, head, cell in cells)  # fmt: skip
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
+    held = ("the prediction could have failed and here holds (no head clears the null bar in more than "
+            f"{percent(PREDICTION_HOLDS)} of pairs)" if not failed else
+            f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
+    return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
+            f"out as competitors.")
 
 
 def untestable(design: str, method: str) -> tuple[str, ...]:

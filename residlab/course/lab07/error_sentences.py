@@ -7,7 +7,7 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid,
+    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat,
 )
 
 
@@ -113,8 +113,8 @@ def attribution_sentence(report: dict, name: str) -> str:
              f"{_value(worst['final_norm_shapley'])} and {_value(worst['upstream_shapley'])}.")  # fmt: skip
     orders = {_leans(worst["final_norm"], worst["upstream"]), _leans(worst["final_norm_final_first"], worst["upstream_final_first"])}
     lean = _leans(worst["final_norm_shapley"], worst["upstream_shapley"])
-    where = {"final": "most of it is the final LayerNorm", "even": "the two parts are equal to two decimals",
-             "upstream": "most of it is upstream, in the blocks between the site and the final state"}[lean]
+    where = {"final": "the larger part is the final LayerNorm's", "even": "the two parts are equal to two decimals",
+             "upstream": "the larger part is upstream, in the blocks between the site and the final state"}[lean]
     why = (f"By the Shapley split {where}" + (", and both orders agree." if len(orders) == 1 else
            ", but the two orders disagree on which part is the larger: the two parts interact, and a split in one order "
            "alone would blame whichever part it takes second."))  # fmt: skip
@@ -124,8 +124,8 @@ def attribution_sentence(report: dict, name: str) -> str:
     dominated = sum(_leans(cell["final_norm_shapley"], cell["upstream_shapley"]) == "final" for cell in bent)
     agree = sum(_leans(c["final_norm"], c["upstream"]) == _leans(c["final_norm_final_first"], c["upstream_final_first"]) for c in bent)
     one = len(bare) == 1
-    forced = (f"{len(bare)} {'lies' if one else 'lie'} where nothing but the final LayerNorm bends between the site and "
-              f"the final state, so {'its' if one else 'their'} upstream part is 0 by construction "
+    forced = (f"{len(bare)} {'lies' if one else 'lie'} where nothing bends between the site and the final state (the "
+              f"final LayerNorm comes after it), so {'its' if one else 'their'} upstream part is 0 by construction "
               f"and both orders agree there; of the other {len(bent)}, " if bare else "")  # fmt: skip
     tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, {forced}the final LayerNorm's Shapley part "
              f"is the larger in {dominated}, and the two orders agree on the larger part in {agree}." if large else
@@ -160,8 +160,11 @@ def head_error_sentence(report: dict, name: str) -> str:
     larger = {"final": "on average its larger part is the final LayerNorm", "upstream": "on average its larger part is upstream",
               "even": "on average its error is split about evenly"}[lean]
     upstream_larger = cell.get("upstream_larger_fraction")  # the parts compared pair by pair, not by their intervals
-    mostly = ("" if upstream_larger is None or 1 - MOSTLY < upstream_larger < MOSTLY else
-              f" (in most pairs the {'upstream part' if upstream_larger >= MOSTLY else 'final LayerNorm'})")
+    pairs = report["distribution"]["pairs"]
+    larger_fraction = None if upstream_larger is None else max(upstream_larger, 1 - upstream_larger)
+    mostly = ("" if larger_fraction is None or larger_fraction < MOSTLY else
+              f" (in most pairs the {'upstream part' if upstream_larger >= MOSTLY else 'final LayerNorm'}: "
+              f"{most_caveat(larger_fraction, pairs)})")
     pairwise = ("" if upstream_larger is None else
                 f"; pair by pair the upstream part is the larger in size in {_percent(upstream_larger)} of pairs, the "
                 f"final LayerNorm's in {_percent(1 - upstream_larger)}{mostly}")  # fmt: skip

@@ -17,7 +17,7 @@ from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid, sam
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
-KIND_LABELS = {"resid_pre": "block input (resid_pre)", "attn_write": "attention write", "mlp_write": "MLP write",
+KIND_LABELS = {"resid_pre": "block input (resid_pre: block b−1's resid_post for b ≥ 1)", "attn_write": "attention write", "mlp_write": "MLP write",
                "resid_post": "block output (resid_post)"}  # fmt: skip
 
 
@@ -49,9 +49,9 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
                          f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip
-            if position in marked:  # a cell fixed by construction: an identity, never a finding
+            if position in marked:  # a cell fixed by construction, never a finding: a filled dot, no ring (the hybrid's)
                 parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="3.5" '
-                             'fill="#000" stroke="#fff" stroke-width="1"/>')  # fmt: skip
+                             'fill="#000"/>')  # fmt: skip
             elif position in hybrids:  # a hybrid prompt's run: observed, not an identity
                 parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="4" '
                              'fill="#fff" stroke="#000" stroke-width="1.5"/>')  # fmt: skip

@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.chance import (
-    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, wilson, wilson_bounds,
+    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, wilson,
 )
-from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
-from residlab.course.lab07.distribution import INTERVAL
-from residlab.course.lab07.sentences import MOSTLY, _heads, _interval, _percent, _value
-from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_parts
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.sentences import MOSTLY, _bound, _heads, _interval, _percent, _value, most_caveat
+from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
 BELOW = 0.5  # a verdict "below chance": a named head on top in at most this fraction of a random pick's chance
@@ -30,7 +30,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
         return f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was observed)."
     if kind in measured.get("not_testable_by_method", {}).get(method, ()):
-        return f"{words['not_testable']} by this method: {by_method_reason(name, method)}."
+        return f"{words['not_testable']} by this method: {by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}"
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
         return f"no {HEAD_KINDS[kind]} head this method can reach."
@@ -56,13 +56,11 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             found, base = counts(fractions, pairs)
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
                 where = f"; {found} of the {base} pairs where a head clears the null bar" if fractions["nothing"] > 0 else ""
-                reaches = ("; the interval reaches below the " + _percent(MOSTLY) + " this page calls most"
-                           if wilson_bounds(fractions["found"], pairs)[0] < MOSTLY else "")  # fmt: skip
-                reading = (f"a named head is on top in most pairs by point estimate ({_percent(fractions['found'])}, 95 % "
-                           f"Wilson {wilson(fractions['found'], pairs)}{reaches}{where}), above what a random pick would "
-                           "do")  # fmt: skip
+                reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
+                           f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
-                reading = ("heads of another named kind are on top in most pairs: the verdict says which kind carries "
+                reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
+                           f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
@@ -83,8 +81,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
         said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
-                    f"{'; ' + chance if chance else ''}): " + ", ".join(f"{text} in {_percent(value)}" for text, value in verdict_parts(entry, words))
-                    + f" of the pairs ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
+                    f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
+                    + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
 
 
@@ -211,14 +209,16 @@ def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
     that merges the named heads is taken apart here."""
     table = report["heads"]["name_scores"][entry["kind"]]["scores"][entry["block"]]
     by_score = sorted(entry["named"], key=lambda h: -table[h])
-    tie = score_tie(report, entry["kind"], entry["block"], entry["named"])
     cells = [heads[entry["block"]][h] for h in by_score] if heads else []
     clears = ("; above the null bar, head by head: " + ", ".join(
         f"head {h} {_percent(cell['clears_fraction'])}" for h, cell in zip(by_score, cells))
         if cells and all("clears_fraction" in cell for cell in cells) else "")  # fmt: skip
+    ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]  # every neighbour in score order
+    tied = "; ".join(f"heads {a} and {b}" for a, b in ties)
     return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
-            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.{3 if tie else 2}f}" for h in by_score)
-            + (f" (heads {tie[0]} and {tie[1]} closer than {TIE_MARGIN}: a tie)" if tie else ""))
+            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score)
+            + (f" ({tied} closer than {TIE_MARGIN} on average: {'a tie' if len(ties) == 1 else 'ties'} by the naming "
+               f"rule's margin)" if ties else ""))
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
@@ -237,11 +237,12 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     scores = per_sequence[block]
     score_gap = [scores[second][p] - scores[first][p] for p in range(pairs)]
     score_first = [gap < 0 for gap in score_gap]
-    said, tails, sized = [], [], []
+    said, tails, sized, shares_first = [], [], [], []
     for method in methods:
         grids = measured["per_pair"]["heads"][method]
         share_gap = [grids[p][block][second] - grids[p][block][first] for p in range(pairs)]
         share_first = [gap < 0 for gap in share_gap]
+        shares_first.append(sum(share_first))
         larger = first if sum(share_first) * 2 >= pairs else second
         count = sum(share_first) if larger == first else pairs - sum(share_first)
         agree = sum(a == b for a, b in zip(score_first, share_first))
@@ -270,12 +271,36 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {2 * len(methods)}, a "
                f"Bonferroni correction over the {2 * len(methods)} tests here, one by order and one by size per method)"
                if sized else "by size, no method's share difference follows the score difference beyond chance")  # fmt: skip
-    return (f"By attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} tie "
-            f"({_score(report, kind, block, first)} and {_score(report, kind, block, second)}{intervals}; closer than "
-            f"{TIE_MARGIN}: a tie Lab 06's and the glossary's highest-score rule cannot split, while Part 1's rule names "
-            f"both). Set side by side pair by pair, on the {pairs} sequences of period {report['distribution']['period']} "
-            f"the {name.replace('_', '-')} pairs are built from: head {first}'s score is the higher in {higher} of {pairs} "
-            f"and head {second}'s in {pairs - higher}; " + "; ".join(said) + f". So {by_order}; {by_size}. The score "
+    differences = [-gap for gap in score_gap]  # head first's score minus head second's, sequence by sequence
+    mean = sum(differences) / pairs
+    error = math.sqrt(sum((d - mean) ** 2 for d in differences) / (pairs - 1) / pairs) if pairs > 1 else 0.0
+    p_sign = sign_test(higher, pairs)
+    said_p = "p < 0.001" if p_sign < 0.001 else f"p = {p_sign:.3f}"
+    paired = (f" (two-sided exact sign test {said_p}; the mean paired score difference is {mean:.3f} ± "
+              f"{MEAN_Z * error:.3f}, {MEAN_Z:.2f} standard errors)")  # fmt: skip
+    apart = p_sign < ASSOCIATION_P and not (mean - MEAN_Z * error <= 0 <= mean + MEAN_Z * error)
+    order = "So " if not apart else (f"So pair by pair the scores are no tie: head "
+                                     f"{first if higher * 2 > pairs else second}'s is reliably the higher; ")
+    if higher * 2 == pairs:
+        order = ""  # the scores split the pairs evenly: no order to follow or reverse
+    else:
+        leader, other = (first, second) if higher * 2 > pairs else (second, first)
+        led = [count if leader == first else pairs - count for count in shares_first]  # pairs where leader's share is larger
+        span = lambda counts: f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"  # noqa: E731
+        if all(count * 2 < pairs for count in led):
+            order += (f"the methods reverse the score order: head {other}'s share is the larger in "
+                      f"{span([pairs - count for count in led])} of the {pairs} pairs. ")
+        elif all(count * 2 > pairs for count in led):
+            order += f"the methods follow the score order: head {leader}'s share is the larger in {span(led)} of the {pairs} pairs. "
+        else:
+            order += "the methods do not agree on which head's share is the larger. "
+    return (f"By mean attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} are within the "
+            f"naming rule's margin ({_score(report, kind, block, first)} and {_score(report, kind, block, second)}"
+            f"{intervals}; closer than {TIE_MARGIN}: a tie Lab 06's and the glossary's highest-score rule cannot split, "
+            f"while Part 1's rule names both). Set side by side pair by pair, on the {pairs} sequences of period "
+            f"{report['distribution']['period']} the {name.replace('_', '-')} pairs are built from: head {first}'s score "
+            f"is the higher in {higher} of {pairs} and head {second}'s in {pairs - higher}{paired}; " + "; ".join(said)
+            + f". {order}Beyond that, {by_order}; {by_size}. The score "
             "averages a head's attention over every position, not only those the design changes"
             + (f"; and the {len(said)} methods share one trained model and these pairs, so where they agree that is not "
                f"{len(said)} replications" if len(said) > 1 else ""))  # fmt: skip
@@ -315,7 +340,7 @@ def disagreement_sentence(report: dict) -> str:
                                    f"{_value(measured['heads'][m]['heads'][block][causal[m]]['mean'])} against head {by_score} "
                                    f"{_value(measured['heads'][m]['heads'][block][by_score]['mean'])}" for m in disagree)  # fmt: skip
                 said.append(f"by attention score block {block} head {by_score} is the first {HEAD_KINDS[kind]} head "
-                            f"({table[by_score]:.2f}), but in the {name.replace('_', '-')} design the mean shares over the "
+                            f"({table[by_score]:.3f}), but in the {name.replace('_', '-')} design the mean shares over the "
                             f"pairs rank another first ({shares}): attention weights say where a head reads, not what "
                             f"its write does")  # fmt: skip
     parts = [sentence + "." for sentence in tied]
@@ -353,8 +378,8 @@ def all_named_sentence(report: dict) -> str:
             if said:
                 reading = (": the rule gives one name to heads whose causal shares differ." if any(differ) else
                            "; their causal shares are alike too.")  # fmt: skip
-                sentences.append(f"Every head of block {block} scores as {HEAD_KINDS[kind]} ({min(scores):.2f} to "
-                                 f"{max(scores):.2f}), so which one a method puts on top is no test of the rule; "
+                sentences.append(f"Every head of block {block} scores as {HEAD_KINDS[kind]} ({min(scores):.3f} to "
+                                 f"{max(scores):.3f}), so which one a method puts on top is no test of the rule; "
                                  + "; ".join(said) + reading)  # fmt: skip
     return " ".join(sentences)
 
@@ -374,7 +399,7 @@ def outside_sentence(report: dict) -> str:
         said = [_head_reading(b, h, table[b][h]) for b, h in named]
         carry_anywhere |= any(table[b][h]["clears_fraction"] >= MOSTLY for b, h in named)
         parts.append(f"in the {name.replace('_', '-')} design (denoising), " + "; ".join(said))
-    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.2f}" for b, h in named)
+    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.3f}" for b, h in named)
     closing = (" How they carry it is not measured head by head on this page. One reading the numbers allow, untested "
                "here: a head that attends to its own position writes that position's token into the stream, and block "
                "1's values, which read the position the induction head attends to, carry it to the readout beside the "
@@ -397,10 +422,7 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
     pairs = entry.get("pairs")
 
     def most(fraction):  # a "most pairs" reading is a point estimate: its Wilson interval beside it
-        if not pairs:
-            return ""
-        reaches = f", reaching below the {_percent(MOSTLY)} this page calls most" if wilson_bounds(fraction, pairs)[0] < MOSTLY else ""
-        return f" (by point estimate; 95 % Wilson {wilson(fraction, pairs)}{reaches})"
+        return f" ({most_caveat(fraction, pairs)})" if pairs else ""
 
     if clears >= MOSTLY:
         return said + f": part of the gap, in most pairs{most(clears)}"
@@ -436,19 +458,29 @@ def head_direction_sentence(report: dict, name: str) -> str:
     said = []
     # said as the two numbers compare, not as "sufficient" or "necessary": a head that restores a small share alone
     # is not sufficient, and which cause makes the directions differ is not tested here
+    pairs = report["distribution"]["pairs"]
+
+    def difference(c: dict) -> str:  # the mean difference with its own interval, where the report has one
+        low, high = c.get("mean_interval", (None, None))
+        return f"mean difference {_value(c['mean'])}" + (f" [{_bound(low)}, {_bound(high)}], mean ± {MEAN_Z:.2f} SE" if low is not None else "")
+
+    def flagged(b: int, h: int, c: dict, side: str, direction: str) -> str:
+        return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}; {difference(c)}; "
+                f"{direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
+
     if more:
-        said.append("denoising exceeds noising for " + ", ".join(
-            f"head {b}.{h} in {_percent(c['above_zero'])} of pairs (mean difference {_value(c['mean'])}, denoising "
-            f"{_value(measured['heads']['denoising']['heads'][b][h]['mean'])} on average)" for b, h, c in more))  # fmt: skip
+        said.append("denoising exceeds noising for " + ", ".join(flagged(b, h, c, "above_zero", "denoising") for b, h, c in more))
     if less:
-        said.append("noising exceeds denoising for " + ", ".join(
-            f"head {b}.{h} in {_percent(c['below_zero'])} of pairs (mean difference {_value(c['mean'])}, noising "
-            f"{_value(measured['heads']['noising']['heads'][b][h]['mean'])} on average)" for b, h, c in less))  # fmt: skip
-    if predicted:
-        said.append(", ".join(f"head {b}.{h} ({HEAD_KINDS[kind_of[(b, h)]]}, mean difference {_value(c['mean'])})"
-                              for b, h, c in predicted)
-                    + ": a direction that cannot test these heads in this design (Part 6) predicts their share there "
-                      "near 0, so the difference is what the mechanism predicts, not a finding")  # fmt: skip
+        said.append("noising exceeds denoising for " + ", ".join(flagged(b, h, c, "below_zero", "noising") for b, h, c in less))
+    for b, h, c in predicted:  # the direction that cannot test the head predicts its share near 0: the other is observed
+        kind = kind_of[(b, h)]
+        blind_direction = "noising" if kind in blind["noising"] else "denoising"
+        seen = "denoising" if blind_direction == "noising" else "noising"
+        said.append(f"head {b}.{h} ({HEAD_KINDS[kind]}, {difference(c)}): {blind_direction} cannot test it in this "
+                    f"design (Part 6) and the mechanism predicts its {blind_direction} share near 0 "
+                    f"({_value(measured['heads'][blind_direction]['heads'][b][h]['mean'])} on average), so the difference "
+                    f"is mostly its {seen} share ({_value(measured['heads'][seen]['heads'][b][h]['mean'])} on average), "
+                    f"observed and read in Part 6, not a separate finding about the two directions")  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
                     + " one sign too, but with a mean difference inside its null pairs' interval ("

@@ -37,7 +37,9 @@ from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import (
     attribution_grids, bend_measures, centred_angle, corrupt_gradients, finite_difference_check, head_attribution,
 )
-from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, all_designs, by_method_reason, not_testable_reason
+from residlab.course.lab07.designs import (
+    PREDICTED_NEAR_ZERO, all_designs, by_method_observed, by_method_reason, not_testable_reason,
+)
 from residlab.course.lab07.distribution import (
     NAME_MARGIN, PAIRS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
     identities, is_swap, measure_distribution, named_heads,
@@ -46,7 +48,7 @@ from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, _readout_metric, activation_grids, head_grid, head_path_patching, path_patching, prepare, share,
 )
 from residlab.course.lab07.verdicts import (
-    HEAD_KINDS, METHOD_NAMES, VERDICT_WORDS, complement_of, complement_words, percent, verdict_parts,
+    HEAD_KINDS, METHOD_NAMES, VERDICT_WORDS, complement_of, complement_words, percent, verdict_fractions,
 )
 from residlab.course.models.threads import single_thread
 
@@ -249,9 +251,9 @@ def summary_lines(report: dict) -> list[str]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")
             for kind in measured.get("not_testable_by_method", {}).get(method, ()):
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']} by this method: "
-                             f"{by_method_reason(name, method)}")  # fmt: skip
+                             f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}")  # fmt: skip
             for entry in table["kinds"].values():
-                said = ", ".join(f"{text} in {percent(value)}" for text, value in verdict_parts(entry, words))
+                said = verdict_fractions(entry, words)
                 if other := complement_of(entry):
                     chance = complement_words(other, entry["block"])
                 elif entry["chance"] < 1:
@@ -260,7 +262,7 @@ def summary_lines(report: dict) -> list[str]:
                     chance = words["no_test"] if entry.get("fixed") else "every head of the block is named, so this is no test"
                 bar = null["heads"][method][entry["block"]]  # the null bar the verdicts count against
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[entry['kind']]} heads (block {entry['block']} heads "
-                             f"{', '.join(map(str, entry['named']))}; {chance}; null bar {shown(bar, 2):.2f}): {said} of the pairs")  # fmt: skip
+                             f"{', '.join(map(str, entry['named']))}; {chance}; null bar {shown(bar, 2):.2f}): {said}")  # fmt: skip
     return lines
 
 

@@ -10,6 +10,7 @@ import math
 
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
+from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.designs import not_testable_reason
 from residlab.course.lab07.distribution import INTERVAL, identities
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
@@ -21,8 +22,21 @@ MOSTLY = 0.9  # a verdict that holds in at least this fraction of the pairs "hol
 MOSTLY_TEXT = _percent(MOSTLY)  # the page defines "most pairs" with it
 
 
+def most_caveat(fraction: float, pairs: int) -> str:
+    """What every "in most pairs" reading carries beside it: that it is a point estimate, its 95 % Wilson interval,
+    and whether that interval reaches below the MOSTLY this page calls most."""
+    reaches = f", reaching below the {MOSTLY_TEXT} this page calls most" if wilson_bounds(fraction, pairs)[0] < MOSTLY else ""
+    return f"by point estimate; 95 % Wilson {wilson(fraction, pairs)}{reaches}"
+
+
 def _value(value) -> str:
     return "undefined" if value is None else f"{shown(value, 2):.2f}"
+
+
+def _bound(value: float) -> str:
+    """An interval's bound: two decimals, but one that is not 0 yet rounds to 0.00 with two significant figures, so
+    that whether the interval holds 0 can be read from what is printed."""
+    return _value(value) if value == 0 or abs(value) >= 0.005 else f"{value:.2g}"
 
 
 def _interval(summary: dict) -> str:
@@ -81,11 +95,11 @@ def _pairs_ratio(report: dict, name: str) -> str:
     smallest = min(gaps, key=abs)
     mean = sum(abs(gap) for gap in gaps) / len(gaps)
     least = min(ratios)
-    near = (f" (near the page's reading rule: within {math.ceil((least / report['read_factor'] - 1) * 100)} % of it)"
+    near = (f"; near the page's reading rule: within {math.ceil((least / report['read_factor'] - 1) * 100)} % of it"
             if report["read_factor"] < least < NEAR_RULE * report["read_factor"] else "")  # fmt: skip
     return (f"; that is one draw: over the pairs, {count} {len(ratios)} gaps exceed {report['read_factor']:.0f} times "
             f"the null pairs' largest; the smallest gap, {_value(abs(smallest))}, is at least "
-            f"{math.floor(least * 100) / 100:.2f} times it{near}. The null, expected to move M by 0, moves it by up "
+            f"{math.floor(least * 10) / 10:.1f} times it (the ratio taken before rounding{near}). The null, expected to move M by 0, moves it by up "
             f"to {_value(largest)}, {100 * largest / mean:.1f} % of the pairs' mean gap ({_value(mean)})"
             + (": not a quiet null, which is why the page reads only what clears it" if largest / mean >= QUIET
                else ", a quiet null"))  # fmt: skip
@@ -302,6 +316,13 @@ def hybrid_sentence(report: dict, name: str) -> str:
         elif cell["metric"] < design["corrupt_metric"]:
             why += (f"; its M ({_value(cell['metric'])}) is below the corrupt run's ({_value(design['corrupt_metric'])}), "
                     f"so the share is {'below 0' if denoising else 'above 1'}")  # fmt: skip
+        else:
+            why += (f"; its M ({_value(cell['metric'])}) lies between the corrupt run's ({_value(design['corrupt_metric'])}) "
+                    f"and the clean run's ({_value(design['clean_metric'])}), so the share is between 0 and 1, and M "
+                    + ("above 0: the prompt still favours the target" if cell["metric"] > 0 else
+                       "at or below 0: the prompt does not favour the target"))  # fmt: skip
+        if design["target"] in followers and design["rival"] in followers:
+            why += " (which of two copyable tokens the model favours, and by how much, is observed here, not derived)"
         said.append(f"{cell['direction']} at position {cell['position']} gives {_value(cell['share'])}: {why}")
     return ("Each of these cells is the run of a hybrid prompt (checked to equal the patched cell when the page is built), "
             "so it is read as that prompt's behaviour: " + "; ".join(said) + ".")
@@ -330,10 +351,13 @@ def path_sentence(report: dict, name: str) -> str:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
     if everything and abs(keys) > floor:
         three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
+        rest = everything - three
+        told = (f"; that rest, {_value(rest)} of the gap, is within the null pairs' reach, so it is not told apart from 0"
+                if abs(rest) <= floor else "")
         reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
                     f"values; the route through block 0's MLP, which reads that write, is in none of them. Their three "
                     f"separate shares sum to {three / everything:.0%} of the whole write's share: three patches, not one "
-                    f"joint patch, and attention is nonlinear, so the rest is not only the MLP's route")  # fmt: skip
+                    f"joint patch, and attention is nonlinear, so the rest is not only the MLP's route{told}")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
         structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "
@@ -349,8 +373,9 @@ def path_sentence(report: dict, name: str) -> str:
     elif untestable:
         structural += (" Not testable in this design under the mechanism's hypothesis: "
                        + "; ".join(not_testable_reason(name, kind, report) for kind in untestable) + ".")
-    return (f"Block 0's attention write, clean into corrupt: {numbers}. So {reading} (the null pairs reach {floor:.2f})."
-            + structural)
+    return (f"Block 0's attention write at every position, clean into corrupt (Part 3's cells patch one position at a "
+            f"time): {numbers}. So {reading} (the null pairs reach {floor:.2f}: the largest |share| any of these four path "
+            f"patches takes over the null pairs, into everything downstream included)." + structural)
 
 
 def arrangement_sentence(report: dict) -> str:
@@ -375,13 +400,23 @@ def known_heads_sentence(report: dict) -> str:
     parts = []
     for kind, named in heads["named"].items():
         table = heads["name_scores"][kind]
-        listed = "; ".join(f"block {b} head {h} ({table['scores'][b][h]:.2f} against {table['controls'][b][h]:.2f})"
+        listed = "; ".join(f"block {b} head {h} ({table['scores'][b][h]:.3f} against {table['controls'][b][h]:.3f})"
                            for b, h in named)  # fmt: skip
         parts.append(f"{HEAD_KINDS[kind]}: {listed}" if named else f"{HEAD_KINDS[kind]}: none")
     untrained = report["untrained"]["highest_head_score"]
     return ("The rule names these heads (score against its control): " + "; ".join(parts) + ". In the "
             f"{len(report['untrained']['seeds'])} random-weight models, for scale, no head scores above "
             f"{_up(untrained['previous_token'])} as previous-token or {_up(untrained['induction'])} as induction.")  # fmt: skip
+
+
+def naming_sequences(report: dict) -> str:
+    """Which held-out sequences the attention scores that name heads are averaged over, counted from the report."""
+    table = report["heads"]["name_scores"]["previous_token"]
+    periods, count = table["spread_periods"], table["spread"][0][0]["pairs"]
+    each = f", {count // len(periods)} of each" if count % len(periods) == 0 else ""
+    distribution = report["distribution"]
+    return (f"{count} held-out sequences of periods {min(periods)} to {max(periods)}{each} (each period weighted equally), "
+            f"the {distribution['pairs']} of period {distribution['period']} the pairs are built from among them")
 
 
 def chance_sentence(report: dict) -> str:
@@ -398,6 +433,23 @@ def chance_sentence(report: dict) -> str:
 
 NULL_BAR = f"{INTERVAL[1]:g}th percentile"  # the null bar: this percentile over the null pairs of the block's top share
 NULL_BAR_EXCEEDED = f"{100 - INTERVAL[1]:g} %"  # the fraction of null pairs in which some head of the block clears it
+def _nth_largest(rank: int) -> str:
+    suffix = "th" if 10 <= rank % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(rank % 10, "th")
+    return "largest" if rank == 1 else f"{rank}{suffix} largest"
+
+
+def null_bar_position(pairs: int) -> str:
+    """Where the null bar (``NULL_BAR``, the linear-interpolation percentile ``torch.quantile`` takes over ``pairs``
+    values) lies among the null pairs' values, counted from the top."""
+    position = INTERVAL[1] / 100 * (pairs - 1)  # 0-based, ascending
+    below, above = pairs - math.floor(position), pairs - math.ceil(position)  # ranks from the top
+    if below == above:
+        return f"at the {_nth_largest(below)} of those values"
+    nearer = below if position - math.floor(position) < 0.5 else above
+    return (f"between the {_nth_largest(below)} and the {_nth_largest(above)} of those values, nearer the "
+            f"{_nth_largest(nearer)}")
+
+
 LARGEST_IN_BLOCK = "largest in block (null not applied)"  # the head table's label; a verdict's "on top" needs the null cleared
 
 

@@ -14,7 +14,7 @@ VERDICT_WORDS = {
     "found": "a named head on top",
     "other_kind": "a head of another named kind ({others}) on top",
     "unnamed": "a head the rule names no kind on top",
-    "nothing": "no head above the null",
+    "nothing": "no head above the null bar",
     "not_testable": "not testable",
     "no_test": "no test: the block's other heads are not testable here (the mechanism predicts them near 0)",
 }
@@ -53,3 +53,9 @@ def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
     return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
             for key, value in entry["fractions"].items()
             if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
+
+
+def verdict_fractions(entry: dict, words: dict) -> str:
+    """A kinds entry's verdicts over the pairs in one phrase, fraction first ("of the pairs, 97 % with a named head
+    on top, ..."), as the page and the runner both print it."""
+    return "of the pairs, " + ", ".join(f"{percent(value)} with {text}" for text, value in verdict_parts(entry, words))

@@ -267,7 +267,17 @@ def test_sentences_follow_their_numbers():
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 1.05
     assert "more than 19 times the largest gap any null pair gives" in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 0.01
-    assert "keys alone carry 78%" in sentences.path_sentence(report, "copied_token")
+    text = sentences.path_sentence(report, "copied_token")
+    assert "keys alone carry 78%" in text
+    assert "the null pairs reach 0.01: the largest |share| any of these four path patches takes" in text
+    path = report["distribution"]["designs"]["copied_token"]["path"]
+    rest = path["everything"]["mean"] - path["keys"]["mean"] - path["queries"]["mean"] - path["values"]["mean"]
+    null = report["distribution"]["designs"]["copied_token"]["null"]
+    null["path"] = abs(rest) + 0.01  # the rest within the null's reach: not told apart from 0
+    assert (f"that rest, {sentences._value(rest)} of the gap, is within the null pairs' reach, so it is not told apart "
+            "from 0") in sentences.path_sentence(report, "copied_token")
+    null["path"] = 0.01
+    assert "that rest" not in sentences.path_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = error_sentences.attribution_sentence(report, "copied_token")
@@ -276,12 +286,12 @@ def test_sentences_follow_their_numbers():
     assert "(the cells fixed by construction and the hybrid-prompt cells left out)" in error_sentences.attribution_sentence(report, "copied_token")
     report["designs"]["copied_token"]["hybrids"] = []
     assert "Taking the upstream part first, the final LayerNorm's part is -0.40 and the upstream part -0.10" in text
-    assert "By the Shapley split most of it is the final LayerNorm, and both orders agree." in text
+    assert "By the Shapley split the larger part is the final LayerNorm's, and both orders agree." in text
     for cells in report["designs"]["copied_token"]["bends"].values():
         cells[0][2] = {**cells[0][2], "upstream_shapley": -0.45, "final_norm_shapley": -0.05, "upstream_final_first": -0.45,
                        "final_norm_final_first": -0.05}  # fmt: skip
     text = error_sentences.attribution_sentence(report, "copied_token")
-    assert "most of it is upstream" in text and "but the two orders disagree on which part is the larger" in text
+    assert "the larger part is upstream" in text and "but the two orders disagree on which part is the larger" in text
     # block 0's three cells at position 2 (their error -0.5) bend upstream; give block 1's MLP write there an error too:
     # nothing but the final LayerNorm lies after it, so its upstream part is 0 by construction and is counted apart
     design = report["designs"]["copied_token"]
@@ -290,8 +300,8 @@ def test_sentences_follow_their_numbers():
     design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "final_norm": -0.3, "final_norm_final_first": -0.3,
                                           "final_norm_shapley": -0.3}  # fmt: skip
     text = error_sentences.attribution_sentence(report, "copied_token")
-    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies where nothing but the final LayerNorm bends between "
-            "the site and the final state, so its upstream part is 0 by construction and both orders "
+    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies where nothing bends between the site and the "
+            "final state (the final LayerNorm comes after it), so its upstream part is 0 by construction and both orders "
             "agree there; of the other 3, the final LayerNorm's Shapley part is the larger in 0, and the two orders agree on "
             "the larger part in 0.") in text
     design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "upstream": -0.01}
@@ -314,7 +324,7 @@ def test_where_score_and_share_disagree_the_page_says_so():
         measured["null"]["heads"][method] = [0.01, 0.01]
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # 0.2 apart: no tie
     text = head_sentences.disagreement_sentence(report)
-    assert "by attention score block 0 head 1 is the first previous-token head (0.90)" in text
+    assert "by attention score block 0 head 1 is the first previous-token head (0.900)" in text
     assert "per-head denoising head 2 0.60 against head 1 0.20" in text
     heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"][0]
     heads[1], heads[2] = heads[2], heads[1]  # the shares now rank head 1 first too
@@ -340,13 +350,24 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
     # tied scores in three decimals, as Lab 06 shows them: 0.85 and 0.80 would read as 0.05 apart, no tie
-    assert ("block 0's previous-token heads 1 and 2 tie (0.847 and 0.804; closer than 0.05: a tie Lab 06's and the "
-            "glossary's highest-score rule cannot split, while Part 1's rule names both)") in text
+    assert ("block 0's previous-token heads 1 and 2 are within the naming rule's margin (0.847 and 0.804; closer than "
+            "0.05: a tie Lab 06's and the glossary's highest-score rule cannot split, while Part 1's rule names both)") in text
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
-            "and head 2's in 2; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores "
-            "do in 3 (independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text  # the same pairs, not a pooled score
-    assert ("So by order, no method agrees with the scores detectably more often than independent orders would "
-            "(one-sided p 0.50, 0.50, 0.50, none below 0.008)") in text  # Bonferroni over 6 tests
+            "and head 2's in 2 (two-sided exact sign test p = 1.000; the mean paired score difference is 0.025 ± 0."
+            in text)  # the same pairs, not a pooled score
+    assert ("; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores do in 3 "
+            "(independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text
+    assert (". Beyond that, by order, no method agrees with the scores detectably more often than independent orders "
+            "would (one-sided p 0.50, 0.50, 0.50, none below 0.008)") in text  # Bonferroni over 6 tests
+    assert "reverse" not in text and "follow the score order" not in text  # the scores split the pairs evenly
+    # head 1's score the higher in every pair, head 2's share the larger in 3 of 4: the methods reverse the order,
+    # and 4 of 4 is no reliable score order (sign test p = 0.125)
+    report["heads"]["name_scores"]["previous_token"]["example_period"][0][1] = [0.9, 0.95, 0.9, 0.9]
+    reversed_text = head_sentences.disagreement_sentence(report)
+    assert "the mean paired score difference is" in reversed_text and "p = 0.125" in reversed_text
+    assert ". So the methods reverse the score order: head 2's share is the larger in 3 of the 4 pairs. Beyond" in reversed_text
+    assert "reliably" not in reversed_text
+    report["heads"]["name_scores"]["previous_token"]["example_period"][0][1] = [0.9, 0.8, 0.7, 0.9]
     assert chance.agreement_tail(64, 31, 8, 37) == pytest.approx(0.1092, abs=1e-4)  # P(agreement >= 37)
     assert "not only those the design changes" in text
     assert "the 3 methods share one trained model and these pairs, so where they agree that is not 3 replications" in text
@@ -377,7 +398,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     measured = report["distribution"]["designs"]["copied_token"]
     measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
-    assert "a head of another named kind (previous-token) on top in 95 %" in text and "unnamed" not in text
+    assert "95 % with a head of another named kind (previous-token) on top" in text and "unnamed" not in text
     assert ("a random pick among the 4 heads the mechanism leaves free to move in this design would name one in 50 % of "
             "the pairs where a head clears the null bar") in text
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
@@ -412,7 +433,7 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
             "[-0.24, 0.31] (mean ± 1.96 standard errors), which holds 0, but pair by pair they differ widely in both "
             "directions") in text  # the mean read with its own interval, not with the pairs' spread
     assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
-    assert "the worked example's 0.23 is exceeded in 75 % of pairs, smaller than most" in text
+    assert "the worked example's 0.23 is exceeded in 75 % of pairs, among the smaller ones" in text
     assert "on this draw only" not in text and "make up for it" not in text
     difference["mlp_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
     text = compare_sentences.direction_sentence(report, "copied_token")
@@ -505,8 +526,10 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: inside its null's interval
     text = head_sentences.head_direction_sentence(report, "copied_token")
     # the two numbers compared, with the share restored or removed beside: not glossed "sufficient" or "necessary"
-    assert "denoising exceeds noising for head 0.2 in 75 % of pairs (mean difference 0.20, denoising 0.60 on average)" in text
-    assert "noising exceeds denoising for head 1.1 in 100 % of pairs (mean difference -0.25, noising 0.55 on average)" in text
+    assert ("denoising exceeds noising for head 0.2 in 75 % of pairs (95 % Wilson [63.1 %, 84.0 %]; mean difference 0.20 "
+            "[-0.01, 0.41], mean ± 1.96 SE; denoising 0.60 on average)") in text  # the fraction and the mean with their intervals
+    assert ("noising exceeds denoising for head 1.1 in 100 % of pairs (95 % Wilson [94.3 %, 100.0 %]; mean difference -0.25 "
+            "[-0.38, -0.12], mean ± 1.96 SE; noising 0.55 on average)") in text
     assert "sufficient" not in text and "necessary" not in text
     assert "head 1.3 keeps one sign too, but with a mean difference inside its null pairs' interval (0.18 inside 0.14 [" in text
     assert text.count("so not read") == 1
@@ -553,8 +576,8 @@ def test_a_verdict_far_below_chance_says_why():
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "denoising", "previous_token")
     # "most pairs" is a point estimate: its Wilson interval and the pairs where a head clears the null said beside it
     entry["fractions"] = {"found": 0.92, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.08}
-    assert ("a named head is on top in most pairs by point estimate (92 %, 95 % Wilson [82.7 %, 96.6 %]; the interval "
-            "reaches below the 90 % this page calls most; 59 of the 59 pairs where a head clears the null bar), above "
+    assert ("a named head is on top in most pairs (92 %, by point estimate; 95 % Wilson [82.7 %, 96.6 %], reaching "
+            "below the 90 % this page calls most; 59 of the 59 pairs where a head clears the null bar), above "
             "what a random pick would do"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
 
@@ -576,14 +599,14 @@ def test_the_gap_is_read_over_the_pairs_too():
     report = _small_report(gap=20.0, floor=1.0)
     report["distribution"]["designs"]["copied_token"]["per_pair"] = {"gap": [20.0, 3.05, 12.0]}
     text = sentences.gap_sentence(report, "copied_token")
-    assert ("over the pairs, all 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 3.05, is at least 3.05 "
-            "times it (near the page's reading rule: within 2 % of it). The null, expected to move M by 0, moves it by up "
+    assert ("over the pairs, all 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 3.05, is at least 3.0 "
+            "times it (the ratio taken before rounding; near the page's reading rule: within 2 % of it). The null, expected to move M by 0, moves it by up "
             "to 1.00, 8.6 % of the pairs' mean gap (11.68): not a quiet null") in text  # 1 / 11.683 = 8.56 %
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 2.5, 12.0]
     text = sentences.gap_sentence(report, "copied_token")
-    assert "2 of the 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 2.50, is at least 2.50 times it. " in text
+    assert "2 of the 3 gaps exceed 3 times the null pairs' largest; the smallest gap, 2.50, is at least 2.5 times it (the ratio taken before rounding). " in text
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [20.0, 10.88 * 1.0 / 3.58 * 3.58, 12.0]
-    assert "is at least 10.88 times it. " in sentences.gap_sentence(report, "copied_token")
+    assert "is at least 10.8 times it (the ratio taken before rounding). " in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
     assert "3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
     assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
@@ -594,7 +617,7 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     report["lab06"] = {"clean": [1, 2, 1], "position": 1, "clean_token": 2, "token": 7, "target": 2, "rival": 7, "gap": 12.38}
     text = compare_sentences.lab06_sentence(report)
     assert "at the same position (token 2) to token 7, their own rule's draw, where this design puts token 3" in text
-    assert "their gap is 12.38, this worked example's 20.00, so the gaps differ" in text
+    assert "M(clean) minus M(corrupt) of the two values both pages print (not their difference), is 12.38, this worked example's 20.00, so the gaps differ" in text
     report["lab06"].update(token=3, rival=4, gap=20.0)
     assert "to the same token; they read the same rival" in compare_sentences.lab06_sentence(report)
     matched = json.loads(json.dumps(report["distribution"]["designs"]["copied_token"]))
@@ -800,8 +823,15 @@ def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
     cell.update(metric=-11.0, share=-0.05, earlier=[(0, 4)])
     text = sentences.hybrid_sentence(report, "copied_token")
     assert "the rival follows an earlier occurrence" in text and "is below the corrupt run's (-10.00), so the share is below 0" in text
-    cell.update(metric=3.0, share=0.65)  # between the runs: nothing to add
-    assert "run's" not in sentences.hybrid_sentence(report, "copied_token").split("; noising")[0]
+    cell.update(metric=3.0, share=0.65, earlier=[(0, 4), (1, 2)])  # between the runs, with both tokens copyable
+    said = sentences.hybrid_sentence(report, "copied_token").split("; noising")[0]
+    assert said.endswith("both the target and the rival follow earlier occurrences of the readout's token; its M (3.00) "
+                         "lies between the corrupt run's (-10.00) and the clean run's (10.00), so the share is between 0 "
+                         "and 1, and M above 0: the prompt still favours the target (which of two copyable tokens the "
+                         "model favours, and by how much, is observed here, not derived)")  # fmt: skip
+    cell.update(metric=-3.0, share=0.35, earlier=[(0, 4)])
+    said = sentences.hybrid_sentence(report, "copied_token").split("; noising")[0]
+    assert said.endswith("and M at or below 0: the prompt does not favour the target") and "copyable" not in said
 
 
 def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_is_no_second_test():
@@ -826,7 +856,10 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
     verdict = {"kind": "current_token", "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
                "other_kinds": ["previous_token"], "unnamed_heads": 0}  # fmt: skip
     said = [words for words, _ in verdicts.verdict_parts(verdict, verdicts.VERDICT_WORDS)]
-    assert said == ["a named head on top", "a head of another named kind (previous-token) on top", "no head above the null"]
+    assert said == ["a named head on top", "a head of another named kind (previous-token) on top", "no head above the null bar"]
+    assert verdicts.verdict_fractions(verdict, verdicts.VERDICT_WORDS) == (
+        "of the pairs, 5 % with a named head on top, 95 % with a head of another named kind (previous-token) on top, "
+        "0 % with no head above the null bar")  # fmt: skip
     verdict["unnamed_heads"] = 2
     assert "a head the rule names no kind on top" in [w for w, _ in verdicts.verdict_parts(verdict, verdicts.VERDICT_WORDS)]
 
@@ -852,7 +885,7 @@ def test_a_block_named_whole_is_no_test_and_its_heads_shares_are_said():
     heads = report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"]
     heads[1] = [_summary(0.09), _summary(0.31), _summary(0.07), _summary(0.41)]
     text = head_sentences.all_named_sentence(report)
-    assert text == ("Every head of block 1 scores as induction (0.82 to 0.93), so which one a method puts on top is no test "
+    assert text == ("Every head of block 1 scores as induction (0.820 to 0.930), so which one a method puts on top is no test "
                     "of the rule; in the copied-token design per-head denoising gives head 1.0 0.09, head 1.1 0.31, head "
                     "1.2 0.07, head 1.3 0.41 on average, shares that differ by up to 0.34: the rule gives one name to heads "
                     "whose causal shares differ.")
@@ -887,8 +920,17 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report = _small_report(gap=20.0, floor=0.01)
     measured = report["distribution"]["designs"]["copied_token"]
     measured["not_testable_by_method"] = {"path_keys": ["current_token"]}
+    keys = [[{**_summary(0.0, 0.04), "clears_fraction": 0.03}] * 4, [_summary(0.1)] * 4]
+    measured["heads"]["path_keys"] = {"heads": keys}
+    report["heads"]["named"]["current_token"] = [[0, 0], [0, 3]]
     text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
-    assert text == f"not testable by this method: {designs.by_method_reason('copied_token', 'path_keys')}."
+    # the reason, then what was observed: a prediction near 0 that could have failed is evidence, said as such
+    assert text.startswith(f"not testable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
+                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], above the null bar in 3 %; head 0.3 0.00 "
+                           "[-0.04, 0.04], above the null bar in 3 %; the prediction could have failed and here holds")  # fmt: skip
+    keys[0][3] = {**keys[0][3], "clears_fraction": 0.2}
+    text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
+    assert "the prediction fails for head 0.3 (above the null bar in more than 10 % of pairs)" in text and "holds" not in text
 
 
 def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():
@@ -902,3 +944,34 @@ def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts()
     text = head_sentences.head_direction_sentence(report, "copied_token")
     assert "noising above denoising can come from a head that works only together with others" in text
     assert "backup" not in text  # backup predicts the other sign
+
+
+def test_the_naming_sequences_are_counted_from_the_report():
+    spread = [[{"pairs": 576}]]
+    report = {"heads": {"name_scores": {"previous_token": {"spread": spread, "spread_periods": list(range(4, 13))}}},
+              "distribution": {"pairs": 64, "period": 8}}  # fmt: skip
+    assert sentences.naming_sequences(report) == (
+        "576 held-out sequences of periods 4 to 12, 64 of each (each period weighted equally), the 64 of period 8 the "
+        "pairs are built from among them")  # fmt: skip
+    spread[0][0]["pairs"] = 575  # not one count per period: the total alone
+    assert sentences.naming_sequences(report).startswith("575 held-out sequences of periods 4 to 12 (each")
+
+
+def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_so():
+    assert [sentences._bound(v) for v in (0.0016, -0.0011, 0.0, 0.004999, 0.005, -0.18)] == [
+        "0.0016", "-0.0011", "0.00", "0.005", "0.01", "-0.18"]  # 0.005 itself is 0.01 to two decimals: no ambiguity
+    told = {**_differences([0.002, 0.0018, 0.0016, 0.0021]), "mean_interval": [0.0016, 0.0022]}
+    apart = {**_differences([0.3, 0.2, 0.25, 0.35]), "mean_interval": [0.2, 0.35]}
+    spread = {"attn_write": [[None, told, apart]]}
+    pairs = [(0, 0, "blocks.0.attn_write", position, 0, 0, "attn_write", 0) for position in (1, 2)]
+    text = compare_sentences.told_apart(pairs, spread, " Beside it, ")
+    assert "blocks.0.attn_write, position 1: 0.00 [0.0016, 0.0022]" in text  # not [0.00, 0.00], which would hold 0
+    assert "1 of them is under 0.01 of the gap in size: told apart, but negligible" in text
+    assert "about 0.1 would be by chance alone, and the count is no finding of its own" in text
+
+
+def test_the_null_bar_is_placed_among_the_null_pairs_values_as_torch_interpolates():
+    assert sentences.null_bar_position(64) == ("between the 3rd largest and the 2nd largest of those values, nearer the "
+                                               "3rd largest")  # 0.975 * 63 = 61.4 (0-based, ascending)
+    assert sentences.null_bar_position(41) == "at the 2nd largest of those values"  # 0.975 * 40 = 39 exactly
+    assert sentences.null_bar_position(3) == "between the 2nd largest and the largest of those values, nearer the largest"

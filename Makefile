@@ -104,9 +104,9 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 # The two long ones start as soon as their environments are built: the site suite (one render of a clean copy, then
 # the pages' commands and the browser; the stand-ins' publish renders) and the rest (units, runners). The whole run
 # waits for one chain, the site suite's render and then its pages' commands (measured alone: the site suite 8.5
-# minutes, the rest 4, the compatibility and peer suites under 1 each); run side by side at one priority, the others
-# slowed that chain by half again (CI 14.5 minutes). So the site suite keeps the normal priority and the other three
-# run BESIDE it, at a lower one, in what it leaves idle while its workers wait on Chromium. Their environments are
+# minutes, the rest 4, the compatibility and peer suites under 1 each). The compatibility and peer suites run BESIDE
+# the long ones, at a lower priority, and fill the gaps; the rest suite keeps the normal priority (lowered too, it got
+# almost no time until the site suite ended and then ran alone: CI 14.7 minutes against 12.7). Their environments are
 # built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are built on both cores and
 # the long suites start sooner. The suites' processes (pytest, the render's kernels, the runners) take one torch
 # thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads than cores only spin;
@@ -129,11 +129,10 @@ test-site: $(VENV)/.installed $(WHEELHOUSE)/.filled $(LIGHTHOUSE)/node_modules/.
 		$(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
 	RESIDLAB_WHEELHOUSE="$(abspath $(WHEELHOUSE))" $(BIN)/python -m pytest --numprocesses=$(SITE_WORKERS) --dist=loadfile --no-loadscope-reorder $(SITE_SUITE)
 
-# One process, beside the site suite: its tests compute (runners, trainings), about 4 minutes alone, so it fits in what
-# the site suite leaves idle, while the site suite's one chain (the render, then the pages' commands) is what the
-# whole run waits for. A second worker here only slowed the other suites (measured: 14.5 minutes against 13).
+# One process: its tests compute (runners, trainings), and a second worker here only slowed the other suites
+# (measured: 14.5 minutes against 13).
 test-rest: $(VENV)/.installed $(RUNNER_VENV)/.installed $(PYODIDE)/node_modules/.installed $(EDITOR)/node_modules/.installed $(ONNX_RUNTIME)/node_modules/.installed
-	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BESIDE) $(BIN)/python -m pytest $(REST_SUITE)
+	RESIDLAB_RUNNER_PYTHON="$(abspath $(RUNNER_VENV)/bin/python)" $(BIN)/python -m pytest $(REST_SUITE)
 
 # What depends on the Transformers, tokenizers and huggingface_hub releases: loading, capture, observation and the
 # audit in this process. Not again here: the runners run alone (the runner environment pins its own releases), the

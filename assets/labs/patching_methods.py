@@ -42,7 +42,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1915    error_split
 #   line 2084  residlab/course/lab07/distribution.py
 #   line 2182    null_design
-#   line 2495    measure_distribution
+#   line 2501    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -61,7 +61,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1748  residlab/course/lab07/attribution.py
 #   line 2021  residlab/course/lab07/verdicts.py
 #   line 2084  residlab/course/lab07/distribution.py
-#   line 2562  residlab/course/lab07/lab.py (the entry)
+#   line 2571  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1352,7 +1352,7 @@ x_{P-2} again. At the readout (the last position, token x_{P-2}) induction finds
   by one token, so both prompts call for induction; they differ in one position only, in *what* it copies.  If the
   mechanism holds, the previous-token head at P-1 reads x_{P-2} in both runs, so its write there is the same (a
   learned attention pattern, observed, not a construction): this design shows the value side of the mechanism and
-  cannot test the key side.
+  cannot test the previous-token heads' part in the key side.
 - ``matched_position``: the corrupt prompt swaps x_{P-3} and x_{P-2} in the first half. The same tokens are present
   in both prompts and x_{P-2} still occurs earlier, but now at P-3, followed by x_{P-3} (the rival), while position
   P-1 still holds the target. What changes is *where* the earlier occurrence is, which the previous-token head
@@ -2400,6 +2400,12 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
+def path_rest(path: dict) -> float:
+    """The whole write's share less its three direct paths' (into the next block's keys, queries and values), each
+    patched separately: what the route through the block's MLP and the paths' interaction carry together."""
+    return path["everything"] - path["keys"] - path["queries"] - path["values"]
+
+
 def spread_of_differences(differences: list[float]) -> dict:
     """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
     |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
@@ -2530,11 +2536,14 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "head_difference": head_difference(measured),
             "null_head_difference": head_difference(nulls),  # the same differences on the null pairs: their own null
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
+            # what the three direct paths, patched separately, leave of the whole write's share, pair by pair
+            "path_rest": spread_of_differences([path_rest(pair["path"]) for pair in measured]),
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
             "per_pair": {"gap": [pair["gap"] for pair in measured],
                          "heads": {method: [pair["heads"][method] for pair in measured] for method in HEAD_METHODS},
+                         "path": [pair["path"] for pair in measured],
                          "null_gap": [pair["gap"] for pair in nulls]},  # fmt: skip
         }
     return out
@@ -2568,7 +2577,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/4"
+REPORT_SCHEMA = "residlab-lab07-report/5"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -111,7 +111,7 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
         assert error_sentences.first_order_sentence(report, name) in text
         assert error_sentences.head_error_sentence(report, name) in text
         assert compare_sentences.direction_sentence(report, name) in text
-        assert head_sentences.head_direction_sentence(report, name) in text
+        assert compare_sentences.head_direction_sentence(report, name) in text
         if report["designs"][name]["hybrids"]:
             assert sentences.hybrid_sentence(report, name) in text
         for direction in ("denoising", "noising"):

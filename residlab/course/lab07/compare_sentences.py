@@ -1,15 +1,20 @@
 """Lab 07's sentences that set two numbers side by side, each chosen from the report (``lab.run_lab``): the two
-directions of activation patching cell by cell, over the pairs and pair by pair (``distribution.spread_of_differences``),
-and the copied-token design's corruption beside the one Lab 06 and the glossary use. The helpers are ``sentences``'s."""
+directions of activation patching cell by cell and head by head, over the pairs and pair by pair
+(``distribution.spread_of_differences``), and the copied-token design's corruption beside the one Lab 06 and the
+glossary use. The helpers are ``sentences``'s."""
 
 from __future__ import annotations
 
+from residlab.course.lab07.chance import wilson
+from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.sentences import (
-    MOSTLY, _bound, _interval, _percent, _up, _value, by_construction, distinct_cells, hybrid,
+    MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, by_construction, distinct_cells, hybrid,
 )
+from residlab.course.lab07.verdicts import HEAD_KINDS
 
 
 DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
+ONE_SIGN = 0.75  # a head's denoising minus noising "keeps one sign" when it does in at least this fraction of pairs
 NEGLIGIBLE = 0.01  # a mean difference told apart from 0 but smaller than this share of the gap is said to be negligible
 
 
@@ -71,8 +76,8 @@ def told_apart(pairs: list, spread: dict, lead: str) -> str:
     if not told:
         return ""
     counted = f"{len(told)} cells' mean differences are" if len(told) > 1 else "1 cell's mean difference is"
-    named = "; ".join(f"{site}, position {position}: {_value(over['mean'])} [{_bound(over['mean_interval'][0])}, "
-                      f"{_bound(over['mean_interval'][1])}]" for _, site, position, over in told)  # fmt: skip
+    named = "; ".join(f"{site}, position {position}: {_small_interval(over['mean'], *over['mean_interval'])}"
+                      for _, site, position, over in told)  # fmt: skip
     tiny = [over for *_, over in told if abs(over["mean"]) < NEGLIGIBLE]
     size = (f" {len(tiny)} of them {'is' if len(tiny) == 1 else 'are'} under {NEGLIGIBLE} of the gap in size: told "
             f"apart, but negligible, and a mean's interval on differences mostly near 0 is fragile." if tiny else "")
@@ -90,7 +95,7 @@ def pairwise_reading(over: dict) -> str:
     average = mean_reading(over)
     if over["median_abs"] < DIFFER:
         return (f"{average}, and pair by pair too: the median |difference| is {_value(over['median_abs'])}, below "
-                f"{DIFFER} of the gap ({spread}); the worked example's {_value(example)} is exceeded in only "
+                f"{DIFFER} of the gap ({spread}); the worked example's |difference| {_value(example)} is exceeded in only "
                 f"{_percent(beyond)} of pairs.")  # fmt: skip
     if beyond >= 0.75:
         where = "among the smaller ones"
@@ -100,7 +105,7 @@ def pairwise_reading(over: dict) -> str:
         where = "typical, not special"
     return (f"{average}, but pair by pair they differ widely in both directions: the median |difference| is "
             f"{_value(over['median_abs'])} ({spread}), above 0 in {_percent(over['above_zero'])} of pairs and below in "
-            f"{_percent(over['below_zero'])}; the worked example's {_value(example)} is exceeded in "
+            f"{_percent(over['below_zero'])}; the worked example's |difference| {_value(example)} is exceeded in "
             f"{_percent(beyond)} of pairs, {where}.")  # fmt: skip
 
 
@@ -111,7 +116,8 @@ def mean_reading(over: dict) -> str:
     mean = over["mean"]
     if low is None:
         return f"On average the difference is {_value(mean)}"
-    said = f"{_value(mean)}, the mean's 95 % interval [{_bound(low)}, {_bound(high)}] (mean ± 1.96 standard errors)"
+    mean_said, bounds = _small_parts(mean, low, high)
+    said = f"{mean_said}, the mean's 95 % interval {bounds} (mean ± 1.96 standard errors)"
     if low <= 0 <= high:
         return f"On average the two directions are not told apart: the mean difference is {said}, which holds 0"
     direction = "exceeds" if mean > 0 else "falls short of"
@@ -135,8 +141,8 @@ def lab06_sentence(report: dict, name: str = "copied_token") -> str:
              f"rival {other['rival']} by their rule, this design {design['rival']}")
     differ = "so the gaps differ" if round(other["gap"], 2) != round(design["gap"], 2) else "and the gaps agree"
     return (f"Lab 06 and the glossary corrupt {where} (token {other['clean_token']}) {replaced}; they read "
-            f"{rival}; the gap of that corruption, M(clean) minus M(corrupt) of the two values both pages print (not "
-            f"their difference), is {_value(other['gap'])}, this worked example's {_value(design['gap'])}, {differ}.")
+            f"{rival}; the gap of that corruption is {_value(other['gap'])}, M(clean) minus M(corrupt) from the two values "
+            f"both pages print (neither prints the difference itself), this worked example's {_value(design['gap'])}, {differ}.")
 
 
 def key_step_sentence(report: dict) -> str:
@@ -168,3 +174,74 @@ def key_step_sentence(report: dict) -> str:
             f"Lab 07's matched-position design does: block 0's write sent into block 1's keys alone carries "
             f"{_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
             f"{report['distribution']['pairs']} held-out pairs).")
+
+
+def head_direction_sentence(report: dict, name: str) -> str:
+    """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
+    and whose mean difference lies outside the interval of the same head's differences on the null pairs (the
+    difference's own null, ``null_head_difference``): sufficient more than necessary, or the reverse. Why is not
+    tested here, so not said. Chosen from the numbers."""
+    if not report["designs"][name]["readable"]:
+        return ""
+    measured = report["distribution"]["designs"][name]
+    rows, null = measured["head_difference"], measured["null_head_difference"]
+    signed = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)
+              if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
+    clear = [(b, h, c) for b, h, c in signed if not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
+    faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
+    # a head of a kind one direction cannot test here (Part 6): its difference is that direction's predicted near 0
+    kind_of = {(b, h): kind for kind, heads in report["heads"]["named"].items() for b, h in heads}
+    blind = {direction: measured.get("not_testable_by_method", {}).get(direction, ()) for direction in ("denoising", "noising")}
+    predicted = [(b, h, c) for b, h, c in clear if kind_of.get((b, h)) in blind["noising"] + blind["denoising"]]
+    clear = [cell for cell in clear if cell not in predicted]
+    more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
+    less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
+    rule = (f"the difference is denoising minus noising; a head is flagged here when it keeps one sign in at least "
+            f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
+            f"differences on the null pairs")  # fmt: skip
+    said = []
+    # said as the two numbers compare, not as "sufficient" or "necessary": a head that restores a small share alone
+    # is not sufficient, and which cause makes the directions differ is not tested here
+    pairs = report["distribution"]["pairs"]
+
+    def difference(c: dict) -> str:  # the mean difference with its own interval, where the report has one
+        low, high = c.get("mean_interval", (None, None))
+        if low is None:
+            return f"mean difference {_value(c['mean'])}"
+        return f"mean difference {_small_interval(c['mean'], low, high)}, mean ± {MEAN_Z:.2f} SE"
+
+    def flagged(b: int, h: int, c: dict, side: str, direction: str) -> str:
+        return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}; {difference(c)}; "
+                f"{direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
+
+    if more:
+        said.append("denoising exceeds noising for " + ", ".join(flagged(b, h, c, "above_zero", "denoising") for b, h, c in more))
+    if less:
+        said.append("noising exceeds denoising for " + ", ".join(flagged(b, h, c, "below_zero", "noising") for b, h, c in less))
+    for b, h, c in predicted:  # the direction that cannot test the head predicts its share near 0: the other is observed
+        kind = kind_of[(b, h)]
+        blind_direction = "noising" if kind in blind["noising"] else "denoising"
+        seen = "denoising" if blind_direction == "noising" else "noising"
+        said.append(f"head {b}.{h} ({HEAD_KINDS[kind]}, {difference(c)}): {blind_direction} cannot test it in this "
+                    f"design (Part 6) and the mechanism predicts its {blind_direction} share near 0 "
+                    f"({_value(measured['heads'][blind_direction]['heads'][b][h]['mean'])} on average), so the difference "
+                    f"is mostly its {seen} share ({_value(measured['heads'][seen]['heads'][b][h]['mean'])} on average), "
+                    f"observed and read in Part 6, not a separate finding about the two directions")  # fmt: skip
+    if faint:
+        said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
+                    + " one sign too, but with a mean difference inside its null pairs' interval ("
+                    + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
+    if not said:
+        return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
+                f"pairs, so no head is flagged here ({rule}).")
+    causes = []  # each cause said for the sign it predicts (Part 3)
+    if more:
+        causes.append("denoising above noising can come from other heads standing in for it when it is removed "
+                      "(backup)")
+    if less:
+        causes.append("noising above denoising can come from a head that works only together with others")
+    if more or less:
+        causes.append("either sign from block 1 reading other positions in the two runs (where a swap moves what it "
+                      "attends to, restoring a head can remove the rival's support rather than restore the target's)")
+    why = f" Why a head's two directions differ is not tested here: {'; '.join(causes)} (Part 3)." if causes else ""
+    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why

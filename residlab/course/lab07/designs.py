@@ -10,7 +10,7 @@ x_{P-2} again. At the readout (the last position, token x_{P-2}) induction finds
   by one token, so both prompts call for induction; they differ in one position only, in *what* it copies.  If the
   mechanism holds, the previous-token head at P-1 reads x_{P-2} in both runs, so its write there is the same (a
   learned attention pattern, observed, not a construction): this design shows the value side of the mechanism and
-  cannot test the key side.
+  cannot test the previous-token heads' part in the key side.
 - ``matched_position``: the corrupt prompt swaps x_{P-3} and x_{P-2} in the first half. The same tokens are present
   in both prompts and x_{P-2} still occurs earlier, but now at P-3, followed by x_{P-3} (the rival), while position
   P-1 still holds the target. What changes is *where* the earlier occurrence is, which the previous-token head

@@ -328,6 +328,12 @@ def head_error_table(pairs: list[dict]) -> list[list[dict]]:
              for head in range(len(row))] for block, row in enumerate(shape)]  # fmt: skip
 
 
+def path_rest(path: dict) -> float:
+    """The whole write's share less its three direct paths' (into the next block's keys, queries and values), each
+    patched separately: what the route through the block's MLP and the paths' interaction carry together."""
+    return path["everything"] - path["keys"] - path["queries"] - path["values"]
+
+
 def spread_of_differences(differences: list[float]) -> dict:
     """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
     |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
@@ -458,11 +464,14 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "head_difference": head_difference(measured),
             "null_head_difference": head_difference(nulls),  # the same differences on the null pairs: their own null
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
+            # what the three direct paths, patched separately, leave of the whole write's share, pair by pair
+            "path_rest": spread_of_differences([path_rest(pair["path"]) for pair in measured]),
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),
             "per_pair": {"gap": [pair["gap"] for pair in measured],
                          "heads": {method: [pair["heads"][method] for pair in measured] for method in HEAD_METHODS},
+                         "path": [pair["path"] for pair in measured],
                          "null_gap": [pair["gap"] for pair in nulls]},  # fmt: skip
         }
     return out

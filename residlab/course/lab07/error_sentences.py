@@ -7,7 +7,7 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat,
+    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat, same_intervention,
 )
 
 
@@ -36,6 +36,7 @@ def attribution_cells(report: dict, name: str) -> list[dict]:
                                  "nothing but the final LayerNorm lies between it and the final state")  # fmt: skip
         cells.append({"site": site, "position": position, "error": error, "nothing_between": bare,
                       "identity": bool(fixed or hybrid(design, kind, block, position)),
+                      "second_name": same_intervention(design, kind, block, position),
                       "exact": design["activation"]["denoising"][kind][block][position],
                       "approximate": design["attribution"][kind][block][position],
                       **design["bends"][kind][block][position]})  # fmt: skip
@@ -127,7 +128,9 @@ def attribution_sentence(report: dict, name: str) -> str:
     forced = (f"{len(bare)} {'lies' if one else 'lie'} where nothing bends between the site and the final state (the "
               f"final LayerNorm comes after it), so {'its' if one else 'their'} upstream part is 0 by construction "
               f"and both orders agree there; of the other {len(bent)}, " if bare else "")  # fmt: skip
-    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size, {forced}the final LayerNorm's Shapley part "
+    named_twice = (" (one exact intervention under two names counted as two cells here: each name has its own "
+                   "attribution estimate)" if any(cell["second_name"] for cell in large) else "")
+    tally = (f"Of the {len(large)} cells whose error is at least 0.10 in size{named_twice}, {forced}the final LayerNorm's Shapley part "
              f"is the larger in {dominated}, and the two orders agree on the larger part in {agree}." if large else
              "No cell's error reaches 0.10 in size.")  # fmt: skip
     angle = (f"The clean and corrupt final states at the readout, centred as the final LayerNorm centres them, are "

@@ -17,7 +17,7 @@ from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid, sam
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
-KIND_LABELS = {"resid_pre": "block input (resid_pre: block b−1's resid_post for b ≥ 1)", "attn_write": "attention write", "mlp_write": "MLP write",
+KIND_LABELS = {"resid_pre": "block input (resid_pre)", "attn_write": "attention write", "mlp_write": "MLP write",
                "resid_post": "block output (resid_post)"}  # fmt: skip
 
 
@@ -61,7 +61,7 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
     return parts, top + len(rows) * CELL + GAP
 
 
-SCALE_HEIGHT = 124
+SCALE_HEIGHT = 140
 
 
 def _colour_scale(top: float, length: float) -> list[str]:
@@ -84,7 +84,9 @@ def _colour_scale(top: float, length: float) -> list[str]:
                  f'<text x="{x + 12}" y="{y + 79}" font-size="12">{HYBRID} (not an identity)</text>'
                  f'<rect x="{x + 1}" y="{y + 88}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>'
                  f'<text x="{x + 12}" y="{y + 95}" font-size="12">same intervention as block 0\'s output</text>'
-                 f'<text x="{x}" y="{y + 111}" font-size="12">columns before the first *: 0 by construction</text>')
+                 f'<text x="{x}" y="{y + 111}" font-size="12">columns before the first *: 0 by construction</text>'
+                 f'<text x="0" y="{y + 127}" font-size="12">blocks.b.resid_pre is blocks.b−1.resid_post: one tensor, two '
+                 "rows</text>")  # from the left edge: the widest line of the legend
     return parts
 
 

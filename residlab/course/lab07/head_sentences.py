@@ -12,13 +12,12 @@ from residlab.course.lab07.chance import (
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
-from residlab.course.lab07.sentences import MOSTLY, _bound, _heads, _interval, _percent, _value, most_caveat
+from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
 BELOW = 0.5  # a verdict "below chance": a named head on top in at most this fraction of a random pick's chance
 HALF_PAIRS = 0.5  # "in most pairs": at least half of them
-ONE_SIGN = 0.75  # a head's denoising minus noising "keeps one sign" when it does in at least this fraction of pairs
 
 
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
@@ -57,7 +56,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
                 where = f"; {found} of the {base} pairs where a head clears the null bar" if fractions["nothing"] > 0 else ""
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
-                           f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do")  # fmt: skip
+                           f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do"
+                           + _one_head_carries(entry))  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -86,16 +86,35 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     return "; ".join(said) + "."
 
 
+CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at least this share of the pairs found
+
+
+def _one_head_carries(entry: dict) -> str:
+    """Where one named head is on top in most of the pairs where a named head is, the verdict is mostly that head's:
+    said with the others' fractions, so a kind's verdict is not read as every named head's."""
+    by_head = {int(head): fraction for head, fraction in entry.get("by_head", {}).items()}
+    found = entry["fractions"]["found"]
+    if len(by_head) < 2 or not found:
+        return ""
+    head = max(by_head, key=by_head.get)
+    if by_head[head] < CARRIES * found:
+        return ""
+    others = ", ".join(f"head {entry['block']}.{other} in {_percent(by_head[other])}" for other in sorted(by_head) if other != head)
+    return (f"; it is mostly head {entry['block']}.{head}'s (on top in {_percent(by_head[head])} of the pairs; {others}), "
+            f"so it says little of the other named {'head' if len(by_head) == 2 else 'heads'}")
+
+
 def which_are_tests(report: dict) -> str:
     """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
     the mechanism leaves free to move could miss them), and in which it is none: not testable (the mechanism predicts
     them near 0 in that design), no test (every head the mechanism leaves free to move in their block is named that kind), or,
     for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
-    one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance."""
+    one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
+    Markdown list, a kind an item."""
     said = []
     for kind, named in report["heads"]["named"].items():
         if not named:
-            said.append(f"no head is named {HEAD_KINDS[kind]}, so there is nothing to find")
+            said.append(f"**{HEAD_KINDS[kind]} heads**: none is named, so there is nothing to find")
             continue
         tests, untestable, none, complements = [], [], [], []
         for name, measured in report["distribution"]["designs"].items():
@@ -124,8 +143,8 @@ def which_are_tests(report: dict) -> str:
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
                   f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
-        said.append(f"for the {HEAD_KINDS[kind]} heads ({_heads(named)}), " + "; ".join(parts))
-    return "; ".join(said) + "."
+        said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
+    return "\n".join(f"- {item}." for item in said) + "\n"
 
 
 def fraction_uncertainty(pairs: int) -> str:
@@ -217,8 +236,8 @@ def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
     tied = "; ".join(f"heads {a} and {b}" for a, b in ties)
     return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
             + "; by attention score: " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score)
-            + (f" ({tied} closer than {TIE_MARGIN} on average: {'a tie' if len(ties) == 1 else 'ties'} by the naming "
-               f"rule's margin)" if ties else ""))
+            + (f" ({tied} within {TIE_MARGIN} on average, the tie threshold of Lab 06's and the glossary's highest-score "
+               f"rule)" if ties else ""))
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
@@ -279,7 +298,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     paired = (f" (two-sided exact sign test {said_p}; the mean paired score difference is {mean:.3f} ± "
               f"{MEAN_Z * error:.3f}, {MEAN_Z:.2f} standard errors)")  # fmt: skip
     apart = p_sign < ASSOCIATION_P and not (mean - MEAN_Z * error <= 0 <= mean + MEAN_Z * error)
-    order = "So " if not apart else (f"So pair by pair the scores are no tie: head "
+    order = "So " if not apart else (f"So pair by pair the scores are ordered after all: head "
                                      f"{first if higher * 2 > pairs else second}'s is reliably the higher; ")
     if higher * 2 == pairs:
         order = ""  # the scores split the pairs evenly: no order to follow or reverse
@@ -294,10 +313,10 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
             order += f"the methods follow the score order: head {leader}'s share is the larger in {span(led)} of the {pairs} pairs. "
         else:
             order += "the methods do not agree on which head's share is the larger. "
-    return (f"By mean attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} are within the "
-            f"naming rule's margin ({_score(report, kind, block, first)} and {_score(report, kind, block, second)}"
-            f"{intervals}; closer than {TIE_MARGIN}: a tie Lab 06's and the glossary's highest-score rule cannot split, "
-            f"while Part 1's rule names both). Set side by side pair by pair, on the {pairs} sequences of period "
+    return (f"By mean attention score block {block}'s {HEAD_KINDS[kind]} heads {first} and {second} are within "
+            f"{TIE_MARGIN} of each other ({_score(report, kind, block, first)} and {_score(report, kind, block, second)}"
+            f"{intervals}), the tie threshold of Lab 06's and the glossary's highest-score rule, which cannot split them, "
+            f"while Part 1's rule names both. Set side by side pair by pair, on the {pairs} sequences of period "
             f"{report['distribution']['period']} the {name.replace('_', '-')} pairs are built from: head {first}'s score "
             f"is the higher in {higher} of {pairs} and head {second}'s in {pairs - higher}{paired}; " + "; ".join(said)
             + f". {order}Beyond that, {by_order}; {by_size}. The score "
@@ -430,72 +449,3 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
         return (said + f": above 0 in most pairs{most(positive)}, but above the null bar in fewer than the "
                 f"{_percent(MOSTLY)} this page calls most")
     return said + f": not above the null bar in {_percent(1 - clears)} of pairs"
-
-
-def head_direction_sentence(report: dict, name: str) -> str:
-    """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
-    and whose mean difference lies outside the interval of the same head's differences on the null pairs (the
-    difference's own null, ``null_head_difference``): sufficient more than necessary, or the reverse. Why is not
-    tested here, so not said. Chosen from the numbers."""
-    if not report["designs"][name]["readable"]:
-        return ""
-    measured = report["distribution"]["designs"][name]
-    rows, null = measured["head_difference"], measured["null_head_difference"]
-    signed = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)
-              if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
-    clear = [(b, h, c) for b, h, c in signed if not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
-    faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
-    # a head of a kind one direction cannot test here (Part 6): its difference is that direction's predicted near 0
-    kind_of = {(b, h): kind for kind, heads in report["heads"]["named"].items() for b, h in heads}
-    blind = {direction: measured.get("not_testable_by_method", {}).get(direction, ()) for direction in ("denoising", "noising")}
-    predicted = [(b, h, c) for b, h, c in clear if kind_of.get((b, h)) in blind["noising"] + blind["denoising"]]
-    clear = [cell for cell in clear if cell not in predicted]
-    more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
-    less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
-    rule = (f"the difference is denoising minus noising; a head is flagged here when it keeps one sign in at least "
-            f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
-            f"differences on the null pairs")  # fmt: skip
-    said = []
-    # said as the two numbers compare, not as "sufficient" or "necessary": a head that restores a small share alone
-    # is not sufficient, and which cause makes the directions differ is not tested here
-    pairs = report["distribution"]["pairs"]
-
-    def difference(c: dict) -> str:  # the mean difference with its own interval, where the report has one
-        low, high = c.get("mean_interval", (None, None))
-        return f"mean difference {_value(c['mean'])}" + (f" [{_bound(low)}, {_bound(high)}], mean ± {MEAN_Z:.2f} SE" if low is not None else "")
-
-    def flagged(b: int, h: int, c: dict, side: str, direction: str) -> str:
-        return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}; {difference(c)}; "
-                f"{direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
-
-    if more:
-        said.append("denoising exceeds noising for " + ", ".join(flagged(b, h, c, "above_zero", "denoising") for b, h, c in more))
-    if less:
-        said.append("noising exceeds denoising for " + ", ".join(flagged(b, h, c, "below_zero", "noising") for b, h, c in less))
-    for b, h, c in predicted:  # the direction that cannot test the head predicts its share near 0: the other is observed
-        kind = kind_of[(b, h)]
-        blind_direction = "noising" if kind in blind["noising"] else "denoising"
-        seen = "denoising" if blind_direction == "noising" else "noising"
-        said.append(f"head {b}.{h} ({HEAD_KINDS[kind]}, {difference(c)}): {blind_direction} cannot test it in this "
-                    f"design (Part 6) and the mechanism predicts its {blind_direction} share near 0 "
-                    f"({_value(measured['heads'][blind_direction]['heads'][b][h]['mean'])} on average), so the difference "
-                    f"is mostly its {seen} share ({_value(measured['heads'][seen]['heads'][b][h]['mean'])} on average), "
-                    f"observed and read in Part 6, not a separate finding about the two directions")  # fmt: skip
-    if faint:
-        said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
-                    + " one sign too, but with a mean difference inside its null pairs' interval ("
-                    + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
-    if not said:
-        return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
-                f"pairs, so no head is flagged here ({rule}).")
-    causes = []  # each cause said for the sign it predicts (Part 3)
-    if more:
-        causes.append("denoising above noising can come from other heads standing in for it when it is removed "
-                      "(backup)")
-    if less:
-        causes.append("noising above denoising can come from a head that works only together with others")
-    if more or less:
-        causes.append("either sign from block 1 reading other positions in the two runs (where a swap moves what it "
-                      "attends to, restoring a head can remove the rival's support rather than restore the target's)")
-    why = f" Why a head's two directions differ is not tested here: {'; '.join(causes)} (Part 3)." if causes else ""
-    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why

@@ -12,7 +12,7 @@ from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import INTERVAL, identities
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, identities
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
 from residlab.course.lab07.verdicts import percent as _percent
 from residlab.course.lab07.patching import KINDS
@@ -33,14 +33,29 @@ def _value(value) -> str:
     return "undefined" if value is None else f"{shown(value, 2):.2f}"
 
 
-def _bound(value: float) -> str:
-    """An interval's bound: two decimals, but one that is not 0 yet rounds to 0.00 with two significant figures, so
-    that whether the interval holds 0 can be read from what is printed."""
-    return _value(value) if value == 0 or abs(value) >= 0.005 else f"{value:.2g}"
-
-
 def _interval(summary: dict) -> str:
     return f"{_value(summary['mean'])} [{_value(summary['low'])}, {_value(summary['high'])}]"
+
+
+def _observed(value: float) -> str:
+    """An observed share: two decimals, but three where two would print an identity's 1.00 (or -1.00)."""
+    return f"{value:.3f}" if value is not None and abs(round(value, 2)) == 1 else _value(value)
+
+
+def _observed_interval(summary: dict) -> str:
+    return f"{_observed(summary['mean'])} [{_observed(summary['low'])}, {_observed(summary['high'])}]"
+
+
+def _small_parts(mean: float, low: float, high: float) -> tuple[str, str]:
+    """A mean and its interval ("[low, high]") in one precision: two decimals, or two significant figures for all
+    three where a nonzero one would round to 0.00 (so its sign, and whether the interval holds 0, can be read)."""
+    small = any(value != 0 and abs(value) < 0.005 for value in (mean, low, high))
+    said = (lambda value: f"{value:.2g}") if small else _value  # noqa: E731
+    return said(mean), f"[{said(low)}, {said(high)}]"
+
+
+def _small_interval(mean: float, low: float, high: float) -> str:
+    return " ".join(_small_parts(mean, low, high))
 
 
 def _up(value: float, digits: int = 2) -> str:
@@ -231,10 +246,12 @@ def _bar_cell(report: dict, name: str, direction: str) -> str:
         return ""
     said = f", set by {at['site']} at position {at['position']} in null pair {at['pair']}"
     per_pair = measured.get("per_pair", {})
-    if "null_gap" in per_pair:  # where that cell carries its null pair's whole gap, the bar is that gap by another name
+    if "null_gap" in per_pair:  # where that cell moves about its null pair's whole gap, the bar is that gap
         whole = abs(per_pair["null_gap"][at["pair"]] / per_pair["gap"][at["pair"]])
-        if abs(whole - measured["null"]["cells"][direction]) <= 0.05 * whole:
-            said += f", which there carries nearly that null pair's whole gap ({whole:.3f} of the gap)"
+        part = measured["null"]["cells"][direction] / whole if whole else math.inf
+        if 1 - HALF <= part <= 1 + HALF:
+            said += (f", which there moves M by {part:.0%} of that null pair's own gap ({whole:.3f} of the design's): "
+                     f"the bar is about that null pair's whole gap, not a site's effect")  # fmt: skip
     return said
 
 
@@ -336,10 +353,10 @@ def path_sentence(report: dict, name: str) -> str:
     over = report["distribution"]["designs"][name]["path"]
     floor = report["distribution"]["designs"][name]["null"]["path"]
     keys, everything = over["keys"]["mean"], over["everything"]["mean"]
-    numbers = (f"over the held-out pairs, into block 1's keys only {_interval(over['keys'])}, queries only "
-               f"{_interval(over['queries'])}, values only {_interval(over['values'])}; into everything downstream "
-               f"{_interval(over['everything'])} (the worked example: keys {_value(path['keys'])}, everything "
-               f"{_value(path['everything'])})")  # fmt: skip
+    numbers = (f"over the held-out pairs, into block 1's keys only {_observed_interval(over['keys'])}, queries only "
+               f"{_observed_interval(over['queries'])}, values only {_observed_interval(over['values'])}; into everything "
+               f"downstream {_observed_interval(over['everything'])} (the worked example: keys {_observed(path['keys'])}, "
+               f"everything {_observed(path['everything'])})")  # fmt: skip
     if abs(keys) <= floor:
         reading = ("the keys carry nothing beyond the null pairs' reach: what block 0's attention write carries in this "
                    "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
@@ -349,15 +366,19 @@ def path_sentence(report: dict, name: str) -> str:
                    "acts mainly by telling block 1 where to attend")  # fmt: skip
     else:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
-    if everything and abs(keys) > floor:
+    rest = report["distribution"]["designs"][name].get("path_rest")
+    if everything and rest:
         three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
-        rest = everything - three
-        told = (f"; that rest, {_value(rest)} of the gap, is within the null pairs' reach, so it is not told apart from 0"
-                if abs(rest) <= floor else "")
+        low, high = rest["mean_interval"]
+        told = ("told apart from 0" if low > 0 or high < 0 else "not told apart from 0")
         reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
                     f"values; the route through block 0's MLP, which reads that write, is in none of them. Their three "
-                    f"separate shares sum to {three / everything:.0%} of the whole write's share: three patches, not one "
-                    f"joint patch, and attention is nonlinear, so the rest is not only the MLP's route{told}")  # fmt: skip
+                    f"separate shares sum to {three / everything:.0%} of the whole write's share on average: three "
+                    f"patches, not one joint patch, and attention is nonlinear. The rest, the whole write's share less "
+                    f"the three pair by pair, is {_small_interval(rest['mean'], rest['low'], rest['high'])} of the gap "
+                    f"(the mean's 95 % interval {_small_parts(rest['mean'], low, high)[1]}, mean ± "
+                    f"{MEAN_Z:.2f} standard errors), {told}: what the MLP's route and the paths' interaction carry "
+                    f"together, not split here")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
         structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "

@@ -270,14 +270,13 @@ def test_sentences_follow_their_numbers():
     text = sentences.path_sentence(report, "copied_token")
     assert "keys alone carry 78%" in text
     assert "the null pairs reach 0.01: the largest |share| any of these four path patches takes" in text
-    path = report["distribution"]["designs"]["copied_token"]["path"]
-    rest = path["everything"]["mean"] - path["keys"]["mean"] - path["queries"]["mean"] - path["values"]["mean"]
-    null = report["distribution"]["designs"]["copied_token"]["null"]
-    null["path"] = abs(rest) + 0.01  # the rest within the null's reach: not told apart from 0
-    assert (f"that rest, {sentences._value(rest)} of the gap, is within the null pairs' reach, so it is not told apart "
-            "from 0") in sentences.path_sentence(report, "copied_token")
-    null["path"] = 0.01
-    assert "that rest" not in sentences.path_sentence(report, "copied_token")
+    # the rest of the whole write's share, pair by pair, read with its own mean's interval (not against the null's largest)
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["path_rest"] = {**_differences([0.1, 0.2, 0.25, 0.15]), "mean_interval": [0.12, 0.23]}
+    assert ("The rest, the whole write's share less the three pair by pair, is 0.17 [0.10, 0.25] of the gap (the mean's "
+            "95 % interval [0.12, 0.23], mean ± 1.96 standard errors), told apart from 0") in sentences.path_sentence(report, "copied_token")
+    measured["path_rest"]["mean_interval"] = [-0.01, 0.35]
+    assert "standard errors), not told apart from 0" in sentences.path_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = error_sentences.attribution_sentence(report, "copied_token")
@@ -300,7 +299,8 @@ def test_sentences_follow_their_numbers():
     design["bends"]["mlp_write"][1][2] = {**design["bends"]["mlp_write"][1][2], "final_norm": -0.3, "final_norm_final_first": -0.3,
                                           "final_norm_shapley": -0.3}  # fmt: skip
     text = error_sentences.attribution_sentence(report, "copied_token")
-    assert ("Of the 4 cells whose error is at least 0.10 in size, 1 lies where nothing bends between the site and the "
+    assert ("Of the 4 cells whose error is at least 0.10 in size (one exact intervention under two names counted as two "
+            "cells here: each name has its own attribution estimate), 1 lies where nothing bends between the site and the "
             "final state (the final LayerNorm comes after it), so its upstream part is 0 by construction and both orders "
             "agree there; of the other 3, the final LayerNorm's Shapley part is the larger in 0, and the two orders agree on "
             "the larger part in 0.") in text
@@ -350,8 +350,8 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     text = head_sentences.disagreement_sentence(report)
     assert "disagree" not in text
     # tied scores in three decimals, as Lab 06 shows them: 0.85 and 0.80 would read as 0.05 apart, no tie
-    assert ("block 0's previous-token heads 1 and 2 are within the naming rule's margin (0.847 and 0.804; closer than "
-            "0.05: a tie Lab 06's and the glossary's highest-score rule cannot split, while Part 1's rule names both)") in text
+    assert ("block 0's previous-token heads 1 and 2 are within 0.05 of each other (0.847 and 0.804), the tie threshold of "
+            "Lab 06's and the glossary's highest-score rule, which cannot split them, while Part 1's rule names both") in text
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2 (two-sided exact sign test p = 1.000; the mean paired score difference is 0.025 ± 0."
             in text)  # the same pairs, not a pooled score
@@ -433,7 +433,7 @@ def test_the_directions_asymmetry_is_read_from_its_mean_and_its_size_pair_by_pai
             "[-0.24, 0.31] (mean ± 1.96 standard errors), which holds 0, but pair by pair they differ widely in both "
             "directions") in text  # the mean read with its own interval, not with the pairs' spread
     assert "the median |difference| is 0.35" in text and "above 0 in 62 % of pairs and below in 38 %" in text
-    assert "the worked example's 0.23 is exceeded in 75 % of pairs, among the smaller ones" in text
+    assert "the worked example's |difference| 0.23 is exceeded in 75 % of pairs, among the smaller ones" in text
     assert "on this draw only" not in text and "make up for it" not in text
     difference["mlp_write"][0][2] = _differences([0.23, 0.02, -0.03, 0.01, -0.02, 0.04, -0.01, 0.0])  # pairs agree
     text = compare_sentences.direction_sentence(report, "copied_token")
@@ -518,13 +518,13 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     null = [[quiet] * 4, [quiet] * 4]
     null[1][3] = _differences([0.25, 0.1, 0.0, 0.2])  # head 1.3's null pairs spread to about 0.25
     report["distribution"]["designs"]["copied_token"]["null_head_difference"] = null
-    text = head_sentences.head_direction_sentence(report, "copied_token")
+    text = compare_sentences.head_direction_sentence(report, "copied_token")
     assert "no head's difference keeps one sign in at least 75 % of pairs, so no head is flagged here" in text
     assert "agree on no head's side" not in text
     rows[0][2] = _differences([0.3, 0.4, 0.2, -0.1])  # above 0 in 3 of 4 pairs
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])
     rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: inside its null's interval
-    text = head_sentences.head_direction_sentence(report, "copied_token")
+    text = compare_sentences.head_direction_sentence(report, "copied_token")
     # the two numbers compared, with the share restored or removed beside: not glossed "sufficient" or "necessary"
     assert ("denoising exceeds noising for head 0.2 in 75 % of pairs (95 % Wilson [63.1 %, 84.0 %]; mean difference 0.20 "
             "[-0.01, 0.41], mean ± 1.96 SE; denoising 0.60 on average)") in text  # the fraction and the mean with their intervals
@@ -580,6 +580,12 @@ def test_a_verdict_far_below_chance_says_why():
             "below the 90 % this page calls most; 59 of the 59 pairs where a head clears the null bar), above "
             "what a random pick would do"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
+    # a verdict one named head carries is said to be that head's, with the other's fraction beside it
+    entry["by_head"] = {"1": 0.08, "2": 0.84}
+    assert ("; it is mostly head 0.2's (on top in 84 % of the pairs; head 0.1 in 8 %), so it says little of the other "
+            "named head") in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
+    entry["by_head"] = {"1": 0.42, "2": 0.50}  # shared: no head carries it
+    assert "it is mostly" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
 
 
 def test_an_untestable_kind_is_said_under_the_mechanisms_hypothesis_with_each_heads_own_observed_share():
@@ -617,7 +623,7 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     report["lab06"] = {"clean": [1, 2, 1], "position": 1, "clean_token": 2, "token": 7, "target": 2, "rival": 7, "gap": 12.38}
     text = compare_sentences.lab06_sentence(report)
     assert "at the same position (token 2) to token 7, their own rule's draw, where this design puts token 3" in text
-    assert "M(clean) minus M(corrupt) of the two values both pages print (not their difference), is 12.38, this worked example's 20.00, so the gaps differ" in text
+    assert "the gap of that corruption is 12.38, M(clean) minus M(corrupt) from the two values both pages print (neither prints the difference itself), this worked example's 20.00, so the gaps differ" in text
     report["lab06"].update(token=3, rival=4, gap=20.0)
     assert "to the same token; they read the same rival" in compare_sentences.lab06_sentence(report)
     matched = json.loads(json.dumps(report["distribution"]["designs"]["copied_token"]))
@@ -846,12 +852,15 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
     report = {"heads": {"named": named}, "distribution": {"designs": {
         "matched_position": {"not_testable": [], "heads": {"denoising": {"kinds": kinds}}}}}}
     text = head_sentences.which_are_tests(report)
-    assert "for the previous-token heads (block 0 head 1, block 0 head 2), a test in the matched-position design;" in text
-    assert ("for the current-token heads (block 0 head 0, block 0 head 3), in the matched-position design the complement of "
-            "the previous-token heads' verdict, not a test of its own") in text
-    assert "for the induction heads (block 1 head 0, block 1 head 1, block 1 head 2, block 1 head 3), no test in the matched-position design" in text
+    lines = text.splitlines()  # a Markdown list, a kind an item
+    assert lines[0] == "- **previous-token heads** (block 0 head 1, block 0 head 2): a test in the matched-position design."
+    assert lines[1].startswith("- **current-token heads** (block 0 head 0, block 0 head 3): in the matched-position design "
+                               "the complement of the previous-token heads' verdict, not a test of its own")
+    assert lines[2].startswith("- **induction heads** (block 1 head 0, block 1 head 1, block 1 head 2, block 1 head 3): no "
+                               "test in the matched-position design")
     kinds["current_token/0"]["unnamed_heads"] = 1  # a head the rule names no kind could be on top: its own test
-    assert "current-token heads (block 0 head 0, block 0 head 3), a test in the matched-position design" in head_sentences.which_are_tests(report)
+    assert ("current-token heads** (block 0 head 0, block 0 head 3): a test in the matched-position design"
+            in head_sentences.which_are_tests(report))
     # the verdict words leave out "a head the rule names no kind" where the block has none: 0 by construction
     verdict = {"kind": "current_token", "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
                "other_kinds": ["previous_token"], "unnamed_heads": 0}  # fmt: skip
@@ -941,7 +950,7 @@ def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts()
     rows = [[flat] * 4, [flat] * 4]
     rows[1][1] = _differences([-0.3, -0.4, -0.2, -0.1])  # noising above denoising only
     report["distribution"]["designs"]["copied_token"].update(head_difference=rows, null_head_difference=[[quiet] * 4] * 2)
-    text = head_sentences.head_direction_sentence(report, "copied_token")
+    text = compare_sentences.head_direction_sentence(report, "copied_token")
     assert "noising above denoising can come from a head that works only together with others" in text
     assert "backup" not in text  # backup predicts the other sign
 
@@ -958,14 +967,17 @@ def test_the_naming_sequences_are_counted_from_the_report():
 
 
 def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_so():
-    assert [sentences._bound(v) for v in (0.0016, -0.0011, 0.0, 0.004999, 0.005, -0.18)] == [
-        "0.0016", "-0.0011", "0.00", "0.005", "0.01", "-0.18"]  # 0.005 itself is 0.01 to two decimals: no ambiguity
+    # one precision for a mean and its interval: two significant figures where a nonzero one would print as 0.00
+    assert sentences._small_interval(-0.0048, -0.0099, -0.00098) == "-0.0048 [-0.0099, -0.00098]"
+    assert sentences._small_interval(0.0075, 0.0014, 0.0136) == "0.0075 [0.0014, 0.014]"
+    assert sentences._small_interval(-0.09, -0.18, 0.0) == "-0.09 [-0.18, 0.00]"  # 0 itself is 0.00
+    assert sentences._observed(1.0049) == "1.005" and sentences._observed(0.83) == "0.83"  # never an identity's 1.00
     told = {**_differences([0.002, 0.0018, 0.0016, 0.0021]), "mean_interval": [0.0016, 0.0022]}
     apart = {**_differences([0.3, 0.2, 0.25, 0.35]), "mean_interval": [0.2, 0.35]}
     spread = {"attn_write": [[None, told, apart]]}
     pairs = [(0, 0, "blocks.0.attn_write", position, 0, 0, "attn_write", 0) for position in (1, 2)]
     text = compare_sentences.told_apart(pairs, spread, " Beside it, ")
-    assert "blocks.0.attn_write, position 1: 0.00 [0.0016, 0.0022]" in text  # not [0.00, 0.00], which would hold 0
+    assert "blocks.0.attn_write, position 1: 0.0019 [0.0016, 0.0022]" in text  # not [0.00, 0.00], which would hold 0
     assert "1 of them is under 0.01 of the gap in size: told apart, but negligible" in text
     assert "about 0.1 would be by chance alone, and the count is no finding of its own" in text
 
@@ -975,3 +987,16 @@ def test_the_null_bar_is_placed_among_the_null_pairs_values_as_torch_interpolate
                                                "3rd largest")  # 0.975 * 63 = 61.4 (0-based, ascending)
     assert sentences.null_bar_position(41) == "at the 2nd largest of those values"  # 0.975 * 40 = 39 exactly
     assert sentences.null_bar_position(3) == "between the 2nd largest and the largest of those values, nearer the largest"
+
+
+def test_a_cells_bar_that_is_mostly_its_null_pairs_own_gap_is_said_so():
+    measured = {"null": {"cells": {"denoising": 0.25}, "cells_at": {"denoising": {"site": "blocks.1.attn_write",
+                "position": 14, "pair": 1}}}, "per_pair": {"gap": [20.0, 20.0], "null_gap": [0.1, 6.0]}}  # fmt: skip
+    report = {"distribution": {"designs": {"matched_position": measured}}}
+    said = sentences._bar_cell(report, "matched_position", "denoising")
+    assert said == (", set by blocks.1.attn_write at position 14 in null pair 1, which there moves M by 83% of that null "
+                    "pair's own gap (0.300 of the design's): the bar is about that null pair's whole gap, not a site's effect")
+    for null_gap in (20.0, 1.0):  # a quarter of its null pair's gap, or five times it: a site's bar either way
+        measured["per_pair"]["null_gap"][1] = null_gap
+        assert sentences._bar_cell(report, "matched_position", "denoising") == (
+            ", set by blocks.1.attn_write at position 14 in null pair 1")

@@ -61,7 +61,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1748  residlab/course/lab07/attribution.py
 #   line 2021  residlab/course/lab07/verdicts.py
 #   line 2084  residlab/course/lab07/distribution.py
-#   line 2571  residlab/course/lab07/lab.py (the entry)
+#   line 2572  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1419,8 +1419,8 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
                        f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
     failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
-    held = ("the prediction could have failed and here holds (no head clears the null bar in more than "
-            f"{percent(PREDICTION_HOLDS)} of pairs)" if not failed else
+    held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
+            f"than {percent(PREDICTION_HOLDS)} of pairs; each fraction's own uncertainty is not carried)" if not failed else
             f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
     return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
@@ -2538,6 +2538,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             # what the three direct paths, patched separately, leave of the whole write's share, pair by pair
             "path_rest": spread_of_differences([path_rest(pair["path"]) for pair in measured]),
+            "null_path_rest": summarise([path_rest(pair["path"]) for pair in nulls]),  # the same rest's own null
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),

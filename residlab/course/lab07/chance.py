@@ -42,6 +42,13 @@ def agreement_tail(pairs: int, first_by_score: int, first_by_share: int, observe
     return sum(weight for agree, weight in _agreement_law(pairs, first_by_score, first_by_share) if agree >= observed)
 
 
+def smallest_tail(pairs: int, first_by_score: int, first_by_share: int) -> float:
+    """The smallest one-sided p ``agreement_tail`` can give with these margins (at the most agreement they allow): a
+    test whose smallest p is above its bar could not have rejected, whatever the orders."""
+    most = _agreement_law(pairs, first_by_score, first_by_share)[-1][0]
+    return agreement_tail(pairs, first_by_score, first_by_share, most)
+
+
 def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list[tuple[int, float]]:
     """(agreement, probability) in increasing order for two orders drawn independently with these margins: the pairs
     where both put the first head first are hypergeometric, and agreement is pairs - both margins + twice that."""

@@ -5,7 +5,9 @@ glossary use. The helpers are ``sentences``'s."""
 
 from __future__ import annotations
 
-from residlab.course.lab07.chance import wilson
+import math
+
+from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.sentences import (
     MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, by_construction, distinct_cells, hybrid,
@@ -43,7 +45,7 @@ def direction_sentence(report: dict, name: str) -> str:
         width = {(site, position): spread[kind][block][position] for _, _, site, position, _, _, kind, block in pairs}
         (site, position), cell = max(width.items(), key=lambda item: item[1]["high"] - item[1]["low"])
         systematic = told_apart(pairs, spread, " Small as they are, ")
-        return (f"Denoising and noising typically agree on every cell{left_out}: over the pairs the median |difference| "
+        return (f"On every cell the typical difference of denoising and noising is small{left_out}: over the pairs the median |difference| "
                 f"is at most {_up(typical)} of the gap, and on the worked example every cell is within {_up(example)}; "
                 f"pair by pair a cell's difference still spreads, most widely at {site}, position {position} "
                 f"({_interval(cell)}).{systematic} So typically, here, restoring a site and removing it move M alike; the "
@@ -81,9 +83,22 @@ def told_apart(pairs: list, spread: dict, lead: str) -> str:
     tiny = [over for *_, over in told if abs(over["mean"]) < NEGLIGIBLE]
     size = (f" {len(tiny)} of them {'is' if len(tiny) == 1 else 'are'} under {NEGLIGIBLE} of the gap in size: told "
             f"apart, but negligible, and a mean's interval on differences mostly near 0 is fragile." if tiny else "")
+    survive = [f"{site}, position {position}" for _, site, position, over in told
+               if _two_sided_p(over) < 0.05 / len(pairs)]  # fmt: skip
+    corrected = (f"{'; '.join(survive)} {'survives' if len(survive) == 1 else 'survive'} a Bonferroni correction over "
+                 f"them (p below 0.05 / {len(pairs)} by the normal approximation): {'a finding' if len(survive) == 1 else 'findings'} "
+                 f"about {'that cell' if len(survive) == 1 else 'those cells'}; the others are not read" if survive else
+                 f"none survives a Bonferroni correction over them, so none is read")  # fmt: skip
     return (f"{lead}{counted} told apart from 0 by the mean's own 95 % interval ({named}); each is tested at 95 % "
             f"with no correction over the {len(pairs)} cells compared, so about {0.05 * len(pairs):.1f} would be by "
-            f"chance alone, and the count is no finding of its own.{size}")  # fmt: skip
+            f"chance alone; {corrected}.{size}")  # fmt: skip
+
+
+def _two_sided_p(over: dict) -> float:
+    """The two-sided normal p of a mean paired difference, its standard error read back from ``mean_interval``."""
+    low, high = over["mean_interval"]
+    error = (high - low) / (2 * MEAN_Z)
+    return math.erfc(abs(over["mean"]) / error / math.sqrt(2)) if error > 0 else 0.0
 
 
 def pairwise_reading(over: dict) -> str:
@@ -141,8 +156,8 @@ def lab06_sentence(report: dict, name: str = "copied_token") -> str:
              f"rival {other['rival']} by their rule, this design {design['rival']}")
     differ = "so the gaps differ" if round(other["gap"], 2) != round(design["gap"], 2) else "and the gaps agree"
     return (f"Lab 06 and the glossary corrupt {where} (token {other['clean_token']}) {replaced}; they read "
-            f"{rival}; the gap of that corruption is {_value(other['gap'])}, M(clean) minus M(corrupt) from the two values "
-            f"both pages print (neither prints the difference itself), this worked example's {_value(design['gap'])}, {differ}.")
+            f"{rival}; the gap of that corruption, M(clean) minus M(corrupt), is {_value(other['gap'])} (the glossary prints "
+            f"it, Lab 06 the two values), this worked example's {_value(design['gap'])}, {differ}.")
 
 
 def key_step_sentence(report: dict) -> str:
@@ -211,8 +226,9 @@ def head_direction_sentence(report: dict, name: str) -> str:
         return f"mean difference {_small_interval(c['mean'], low, high)}, mean ± {MEAN_Z:.2f} SE"
 
     def flagged(b: int, h: int, c: dict, side: str, direction: str) -> str:
-        return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}; {difference(c)}; "
-                f"{direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
+        below = f", reaching below the {_percent(ONE_SIGN)} of the rule" if wilson_bounds(c[side], pairs)[0] < ONE_SIGN else ""
+        return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}{below}; "
+                f"{difference(c)}; {direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
 
     if more:
         said.append("denoising exceeds noising for " + ", ".join(flagged(b, h, c, "above_zero", "denoising") for b, h, c in more))

@@ -83,8 +83,8 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
                        f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
     failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
-    held = ("the prediction could have failed and here holds (no head clears the null bar in more than "
-            f"{percent(PREDICTION_HOLDS)} of pairs)" if not failed else
+    held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
+            f"than {percent(PREDICTION_HOLDS)} of pairs; each fraction's own uncertainty is not carried)" if not failed else
             f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
     return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
             f"out as competitors.")

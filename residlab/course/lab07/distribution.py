@@ -466,6 +466,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "path": {key: summarise([pair["path"][key] for pair in measured]) for key in measured[0]["path"]},
             # what the three direct paths, patched separately, leave of the whole write's share, pair by pair
             "path_rest": spread_of_differences([path_rest(pair["path"]) for pair in measured]),
+            "null_path_rest": summarise([path_rest(pair["path"]) for pair in nulls]),  # the same rest's own null
             "head_error": head_error_table(measured),
             "identities": identities({"changed": list(designs[0].changed), "readout": designs[0].readout,
                                       "clean": designs[0].clean, "corrupt": designs[0].corrupt}, depth),

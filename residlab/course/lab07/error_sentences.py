@@ -7,7 +7,8 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 from __future__ import annotations
 
 from residlab.course.lab07.sentences import (
-    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat, same_intervention,
+    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat, observed,
+    same_intervention,
 )
 
 
@@ -107,7 +108,7 @@ def attribution_sentence(report: dict, name: str) -> str:
     worst = max(cells, key=lambda cell: abs(cell["error"]))
     apart = "the cells fixed by construction" + (" and the hybrid-prompt cells" if design.get("hybrids") else "")
     first = (f"On the worked example ({apart} left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
-             f"says {_value(worst['approximate'])}, the exact patch {_value(worst['exact'])} (error {_value(worst['error'])}). "
+             f"says {observed(worst['approximate'])}, the exact patch {observed(worst['exact'])} (error {_value(worst['error'])}). "
              f"Taking the upstream part first, the final LayerNorm's part is {_value(worst['final_norm'])} and the upstream "
              f"part {_value(worst['upstream'])}; taking the final LayerNorm first, {_value(worst['final_norm_final_first'])} "
              f"and {_value(worst['upstream_final_first'])}; their average (the Shapley split, which depends on no order) "

@@ -8,7 +8,8 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.chance import (
-    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, wilson,
+    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
+    wilson,
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
@@ -233,11 +234,11 @@ def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
         f"head {h} {_percent(cell['clears_fraction'])}" for h, cell in zip(by_score, cells))
         if cells and all("clears_fraction" in cell for cell in cells) else "")  # fmt: skip
     ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]  # every neighbour in score order
-    tied = "; ".join(f"heads {a} and {b}" for a, b in ties)
+    tied = f"heads {ties[0][0]} and {ties[0][1]} within {TIE_MARGIN} on average" if ties else ""
+    tied += "".join(f", as are heads {a} and {b}" for a, b in ties[1:])
     return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
             + "; by attention score: " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score)
-            + (f" ({tied} within {TIE_MARGIN} on average, the tie threshold of Lab 06's and the glossary's highest-score "
-               f"rule)" if ties else ""))
+            + (f" ({tied}: the tie threshold of Lab 06's and the glossary's highest-score rule)" if ties else ""))
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
@@ -256,7 +257,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     scores = per_sequence[block]
     score_gap = [scores[second][p] - scores[first][p] for p in range(pairs)]
     score_first = [gap < 0 for gap in score_gap]
-    said, tails, sized, shares_first = [], [], [], []
+    said, tails, ranks, shares_first = [], [], [], []
     for method in methods:
         grids = measured["per_pair"]["heads"][method]
         share_gap = [grids[p][block][second] - grids[p][block][first] for p in range(pairs)]
@@ -267,9 +268,9 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         agree = sum(a == b for a, b in zip(score_first, share_first))
         low, high = independent_range(pairs, sum(score_first), sum(share_first))
         rho, p_value = rank_association(score_gap, share_gap)
-        tails.append((METHOD_NAMES[method], agreement_tail(pairs, sum(score_first), sum(share_first), agree)))
-        if p_value < ASSOCIATION_P / (2 * len(methods)):
-            sized.append(f"{METHOD_NAMES[method]} (ρ = {rho:.2f})")
+        tails.append((METHOD_NAMES[method], agreement_tail(pairs, sum(score_first), sum(share_first), agree),
+                      smallest_tail(pairs, sum(score_first), sum(share_first))))
+        ranks.append((METHOD_NAMES[method], rho, p_value))
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
                     f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
                     f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.3f}, "
@@ -277,19 +278,34 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                     f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.3f})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
-    bar = ASSOCIATION_P / (2 * len(methods))  # Bonferroni over every test here: an order test and a rank test a method
-    beyond = [method for method, tail in tails if tail < bar]
-    listed = ", ".join(f"{tail:.2f}" for _, tail in tails)
-    by_order = (f"by order, {' and '.join(beyond)} agree{'s' if len(beyond) == 1 else ''} with the scores more often "
-                f"than independent orders would (one-sided p {listed}, against {bar:.3f})" if beyond else
-                f"by order, no method agrees with the scores detectably more often than independent orders would "
-                f"(one-sided p {listed}, none below {bar:.3f}"
-                + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in tails)
-                   else ")"))  # fmt: skip
-    by_size = (f"by size, the pairs where head {second}'s score leads by more are those where its share leads by more "
-               f"for {', '.join(sized)}, a modest association (permutation p below {ASSOCIATION_P} / {2 * len(methods)}, a "
-               f"Bonferroni correction over the {2 * len(methods)} tests here, one by order and one by size per method)"
-               if sized else "by size, no method's share difference follows the score difference beyond chance")  # fmt: skip
+    # Bonferroni over the tests that could reject: every rank test, and each order test whose margins allow a p below
+    # the strictest bar (one whose most agreement possible is not rare under independent orders is no test)
+    able = [(method, tail) for method, tail, least in tails if least < ASSOCIATION_P / (2 * len(methods))]
+    unable = [least for _, _, least in tails if least >= ASSOCIATION_P / (2 * len(methods))]
+    tests = len(ranks) + len(able)
+    bar = ASSOCIATION_P / tests
+    counted = (f"a Bonferroni correction over the {tests} tests here" + (
+        f", the order tests that could not reject left out" if unable else ""))
+    beyond = [method for method, tail in able if tail < bar]
+    listed = ", ".join(f"{tail:.2f}" for _, tail in able)
+    if not able:
+        by_order = (f"by order, no test could reject: with these counts even the most agreement possible has one-sided p "
+                    f"{min(unable):.2f}" + (f" to {max(unable):.2f}" if max(unable) > min(unable) else "")
+                    + " under independent orders, so the order tests are left out")  # fmt: skip
+    elif beyond:
+        by_order = (f"by order, {' and '.join(beyond)} agree{'s' if len(beyond) == 1 else ''} with the scores more often "
+                    f"than independent orders would (one-sided p {listed}, against {bar:.3f}, {counted})")  # fmt: skip
+    else:
+        by_order = (f"by order, no method agrees with the scores detectably more often than independent orders would "
+                    f"(one-sided p {listed}, none below {bar:.3f}"
+                    + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in able)
+                       else ")"))  # fmt: skip
+    sized = [f"{method} (ρ = {rho:.2f})" for method, rho, p_value in ranks if p_value < bar]
+    by_size = (f"by size, the pairs where head {second}'s score minus head {first}'s is larger are those where its share "
+               f"minus head {first}'s is larger for {', '.join(sized)}, a modest association (permutation p below "
+               f"{ASSOCIATION_P} / {tests}, {counted})"
+               if sized else f"by size, no method's share difference follows the score difference beyond chance "
+                             f"(permutation p against {bar:.3f}, {counted})")  # fmt: skip
     differences = [-gap for gap in score_gap]  # head first's score minus head second's, sequence by sequence
     mean = sum(differences) / pairs
     error = math.sqrt(sum((d - mean) ** 2 for d in differences) / (pairs - 1) / pairs) if pairs > 1 else 0.0
@@ -444,7 +460,7 @@ def _head_reading(block: int, head: int, entry: dict) -> str:
         return f" ({most_caveat(fraction, pairs)})" if pairs else ""
 
     if clears >= MOSTLY:
-        return said + f": part of the gap, in most pairs{most(clears)}"
+        return said + f": part of the gap, above the null bar in most pairs{most(clears)}"
     if positive >= MOSTLY:
         return (said + f": above 0 in most pairs{most(positive)}, but above the null bar in fewer than the "
                 f"{_percent(MOSTLY)} this page calls most")

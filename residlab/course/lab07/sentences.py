@@ -37,13 +37,13 @@ def _interval(summary: dict) -> str:
     return f"{_value(summary['mean'])} [{_value(summary['low'])}, {_value(summary['high'])}]"
 
 
-def _observed(value: float) -> str:
+def observed(value: float | None) -> str:
     """An observed share: two decimals, but three where two would print an identity's 1.00 (or -1.00)."""
     return f"{value:.3f}" if value is not None and abs(round(value, 2)) == 1 else _value(value)
 
 
-def _observed_interval(summary: dict) -> str:
-    return f"{_observed(summary['mean'])} [{_observed(summary['low'])}, {_observed(summary['high'])}]"
+def observed_interval(summary: dict) -> str:
+    return f"{observed(summary['mean'])} [{observed(summary['low'])}, {observed(summary['high'])}]"
 
 
 def _small_parts(mean: float, low: float, high: float) -> tuple[str, str]:
@@ -284,8 +284,8 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
         if why := zero_identity(design, kind, block, position):
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
-    return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} move M by more than any "
-            f"cell of the {report['distribution']['pairs']} null pairs does ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
+    return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} take a larger share of "
+            f"their pair's gap than any cell of the {report['distribution']['pairs']} null pairs does of its pair's ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
             f"the null's cells at the positions it changes, each carrying part of its own change, and its final state, its "
             f"whole gap, left out); "
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
@@ -353,10 +353,10 @@ def path_sentence(report: dict, name: str) -> str:
     over = report["distribution"]["designs"][name]["path"]
     floor = report["distribution"]["designs"][name]["null"]["path"]
     keys, everything = over["keys"]["mean"], over["everything"]["mean"]
-    numbers = (f"over the held-out pairs, into block 1's keys only {_observed_interval(over['keys'])}, queries only "
-               f"{_observed_interval(over['queries'])}, values only {_observed_interval(over['values'])}; into everything "
-               f"downstream {_observed_interval(over['everything'])} (the worked example: keys {_observed(path['keys'])}, "
-               f"everything {_observed(path['everything'])})")  # fmt: skip
+    numbers = (f"over the held-out pairs, into block 1's keys only {observed_interval(over['keys'])}, queries only "
+               f"{observed_interval(over['queries'])}, values only {observed_interval(over['values'])}; into everything "
+               f"downstream {observed_interval(over['everything'])} (the worked example: keys {observed(path['keys'])}, "
+               f"everything {observed(path['everything'])})")  # fmt: skip
     if abs(keys) <= floor:
         reading = ("the keys carry nothing beyond the null pairs' reach: what block 0's attention write carries in this "
                    "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
@@ -371,21 +371,24 @@ def path_sentence(report: dict, name: str) -> str:
         three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
         low, high = rest["mean_interval"]
         told = ("told apart from 0" if low > 0 or high < 0 else "not told apart from 0")
+        null = report["distribution"]["designs"][name].get("null_path_rest")
+        null_rest = f" (on the null pairs the same rest is {_interval(null)})" if null else ""
         reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
                     f"values; the route through block 0's MLP, which reads that write, is in none of them. Their three "
                     f"separate shares sum to {three / everything:.0%} of the whole write's share on average: three "
                     f"patches, not one joint patch, and attention is nonlinear. The rest, the whole write's share less "
                     f"the three pair by pair, is {_small_interval(rest['mean'], rest['low'], rest['high'])} of the gap "
                     f"(the mean's 95 % interval {_small_parts(rest['mean'], low, high)[1]}, mean ± "
-                    f"{MEAN_Z:.2f} standard errors), {told}: what the MLP's route and the paths' interaction carry "
-                    f"together, not split here")  # fmt: skip
+                    f"{MEAN_Z:.2f} standard errors), {told}" + null_rest + ": what the MLP's route and the paths' "
+                    f"interaction carry together, not split here")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
-        structural = (f" The queries carry nothing, and that is structure more than learning: block 1 is the last block and M "
-                      f"reads the readout alone, so only block 1's query there counts, and block 0's write at the readout "
+        uniform = 1 / len(design["clean"])
+        structural = (f" The queries carry nothing, partly by structure: block 1 is the last block and M reads the readout "
+                      f"alone, so only block 1's query there counts; and partly learned: block 0's write at the readout "
                       f"differs between the runs only through what its heads there read at the changed positions (block "
-                      f"0's input is each token's embedding), at most {_up(design['readout_reach'])} of their attention "
-                      f"on the worked example (observed).")  # fmt: skip
+                      f"0's input is each token's embedding), at most {_up(design['readout_reach'])} of their attention on "
+                      f"the worked example (observed; a head attending evenly would put {uniform:.2f} on each position).")  # fmt: skip
     untestable = report["distribution"]["designs"][name].get("not_testable", [])
     if abs(keys) <= floor and untestable:
         structural += (" The keys' near 0 is what the mechanism predicts here, observed, not a finding about the heads: "

@@ -277,6 +277,9 @@ def test_sentences_follow_their_numbers():
             "95 % interval [0.12, 0.23], mean ± 1.96 standard errors), told apart from 0") in sentences.path_sentence(report, "copied_token")
     measured["path_rest"]["mean_interval"] = [-0.01, 0.35]
     assert "standard errors), not told apart from 0" in sentences.path_sentence(report, "copied_token")
+    measured["null_path_rest"] = _summary(0.01, 0.05)  # the rest's own null, beside it
+    assert "not told apart from 0 (on the null pairs the same rest is 0.01 [-0.04, 0.06]): what" in sentences.path_sentence(
+        report, "copied_token")  # fmt: skip
     report["distribution"]["designs"]["copied_token"]["path"]["keys"] = _summary(0.0)
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = error_sentences.attribution_sentence(report, "copied_token")
@@ -357,8 +360,12 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
             in text)  # the same pairs, not a pooled score
     assert ("; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores do in 3 "
             "(independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text
-    assert (". Beyond that, by order, no method agrees with the scores detectably more often than independent orders "
-            "would (one-sided p 0.50, 0.50, 0.50, none below 0.008)") in text  # Bonferroni over 6 tests
+    # with these margins no agreement could be rare under independent orders: no test, left out of the correction
+    assert (". Beyond that, by order, no test could reject: with these counts even the most agreement possible has "
+            "one-sided p 0.50 under independent orders, so the order tests are left out") in text
+    assert "(permutation p against 0.017, a Bonferroni correction over the 3 tests here, the order tests that could not reject left out)" in text
+    assert chance.smallest_tail(64, 53, 6) == pytest.approx(0.306, abs=1e-3)  # the page's margins: never below 0.25
+    assert chance.smallest_tail(64, 32, 32) < 1e-6  # balanced margins: a test that can reject
     assert "reverse" not in text and "follow the score order" not in text  # the scores split the pairs evenly
     # head 1's score the higher in every pair, head 2's share the larger in 3 of 4: the methods reverse the order,
     # and 4 of 4 is no reliable score order (sign test p = 0.125)
@@ -500,7 +507,7 @@ def test_the_current_token_heads_are_read_from_the_fractions_of_pairs():
     assert "but above the null bar in fewer than the 90 % this page calls most" in text
     assert "No current-token head clears the null bar in most pairs" in text
     text = head_sentences.outside_sentence(_heads_report(1.0, 0.98))
-    assert ": part of the gap, in most pairs" in text and "How they carry it is not measured head by head" in text
+    assert ": part of the gap, above the null bar in most pairs" in text and "How they carry it is not measured head by head" in text
     assert "untested here" in text and "they refine" not in text  # a reading the numbers allow, not a finding
     text = head_sentences.outside_sentence(_heads_report(0.6, 0.03))
     assert "not above the null bar in 97 % of pairs" in text
@@ -526,7 +533,8 @@ def test_the_heads_denoising_minus_noising_is_named_where_it_keeps_one_sign():
     rows[1][3] = _differences([0.1, 0.2, 0.3, 0.12])  # one sign throughout, mean 0.18: inside its null's interval
     text = compare_sentences.head_direction_sentence(report, "copied_token")
     # the two numbers compared, with the share restored or removed beside: not glossed "sufficient" or "necessary"
-    assert ("denoising exceeds noising for head 0.2 in 75 % of pairs (95 % Wilson [63.1 %, 84.0 %]; mean difference 0.20 "
+    assert ("denoising exceeds noising for head 0.2 in 75 % of pairs (95 % Wilson [63.1 %, 84.0 %], reaching below the 75 % "
+            "of the rule; mean difference 0.20 "
             "[-0.01, 0.41], mean ± 1.96 SE; denoising 0.60 on average)") in text  # the fraction and the mean with their intervals
     assert ("noising exceeds denoising for head 1.1 in 100 % of pairs (95 % Wilson [94.3 %, 100.0 %]; mean difference -0.25 "
             "[-0.38, -0.12], mean ± 1.96 SE; noising 0.55 on average)") in text
@@ -623,7 +631,7 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     report["lab06"] = {"clean": [1, 2, 1], "position": 1, "clean_token": 2, "token": 7, "target": 2, "rival": 7, "gap": 12.38}
     text = compare_sentences.lab06_sentence(report)
     assert "at the same position (token 2) to token 7, their own rule's draw, where this design puts token 3" in text
-    assert "the gap of that corruption is 12.38, M(clean) minus M(corrupt) from the two values both pages print (neither prints the difference itself), this worked example's 20.00, so the gaps differ" in text
+    assert "the gap of that corruption, M(clean) minus M(corrupt), is 12.38 (the glossary prints it, Lab 06 the two values), this worked example's 20.00, so the gaps differ" in text
     report["lab06"].update(token=3, rival=4, gap=20.0)
     assert "to the same token; they read the same rival" in compare_sentences.lab06_sentence(report)
     matched = json.loads(json.dumps(report["distribution"]["designs"]["copied_token"]))
@@ -715,7 +723,7 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     # prompts agree (positions 0 and 2: its output there): 19 interventions, 6 of them above 0.01
     assert ("Of the 19 distinct interventions (cells; each block's input is the block before's output and block 0's "
             "attention write where the prompts agree is the same intervention as its output there, each counted once), "
-            "6 (2 of them identities, fixed by construction) move M") in text
+            "6 (2 of them identities, fixed by construction) take a larger share of their pair's gap than any cell") in text
     # position 0 of each of the 6 distinct interventions, block 0's input where the prompts agree, and the last block's
     # attention write, MLP write and output at position 1, which nothing downstream reads
     assert text.endswith("10 are 0 by an identity (6 before the first position where the prompts differ: attention is "
@@ -883,8 +891,8 @@ def test_directions_that_typically_agree_still_name_their_widest_spread():
     difference["mlp_write"][1][2] = _differences([0.02, -0.18, 0.15, -0.01])  # small typically, wide pair by pair
     measured["activation_difference"] = difference
     text = compare_sentences.direction_sentence(report, "copied_token")
-    assert text.startswith("Denoising and noising typically agree on every cell")
-    assert "most widely at blocks.1.mlp_write, position 2 (" in text and "agree on every cell (the identities" in text
+    assert text.startswith("On every cell the typical difference of denoising and noising is small")
+    assert "most widely at blocks.1.mlp_write, position 2 (" in text and "is small (the identities" in text
 
 
 def test_a_block_named_whole_is_no_test_and_its_heads_shares_are_said():
@@ -936,7 +944,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     # the reason, then what was observed: a prediction near 0 that could have failed is evidence, said as such
     assert text.startswith(f"not testable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
                            "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], above the null bar in 3 %; head 0.3 0.00 "
-                           "[-0.04, 0.04], above the null bar in 3 %; the prediction could have failed and here holds")  # fmt: skip
+                           "[-0.04, 0.04], above the null bar in 3 %; the prediction could have failed and here holds by point estimate")  # fmt: skip
     keys[0][3] = {**keys[0][3], "clears_fraction": 0.2}
     text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
     assert "the prediction fails for head 0.3 (above the null bar in more than 10 % of pairs)" in text and "holds" not in text
@@ -971,7 +979,7 @@ def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_s
     assert sentences._small_interval(-0.0048, -0.0099, -0.00098) == "-0.0048 [-0.0099, -0.00098]"
     assert sentences._small_interval(0.0075, 0.0014, 0.0136) == "0.0075 [0.0014, 0.014]"
     assert sentences._small_interval(-0.09, -0.18, 0.0) == "-0.09 [-0.18, 0.00]"  # 0 itself is 0.00
-    assert sentences._observed(1.0049) == "1.005" and sentences._observed(0.83) == "0.83"  # never an identity's 1.00
+    assert sentences.observed(1.0049) == "1.005" and sentences.observed(0.83) == "0.83"  # never an identity's 1.00
     told = {**_differences([0.002, 0.0018, 0.0016, 0.0021]), "mean_interval": [0.0016, 0.0022]}
     apart = {**_differences([0.3, 0.2, 0.25, 0.35]), "mean_interval": [0.2, 0.35]}
     spread = {"attn_write": [[None, told, apart]]}
@@ -979,7 +987,12 @@ def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_s
     text = compare_sentences.told_apart(pairs, spread, " Beside it, ")
     assert "blocks.0.attn_write, position 1: 0.0019 [0.0016, 0.0022]" in text  # not [0.00, 0.00], which would hold 0
     assert "1 of them is under 0.01 of the gap in size: told apart, but negligible" in text
-    assert "about 0.1 would be by chance alone, and the count is no finding of its own" in text
+    assert ("about 0.1 would be by chance alone; blocks.0.attn_write, position 2; blocks.0.attn_write, position 1 survive a "
+            "Bonferroni correction over them (p below 0.05 / 2 by the normal approximation): findings about those cells; "
+            "the others are not read.") in text
+    spread["attn_write"][0][1] = {**told, "mean_interval": [0.0001, 0.0037]}  # about 2 standard errors: not corrected
+    assert "blocks.0.attn_write, position 2 survives a Bonferroni correction over them" in compare_sentences.told_apart(
+        pairs, spread, " Beside it, ")  # fmt: skip
 
 
 def test_the_null_bar_is_placed_among_the_null_pairs_values_as_torch_interpolates():

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.distribution import MEAN_Z
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.verdicts import percent
 
 def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
     """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
@@ -95,3 +96,27 @@ def rank_association(x: list[float], y: list[float], permutations: int = PERMUTA
         shuffler.shuffle(shuffled)
         beyond += abs(pearson(rx, shuffled)) >= abs(rho) - 1e-12
     return rho, (beyond + 1) / (permutations + 1)
+
+
+def _nth_largest(rank: int) -> str:
+    suffix = "th" if 10 <= rank % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(rank % 10, "th")
+    return "largest" if rank == 1 else f"{rank}{suffix} largest"
+
+
+def null_bar_position(pairs: int) -> str:
+    """Where the null bar (``NULL_BAR``, the linear-interpolation percentile ``torch.quantile`` takes over ``pairs``
+    values) lies among the null pairs' values, counted from the top."""
+    position = INTERVAL[1] / 100 * (pairs - 1)  # 0-based, ascending
+    below, above = pairs - math.floor(position), pairs - math.ceil(position)  # ranks from the top
+    if below == above:
+        return f"at the {_nth_largest(below)} of those values"
+    nearer = below if position - math.floor(position) < 0.5 else above
+    return (f"between the {_nth_largest(below)} and the {_nth_largest(above)} of those values, nearer the "
+            f"{_nth_largest(nearer)}")
+
+
+def null_bar_exceeded(pairs: int) -> str:
+    """In how many of ``pairs`` null pairs some head of the block clears the null bar (``null_bar_position``): the
+    values above the interpolated percentile, ties aside."""
+    above = pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))
+    return f"{above} of the {pairs} null pairs ({percent(above / pairs)}, ties aside)"

@@ -104,7 +104,8 @@ def attribution_sentence(report: dict, name: str) -> str:
     design = report["designs"][name]
     if not design["readable"]:
         return NOT_READ
-    cells = [cell for cell in attribution_cells(report, name) if not cell["identity"]]  # identities and hybrids left out
+    every = attribution_cells(report, name)
+    cells = [cell for cell in every if not cell["identity"]]  # identities and hybrids left out
     worst = max(cells, key=lambda cell: abs(cell["error"]))
     apart = "the cells fixed by construction" + (" and the hybrid-prompt cells" if design.get("hybrids") else "")
     first = (f"On the worked example ({apart} left out) the largest error is at {worst['site']}, position {worst['position']}: attribution "
@@ -136,7 +137,16 @@ def attribution_sentence(report: dict, name: str) -> str:
              "No cell's error reaches 0.10 in size.")  # fmt: skip
     angle = (f"The clean and corrupt final states at the readout, centred as the final LayerNorm centres them, are "
              f"{design['final_angle']:.0f} degrees apart.")  # fmt: skip
-    return f"{first} {why} {tally} {angle}"
+    apart_cells = [cell for cell in every if cell["identity"]]
+    left_out = ""
+    if apart_cells:  # their exact share is fixed or a hybrid prompt's, but their attribution error is observed too
+        worst_apart = max(apart_cells, key=lambda cell: abs(cell["error"]))
+        reaching = sum(abs(cell["error"]) >= 0.1 for cell in apart_cells)
+        left_out = (f" The cells left out above have observed attribution errors too (only their exact share is fixed or a "
+                    f"hybrid prompt's): {reaching} of them {'reaches' if reaching == 1 else 'reach'} 0.10 in size, the largest {_value(worst_apart['error'])} at "
+                    f"{worst_apart['site']}, position {worst_apart['position']}, its final LayerNorm's part "
+                    f"{_value(worst_apart['final_norm_shapley'])} by the Shapley split.")  # fmt: skip
+    return f"{first} {why} {tally}{left_out} {angle}"
 
 
 def head_error_rows(report: dict, name: str) -> list[list[str]]:

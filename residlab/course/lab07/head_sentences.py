@@ -236,9 +236,10 @@ def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
     ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]  # every neighbour in score order
     tied = f"heads {ties[0][0]} and {ties[0][1]} within {TIE_MARGIN} on average" if ties else ""
     tied += "".join(f", as are heads {a} and {b}" for a, b in ties[1:])
+    extended = ", here applied to each neighbouring pair in score order" if ties and ties != [tuple(by_score[:2])] else ""
     return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
             + "; by attention score: " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score)
-            + (f" ({tied}: the tie threshold of Lab 06's and the glossary's highest-score rule)" if ties else ""))
+            + (f" ({tied}: the tie threshold of Lab 06's and the glossary's highest-score rule{extended})" if ties else ""))
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
@@ -300,7 +301,9 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                     f"(one-sided p {listed}, none below {bar:.3f}"
                     + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in able)
                        else ")"))  # fmt: skip
-    sized = [f"{method} (ρ = {rho:.2f})" for method, rho, p_value in ranks if p_value < bar]
+    sized = [f"{method} (ρ = {rho:.2f}" + (", p within its Monte Carlo error of the bar: borderline" if abs(p_value - bar) <
+                                           2 * math.sqrt(p_value * (1 - p_value) / PERMUTATIONS) else "") + ")"
+             for method, rho, p_value in ranks if p_value < bar]  # fmt: skip
     by_size = (f"by size, the pairs where head {second}'s score minus head {first}'s is larger are those where its share "
                f"minus head {first}'s is larger for {', '.join(sized)}, a modest association (permutation p below "
                f"{ASSOCIATION_P} / {tests}, {counted})"

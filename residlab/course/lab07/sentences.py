@@ -284,7 +284,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
         if why := zero_identity(design, kind, block, position):
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
-    return (f"{said} Of the {len(cells)} distinct interventions (cells{shared}), {len(moving)}{forced_said} take a larger share of "
+    return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} take a larger share of "
             f"their pair's gap than any cell of the {report['distribution']['pairs']} null pairs does of its pair's ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
             f"the null's cells at the positions it changes, each carrying part of its own change, and its final state, its "
             f"whole gap, left out); "
@@ -370,7 +370,8 @@ def path_sentence(report: dict, name: str) -> str:
     if everything and rest:
         three = over["keys"]["mean"] + over["queries"]["mean"] + over["values"]["mean"]
         low, high = rest["mean_interval"]
-        told = ("told apart from 0" if low > 0 or high < 0 else "not told apart from 0")
+        told = (f"told apart from 0 as a mean (pair by pair its median size is {_value(rest['median_abs'])})"
+                if low > 0 or high < 0 else "not told apart from 0")
         null = report["distribution"]["designs"][name].get("null_path_rest")
         null_rest = f" (on the null pairs the same rest is {_interval(null)})" if null else ""
         reading += (f". Each path is the direct one, from block 0's attention write into block 1's keys, queries or "
@@ -456,24 +457,6 @@ def chance_sentence(report: dict) -> str:
 
 
 NULL_BAR = f"{INTERVAL[1]:g}th percentile"  # the null bar: this percentile over the null pairs of the block's top share
-NULL_BAR_EXCEEDED = f"{100 - INTERVAL[1]:g} %"  # the fraction of null pairs in which some head of the block clears it
-def _nth_largest(rank: int) -> str:
-    suffix = "th" if 10 <= rank % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(rank % 10, "th")
-    return "largest" if rank == 1 else f"{rank}{suffix} largest"
-
-
-def null_bar_position(pairs: int) -> str:
-    """Where the null bar (``NULL_BAR``, the linear-interpolation percentile ``torch.quantile`` takes over ``pairs``
-    values) lies among the null pairs' values, counted from the top."""
-    position = INTERVAL[1] / 100 * (pairs - 1)  # 0-based, ascending
-    below, above = pairs - math.floor(position), pairs - math.ceil(position)  # ranks from the top
-    if below == above:
-        return f"at the {_nth_largest(below)} of those values"
-    nearer = below if position - math.floor(position) < 0.5 else above
-    return (f"between the {_nth_largest(below)} and the {_nth_largest(above)} of those values, nearer the "
-            f"{_nth_largest(nearer)}")
-
-
 LARGEST_IN_BLOCK = "largest in block (null not applied)"  # the head table's label; a verdict's "on top" needs the null cleared
 
 
@@ -495,8 +478,10 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
                     cells.append("")
                     continue
                 entry = table[block][head]
-                cells.append(f"{_interval(entry)}; {LARGEST_IN_BLOCK} {_percent(entry['top_fraction'])}, above the null "
-                             f"{_percent(entry['clears_fraction'])}")  # fmt: skip
+                largest = (f", above the null pairs' largest {_percent(entry['clears_largest_fraction'])}"
+                           if "clears_largest_fraction" in entry else "")
+                cells.append(f"{observed_interval(entry)}; {LARGEST_IN_BLOCK} {_percent(entry['top_fraction'])}, above the "
+                             f"null bar {_percent(entry['clears_fraction'])}{largest}")  # fmt: skip
             rows.append([f"{block}.{head}", named.get((block, head), "none"), *cells])
     return rows
 

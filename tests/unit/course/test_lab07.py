@@ -274,7 +274,8 @@ def test_sentences_follow_their_numbers():
     measured = report["distribution"]["designs"]["copied_token"]
     measured["path_rest"] = {**_differences([0.1, 0.2, 0.25, 0.15]), "mean_interval": [0.12, 0.23]}
     assert ("The rest, the whole write's share less the three pair by pair, is 0.17 [0.10, 0.25] of the gap (the mean's "
-            "95 % interval [0.12, 0.23], mean ± 1.96 standard errors), told apart from 0") in sentences.path_sentence(report, "copied_token")
+            "95 % interval [0.12, 0.23], mean ± 1.96 standard errors), told apart from 0 as a mean (pair by pair its median "
+            "size is 0.17)") in sentences.path_sentence(report, "copied_token")
     measured["path_rest"]["mean_interval"] = [-0.01, 0.35]
     assert "standard errors), not told apart from 0" in sentences.path_sentence(report, "copied_token")
     measured["null_path_rest"] = _summary(0.01, 0.05)  # the rest's own null, beside it
@@ -284,6 +285,9 @@ def test_sentences_follow_their_numbers():
     assert "the keys carry nothing beyond the null pairs' reach" in sentences.path_sentence(report, "copied_token")
     text = error_sentences.attribution_sentence(report, "copied_token")
     assert "(the cells fixed by construction left out)" in text  # no hybrid cells in this design
+    # a left-out cell's exact share is fixed, its attribution error is not: said beside the counts
+    assert ("The cells left out above have observed attribution errors too (only their exact share is fixed or a hybrid "
+            "prompt's): 1 of them reaches 0.10 in size, the largest -0.50 at blocks.0.resid_pre, position 2") in text
     report["designs"]["copied_token"]["hybrids"] = [{"cell": "one"}]
     assert "(the cells fixed by construction and the hybrid-prompt cells left out)" in error_sentences.attribution_sentence(report, "copied_token")
     report["designs"]["copied_token"]["hybrids"] = []
@@ -481,7 +485,12 @@ def test_the_head_tables_largest_in_block_is_not_called_on_top():
         for cell in row:
             cell.update(top_fraction=0.5, clears_fraction=0.25)
     cell = sentences.head_rows(report, "copied_token")[0][2]
-    assert "; largest in block (null not applied) 50 %, above the null 25 %" in cell and "top" not in cell
+    assert "; largest in block (null not applied) 50 %, above the null bar 25 %" in cell and "top" not in cell
+    for row in report["distribution"]["designs"]["copied_token"]["heads"]["denoising"]["heads"]:
+        for cell in row:
+            cell.update(clears_largest_fraction=0.1, mean=0.9958, high=0.9958)  # the stricter bar beside; no identity's 1.00
+    cell = sentences.head_rows(report, "copied_token")[0][2]
+    assert cell.startswith("0.996 [") and cell.endswith("above the null bar 25 %, above the null pairs' largest 10 %")
 
 
 def test_the_spread_of_differences_counts_the_worked_examples_size():
@@ -721,7 +730,7 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
                            "(1.00, an identity: the final state at the readout: all the metric reads).")
     # 4 kinds x 2 blocks x 3 positions, less block 1's input (block 0's output) and block 0's attention write where the
     # prompts agree (positions 0 and 2: its output there): 19 interventions, 6 of them above 0.01
-    assert ("Of the 19 distinct interventions (cells; each block's input is the block before's output and block 0's "
+    assert ("Of the 19 distinct interventions on the worked example (cells; each block's input is the block before's output and block 0's "
             "attention write where the prompts agree is the same intervention as its output there, each counted once), "
             "6 (2 of them identities, fixed by construction) take a larger share of their pair's gap than any cell") in text
     # position 0 of each of the 6 distinct interventions, block 0's input where the prompts agree, and the last block's
@@ -996,10 +1005,12 @@ def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_s
 
 
 def test_the_null_bar_is_placed_among_the_null_pairs_values_as_torch_interpolates():
-    assert sentences.null_bar_position(64) == ("between the 3rd largest and the 2nd largest of those values, nearer the "
+    assert chance.null_bar_position(64) == ("between the 3rd largest and the 2nd largest of those values, nearer the "
                                                "3rd largest")  # 0.975 * 63 = 61.4 (0-based, ascending)
-    assert sentences.null_bar_position(41) == "at the 2nd largest of those values"  # 0.975 * 40 = 39 exactly
-    assert sentences.null_bar_position(3) == "between the 2nd largest and the largest of those values, nearer the largest"
+    assert chance.null_bar_position(41) == "at the 2nd largest of those values"  # 0.975 * 40 = 39 exactly
+    assert chance.null_bar_position(3) == "between the 2nd largest and the largest of those values, nearer the largest"
+    assert chance.null_bar_exceeded(64) == "2 of the 64 null pairs (3 %, ties aside)"  # above index 61.4: 62 and 63
+    assert chance.null_bar_exceeded(41) == "1 of the 41 null pairs (2 %, ties aside)"
 
 
 def test_a_cells_bar_that_is_mostly_its_null_pairs_own_gap_is_said_so():

@@ -1,7 +1,9 @@
 """The chance models Lab 07's page reads its counts against, each computed exactly or from a fixed seed: the Wilson
 interval of a fraction of pairs (``wilson``), the range of agreements two orders drawn independently with fixed
-margins give and its one-sided tail (``independent_range``, ``agreement_tail``: hypergeometric), a paired order's
-exact sign test (``sign_test``), and a rank correlation with its permutation p (``rank_association``)."""
+margins give, its one-sided tail and the smallest tail those margins allow (``independent_range``,
+``agreement_tail``, ``smallest_tail``: hypergeometric), a paired order's exact sign test (``sign_test``), a rank
+correlation with its permutation p (``rank_association``), and where the null bar, a percentile of the null pairs'
+values, sits among them (``null_bar_position``, ``null_bar_exceeded``)."""
 
 from __future__ import annotations
 

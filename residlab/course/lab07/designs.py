@@ -62,7 +62,7 @@ UNTESTABLE_BY_METHOD = {
 }
 
 
-PREDICTION_HOLDS = 0.1  # a head predicted near 0 is, observed, when it clears the null bar in at most this fraction of pairs
+PREDICTION_HOLDS = 0.1  # a prediction near 0 holds where the head clears the null bar in at most this fraction of pairs
 
 
 def by_method_reason(design: str, method: str) -> str:

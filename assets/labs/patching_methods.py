@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1489    make_design
-#   line 1517  residlab/course/lab07/patching.py
-#   line 1674    activation_grids
-#   line 1725    path_patching
-#   line 1748  residlab/course/lab07/attribution.py
-#   line 1796    attribution_grids
-#   line 1915    error_split
-#   line 2084  residlab/course/lab07/distribution.py
-#   line 2182    null_design
-#   line 2501    measure_distribution
+#   line 1491    make_design
+#   line 1519  residlab/course/lab07/patching.py
+#   line 1676    activation_grids
+#   line 1727    path_patching
+#   line 1750  residlab/course/lab07/attribution.py
+#   line 1798    attribution_grids
+#   line 1917    error_split
+#   line 2086  residlab/course/lab07/distribution.py
+#   line 2184    null_design
+#   line 2503    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1517  residlab/course/lab07/patching.py
-#   line 1748  residlab/course/lab07/attribution.py
-#   line 2021  residlab/course/lab07/verdicts.py
-#   line 2084  residlab/course/lab07/distribution.py
-#   line 2572  residlab/course/lab07/lab.py (the entry)
+#   line 1519  residlab/course/lab07/patching.py
+#   line 1750  residlab/course/lab07/attribution.py
+#   line 2023  residlab/course/lab07/verdicts.py
+#   line 2086  residlab/course/lab07/distribution.py
+#   line 2574  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1398,6 +1398,11 @@ UNTESTABLE_BY_METHOD = {
 }
 
 
+def _share(cell: dict) -> str:
+    """A head's mean share over the pairs and its interval, two decimals (as the page's ``_interval`` prints it)."""
+    return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
+
+
 PREDICTION_HOLDS = 0.1  # a prediction near 0 holds where the head clears the null bar in at most this fraction of pairs
 
 
@@ -1415,8 +1420,7 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
              if "clears_fraction" in table[block][head]]  # fmt: skip
     if not cells:
         return ""
-    listed = "; ".join(f"head {block}.{head} {shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, "
-                       f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
+    listed = "; ".join(f"head {block}.{head} {_share(cell)}, above the null bar in {percent(cell['clears_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
     failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
     held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
@@ -1444,12 +1448,10 @@ def not_testable_reason(design: str, kind: str, report: dict | None = None) -> s
         changed = ", ".join(map(str, report["designs"][design]["changed"]))
         per_head = report["distribution"]["designs"][design]["heads"]["path_keys"]["heads"][0]
 
-        def share(cell):
-            return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
 
         heads = [head for block, head in report["heads"]["named"].get(kind, []) if block == 0]
         observed = (" (observed over the pairs, each head's own write into block 1's keys only: "
-                    + ", ".join(f"head 0.{head} {share(per_head[head])}" for head in heads) + ")") if heads else ""
+                    + ", ".join(f"head 0.{head} {_share(per_head[head])}" for head in heads) + ")") if heads else ""
     return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 

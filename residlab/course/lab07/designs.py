@@ -62,6 +62,11 @@ UNTESTABLE_BY_METHOD = {
 }
 
 
+def _share(cell: dict) -> str:
+    """A head's mean share over the pairs and its interval, two decimals (as the page's ``_interval`` prints it)."""
+    return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
+
+
 PREDICTION_HOLDS = 0.1  # a prediction near 0 holds where the head clears the null bar in at most this fraction of pairs
 
 
@@ -79,8 +84,7 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
              if "clears_fraction" in table[block][head]]  # fmt: skip
     if not cells:
         return ""
-    listed = "; ".join(f"head {block}.{head} {shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, "
-                       f"{shown(cell['high'], 2):.2f}], above the null bar in {percent(cell['clears_fraction'])}"
+    listed = "; ".join(f"head {block}.{head} {_share(cell)}, above the null bar in {percent(cell['clears_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
     failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
     held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
@@ -108,12 +112,10 @@ def not_testable_reason(design: str, kind: str, report: dict | None = None) -> s
         changed = ", ".join(map(str, report["designs"][design]["changed"]))
         per_head = report["distribution"]["designs"][design]["heads"]["path_keys"]["heads"][0]
 
-        def share(cell):
-            return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
 
         heads = [head for block, head in report["heads"]["named"].get(kind, []) if block == 0]
         observed = (" (observed over the pairs, each head's own write into block 1's keys only: "
-                    + ", ".join(f"head 0.{head} {share(per_head[head])}" for head in heads) + ")") if heads else ""
+                    + ", ".join(f"head 0.{head} {_share(per_head[head])}" for head in heads) + ")") if heads else ""
     return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 

@@ -12,7 +12,7 @@ from residlab.course.lab07.chance import (
     wilson,
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
 from residlab.course.models.induction.sentences import TIE_MARGIN
@@ -309,14 +309,14 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                f"{ASSOCIATION_P} / {tests}, {counted})"
                if sized else f"by size, no method's share difference follows the score difference beyond chance "
                              f"(permutation p against {bar:.3f}, {counted})")  # fmt: skip
-    differences = [-gap for gap in score_gap]  # head first's score minus head second's, sequence by sequence
-    mean = sum(differences) / pairs
-    error = math.sqrt(sum((d - mean) ** 2 for d in differences) / (pairs - 1) / pairs) if pairs > 1 else 0.0
+    # head first's score minus head second's, sequence by sequence: its mean and the mean's interval
+    difference = spread_of_differences([-gap for gap in score_gap])
+    mean, (low, high) = difference["mean"], difference["mean_interval"]
     p_sign = sign_test(higher, pairs)
     said_p = "p < 0.001" if p_sign < 0.001 else f"p = {p_sign:.3f}"
     paired = (f" (two-sided exact sign test {said_p}; the mean paired score difference is {mean:.3f} ± "
-              f"{MEAN_Z * error:.3f}, {MEAN_Z:.2f} standard errors)")  # fmt: skip
-    apart = p_sign < ASSOCIATION_P and not (mean - MEAN_Z * error <= 0 <= mean + MEAN_Z * error)
+              f"{(high - low) / 2:.3f}, {MEAN_Z:.2f} standard errors)")  # fmt: skip
+    apart = p_sign < ASSOCIATION_P and not low <= 0 <= high
     order = "So " if not apart else (f"So pair by pair the scores are ordered after all: head "
                                      f"{first if higher * 2 > pairs else second}'s is reliably the higher; ")
     if higher * 2 == pairs:

@@ -35,12 +35,13 @@ ONNX_RUNTIME := assets/onnx-runtime
 # torch from PyPI like the other requirements (CI does: its PyPI serves the CPU build).
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-# $(call build_venv,DIR,REQUIREMENTS): a fresh environment with the file's own torch pin from TORCH_INDEX, then the
-# rest of the file (pip keeps that torch: 2.13.0+cpu satisfies torch==2.13.0).
+# $(call build_venv,DIR,REQUIREMENTS[,PREFIX]): a fresh environment with the file's own torch pin from TORCH_INDEX,
+# then the rest of the file (pip keeps that torch: 2.13.0+cpu satisfies torch==2.13.0); PREFIX runs the installs
+# (BESIDE: at the lower priority of the suites that fill the gaps).
 define build_venv
 	$(PYTHON) -m venv $(1)
-	$(1)/bin/python $(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
-	$(1)/bin/python $(PIP_INSTALL) -r $(2)
+	$(3) $(1)/bin/python $(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
+	$(3) $(1)/bin/python $(PIP_INSTALL) -r $(2)
 	touch $(1)/.installed
 endef
 
@@ -55,7 +56,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # The second environment differs only in the libraries the lock names under "also_tested".
 $(COMPAT_VENV)/.installed: tests/compat-requirements.txt pyproject.toml | $(LONG_SUITES_FIRST)
-	$(call build_venv,$(COMPAT_VENV),tests/compat-requirements.txt)
+	$(call build_venv,$(COMPAT_VENV),tests/compat-requirements.txt,$(LONG_SUITES_BESIDE))
 
 # What a learner installs for the downloadable runners, and nothing else (tests/runners/test_runners_alone.py).
 $(RUNNER_VENV)/.installed: assets/labs/residual-requirements.txt
@@ -98,7 +99,7 @@ $(EDITOR)/node_modules/.installed: $(EDITOR)/package.json $(EDITOR)/package-lock
 # TransformerLens and nnsight on top of the project's pins (the file names requirements.txt first): the pages'
 # peer snippets (tests/peers) and benchmarks/peer_capture.py. Never part of the other environments.
 $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pyproject.toml | $(LONG_SUITES_FIRST)
-	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt)
+	$(call build_venv,$(PEERS_VENV),benchmarks/peer-requirements.txt,$(LONG_SUITES_BESIDE))
 
 # Four suites run side by side (each builds the environments it needs first), their output kept apart by target.
 # The two long ones start as soon as their environments are built: the site suite (one render of a clean copy, then
@@ -108,16 +109,18 @@ $(PEERS_VENV)/.installed: benchmarks/peer-requirements.txt requirements.txt pypr
 # the long ones, at a lower priority, and fill the gaps; the rest suite keeps the normal priority (lowered too, it got
 # almost no time until the site suite ended and then ran alone: CI 14.7 minutes against 12.7). Their environments are
 # built after the long suites' (LONG_SUITES_FIRST, which only `make test` sets), so those are built on both cores and
-# the long suites start sooner. The suites' processes (pytest, the render's kernels, the runners) take one torch
+# the long suites start sooner, and at the same lower priority (LONG_SUITES_BESIDE): they were built while the site
+# suite's render ran, at its priority. The suites' processes (pytest, the render's kernels, the runners) take one torch
 # thread each (OMP_NUM_THREADS): side by side they already fill the cores, and more threads than cores only spin;
 # the course's numbers are computed on one thread whatever the setting (single_thread).
 SITE_SUITE := tests/site
 REST_SUITE := tests/unit tests/runners
 BESIDE := nice -n 10
 LONG_SUITES_FIRST :=
+LONG_SUITES_BESIDE :=
 test:
 	OMP_NUM_THREADS=1 $(MAKE) -j4 --output-sync=target LONG_SUITES_FIRST="$(VENV)/.installed $(RUNNER_VENV)/.installed" \
-		test-site test-rest test-compat test-peers
+		LONG_SUITES_BESIDE="$(BESIDE)" test-site test-rest test-compat test-peers
 
 # The site suite runs the pages' commands too, each page's environment built from the wheelhouse as the page says
 # (tests/site/test_page_commands.py). Its tests mostly wait on Chromium, so they run on SITE_WORKERS pytest-xdist

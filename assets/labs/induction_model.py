@@ -63,7 +63,7 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 3924  residlab/course/lab06/induction_audit.py
 #   line 4020  residlab/course/ui/chance.py
 #   line 4038  residlab/course/models/induction/sentences.py
-#   line 4244  residlab/course/lab06/induction_cli.py (the entry)
+#   line 4251  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -4164,11 +4164,13 @@ def patching_sentence(report: dict) -> str:
              for position, value in enumerate(values) if value is not None and value >= 0.5]  # fmt: skip
     if not cells:
         return f"No single patched activation recovers half of the clean-corrupt gap of {gap:.2f}."
-    listed = "; ".join(f"{row} at position {position} (R = {value:.2f})" for row, position, value in cells)
-    found = f"The activations that recover at least half of the clean-corrupt gap of {gap:.2f} on their own: {listed}."
     changed = [p for p, (c, k) in enumerate(zip(patching["experiment"]["clean"], patching["experiment"]["corrupt"]))
                if c != k]  # fmt: skip
     first_row = patching["rows"][0]
+    identity = (first_row, changed[0]) if len(changed) == 1 else None  # R = 1 exactly: the only changed input
+    listed = "; ".join(f"{row} at position {position} (R = {value:.2f})" if (row, position) == identity else
+                       f"{row} at position {position} (R = {observed_recovery(value)})" for row, position, value in cells)  # fmt: skip
+    found = f"The activations that recover at least half of the clean-corrupt gap of {gap:.2f} on their own: {listed}."
     if len(changed) == 1 and any(row == first_row and position == changed[0] for row, position, _ in cells):
         found += (f" The {first_row} at position {changed[0]} is no finding: it is the only place the two inputs "
                   f"differ, so patching it makes the corrupted run the clean one and R = 1 by construction.")  # fmt: skip
@@ -4180,12 +4182,17 @@ def patching_sentence(report: dict) -> str:
     return found
 
 
+def observed_recovery(value: float) -> str:
+    """An observed recovery: two decimals, three where two would print the 1.00 an identity gives."""
+    return f"{value:.3f}" if abs(round(value, 2)) == 1 else f"{value:.2f}"
+
+
 def audit_sentence(verdict: dict) -> str:
     """Whether the audit found the write the mechanism predicts (block 1's attention at the readout position), by
     patch recovery and by total effect (what zeroing it removes), each said as it came out."""
     predicted = verdict["predicted"]
     recovery = predicted["patch_recovery"]
-    recovery_text = "undefined" if recovery is None else f"{recovery:.2f}"
+    recovery_text = "undefined" if recovery is None else observed_recovery(recovery)
     described = (f"the attention write of block 1 at position {predicted['position']} (total effect "
                  f"{predicted['total_effect']:.2f}, patch recovery {recovery_text})")  # fmt: skip
     if verdict["found_by_recovery"] and verdict["found_by_total"]:
@@ -4198,9 +4205,9 @@ def audit_sentence(verdict: dict) -> str:
         if verdict[found]:
             sentences.append(f"By {measure} the audit finds it: no declared write has a larger one.")
         else:
-            value = row["patch_recovery"] if key == "largest_recovery" else row["total_effect"]
+            value = observed_recovery(row["patch_recovery"]) if key == "largest_recovery" else f"{row['total_effect']:.2f}"
             sentences.append(f"By {measure} it does not: {row['site']} at position {row['position']} has a larger "
-                             f"one ({value:.2f}).")  # fmt: skip
+                             f"one ({value}).")  # fmt: skip
     sentences.append(forced_sentence(recovery, verdict.get("earlier_at_readout"), predicted["position"]))
     return " ".join(sentence for sentence in sentences if sentence)
 
@@ -4211,7 +4218,7 @@ def forced_sentence(recovery: float | None, earlier: float | None, position: int
     if recovery is None or earlier is None or abs(recovery - 1) > FORCED_WITHIN or earlier > FORCED_WITHIN:
         return ""
     at_most = math.ceil(round(earlier * 1000, 9)) / 1000  # rounded up, so that at most it stays true
-    return (f"Block 1's attention write at position {position} recovers {recovery:.2f}, and that is close to forced, "
+    return (f"Block 1's attention write at position {position} recovers {observed_recovery(recovery)}, and that is close to forced, "
             f"not found: what the earlier block writes at position {position} recovers at most {at_most:.3f}, so block 1's input there is all but the same in "
             f"both runs, and block 1's attention at the readout is the only route left from the changed token to the "
             f"readout; patching its clean value leaves the clean computation downstream. The partial recoveries and "

@@ -55,10 +55,17 @@ def test_page_follows_the_system_setting_in_both_modes(page, base_url, browser, 
 def test_the_toggle_overrides_the_system_setting_and_is_remembered(base_url, browser, reset_scheme):
     from selenium.webdriver.common.by import By
 
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.set_window_size(1280, 900)  # the toggle in the navbar, not in a collapsed menu
     prefer(browser, "dark")
     open_page(browser, f"{base_url}/labs/05-trace-residual-stream.html")
     assert page_mode(browser)[0] == "dark"
-    toggle = next(t for t in browser.find_elements(By.CSS_SELECTOR, ".quarto-color-scheme-toggle") if t.is_displayed())
+
+    def shown_toggle(driver):  # laid out once the page's styles apply: waited for, a busy machine is slower
+        return next((t for t in driver.find_elements(By.CSS_SELECTOR, ".quarto-color-scheme-toggle") if t.is_displayed()), None)
+
+    toggle = WebDriverWait(browser, 10).until(shown_toggle, "no colour-scheme toggle is shown in the navbar")
     assert toggle.get_attribute("title") or toggle.get_attribute("aria-label") or toggle.text  # it has a name
     toggle.click()
     assert page_mode(browser)[0] == "light"

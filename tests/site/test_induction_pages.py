@@ -22,6 +22,8 @@ import pytest
 import torch
 from built_text import shown
 
+from residlab.course import induction_sentences
+
 pytestmark = pytest.mark.slow
 
 OUTPUT_STATE = "after block 1 (the output)"
@@ -167,7 +169,8 @@ def test_patching_entry_shows_this_renders_heatmap(built_site, training):
     for row, values in zip(patching["rows"], patching["recovery"]):
         for position, value in enumerate(values):
             if value is not None and value >= 0.5:
-                assert f"{row} at position {position} (R = {value:.2f})" in text
+                assert f"{row} at position {position} (R = {induction_sentences.observed_recovery(value)})" in text or (
+                    f"{row} at position {position} (R = 1.00)" in text and value == pytest.approx(1.0, abs=1e-6))  # the identity
     svg = figure_svg(built_site, "glossary/activation-patching.html", "fig-induction-patching")
     assert set(svg_texts(svg)) >= set(patching["rows"])
     finite = [abs(value) for values in patching["recovery"] for value in values if value is not None]

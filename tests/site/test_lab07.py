@@ -102,11 +102,14 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
 
     text = shown(built_site.site, PAGE).replace("\u2019", "'")  # Quarto's typographic apostrophe, as typed
     for said in (sentences.known_heads_sentence, sentences.chance_sentence, head_sentences.disagreement_sentence,
-                 head_sentences.outside_sentence, error_sentences.nonlinearities_sentence, compare_sentences.lab06_sentence):  # fmt: skip
+                 head_sentences.outside_sentence, head_sentences.score_order_sentence, error_sentences.nonlinearities_sentence,
+                 compare_sentences.lab06_sentence):  # fmt: skip
         assert said(report) in text, said.__name__
     for name in report["designs"]:
         assert sentences.gap_sentence(report, name) in text
         assert sentences.path_sentence(report, name) in text
+        assert compare_sentences.example_place_sentence(report, name) in text
+        assert compare_sentences.head_direction_sentence(report, name) in text
         assert error_sentences.attribution_sentence(report, name) in text
         assert error_sentences.first_order_sentence(report, name) in text
         assert error_sentences.head_error_sentence(report, name) in text

@@ -23,10 +23,12 @@ trained model: pairs that change a token the mechanism does not use (``distribut
 - ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
+- ``cells``: which cells of a design's grids are one tensor or one intervention under two names, fixed by
+  construction, or a hybrid prompt's run: marked before any value is read.
 - ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null;
   ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
-- ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, and the copied-token
-  corruption beside Lab 06's and the glossary's.
+- ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, the worked example beside
+  the pairs, and the copied-token corruption beside Lab 06's and the glossary's.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads);
   ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation).
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island

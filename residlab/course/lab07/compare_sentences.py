@@ -1,7 +1,7 @@
 """Lab 07's sentences that set two numbers side by side, each chosen from the report (``lab.run_lab``): the two
 directions of activation patching cell by cell and head by head, over the pairs and pair by pair
-(``distribution.spread_of_differences``), and the copied-token design's corruption beside the one Lab 06 and the
-glossary use. The helpers are ``sentences``'s."""
+(``distribution.spread_of_differences``), the worked example beside the pairs, and the copied-token design's
+corruption beside the one Lab 06 and the glossary use. The helpers are ``sentences``'s."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import math
 
 from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
-from residlab.course.lab07.sentences import (
-    MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, by_construction, distinct_cells, hybrid,
-)
+from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
+from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value
 from residlab.course.lab07.verdicts import HEAD_KINDS
 
 
@@ -66,6 +65,43 @@ def direction_sentence(report: dict, name: str) -> str:
                    "removing it costs more than restoring it alone recovers: it is needed, but not enough by itself")  # fmt: skip
         return f"{first}, of one sign throughout, so over the pairs {reading}.{others}"
     return f"{first}. {pairwise_reading(over)}{others}"
+
+
+def example_place_sentence(report: dict, name: str) -> str:
+    """Where the worked example's cells fall among the held-out pairs, both directions: the distinct cells whose
+    value on the example lies outside the pairs' interval (the 2.5th to 97.5th percentile, so about 5 % of a typical
+    pair's cells would), each named with both numbers; the identities left out (fixed, not drawn)."""
+    design = report["designs"][name]
+    if not design["readable"]:
+        return ""
+    over = report["distribution"]["designs"][name]["activation"]
+    compared, outside = 0, []
+    for direction in ("denoising", "noising"):
+        for site, position, kind, block in distinct_cells(design):
+            value, spread = design["activation"][direction][kind][block][position], over[direction][kind][block][position]
+            if value is None or spread is None or by_construction(design, kind, block, position) or zero_identity(design, kind, block, position):
+                continue
+            compared += 1
+            if not spread["low"] <= value <= spread["high"]:
+                outside.append((abs(value - spread["mean"]), direction, site, position, value, spread,
+                                hybrid(design, kind, block, position)))  # fmt: skip
+    if not compared:
+        return ""
+    chance = f"a pair drawn like the others would have about {0.05 * compared:.0f} of {compared} cells outside"
+    if not outside:
+        return (f"Every one of the worked example's {compared} observed cells (both directions, the identities left out) "
+                f"lies within the pairs' interval ({chance}): a typical draw, cell by cell.")
+    outside.sort(key=lambda cell: (-cell[0], cell[2], cell[3]))
+    listed = "; ".join(f"{direction} at {site}, position {position}{' (' + why + ')' if why else ''}: "
+                       f"{_small_parts(value, spread['low'], spread['high'])[0]} on the example, {_small_interval(spread['mean'], spread['low'], spread['high'])} "
+                       f"over the pairs" for _, direction, site, position, value, spread, why in outside)  # fmt: skip
+    unusual = len(outside) > 2 * 0.05 * compared
+    reading = ("more than twice what chance gives: at those cells it is an unusual draw, and the figures show it there, "
+               "not the pairs" if unusual else "about what chance gives: a typical draw, and where it lies outside, "
+               "read the pairs' numbers, not the figure")  # fmt: skip
+    return (f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
+            f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
+            f"{len(outside)} is {reading}.")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:
@@ -247,9 +283,10 @@ def head_direction_sentence(report: dict, name: str) -> str:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
                     + " one sign too, but with a mean difference inside its null pairs' interval ("
                     + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
+    averaged = on_average(rows, null, [(b, h) for b, h, _ in signed], pairs)
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
-                f"pairs, so no head is flagged here ({rule}).")
+                f"pairs, so no head is flagged here ({rule}).{averaged}")
     causes = []  # each cause said for the sign it predicts (Part 3)
     if more:
         causes.append("denoising above noising can come from other heads standing in for it when it is removed "
@@ -260,4 +297,39 @@ def head_direction_sentence(report: dict, name: str) -> str:
         causes.append("either sign from block 1 reading other positions in the two runs (where a swap moves what it "
                       "attends to, restoring a head can remove the rival's support rather than restore the target's)")
     why = f" Why a head's two directions differ is not tested here: {'; '.join(causes)} (Part 3)." if causes else ""
-    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + why
+    return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + averaged + why
+
+
+def on_average(rows: list, null: list, flagged: list, pairs: int) -> str:
+    """The heads not flagged by one sign whose mean difference is still told apart from 0 by its own 95 % interval
+    (``mean_interval``, as Part 3 reads cells): each with its mean, how often it is positive, and where it lies
+    against its null pairs' interval; how many would be told apart by chance alone, and which survive a Bonferroni
+    correction over the heads (only those are read, as differing on average, not pair by pair). "" where none is."""
+    heads = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)]
+    told = [(b, h, c) for b, h, c in heads if (b, h) not in flagged and c.get("mean_interval")
+            and not c["mean_interval"][0] <= 0 <= c["mean_interval"][1]]  # fmt: skip
+    if not told:
+        return ""
+    told.sort(key=lambda cell: -abs(cell[2]["mean"]))
+
+    def one(b: int, h: int, c: dict) -> str:
+        inside = null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]
+        return (f"head {b}.{h} ({_small_interval(c['mean'], *c['mean_interval'])}, above 0 in {_percent(c['above_zero'])} "
+                f"of pairs; {'inside' if inside else 'outside'} its null pairs' interval {_interval(null[b][h])})")
+
+    survive = [(b, h, c) for b, h, c in told if _two_sided_p(c) < 0.05 / len(heads)
+               and not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]  # fmt: skip
+    if survive:
+        each = "; ".join(f"for head {b}.{h} on average {'denoising exceeds noising' if c['mean'] > 0 else 'noising exceeds denoising'}"
+                         f"{' by less than ' + str(DIFFER) + ' of the gap' if abs(c['mean']) < DIFFER else ''}"
+                         for b, h, c in survive)  # fmt: skip
+        read = (f"{len(survive)} of them {'survives' if len(survive) == 1 else 'survive'} a Bonferroni correction over "
+                f"the {len(heads)} heads (p below 0.05 / {len(heads)} by the normal approximation) outside "
+                f"{'its' if len(survive) == 1 else 'their'} null pairs' interval: {each}, a difference of the mean, not "
+                f"of most pairs; the others are not read")  # fmt: skip
+    else:
+        read = "none of them both survives a Bonferroni correction over the heads and lies outside its null pairs' interval, so none is read"
+    return (f" Not flagged by one sign, yet told apart from 0 on average by the mean's own 95 % interval (as Part 3 "
+            f"reads cells; mean ± {MEAN_Z:.2f} SE): " + "; ".join(one(b, h, c) for b, h, c in told)
+            + f". Each is tested at 95 % with no correction over the {len(heads)} heads, so about "
+            f"{0.05 * len(heads):.1f} would be by chance alone; {read}.")

@@ -6,10 +6,8 @@ The helpers and the other parts' sentences are ``sentences``'s."""
 
 from __future__ import annotations
 
-from residlab.course.lab07.sentences import (
-    MOSTLY, NOT_READ, _interval, _percent, _value, by_construction, distinct_cells, hybrid, most_caveat, observed,
-    same_intervention,
-)
+from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, same_intervention
+from residlab.course.lab07.sentences import MOSTLY, NOT_READ, _interval, _percent, _value, most_caveat, observed
 
 
 def nothing_between(design: dict, kind: str, block: int, arrangement: str) -> bool:

@@ -13,7 +13,7 @@ import html
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.course.lab07.sentences import HYBRID, by_construction, hybrid, same_intervention
+from residlab.course.lab07.cells import HYBRID, by_construction, hybrid, same_intervention
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
@@ -61,12 +61,13 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
     return parts, top + len(rows) * CELL + GAP
 
 
-SCALE_HEIGHT = 140
+MARKS = ("identity", "hybrid", "same")  # the marks a panel row may carry, in the order of its sets
 
 
-def _colour_scale(top: float, length: float) -> list[str]:
+def _colour_scale(top: float, length: float, drawn: set[str]) -> tuple[list[str], float]:
     """The colour scale under the panels: one bar from -1 (blue) through 0 (white) to +1 (red), ticked at both ends
-    and at 0; shares beyond are drawn in the end colours, an undefined share in grey."""
+    and at 0; shares beyond are drawn in the end colours, an undefined share in grey. The legend names only the marks
+    ``drawn`` in this figure. Returns the parts and the scale's height."""
     stops = "".join(f'<stop offset="{(v + 1) / 2:.2f}" stop-color="{colour(v)}"/>' for v in (-1.0, -0.5, 0.0, 0.5, 1.0))
     x, y = ROW_LABEL, top
     parts = [f'<defs><linearGradient id="rl-share-scale">{stops}</linearGradient></defs>',
@@ -78,27 +79,38 @@ def _colour_scale(top: float, length: float) -> list[str]:
         parts.append(f'<line x1="{tick:.0f}" y1="{y + 14}" x2="{tick:.0f}" y2="{y + 19}" stroke="#333"/>'
                      f'<text x="{tick:.0f}" y="{y + 31}" text-anchor="{anchor}" font-size="12">{label}</text>')  # fmt: skip
     parts.append(f'<text x="{x}" y="{y + 47}" font-size="12">grey: undefined (a zero gap)</text>')
-    parts.append(f'<circle cx="{x + 4}" cy="{y + 59}" r="3.5" fill="#000"/><text x="{x + 12}" y="{y + 63}" font-size="12">'
-                 "fixed by construction (an identity)</text>"
-                 f'<circle cx="{x + 4}" cy="{y + 75}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>'
-                 f'<text x="{x + 12}" y="{y + 79}" font-size="12">{HYBRID} (not an identity)</text>'
-                 f'<rect x="{x + 1}" y="{y + 88}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>'
-                 f'<text x="{x + 12}" y="{y + 95}" font-size="12">same intervention as block 0\'s output</text>'
-                 f'<text x="{x}" y="{y + 111}" font-size="12">columns before the first *: 0 by construction</text>'
-                 f'<text x="0" y="{y + 127}" font-size="12">blocks.b.resid_pre is blocks.b−1.resid_post: one tensor, two '
+    line = y + 63  # the baseline of the next legend line, 16 apart
+    marks = {
+        "identity": (f'<circle cx="{x + 4}" cy="{{mark}}" r="3.5" fill="#000"/>', "fixed by construction (an identity)"),
+        "hybrid": (f'<circle cx="{x + 4}" cy="{{mark}}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>',
+                   f"{HYBRID} (not an identity)"),
+        "same": (f'<rect x="{x + 1}" y="{{corner}}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>',
+                 "same intervention as block 0's output"),
+    }  # fmt: skip
+    for mark in MARKS:
+        if mark in drawn:
+            shape, text = marks[mark]
+            parts.append(shape.format(mark=line - 4, corner=line - 7)
+                         + f'<text x="{x + 12}" y="{line}" font-size="12">{html.escape(text, quote=False)}</text>')
+            line += 16
+    parts.append(f'<text x="{x}" y="{line}" font-size="12">columns before the first *: 0 by construction</text>'
+                 f'<text x="0" y="{line + 16}" font-size="12">blocks.b.resid_pre is blocks.b−1.resid_post: one tensor, two '
                  "rows</text>")  # from the left edge: the widest line of the legend
-    return parts
+    return parts, line + 29 - y
 
 
 def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str) -> str:
-    """One SVG of stacked panels, each (title, [(row label, values)]); ``label`` is its accessible name."""
+    """One SVG of stacked panels, each (title, [(row label, values, *marked positions)]: the sets in MARKS' order);
+    ``label`` is its accessible name."""
     parts, top = [], 0.0
     for title, rows in panels:
         drawn, top = _panel(title, rows, columns, top)
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
-    parts.extend(_colour_scale(top, len(columns) * CELL))
-    top += SCALE_HEIGHT
+    marked = {mark for _, rows in panels for _, _, *sets in rows for mark, positions in zip(MARKS, sets) if positions}
+    scale, height = _colour_scale(top, len(columns) * CELL, marked)
+    parts.extend(scale)
+    top += height
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
             f'width="{width}" height="{top:.0f}" style="max-width:none" role="img" '
             f'aria-label="{html.escape(label)}">'
@@ -107,17 +119,17 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
 
 
 def identity_positions(design: dict, kind: str, block: int) -> set[int]:
-    """The positions of a grid row whose cell is fixed by construction (``sentences.by_construction``)."""
+    """The positions of a grid row whose cell is fixed by construction (``cells.by_construction``)."""
     return {p for p in range(len(design["clean"])) if by_construction(design, kind, block, p)}
 
 
 def same_positions(design: dict, kind: str, block: int) -> set[int]:
-    """The positions of a grid row whose patching is another cell's intervention (``sentences.same_intervention``)."""
+    """The positions of a grid row whose patching is another cell's intervention (``cells.same_intervention``)."""
     return {p for p in range(len(design["clean"])) if same_intervention(design, kind, block, p)}
 
 
 def hybrid_positions(design: dict, kind: str, block: int) -> set[int]:
-    """The positions of a grid row whose cell runs a hybrid prompt (``sentences.hybrid``): observed, marked apart."""
+    """The positions of a grid row whose cell runs a hybrid prompt (``cells.hybrid``): observed, marked apart."""
     return {p for p in range(len(design["clean"])) if hybrid(design, kind, block, p)}
 
 

@@ -81,7 +81,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
-        said.append(f"block {entry['block']} ({_heads([[entry['block'], h] for h in entry['named']])} named{frozen}"
+        said.append(f"block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
                     + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
@@ -225,21 +225,40 @@ def _score_spread_words(table: dict) -> str:
 
 def _by_head(report: dict, entry: dict, heads: list | None = None) -> str:
     """Which named head the method puts on top, head by head, and how often each clears the null bar (``heads``: the
-    method's per-head table, where given), beside the order of their attention scores (a tie said as one): a verdict
-    that merges the named heads is taken apart here."""
-    table = report["heads"]["name_scores"][entry["kind"]]["scores"][entry["block"]]
-    by_score = sorted(entry["named"], key=lambda h: -table[h])
+    method's per-head table, where given), in the order of their attention scores (``score_order_sentence`` gives
+    the scores once, above the table): a verdict that merges the named heads is taken apart here."""
+    by_score = _by_score(report, entry["kind"], entry["block"], entry["named"])
     cells = [heads[entry["block"]][h] for h in by_score] if heads else []
     clears = ("; above the null bar, head by head: " + ", ".join(
         f"head {h} {_percent(cell['clears_fraction'])}" for h, cell in zip(by_score, cells))
         if cells and all("clears_fraction" in cell for cell in cells) else "")  # fmt: skip
-    ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]  # every neighbour in score order
-    tied = f"heads {ties[0][0]} and {ties[0][1]} within {TIE_MARGIN} on average" if ties else ""
-    tied += "".join(f", as are heads {a} and {b}" for a, b in ties[1:])
-    extended = ", here applied to each neighbouring pair in score order" if ties and ties != [tuple(by_score[:2])] else ""
-    return ("on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
-            + "; by attention score: " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score)
-            + (f" ({tied}: the tie threshold of Lab 06's and the glossary's highest-score rule{extended})" if ties else ""))
+    return "on top, head by head: " + ", ".join(f"head {h} {_percent(entry['by_head'][str(h)])}" for h in by_score) + clears
+
+
+def _by_score(report: dict, kind: str, block: int, named: list[int]) -> list[int]:
+    """The named heads of one kind and block, highest attention score first."""
+    table = report["heads"]["name_scores"][kind]["scores"][block]
+    return sorted(named, key=lambda h: -table[h])
+
+
+def score_order_sentence(report: dict) -> str:
+    """The named heads' attention scores per kind and block, in score order, every neighbouring pair within
+    TIE_MARGIN marked as a tie: the order Part 6's verdict cells list their heads in."""
+    said, extended = [], False
+    for kind, heads in report["heads"]["named"].items():
+        for block in sorted({b for b, _ in heads}):
+            table = report["heads"]["name_scores"][kind]["scores"][block]
+            by_score = _by_score(report, kind, block, [h for b, h in heads if b == block])
+            ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]
+            extended |= bool(ties) and ties != [tuple(by_score[:2])]
+            tied = f" (tied: {', '.join(f'heads {a} and {b}' for a, b in ties)})" if ties else ""
+            said.append(f"block {block}'s {HEAD_KINDS[kind]} heads, " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score) + tied)
+    if not said:
+        return ""
+    where = ", here applied to each neighbouring pair in score order" if extended else ""
+    return (f"The verdicts below list a block's named heads in the order of their attention scores (Part 1): "
+            f"{'; '.join(said)}. Two heads tie when their scores are within {TIE_MARGIN} on average, the tie threshold "
+            f"of Lab 06's and the glossary's highest-score rule{where}.")
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:

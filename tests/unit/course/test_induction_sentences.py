@@ -77,7 +77,9 @@ def test_the_first_rows_cell_where_the_inputs_differ_is_called_no_finding():
     trivial = report()
     trivial["patching"] |= {"recovery": [[0.1, 1.0], [0.2, 0.3]], "experiment": {"clean": [5, 6], "corrupt": [5, 7]}}
     text = sentences.patching_sentence(trivial)
-    assert "a at position 1 (R = 1.00)" in text
+    assert "a at position 1 (R = 1.00)" in text  # the identity, in two decimals
+    trivial["patching"]["recovery"][1][1] = 0.998  # observed, near 1: three decimals
+    assert "b at position 1 (R = 0.998)" in sentences.patching_sentence(trivial)
     assert text.endswith("The a at position 1 is no finding: it is the only place the two inputs differ, so patching "
                          "it makes the corrupted run the clean one and R = 1 by construction.")
 
@@ -143,7 +145,8 @@ def test_the_corrupt_input_changes_only_the_token_induction_copies():
 
 def test_a_recovery_the_two_block_layout_forces_is_said_to_be_forced():
     forced = sentences.forced_sentence(0.999, 0.001, 14)
-    assert forced.startswith("Block 1's attention write at position 14 recovers 1.00, and that is close to forced, not found")
+    # an observed near-1 recovery in three decimals, so it is not read as an identity's 1.00
+    assert forced.startswith("Block 1's attention write at position 14 recovers 0.999, and that is close to forced, not found")
     assert sentences.forced_sentence(0.7, 0.001, 14) == ""  # partial: read as a finding
     assert sentences.forced_sentence(0.999, 0.3, 14) == ""  # another route carries part of it
     assert sentences.forced_sentence(None, 0.0, 14) == sentences.forced_sentence(1.0, None, 14) == ""

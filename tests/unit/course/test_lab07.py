@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
+from residlab.course.lab07 import cells, chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -684,8 +684,8 @@ def test_the_last_blocks_unread_cells_are_identities_and_hybrids_are_observed():
         distribution.check_identities(design, grids, "test")
     swap = {"clean": [1, 2, 3, 2], "corrupt": [1, 3, 2, 2], "changed": [1, 2], "readout": 3,
             "activation": {"denoising": {"resid_pre": [[0.0] * 4, [0.0] * 4]}}}  # fmt: skip
-    assert sentences.hybrid(swap, "resid_pre", 0, 1) == sentences.HYBRID and sentences.by_construction(swap, "resid_pre", 0, 1) == ""
-    assert sentences.hybrid(swap, "resid_pre", 0, 3) == "" and sentences.by_construction(swap, "resid_pre", 0, 3).startswith("an identity")
+    assert cells.hybrid(swap, "resid_pre", 0, 1) == cells.HYBRID and cells.by_construction(swap, "resid_pre", 0, 1) == ""
+    assert cells.hybrid(swap, "resid_pre", 0, 3) == "" and cells.by_construction(swap, "resid_pre", 0, 3).startswith("an identity")
 
 
 def test_the_page_checks_catch_a_broken_identity_or_split():
@@ -738,7 +738,7 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     assert text.endswith("10 are 0 by an identity (6 before the first position where the prompts differ: attention is "
                          "causal; 1 block 0's input where the prompts agree: the same token, so the same tensor in both "
                          "runs; 3 the last block at a position other than the readout: nothing downstream reads it).")
-    assert sentences.distinct_cells(report["designs"]["copied_token"])[7][:2] == (
+    assert cells.distinct_cells(report["designs"]["copied_token"])[7][:2] == (
         "blocks.0.resid_post = blocks.1.resid_pre = blocks.0.attn_write", 0)
     report["designs"]["copied_token"]["changed"] = [1, 2]  # two changed positions: no one cell makes one run the other
     assert "differ only there" not in sentences.grid_sentence(report, "copied_token", "denoising")
@@ -755,12 +755,16 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     # the paper, the colour scale, kinds x directions x cells, then the same-intervention marks (block 0's attention
     # write at 0 and 2, where the prompts agree: its output's intervention, its value observed) and the legend's one
     assert svg.count("<rect") == 2 + 4 * 2 * 6 + 2 * 2 + 1
-    # identity marks (and the legend's two, the identity's and the hybrid prompt's): block 0's input at 1 (the one
-    # changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and output at
-    # position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
-    assert svg.count("<circle") == 2 + 6 * 2
+    # identity marks (and the legend's one: no hybrid prompt is drawn, so the legend names none): block 0's input at 1
+    # (the one changed position) and at 2 (the prompts agree), block 1's output at the readout, block 1's writes and
+    # output at position 1 (nothing reads them), in both directions; no hybrid-prompt mark in a design that swaps nothing
+    assert svg.count("<circle") == 1 + 6 * 2
     assert "same intervention as block 0's output</text>" in svg  # short enough for the figure's width
-    assert "hybrid prompt, observed (not an identity)" in svg
+    assert "hybrid prompt" not in svg
+    # the attribution figure draws no mark in a design that swaps nothing, so its legend names none
+    estimates = figures.attribution_figure(report, "copied_token")
+    assert "<circle" not in estimates and "fixed by construction (an identity)" not in estimates
+    assert "same intervention" not in estimates and "columns before the first *: 0 by construction" in estimates
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
     assert figures.colour(1.0) == "#ff0000" and figures.colour(-2.0) == "#0000ff" and figures.colour(0.0) == "#ffffff"
@@ -1024,3 +1028,52 @@ def test_a_cells_bar_that_is_mostly_its_null_pairs_own_gap_is_said_so():
         measured["per_pair"]["null_gap"][1] = null_gap
         assert sentences._bar_cell(report, "matched_position", "denoising") == (
             ", set by blocks.1.attn_write at position 14 in null pair 1")
+
+
+def test_a_head_told_apart_on_average_but_not_by_one_sign_is_said_and_read_only_if_it_survives():
+    report = _small_report(gap=20.0, floor=0.01)
+    heads = report["distribution"]["designs"]["copied_token"]["heads"]
+    heads["noising"] = {"heads": [[_summary(0.1)] * 4, [_summary(0.3)] * 4]}
+    flat, quiet = _differences([0.0, 0.1, -0.1, 0.05]), _differences([0.01, -0.02, 0.0, 0.01])
+    rows = [[flat] * 4, [flat] * 4]
+    report["distribution"]["designs"]["copied_token"].update(head_difference=rows, null_head_difference=[[quiet] * 4] * 2)
+    rows[1][3] = _differences([0.3, 0.25, 0.35, 0.3, 0.28, -0.01, 0.32, -0.02, 0.3, 0.29, -0.03, 0.31])  # 75 % above 0
+    rows[1][3]["above_zero"] = 0.74  # just under the one-sign rule: not flagged, yet its mean is far from 0
+    text = compare_sentences.head_direction_sentence(report, "copied_token")
+    assert "no head is flagged here" in text
+    assert "Not flagged by one sign, yet told apart from 0 on average by the mean's own 95 % interval" in text
+    assert "head 1.3 (0.22 [0.14, 0.30], above 0 in 74 % of pairs" in text and "above 0 in 74 % of pairs; outside its null pairs' interval" in text
+    assert "1 of them survives a Bonferroni correction over the 8 heads" in text
+    assert "for head 1.3 on average denoising exceeds noising, a difference of the mean, not of most pairs" in text
+    rows[1][3] = _differences([0.005, 0.004, 0.006, 0.005, -0.001, 0.005])  # told apart, but inside its null's interval
+    rows[1][3]["above_zero"] = 0.7
+    text = compare_sentences.head_direction_sentence(report, "copied_token")
+    assert "inside its null pairs' interval" in text and "so none is read" in text
+    rows[1][3] = flat  # nothing told apart: nothing added
+    assert "on average" not in compare_sentences.head_direction_sentence(report, "copied_token")
+
+
+def test_the_worked_example_is_placed_among_the_pairs_cell_by_cell():
+    report = _small_report(gap=20.0, floor=0.01)
+    design = report["designs"]["copied_token"]
+    measured = report["distribution"]["designs"]["copied_token"]
+    measured["activation"] = {d: {k: [[_summary(v) for v in row] for row in rows] for k, rows in grids.items()}
+                              for d, grids in design["activation"].items()}  # fmt: skip
+    text = compare_sentences.example_place_sentence(report, "copied_token")
+    assert text.startswith("Every one of the worked example's ") and "a typical draw, cell by cell" in text
+    measured["activation"]["noising"]["mlp_write"][0][2] = _summary(0.3, 0.05)  # the example's 0.90 lies far outside
+    text = compare_sentences.example_place_sentence(report, "copied_token")
+    assert "1 fall outside the pairs' interval (noising at blocks.0.mlp_write, position 2: 0.90 on the example, 0.30 [0.25, 0.35] over the pairs)" in text
+    assert "by construction" not in text  # the identities are left out, never placed
+
+
+def test_the_named_heads_scores_are_said_once_in_score_order_with_every_neighbouring_tie():
+    report = _small_report(gap=20.0, floor=0.01)
+    scores = report["heads"]["name_scores"]["previous_token"]["scores"][0]
+    text = head_sentences.score_order_sentence(report)
+    assert f"block 0's previous-token heads, head 1 {scores[1]:.3f}, head 2 {scores[2]:.3f}" in text
+    scores[2] = scores[1] - 0.01  # within the tie threshold of Lab 06's rule
+    text = head_sentences.score_order_sentence(report)
+    assert "(tied: heads 1 and 2)" in text and "Two heads tie when their scores are within 0.05 on average" in text
+    scores[2] = scores[1] - 0.2
+    assert "tied" not in head_sentences.score_order_sentence(report)

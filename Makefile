@@ -40,8 +40,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # (BESIDE: at the lower priority of the suites that fill the gaps).
 define build_venv
 	$(PYTHON) -m venv $(1)
-	$(3) $(1)/bin/python $(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
-	$(3) $(1)/bin/python $(PIP_INSTALL) -r $(2)
+	$(if $(3),$(3) )$(1)/bin/python $(PIP_INSTALL) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) "$$(grep -E '^torch==' $(2))"
+	$(if $(3),$(3) )$(1)/bin/python $(PIP_INSTALL) -r $(2)
 	touch $(1)/.installed
 endef
 

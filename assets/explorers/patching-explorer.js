@@ -49,9 +49,12 @@
       const over = d.over_pairs[dir][k][b][p];
       const identity = d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
         (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
+      // a share fixed by construction in two decimals, as the page prints an identity; an observed one in three
+      const fixedShare = identity && !identity.mirror && !identity.equals;
+      const share = (value) => (fixedShare && value !== null ? value.toFixed(2) : fixed(value));
       details.textContent = `blocks.${b}.${k}, position ${p}` +
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
-        `denoising ${fixed(d.activation.denoising[k][b][p])}, noising ${fixed(d.activation.noising[k][b][p])}, ` +
+        `denoising ${share(d.activation.denoising[k][b][p])}, noising ${share(d.activation.noising[k][b][p])}, ` +
         `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}: final LayerNorm ` +
         `${fixed(bend.final_norm_shapley)}, upstream ${fixed(bend.upstream_shapley)} by the Shapley split; upstream ` +
         `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +

@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1491    make_design
-#   line 1519  residlab/course/lab07/patching.py
-#   line 1676    activation_grids
-#   line 1727    path_patching
-#   line 1750  residlab/course/lab07/attribution.py
-#   line 1798    attribution_grids
-#   line 1917    error_split
-#   line 2086  residlab/course/lab07/distribution.py
-#   line 2184    null_design
-#   line 2503    measure_distribution
+#   line 1493    make_design
+#   line 1521  residlab/course/lab07/patching.py
+#   line 1678    activation_grids
+#   line 1729    path_patching
+#   line 1752  residlab/course/lab07/attribution.py
+#   line 1800    attribution_grids
+#   line 1919    error_split
+#   line 2088  residlab/course/lab07/distribution.py
+#   line 2186    null_design
+#   line 2507    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1519  residlab/course/lab07/patching.py
-#   line 1750  residlab/course/lab07/attribution.py
-#   line 2023  residlab/course/lab07/verdicts.py
-#   line 2086  residlab/course/lab07/distribution.py
-#   line 2574  residlab/course/lab07/lab.py (the entry)
+#   line 1521  residlab/course/lab07/patching.py
+#   line 1752  residlab/course/lab07/attribution.py
+#   line 2025  residlab/course/lab07/verdicts.py
+#   line 2088  residlab/course/lab07/distribution.py
+#   line 2578  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1381,18 +1381,20 @@ _REASONS = {("copied_token", "previous_token"): (
     "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
-# What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
+# What a verdict cell of an untestable kind says after "not identifiable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
 # The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
 # (observed, not a construction: the heads' rows give the numbers). The keys-only path puts a head's write into block
 # 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
-# design puts the corrupt run's current-token writes, which differ only at the swapped positions, into the clean run,
+# design puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
 # where block 1 at the readout does not attend there.
 _KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
 UNTESTABLE_BY_METHOD = {
-    ("matched_position", "noising"): (("current_token",), "noising puts their writes, which differ only at the swapped "
-                                      "positions, into the clean run, where block 1 at the readout does not attend "
-                                      "there, so it predicts them near 0"),
+    ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
+                                      "differ mainly at the swapped positions (a current-token head reads mostly its "
+                                      "own position; elsewhere its write changes only through the attention it pays "
+                                      "to the swapped ones, not measured here), where block 1 at the readout does not "
+                                      "attend, so it predicts them near 0"),
     ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
     ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
 }
@@ -2037,8 +2039,8 @@ VERDICT_WORDS = {
     "other_kind": "a head of another named kind ({others}) on top",
     "unnamed": "a head the rule names no kind on top",
     "nothing": "no head above the null bar",
-    "not_testable": "not testable",
-    "no_test": "no test: the block's other heads are not testable here (the mechanism predicts them near 0)",
+    "not_testable": "not identifiable",
+    "no_test": "no test: the block's other heads are not identifiable here (the mechanism predicts them near 0)",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
 MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
@@ -2341,10 +2343,12 @@ def _cells(grids: list, shape_of) -> list:
 def null_left_out(design: Design, depth: int) -> set[tuple[str, int, int]]:
     """The null pairs' cells the cells' bar leaves out, (kind, block, position): every cell at a position the null
     changes (patched alone, it carries part of the null's own change, a prompt of its own as a hybrid is, not a site
-    downstream of it) and the last block's output at the readout (the null's whole gap over the design's, by
-    construction)."""
+    downstream of it), the last block's output at the readout (the null's whole gap over the design's, by
+    construction) and the last block's attention write at the readout (the one route by which a change at other
+    positions reaches the readout through the last block: near the whole gap wherever the earlier blocks' heads at the
+    readout barely read the changed positions, so a bar it set would be the null's gap, not a site's effect)."""
     return ({(kind, block, position) for kind in KINDS for block in range(depth) for position in design.changed}
-            | {("resid_post", depth - 1, design.readout)})  # fmt: skip
+            | {("resid_post", depth - 1, design.readout), ("attn_write", depth - 1, design.readout)})  # fmt: skip
 
 
 def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = frozenset()) -> dict:
@@ -2771,7 +2775,7 @@ def summary_lines(report: dict) -> list[str]:
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for kind in measured["not_testable"]:  # why, once per design; each method's line says the verdict
-            lines.append(f"  {HEAD_KINDS[kind]} heads not testable in this design: {not_testable_reason(name, kind, report)}")
+            lines.append(f"  {HEAD_KINDS[kind]} heads not identifiable in this design: {not_testable_reason(name, kind, report)}")
         for method, table in measured["heads"].items():  # in the page's words: its method names, kinds, percents
             for kind in measured["not_testable"]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")

@@ -8,8 +8,8 @@ once per process where the computing function says so.
 
 ``PREFETCH`` lists them in the order the site's pages first need them. On a whole-site render in which every page
 executes, the freeze guard (Quarto's pre-render step) starts ``python -m residlab.course.shared`` in the
-background, at a lower priority: Quarto executes one page at a time, so a second core is mostly idle, and the
-prefetch computes each value there, through the same cache, while Quarto renders the pages before. It ends when it
+background: Quarto executes one page at a time, so a second core is mostly idle, and the prefetch computes each
+value there, through the same cache, while Quarto renders the pages before. It ends when it
 has computed them all or when the render that started it is gone; a value it failed to compute is computed by the
 page that asks for it (its output is in the cache folder's ``prefetch.log``).
 """
@@ -28,9 +28,9 @@ from pathlib import Path
 from residlab.course.glossary.cache_layouts import EXAMPLE_PROMPT  # no torch: the page's prompt, the default key
 from residlab.render.render_cache import RENDER_CACHE_DIR, render_cache_directory, render_cached
 
-# The prefetch runs on what Quarto leaves idle (a render is one page at a time): below the pages' priority, so it
-# never slows the page that is executing.
-PREFETCH_NICENESS = 10
+# The prefetch runs at the pages' own priority, not below it: pages wait on its values (the activation-patching entry,
+# the fourth page to render, reads Lab 07's report), so beside other work (CI's other suites) a lowered priority made
+# the render wait on it.
 PREFETCH_LOG = "prefetch.log"
 
 
@@ -226,5 +226,4 @@ def start_prefetch(root: Path, render: int) -> subprocess.Popen:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m residlab.course.shared", description=prefetch.__doc__)
     parser.add_argument("--render", type=int, help="the process id of the render; stop when it is gone")
-    os.nice(PREFETCH_NICENESS)
     sys.exit(prefetch(render=parser.parse_args().render))

@@ -6,12 +6,12 @@ library is copied into an empty folder and run with that interpreter, and its re
 package computes in-process. The toy runner needs only the standard library: ``test_toy_runner.py`` runs it with
 no site-packages at all. The lesson's, the paper lab's, the induction model's and the audit runner are compared with
 the package where the pages run them, in the environment the pages build (tests/site/test_page_commands.py: the same
-training, description and packets as the render's; the same printed lines and packets as the package's commands).
+training, description and packets as the render's; the same printed lines and packets as the package's commands), and
+so is the observation runner's fetch and offline run (the same observations, on the fake hub's specimen).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -58,23 +58,3 @@ def test_lesson_runner_alone_refuses_a_folder_that_is_not_empty_in_one_line(tmp_
     refused = run_alone("residual_stream_lab.py", ["packet", "copy-model-audit-packet"], tmp_path)
     assert refused.returncode == 1 and "not empty" in refused.stderr and refused.stderr.count("\n") == 1
     assert [path.name for path in kept.iterdir()] == ["notes.txt"]
-
-
-def test_observation_runner_alone_fetches_verifies_and_observes(tmp_path, specimen_lock_path, hub_env):
-    artifacts, first, second = tmp_path / "pythia-artifacts", tmp_path / "run-01", tmp_path / "run-02"
-    fetched = run_alone(
-        "inspect_residual_stream.py",
-        ["--lock", str(specimen_lock_path), "--artifacts", str(artifacts), "--output", str(first)],
-        tmp_path, env=hub_env,
-    )
-    assert fetched.returncode == 0, fetched.stderr
-    offline = run_alone(
-        "inspect_residual_stream.py",
-        ["--offline", "--lock", str(specimen_lock_path), "--artifacts", str(artifacts), "--output", str(second)],
-        tmp_path, env=hub_env,
-    )
-    assert offline.returncode == 0, offline.stderr
-    for name in ("observations.json", "captures.json"):
-        assert json.loads((first / name).read_text()) == json.loads((second / name).read_text())
-    manifest = json.loads((second / "manifest.json").read_text())
-    assert manifest["synthetic"] is True

@@ -41,9 +41,9 @@ class Build:
 
 
 # Under pytest-xdist (--dist loadfile --no-loadscope-reorder, so files go out in this order) these files, the longest
-# after the render, go to workers first: the pages' commands start as soon as the render is done. The stand-ins'
-# publish renders (test_publish_pythia.py) need no render of the site but would slow it, so they wait their turn.
-LONGEST_FIRST = ("test_page_commands.py", "test_lighthouse.py")
+# after the render, go to workers first: the pages' commands start as soon as the render is done, and the stand-ins'
+# publish renders (test_publish_pythia.py, which read the render's cache) beside them.
+LONGEST_FIRST = ("test_page_commands.py", "test_publish_pythia.py")
 RENDER_WAIT_S = 3600  # how long a worker waits for another worker's render before it gives up
 
 

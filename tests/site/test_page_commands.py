@@ -146,8 +146,30 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
     if report_name is not None:
         written = json.loads((folders[LAB07].path / report_name).read_text(encoding="utf-8"))
         assert written == rendered_report(project), f"{LAB07}: the runner's {report_name} is not the report the page shows"
+    checked = observed_alike_fetched_and_offline(ran, folders)
+    assert checked or "labs/05-trace-residual-stream.html" not in ran, "Lab 05 runs the observation runner twice"
     if not BUILT_SITE:
         runners_did_what_the_package_does(ran, folders, site, project, tmp_path / "package")
+
+
+OBSERVATION_RUN = re.compile(r"\binspect_residual_stream\.py\b(?P<offline>.*--offline)?.*--output (?P<output>\S+)")
+
+
+def observed_alike_fetched_and_offline(ran: dict, folders: dict) -> list[str]:
+    """Every page that runs the observation runner once fetching and once offline (Lab 05 Part 4) observes the same
+    in both runs, on the fake hub's synthetic specimen, which its manifest says it is; returns the pages checked."""
+    checked = []
+    for path, lines in ran.items():
+        runs = {bool(match["offline"]): match["output"] for line in lines if (match := OBSERVATION_RUN.search(line))}
+        if len(runs) < 2:
+            continue
+        folder = folders[path].path
+        fetched, offline = folder / runs[False], folder / runs[True]
+        for name in ("observations.json", "captures.json"):
+            assert json.loads((fetched / name).read_text()) == json.loads((offline / name).read_text()), f"{path}: {name}"
+        assert json.loads((offline / "manifest.json").read_text())["synthetic"] is True, path
+        checked.append(path)
+    return checked
 
 
 def run_chains(pages: list, folders: dict, fetch, learner: Learner) -> tuple[dict, list]:

@@ -5,7 +5,8 @@ seed, and weights that make the norm fall with depth).
 The steps come from .github/workflows/publish.yml itself: the cache restore (a miss here), ``make pythia`` with
 the lock the test names, then the render, each stopping the job on failure. To keep this lean the render step
 renders only a page that shows the model (one per stand-in), into a temporary folder (``residlab site render PAGE...``, what
-``make render`` runs for the whole site). The rendered pages must say the numbers were captured during this
+``make render`` runs for the whole site), and the values no Pythia file enters come from the session's render
+(``seed_render_cache``). The rendered pages must say the numbers were captured during this
 render, name the test lock's repository and revision (never calling a stand-in Pythia-14M), and choose their
 sentences to match each stand-in, checked here against a forward pass of its own. A hub failing mid-file must
 stop the job at the fetch with one line naming the file, leaving ``_site/`` unbuilt.
@@ -41,13 +42,41 @@ def build_steps() -> list[dict]:
     return steps[first : last + 1]
 
 
+# The shared values no Pythia file enters (``residlab.course.shared``): Lab 06 reads them beside its Pythia audit.
+WITHOUT_PYTHIA = ("audited_decoder", "induction_training", "patching_report")
+
+
+def seed_render_cache(rendered: Path, copy: Path) -> None:
+    """Copy the session render's entries of WITHOUT_PYTHIA into ``copy``'s render cache, under the same key (the
+    digest of the execution inputs, equal for a copy of the same sources), with the stamp that tells the freeze guard
+    they are current: the stand-in's render then computes what depends on the stand-in, not the induction model's
+    training and Lab 07's report again (what they are is the session render's tests' business)."""
+    from residlab.build.freeze_guard import FREEZE_DIR, STAMP
+    from residlab.render import render_cache
+
+    digest = render_cache.execution_inputs_digest(copy)
+    source = rendered / render_cache.RENDER_CACHE_DIR / digest[:16]
+    assert source.is_dir(), f"the session's render used other execution inputs than {copy}"
+    target = copy / render_cache.RENDER_CACHE_DIR / digest[:16]
+    target.mkdir(parents=True)
+    for name in WITHOUT_PYTHIA:
+        entries = sorted(source.glob(f"{name}-*.pickle"))
+        assert entries, f"the session's render computed no {name}"
+        for entry in entries:
+            shutil.copyfile(entry, target / entry.name)
+    (copy / FREEZE_DIR).mkdir(exist_ok=True)
+    (copy / FREEZE_DIR / STAMP).write_text(digest + "\n", encoding="utf-8")
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    """A clean copy of the project (as a fresh checkout has it) using this test's environment as its .venv."""
+def project(tmp_path_factory, built_site) -> Path:
+    """A clean copy of the project (as a fresh checkout has it) using this test's environment as its .venv, its
+    render cache seeded with the session render's values no Pythia file enters (``seed_render_cache``)."""
     if not (os.environ.get("QUARTO") or shutil.which("quarto")):
         pytest.fail(site.QUARTO_MISSING, pytrace=False)
     copy = site.clean_copy(ROOT, tmp_path_factory.mktemp("publish") / "project")
     (copy / ".venv").symlink_to(VENV, target_is_directory=True)
+    seed_render_cache(built_site.project, copy)
     # As a fresh shell runs it: under `make test` the outer make's MAKEFLAGS and MAKELEVEL would reach this one.
     fresh_shell = {key: value for key, value in os.environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     planned = subprocess.run(["make", "-n", "pythia"], cwd=copy, env=fresh_shell, capture_output=True, text=True,

@@ -45,18 +45,20 @@ _REASONS = {("copied_token", "previous_token"): (
     "if the mechanism holds{observed}, and a near 0 here cannot tell a previous-token head from any other")}
 
 
-# What a verdict cell of an untestable kind says after "not testable" (page and runner); the reason, once per design.
+# What a verdict cell of an untestable kind says after "not identifiable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
 # The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
 # (observed, not a construction: the heads' rows give the numbers). The keys-only path puts a head's write into block
 # 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
-# design puts the corrupt run's current-token writes, which differ only at the swapped positions, into the clean run,
+# design puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
 # where block 1 at the readout does not attend there.
 _KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
 UNTESTABLE_BY_METHOD = {
-    ("matched_position", "noising"): (("current_token",), "noising puts their writes, which differ only at the swapped "
-                                      "positions, into the clean run, where block 1 at the readout does not attend "
-                                      "there, so it predicts them near 0"),
+    ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
+                                      "differ mainly at the swapped positions (a current-token head reads mostly its "
+                                      "own position; elsewhere its write changes only through the attention it pays "
+                                      "to the swapped ones, not measured here), where block 1 at the readout does not "
+                                      "attend, so it predicts them near 0"),
     ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
     ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
 }

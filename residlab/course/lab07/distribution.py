@@ -267,10 +267,12 @@ def _cells(grids: list, shape_of) -> list:
 def null_left_out(design: Design, depth: int) -> set[tuple[str, int, int]]:
     """The null pairs' cells the cells' bar leaves out, (kind, block, position): every cell at a position the null
     changes (patched alone, it carries part of the null's own change, a prompt of its own as a hybrid is, not a site
-    downstream of it) and the last block's output at the readout (the null's whole gap over the design's, by
-    construction)."""
+    downstream of it), the last block's output at the readout (the null's whole gap over the design's, by
+    construction) and the last block's attention write at the readout (the one route by which a change at other
+    positions reaches the readout through the last block: near the whole gap wherever the earlier blocks' heads at the
+    readout barely read the changed positions, so a bar it set would be the null's gap, not a site's effect)."""
     return ({(kind, block, position) for kind in KINDS for block in range(depth) for position in design.changed}
-            | {("resid_post", depth - 1, design.readout)})  # fmt: skip
+            | {("resid_post", depth - 1, design.readout), ("attn_write", depth - 1, design.readout)})  # fmt: skip
 
 
 def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = frozenset()) -> dict:

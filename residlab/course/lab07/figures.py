@@ -45,7 +45,9 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
-            text = "undefined" if value is None else f"{shown(value):.3f}"
+            # an identity in two decimals and named, an observed share in three: as the page's text prints them
+            text = ("undefined" if value is None else f"{value:.2f}, an identity" if position in marked
+                    else f"{shown(value):.3f}")  # fmt: skip
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
                          f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip

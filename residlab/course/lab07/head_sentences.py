@@ -79,7 +79,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
         by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
-        frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not testable "
+        frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
         said.append(f"block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
@@ -107,7 +107,7 @@ def _one_head_carries(entry: dict) -> str:
 
 def which_are_tests(report: dict) -> str:
     """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
-    the mechanism leaves free to move could miss them), and in which it is none: not testable (the mechanism predicts
+    the mechanism leaves free to move could miss them), and in which it is none: not identifiable (the mechanism predicts
     them near 0 in that design), no test (every head the mechanism leaves free to move in their block is named that kind), or,
     for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
     one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
@@ -137,7 +137,7 @@ def which_are_tests(report: dict) -> str:
             else:
                 none.append(label)
         parts = [f"a test in {' and in '.join(tests)}"] if tests else []
-        parts += [f"not testable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
+        parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
         parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the mechanism "
                   f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks are'} named "
                   f"{HEAD_KINDS[kind]})"] if none else []  # fmt: skip
@@ -320,14 +320,20 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                     f"(one-sided p {listed}, none below {bar:.3f}"
                     + ("; one below 0.05 uncorrected: a lean, not a finding)" if any(tail < ASSOCIATION_P for _, tail in able)
                        else ")"))  # fmt: skip
-    sized = [f"{method} (ρ = {rho:.2f}" + (", p within its Monte Carlo error of the bar: borderline" if abs(p_value - bar) <
-                                           2 * math.sqrt(p_value * (1 - p_value) / PERMUTATIONS) else "") + ")"
-             for method, rho, p_value in ranks if p_value < bar]  # fmt: skip
+    # a p within two Monte Carlo errors of the bar is undecided by these permutations: said apart, not read either way
+    undecided = [(method, rho, p_value) for method, rho, p_value in ranks
+                 if abs(p_value - bar) < 2 * math.sqrt(p_value * (1 - p_value) / PERMUTATIONS)]  # fmt: skip
+    sized = [f"{method} (ρ = {rho:.2f})" for method, rho, p_value in ranks
+             if p_value < bar and (method, rho, p_value) not in undecided]  # fmt: skip
     by_size = (f"by size, the pairs where head {second}'s score minus head {first}'s is larger are those where its share "
                f"minus head {first}'s is larger for {', '.join(sized)}, a modest association (permutation p below "
                f"{ASSOCIATION_P} / {tests}, {counted})"
                if sized else f"by size, no method's share difference follows the score difference beyond chance "
                              f"(permutation p against {bar:.3f}, {counted})")  # fmt: skip
+    if undecided:
+        by_size += "; " + ", ".join(f"{method} (ρ = {rho:.2f}, p = {p_value:.3f})" for method, rho, p_value in undecided) + (
+            f" {'is' if len(undecided) == 1 else 'are'} undecided: p within two Monte Carlo errors of the bar "
+            f"({bar:.4f}), so not read either way")  # fmt: skip
     # head first's score minus head second's, sequence by sequence: its mean and the mean's interval
     difference = spread_of_differences([-gap for gap in score_gap])
     mean, (low, high) = difference["mean"], difference["mean_interval"]

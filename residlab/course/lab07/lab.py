@@ -245,7 +245,7 @@ def summary_lines(report: dict) -> list[str]:
         lines.append("  block 0 attention write into block 1's " + ", ".join(
             f"{key} {_interval(value)}" for key, value in measured["path"].items()))  # fmt: skip
         for kind in measured["not_testable"]:  # why, once per design; each method's line says the verdict
-            lines.append(f"  {HEAD_KINDS[kind]} heads not testable in this design: {not_testable_reason(name, kind, report)}")
+            lines.append(f"  {HEAD_KINDS[kind]} heads not identifiable in this design: {not_testable_reason(name, kind, report)}")
         for method, table in measured["heads"].items():  # in the page's words: its method names, kinds, percents
             for kind in measured["not_testable"]:
                 lines.append(f"  {METHOD_NAMES[method]}, {HEAD_KINDS[kind]} heads: {words['not_testable']}: {PREDICTED_NEAR_ZERO}")

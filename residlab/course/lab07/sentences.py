@@ -42,7 +42,11 @@ def observed(value: float | None) -> str:
 
 
 def observed_interval(summary: dict) -> str:
-    return f"{observed(summary['mean'])} [{observed(summary['low'])}, {observed(summary['high'])}]"
+    """A mean share and its interval in one precision: three decimals for all where ``observed`` needs them for one."""
+    values = (summary["mean"], summary["low"], summary["high"])
+    if any(value is not None and abs(round(value, 2)) == 1 for value in values):
+        return "{} [{}, {}]".format(*(f"{value:.3f}" for value in values))
+    return f"{_value(values[0])} [{_value(values[1])}, {_value(values[2])}]"
 
 
 def _small_parts(mean: float, low: float, high: float) -> tuple[str, str]:
@@ -182,7 +186,7 @@ def _bar_cell(report: dict, name: str, direction: str) -> str:
         whole = abs(per_pair["null_gap"][at["pair"]] / per_pair["gap"][at["pair"]])
         part = measured["null"]["cells"][direction] / whole if whole else math.inf
         if 1 - HALF <= part <= 1 + HALF:
-            said += (f", which there moves M by {part:.0%} of that null pair's own gap ({whole:.3f} of the design's): "
+            said += (f", which there moves M by {part:.0%} of that null pair's own gap (that gap is {whole:.3f} of the design's): "
                      f"the bar is about that null pair's whole gap, not a site's effect")  # fmt: skip
     return said
 
@@ -218,8 +222,10 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
     return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} take a larger share of "
             f"their pair's gap than any cell of the {report['distribution']['pairs']} null pairs does of its pair's ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
-            f"the null's cells at the positions it changes, each carrying part of its own change, and its final state, its "
-            f"whole gap, left out); "
+            f"left out: the null's cells at the positions it changes, each carrying part of its own change; its final "
+            f"state, its whole gap; and the last block's attention write at the readout, the route by which its change "
+            f"reaches the readout through that block, near its whole gap where the earlier block's heads there barely "
+            f"read the changed positions); "
             f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 
@@ -326,9 +332,9 @@ def path_sentence(report: dict, name: str) -> str:
     if abs(keys) <= floor and untestable:
         structural += (" The keys' near 0 is what the mechanism predicts here, observed, not a finding about the heads: "
                        + "; ".join(not_testable_reason(name, kind, report) for kind in untestable)
-                       + ". Not testable under that hypothesis.")
+                       + ". Not identifiable under that hypothesis.")
     elif untestable:
-        structural += (" Not testable in this design under the mechanism's hypothesis: "
+        structural += (" Not identifiable in this design under the mechanism's hypothesis: "
                        + "; ".join(not_testable_reason(name, kind, report) for kind in untestable) + ".")
     return (f"Block 0's attention write at every position, clean into corrupt (Part 3's cells patch one position at a "
             f"time): {numbers}. So {reading} (the null pairs reach {floor:.2f}: the largest |share| any of these four path "
@@ -397,7 +403,7 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
     over the pairs, the fraction of pairs in which its share is its block's largest (LARGEST_IN_BLOCK: the null not
     applied, unlike a verdict's "on top") and the fraction in which its share is above the null bar (``null_rows``)."""
     measured = report["distribution"]["designs"][name]
-    named = {(b, h): HEAD_KINDS[kind] + (" (not testable in this design: near 0 if the mechanism holds)"
+    named = {(b, h): HEAD_KINDS[kind] + (" (not identifiable in this design: near 0 if the mechanism holds)"
                                          if kind in measured["not_testable"] else "")
              for kind, heads in report["heads"]["named"].items() for b, h in heads}  # fmt: skip
     rows = []

@@ -49,8 +49,20 @@ def make_dry_run(folder: Path, *arguments: str, target: str = "test") -> list[st
     return completed.stdout.splitlines()
 
 
+BESIDE = "nice -n 10 "  # the environments of the suites that run beside the long ones are built at their priority
+
+
 def pip_lines(lines: list[str], environment: str) -> list[str]:
-    return [line for line in lines if line.startswith(f"{environment}/bin/python -m pip install")]
+    return [line.removeprefix(BESIDE) for line in lines
+            if line.removeprefix(BESIDE).startswith(f"{environment}/bin/python -m pip install")]  # fmt: skip
+
+
+def test_the_environments_of_the_suites_beside_are_built_at_their_lower_priority(tmp_path):
+    lines = make_dry_run(tmp_path)
+    for environment in ENVIRONMENTS:
+        installs = [line for line in lines if f"{environment}/bin/python -m pip install" in line]
+        beside = environment in (".venv-compat", ".venv-peers")
+        assert len(installs) == 2 and all(line.startswith(BESIDE) == beside for line in installs), installs
 
 
 def test_every_environment_installs_torch_first_from_the_cpu_index(tmp_path):

@@ -415,8 +415,8 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
-    assert text.endswith("no test: the block's other heads are not testable here (the mechanism predicts them near 0).")
-    assert "block 0 heads 1, 2 not testable in this design" in text and "random pick" not in text
+    assert text.endswith("no test: the block's other heads are not identifiable here (the mechanism predicts them near 0).")
+    assert "block 0 heads 1, 2 not identifiable in this design" in text and "random pick" not in text
     assert "construction" not in text  # near 0 if the mechanism holds: observed, never a construction
 
 
@@ -955,7 +955,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report["heads"]["named"]["current_token"] = [[0, 0], [0, 3]]
     text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
     # the reason, then what was observed: a prediction near 0 that could have failed is evidence, said as such
-    assert text.startswith(f"not testable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
+    assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
                            "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], above the null bar in 3 %; head 0.3 0.00 "
                            "[-0.04, 0.04], above the null bar in 3 %; the prediction could have failed and here holds by point estimate")  # fmt: skip
     keys[0][3] = {**keys[0][3], "clears_fraction": 0.2}
@@ -993,6 +993,8 @@ def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_s
     assert sentences._small_interval(0.0075, 0.0014, 0.0136) == "0.0075 [0.0014, 0.014]"
     assert sentences._small_interval(-0.09, -0.18, 0.0) == "-0.09 [-0.18, 0.00]"  # 0 itself is 0.00
     assert sentences.observed(1.0049) == "1.005" and sentences.observed(0.83) == "0.83"  # never an identity's 1.00
+    assert sentences.observed_interval({"mean": 1.0008, "low": 0.97, "high": 1.03}) == "1.001 [0.970, 1.030]"  # one precision
+    assert sentences.observed_interval({"mean": 0.7, "low": 0.33, "high": 0.92}) == "0.70 [0.33, 0.92]"
     told = {**_differences([0.002, 0.0018, 0.0016, 0.0021]), "mean_interval": [0.0016, 0.0022]}
     apart = {**_differences([0.3, 0.2, 0.25, 0.35]), "mean_interval": [0.2, 0.35]}
     spread = {"attn_write": [[None, told, apart]]}
@@ -1023,7 +1025,7 @@ def test_a_cells_bar_that_is_mostly_its_null_pairs_own_gap_is_said_so():
     report = {"distribution": {"designs": {"matched_position": measured}}}
     said = sentences._bar_cell(report, "matched_position", "denoising")
     assert said == (", set by blocks.1.attn_write at position 14 in null pair 1, which there moves M by 83% of that null "
-                    "pair's own gap (0.300 of the design's): the bar is about that null pair's whole gap, not a site's effect")
+                    "pair's own gap (that gap is 0.300 of the design's): the bar is about that null pair's whole gap, not a site's effect")
     for null_gap in (20.0, 1.0):  # a quarter of its null pair's gap, or five times it: a site's bar either way
         measured["per_pair"]["null_gap"][1] = null_gap
         assert sentences._bar_cell(report, "matched_position", "denoising") == (

@@ -55,7 +55,7 @@
       details.textContent = `blocks.${b}.${k}, position ${p}` +
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
         `denoising ${share(d.activation.denoising[k][b][p])}, noising ${share(d.activation.noising[k][b][p])}, ` +
-        `attribution ${fixed(d.attribution[k][b][p])} (error ${fixed(d.error[k][b][p])}: final LayerNorm ` +
+        `attribution of the denoising share ${fixed(d.attribution[k][b][p])} (error against denoising ${fixed(d.error[k][b][p])}: final LayerNorm ` +
         `${fixed(bend.final_norm_shapley)}, upstream ${fixed(bend.upstream_shapley)} by the Shapley split; upstream ` +
         `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
         `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +

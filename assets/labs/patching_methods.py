@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1493    make_design
-#   line 1521  residlab/course/lab07/patching.py
-#   line 1678    activation_grids
-#   line 1729    path_patching
-#   line 1752  residlab/course/lab07/attribution.py
-#   line 1800    attribution_grids
-#   line 1919    error_split
-#   line 2088  residlab/course/lab07/distribution.py
-#   line 2186    null_design
-#   line 2507    measure_distribution
+#   line 1494    make_design
+#   line 1522  residlab/course/lab07/patching.py
+#   line 1679    activation_grids
+#   line 1730    path_patching
+#   line 1753  residlab/course/lab07/attribution.py
+#   line 1801    attribution_grids
+#   line 1920    error_split
+#   line 2089  residlab/course/lab07/distribution.py
+#   line 2187    null_design
+#   line 2508    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1521  residlab/course/lab07/patching.py
-#   line 1752  residlab/course/lab07/attribution.py
-#   line 2025  residlab/course/lab07/verdicts.py
-#   line 2088  residlab/course/lab07/distribution.py
-#   line 2578  residlab/course/lab07/lab.py (the entry)
+#   line 1522  residlab/course/lab07/patching.py
+#   line 1753  residlab/course/lab07/attribution.py
+#   line 2026  residlab/course/lab07/verdicts.py
+#   line 2089  residlab/course/lab07/distribution.py
+#   line 2579  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1388,7 +1388,8 @@ PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this
 # 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
 # design puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
 # where block 1 at the readout does not attend there.
-_KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
+_KEYS_READ = ("under the mechanism, block 1's keys read the previous-token write, not these heads', so this method "
+              "predicts them near 0")
 UNTESTABLE_BY_METHOD = {
     ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
                                       "differ mainly at the swapped positions (a current-token head reads mostly its "

@@ -100,8 +100,8 @@ def test_every_figure_cell_shows_the_report(page_html, report):
                 number, _, named = value.partition(", ")
                 assert abs(float(number) - expected) < 2e-3, (name, direction, kind, block, position)
                 # an identity in two decimals and named so, as the page's text prints it; an observed share in three
-                identity = bool(cells_module.by_construction(design, kind, block, position))
-                assert (named == "an identity" and number == f"{expected:.2f}") if identity else len(number.split(".")[1]) == 3
+                identity = bool(cells_module.by_construction(design, kind, block, position)) or position < min(design["changed"])
+                assert (named.startswith("an identity") and number == f"{expected:.2f}") if identity else len(number.split(".")[1]) == 3
 
 
 def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
@@ -220,7 +220,7 @@ def test_the_explorer_shows_each_cell_on_focus_and_moves_with_the_arrow_keys(bui
     denoising = design["activation"]["denoising"]["attn_write"][0][position + 1]
     attribution = design["attribution"]["attn_write"][0][position + 1]
     assert f"blocks.0.attn_write, position {position + 1}" in shown_text
-    assert f"denoising {denoising:.3f}, noising {noising:.3f}, attribution {attribution:.3f}" in shown_text
+    assert f"denoising {denoising:.3f}, noising {noising:.3f}, attribution of the denoising share {attribution:.3f}" in shown_text
     over = report["distribution"]["designs"]["matched_position"]["activation"]["noising"]["attn_write"][0][position + 1]
     assert f"Over {report['distribution']['pairs']} held-out pairs, noising {over['mean']:.3f}" in shown_text
     assert focused.get_attribute("data-value") == f"{noising:.3f}"

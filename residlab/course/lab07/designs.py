@@ -52,7 +52,8 @@ PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this
 # 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
 # design puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
 # where block 1 at the readout does not attend there.
-_KEYS_READ = "block 1's keys read the previous-token write, not these heads', so this method predicts them near 0"
+_KEYS_READ = ("under the mechanism, block 1's keys read the previous-token write, not these heads', so this method "
+              "predicts them near 0")
 UNTESTABLE_BY_METHOD = {
     ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
                                       "differ mainly at the swapped positions (a current-token head reads mostly its "

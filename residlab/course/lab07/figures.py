@@ -42,11 +42,13 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
         marked = marks[0] if marks else set()
         hybrids = marks[1] if len(marks) > 1 else set()
         same = marks[2] if len(marks) > 2 else set()
+        before = marks[3] if len(marks) > 3 else set()  # 0 by construction, unmarked: the legend names the columns
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             # an identity in two decimals and named, an observed share in three: as the page's text prints them
             text = ("undefined" if value is None else f"{value:.2f}, an identity" if position in marked
+                    else f"{value:.2f}, an identity: before the first position where the prompts differ" if position in before
                     else f"{shown(value):.3f}")  # fmt: skip
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
                          f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
@@ -135,6 +137,11 @@ def hybrid_positions(design: dict, kind: str, block: int) -> set[int]:
     return {p for p in range(len(design["clean"])) if hybrid(design, kind, block, p)}
 
 
+def before_positions(design: dict) -> set[int]:
+    """The positions before the first where the prompts differ: every cell there is 0 by construction (causal)."""
+    return set(range(min(design["changed"])))
+
+
 def position_labels(design: dict) -> list[str]:
     """Column labels: the position, starred where the two prompts differ."""
     return [f"{p}*" if p in design["changed"] else str(p) for p in range(len(design["clean"]))]
@@ -145,7 +152,7 @@ def activation_figure(report: dict, name: str) -> str:
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
                [(site_name(block, kind), row, identity_positions(design, kind, block), hybrid_positions(design, kind, block),
-                 same_positions(design, kind, block))
+                 same_positions(design, kind, block), before_positions(design))
                 for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")
@@ -161,7 +168,8 @@ def attribution_figure(report: dict, name: str) -> str:
             # an estimate and its error are observed at every cell (even where the exact share is an identity); a
             # hybrid prompt's run is marked, as in Part 3
             panels.append((f"{KIND_LABELS[kind]}: {title}",
-                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b)) for b, row in enumerate(grid)]))  # fmt: skip
+                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b), set(), before_positions(design))
+                            for b, row in enumerate(grid)]))  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 
 
@@ -190,4 +198,5 @@ def explorer_html(report: dict, script_src: str) -> str:
     """The explorer's raw HTML block (``ui.explorer.explorer_block``): its data island, the element the script
     fills, and the script."""
     return explorer_block("patching-explorer", explorer_data(report), script_src,
-                          "The patching explorer needs JavaScript; the figures above show every cell.")  # fmt: skip
+                          "The patching explorer needs JavaScript; the figures above show every cell of the worked example (one "
+                          "draw), and the runner's report holds every cell's mean and interval over the pairs.")  # fmt: skip

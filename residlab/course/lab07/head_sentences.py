@@ -309,7 +309,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     beyond = [method for method, tail in able if tail < bar]
     listed = ", ".join(f"{tail:.2f}" for _, tail in able)
     if not able:
-        by_order = (f"by order, no test could reject: with these counts even the most agreement possible has one-sided p "
+        by_order = (f"by order, no one-sided test of agreement could reject: with these counts even the most agreement possible has one-sided p "
                     f"{min(unable):.2f}" + (f" to {max(unable):.2f}" if max(unable) > min(unable) else "")
                     + " under independent orders, so the order tests are left out")  # fmt: skip
     elif beyond:

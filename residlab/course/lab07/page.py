@@ -11,12 +11,22 @@ from residlab.course.lab07.attribution import SPLIT_TOLERANCE, tolerance_text  #
 from residlab.course.lab07.patching import KINDS
 
 
+def check_hybrids(design: dict, name: str) -> None:
+    """A hybrid prompt run twice (denoising at one swapped position, noising at the other): its two shares sum to 1
+    (``sentences.same_prompt_sentence``)."""
+    for a in design.get("hybrids", []):
+        for b in design["hybrids"]:
+            if a["prompt"] == b["prompt"] and (a["direction"], b["direction"]) == ("denoising", "noising"):
+                assert abs(a["share"] + b["share"] - 1) < 1e-5, f"{name}: the shares of one hybrid prompt do not sum to 1"
+
+
 def check_report(report: dict) -> None:
     """The invariants a report satisfies whatever the model learned (AssertionError naming the one that fails):
     every identity of each design's worked example (``distribution.identities``: cells before the first changed
     position 0, block b's input equal to block b-1's output cell for cell, the cells fixed at 1 by construction 1
-    in both directions), the attribution error equal to attribution minus exact and to the sum of its two parts
-    (``attribution.error_split``) for every cell, and the distribution's means recomputed from its pairs."""
+    in both directions; a hybrid prompt's two shares summing to 1, ``check_hybrids``), the attribution error equal
+    to attribution minus exact and to the sum of its two parts (``attribution.error_split``) for every cell, and the
+    distribution's means recomputed from its pairs."""
     for name, design in report["designs"].items():
         check_identities(design, design["activation"], name)
         for kind in KINDS:
@@ -27,6 +37,7 @@ def check_report(report: dict) -> None:
                     for suffix in ("", "_final_first", "_shapley"):
                         assert abs(bend["upstream" + suffix] + bend["final_norm" + suffix] - e) < SPLIT_TOLERANCE, (
                             f"{name} {kind} block {block} position {position}: the error's parts do not sum to it")
+        check_hybrids(design, name)
         check = design.get("first_order_check")
         if check is not None:
             for key in ("state", "metric", "two_ways"):

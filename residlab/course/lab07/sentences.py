@@ -280,7 +280,21 @@ def hybrid_sentence(report: dict, name: str) -> str:
             why += " (which of two copyable tokens the model favours, and by how much, is observed here, not derived)"
         said.append(f"{cell['direction']} at position {cell['position']} gives {_value(cell['share'])}: {why}")
     return ("Each of these cells is the run of a hybrid prompt (checked to equal the patched cell when the page is built), "
-            "so it is read as that prompt's behaviour: " + "; ".join(said) + ".")
+            "so it is read as that prompt's behaviour: " + "; ".join(said) + "." + same_prompt_sentence(cells))
+
+
+def same_prompt_sentence(cells: list[dict]) -> str:
+    """A swap's hybrid cells run each prompt twice, denoising at one swapped position and noising at the other: their
+    shares sum to 1 by construction ((M - M(corrupt)) + (M(clean) - M) = G), said as the identity it is."""
+    pairs = [(a, b) for i, a in enumerate(cells) for b in cells[i + 1:] if a["prompt"] == b["prompt"]
+             and {a["direction"], b["direction"]} == {"denoising", "noising"}]  # fmt: skip
+    if not pairs:
+        return ""
+    sums = "; ".join(f"{a['direction']} at position {a['position']} and {b['direction']} at position {b['position']}: "
+                     f"{_value(a['share'])} {'+' if b['share'] >= 0 else '−'} {_value(abs(b['share']))}" for a, b in pairs)  # fmt: skip
+    return (f" Denoising at one swapped position and noising at the other run the same hybrid prompt, so their shares "
+            f"sum to 1 by construction, an identity ((M − M(corrupt)) + (M(clean) − M) = G; checked when the page is "
+            f"built): {sums}. Of these {len(cells)} rows, {len(cells) - len(pairs)} {'is' if len(cells) - len(pairs) == 1 else 'are'} free.")
 
 
 def path_sentence(report: dict, name: str) -> str:
@@ -318,8 +332,9 @@ def path_sentence(report: dict, name: str) -> str:
                     f"patches, not one joint patch, and attention is nonlinear. The rest, the whole write's share less "
                     f"the three pair by pair, is {_small_interval(rest['mean'], rest['low'], rest['high'])} of the gap "
                     f"(the mean's 95 % interval {_small_parts(rest['mean'], low, high)[1]}, mean ± "
-                    f"{MEAN_Z:.2f} standard errors), {told}" + null_rest + ": what the MLP's route and the paths' "
-                    f"interaction carry together, not split here")  # fmt: skip
+                    f"{MEAN_Z:.2f} standard errors), {told}" + null_rest + ": what the MLP's route, the write's direct "
+                    f"route at the readout (into the final state and block 1's MLP there) and the paths' interaction "
+                    f"carry together, not split here")  # fmt: skip
     structural = ""
     if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
         uniform = 1 / len(design["clean"])

@@ -365,7 +365,7 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert ("; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores do in 3 "
             "(independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text
     # with these margins no agreement could be rare under independent orders: no test, left out of the correction
-    assert (". Beyond that, by order, no test could reject: with these counts even the most agreement possible has "
+    assert (". Beyond that, by order, no one-sided test of agreement could reject: with these counts even the most agreement possible has "
             "one-sided p 0.50 under independent orders, so the order tests are left out") in text
     assert "(permutation p against 0.017, a Bonferroni correction over the 3 tests here, the order tests that could not reject left out)" in text
     assert chance.smallest_tail(64, 53, 6) == pytest.approx(0.306, abs=1e-3)  # the page's margins: never below 0.25
@@ -847,6 +847,14 @@ def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
     assert ("denoising at position 1 gives 1.13: the target follows an earlier occurrence of the readout's token and the "
             "rival follows none; its M (12.60) is above the clean run's (10.00), so the share is above 1") in text
     assert "noising at position 1 gives -0.13: the target follows" in text and text.count("so the share is below 0") == 1
+    # one prompt run twice, denoising at one swapped position and noising at the other: an identity, said and checked
+    assert ("run the same hybrid prompt, so their shares sum to 1 by construction, an identity" in text
+            and "denoising at position 1 and noising at position 1: 1.13 − 0.13. Of these 2 rows, 1 is free." in text)
+    from residlab.course.lab07.page import check_hybrids
+
+    check_hybrids({"hybrids": [cell, noised]}, "copied_token")
+    with pytest.raises(AssertionError, match="the shares of one hybrid prompt do not sum to 1"):
+        check_hybrids({"hybrids": [cell, {**noised, "share": 0.1}]}, "copied_token")
     cell.update(metric=-11.0, share=-0.05, earlier=[(0, 4)])
     text = sentences.hybrid_sentence(report, "copied_token")
     assert "the rival follows an earlier occurrence" in text and "is below the corrupt run's (-10.00), so the share is below 0" in text

@@ -57,8 +57,8 @@
         `denoising ${share(d.activation.denoising[k][b][p])}, noising ${share(d.activation.noising[k][b][p])}, ` +
         `attribution of the denoising share ${fixed(d.attribution[k][b][p])} (error against denoising ${fixed(d.error[k][b][p])}: final LayerNorm ` +
         `${fixed(bend.final_norm_shapley)}, upstream ${fixed(bend.upstream_shapley)} by the Shapley split; upstream ` +
-        `first ${fixed(bend.final_norm)} and ${fixed(bend.upstream)}, final LayerNorm first ` +
-        `${fixed(bend.final_norm_final_first)} and ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
+        `first: final LayerNorm ${fixed(bend.final_norm)}, upstream ${fixed(bend.upstream)}; final LayerNorm first: final ` +
+        `LayerNorm ${fixed(bend.final_norm_final_first)}, upstream ${fixed(bend.upstream_final_first)}); block 1 attention at the readout moved ` +
         `${fixed(bend.attention_moved)} (the largest total-variation distance over its heads, 0 to 1). Over ${data.pairs} held-out pairs, ${dir} ${fixed(over[0])} ` +
         `[${fixed(over[1])}, ${fixed(over[2])}] (mean [${data.interval}]).` + (identity ? (identity.mirror
           ? ` A hybrid prompt, observed (fixed by construction is only that the patched run is that prompt's run): ${identity.why}.`

@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1494    make_design
-#   line 1522  residlab/course/lab07/patching.py
-#   line 1679    activation_grids
-#   line 1730    path_patching
-#   line 1753  residlab/course/lab07/attribution.py
-#   line 1801    attribution_grids
-#   line 1920    error_split
-#   line 2089  residlab/course/lab07/distribution.py
-#   line 2187    null_design
-#   line 2508    measure_distribution
+#   line 1497    make_design
+#   line 1525  residlab/course/lab07/patching.py
+#   line 1682    activation_grids
+#   line 1733    path_patching
+#   line 1756  residlab/course/lab07/attribution.py
+#   line 1804    attribution_grids
+#   line 1923    error_split
+#   line 2092  residlab/course/lab07/distribution.py
+#   line 2190    null_design
+#   line 2513    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -57,11 +57,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line  908  residlab/course/models/induction/recipe.py
 #   line 1091  residlab/course/models/induction/measures.py
 #   line 1341  residlab/course/lab07/designs.py
-#   line 1522  residlab/course/lab07/patching.py
-#   line 1753  residlab/course/lab07/attribution.py
-#   line 2026  residlab/course/lab07/verdicts.py
-#   line 2089  residlab/course/lab07/distribution.py
-#   line 2579  residlab/course/lab07/lab.py (the entry)
+#   line 1525  residlab/course/lab07/patching.py
+#   line 1756  residlab/course/lab07/attribution.py
+#   line 2029  residlab/course/lab07/verdicts.py
+#   line 2092  residlab/course/lab07/distribution.py
+#   line 2584  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1416,19 +1416,22 @@ def by_method_reason(design: str, method: str) -> str:
 
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
     """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
-    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often it clears the null bar. The
-    prediction near 0 could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
+    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often its share passes the null bar in
+    size, either sign (a prediction near 0 fails in either direction). The prediction could have failed, so the
+    numbers are said; only the verdict leaves the heads out as competitors."""
     table = report["distribution"]["designs"][design]["heads"][method]["heads"]
     cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
-             if "clears_fraction" in table[block][head]]  # fmt: skip
+             if "beyond_fraction" in table[block][head]]  # fmt: skip
     if not cells:
         return ""
-    listed = "; ".join(f"head {block}.{head} {_share(cell)}, above the null bar in {percent(cell['clears_fraction'])}"
+    listed = "; ".join(f"head {block}.{head} {_share(cell)}, beyond the null bar in size in {percent(cell['beyond_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
-    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
-    held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
-            f"than {percent(PREDICTION_HOLDS)} of pairs; each fraction's own uncertainty is not carried)" if not failed else
-            f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_fraction"] > PREDICTION_HOLDS]
+    held = ("the prediction could have failed in either direction and here holds by point estimate (no head's share "
+            f"passes the null bar in size, either sign, in more than {percent(PREDICTION_HOLDS)} of pairs; each "
+            f"fraction's own uncertainty is not carried)" if not failed else
+            f"the prediction fails for {', '.join(failed)} (beyond the null bar in size in more than "
+            f"{percent(PREDICTION_HOLDS)} of pairs)")
     return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
 
@@ -2467,7 +2470,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                largest: list[float] | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
-    largest, ``largest``); per kind with named heads in a block, the fraction of pairs of each verdict.
+    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
@@ -2478,6 +2481,8 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  # in size, either sign: how a prediction near 0 could fail (``designs.by_method_observed``)
+                  "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
@@ -2585,7 +2590,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/5"
+REPORT_SCHEMA = "residlab-lab07-report/6"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

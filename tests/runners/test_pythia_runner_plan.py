@@ -1,6 +1,7 @@
 """The downloadable runner, ``assets/labs/inspect_residual_stream.py``, run alone from a temporary copy:
 its stdlib-only plan, its fetch and offline verification against the fake hub, and its agreement with
-``residlab pythia``."""
+``residlab pythia``. Its plain offline observation, as Lab 05's page runs it, is checked where the page's commands run
+(tests/site/test_page_commands.py: the three files, the lock's revision, the last position, where it wrote)."""
 
 from __future__ import annotations
 
@@ -159,24 +160,6 @@ def test_runner_refuses_a_non_empty_output_before_downloading(
     assert fake_hub_server.requests == []
     assert not (tmp_path / "a").exists()
     assert (output / "manifest.json").read_text() == "an earlier run"
-
-
-@pytest.mark.slow
-def test_runner_observes_the_verified_specimen_offline(runner_copy, tmp_path, copy_specimen, specimen_lock_path, hub_env):
-    artifacts = copy_specimen()
-    output = tmp_path / "run-02"
-    result = run(
-        [runner_copy.name, "--offline", "--artifacts", str(artifacts), "--lock", str(specimen_lock_path), "--output", str(output)],
-        cwd=runner_copy.parent,
-        env=hub_env,
-    )
-    assert result.returncode == 0, result.stderr
-    assert sorted(path.name for path in output.iterdir()) == ["captures.json", "manifest.json", "observations.json"]
-    manifest = json.loads((output / "manifest.json").read_text(encoding="utf-8"))
-    assert json.dumps(manifest).count(json.loads(specimen_lock_path.read_text())["revision"]) >= 1
-    observations = json.loads((output / "observations.json").read_text(encoding="utf-8"))
-    assert observations["selected_position"] == len(observations["tokens"]) - 1
-    assert f"{output}" in result.stdout  # the run's summary names where it wrote
 
 
 def test_runner_observes_the_position_it_is_given(runner_copy, tmp_path, copy_specimen, specimen_lock_path, hub_env):

@@ -88,7 +88,7 @@ def test_every_figure_cell_shows_the_report(page_html, report):
     assert sorted(figures) == sorted(report["designs"])
     for name in report["designs"]:
         svg = re.search(rf'aria-label="activation patching shares, {name} design".*?</svg>', page_html, re.S).group(0)
-        cells = re.findall(r"<title>(blocks\.(\d)\.(\w+)), position (\d+): ([^<]+)</title>", svg)
+        cells = re.findall(r"<title>[^<:]*: (blocks\.(\d)\.(\w+)), position (\d+): ([^<]+)</title>", svg)
         assert len(cells) == 2 * 4 * 2 * len(report["designs"][name]["clean"])  # directions x kinds x blocks x positions
         values = {}
         for _, block, kind, position, value in cells:

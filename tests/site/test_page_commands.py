@@ -146,7 +146,7 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
     if report_name is not None:
         written = json.loads((folders[LAB07].path / report_name).read_text(encoding="utf-8"))
         assert written == rendered_report(project), f"{LAB07}: the runner's {report_name} is not the report the page shows"
-    checked = observed_alike_fetched_and_offline(ran, folders)
+    checked = observed_alike_fetched_and_offline(ran, folders, specimen_lock_data["revision"])
     assert checked or "labs/05-trace-residual-stream.html" not in ran, "Lab 05 runs the observation runner twice"
     if not BUILT_SITE:
         runners_did_what_the_package_does(ran, folders, site, project, tmp_path / "package")
@@ -155,19 +155,27 @@ def test_every_command_of_every_learner_page_runs_as_written(site, project, serv
 OBSERVATION_RUN = re.compile(r"\binspect_residual_stream\.py\b(?P<offline>.*--offline)?.*--output (?P<output>\S+)")
 
 
-def observed_alike_fetched_and_offline(ran: dict, folders: dict) -> list[str]:
+def observed_alike_fetched_and_offline(ran: dict, folders: dict, revision: str) -> list[str]:
     """Every page that runs the observation runner once fetching and once offline (Lab 05 Part 4) observes the same
-    in both runs, on the fake hub's synthetic specimen, which its manifest says it is; returns the pages checked."""
+    in both runs, on the fake hub's synthetic specimen, which its manifest says it is, at the lock's ``revision``;
+    the offline run writes its three files, observes the last position unless told otherwise and names where it
+    wrote. Returns the pages checked."""
     checked = []
     for path, lines in ran.items():
-        runs = {bool(match["offline"]): match["output"] for line in lines if (match := OBSERVATION_RUN.search(line))}
+        runs = {bool(match["offline"]): (line, match["output"]) for line in lines if (match := OBSERVATION_RUN.search(line))}
         if len(runs) < 2:
             continue
-        folder = folders[path].path
-        fetched, offline = folder / runs[False], folder / runs[True]
+        folder = folders[path]
+        fetched, offline = folder.path / runs[False][1], folder.path / runs[True][1]
         for name in ("observations.json", "captures.json"):
             assert json.loads((fetched / name).read_text()) == json.loads((offline / name).read_text()), f"{path}: {name}"
-        assert json.loads((offline / "manifest.json").read_text())["synthetic"] is True, path
+        assert sorted(file.name for file in offline.iterdir()) == ["captures.json", "manifest.json", "observations.json"], path
+        manifest = json.loads((offline / "manifest.json").read_text())
+        assert manifest["synthetic"] is True and revision in json.dumps(manifest), path
+        observations = json.loads((offline / "observations.json").read_text())
+        if "--position" not in runs[True][0]:
+            assert observations["selected_position"] == len(observations["tokens"]) - 1, path
+        assert runs[True][1] in folder.printed[runs[True][0]], f"{path}: the offline run does not say where it wrote"
         checked.append(path)
     return checked
 

@@ -16,6 +16,7 @@ from residlab.course.lab07.verdicts import HEAD_KINDS
 
 DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
 ONE_SIGN = 0.75  # a head's denoising minus noising "keeps one sign" when it does in at least this fraction of pairs
+HALF_OF = 0.5  # a route is "mostly" some heads' where their own path shares sum to at least this part of the whole
 NEGLIGIBLE = 0.01  # a mean difference told apart from 0 but smaller than this share of the gap is said to be negligible
 
 
@@ -220,11 +221,20 @@ def key_step_sentence(report: dict) -> str:
         route = (f"Lab 07 finds that, with only the copied token changed, block 0's whole attention write reaches the "
                  f"readout through block 1's keys ({_interval(keys)} of the gap) and its values ({_interval(values)}){heads}")
     isolated = matched["path"]["keys"]
+    previous = [(b, h) for b, h in report["heads"]["named"].get("previous_token", []) if b == 0]
+    per_head = matched["heads"].get("path_keys", {}).get("heads", [[]])[0]
+    whose = ""
+    if previous and per_head:
+        theirs = sum(per_head[h]["mean"] for _, h in previous)
+        listed = " and ".join(f"head 0.{h} {_value(per_head[h]['mean'])}" for _, h in previous)
+        share = "mostly" if isolated["mean"] and theirs >= HALF_OF * isolated["mean"] else "partly"
+        whose = (f"; head by head, the previous-token heads' own writes sent there carry {listed} on average, so that "
+                 f"route is {share} theirs")
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
-            f"Lab 07's matched-position design does: block 0's write sent into block 1's keys alone carries "
-            f"{_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
-            f"{report['distribution']['pairs']} held-out pairs).")
+            f"Lab 07's matched-position design isolates the key route: block 0's whole write sent into block 1's keys "
+            f"alone carries {_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
+            f"{report['distribution']['pairs']} held-out pairs){whose}.")
 
 
 def head_direction_sentence(report: dict, name: str) -> str:

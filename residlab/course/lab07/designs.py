@@ -80,19 +80,22 @@ def by_method_reason(design: str, method: str) -> str:
 
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
     """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
-    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often it clears the null bar. The
-    prediction near 0 could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
+    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often its share passes the null bar in
+    size, either sign (a prediction near 0 fails in either direction). The prediction could have failed, so the
+    numbers are said; only the verdict leaves the heads out as competitors."""
     table = report["distribution"]["designs"][design]["heads"][method]["heads"]
     cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
-             if "clears_fraction" in table[block][head]]  # fmt: skip
+             if "beyond_fraction" in table[block][head]]  # fmt: skip
     if not cells:
         return ""
-    listed = "; ".join(f"head {block}.{head} {_share(cell)}, above the null bar in {percent(cell['clears_fraction'])}"
+    listed = "; ".join(f"head {block}.{head} {_share(cell)}, beyond the null bar in size in {percent(cell['beyond_fraction'])}"
                        for block, head, cell in cells)  # fmt: skip
-    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["clears_fraction"] > PREDICTION_HOLDS]
-    held = ("the prediction could have failed and here holds by point estimate (no head clears the null bar in more "
-            f"than {percent(PREDICTION_HOLDS)} of pairs; each fraction's own uncertainty is not carried)" if not failed else
-            f"the prediction fails for {', '.join(failed)} (above the null bar in more than {percent(PREDICTION_HOLDS)} of pairs)")
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_fraction"] > PREDICTION_HOLDS]
+    held = ("the prediction could have failed in either direction and here holds by point estimate (no head's share "
+            f"passes the null bar in size, either sign, in more than {percent(PREDICTION_HOLDS)} of pairs; each "
+            f"fraction's own uncertainty is not carried)" if not failed else
+            f"the prediction fails for {', '.join(failed)} (beyond the null bar in size in more than "
+            f"{percent(PREDICTION_HOLDS)} of pairs)")
     return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
 

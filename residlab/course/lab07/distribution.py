@@ -390,7 +390,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                largest: list[float] | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
-    largest, ``largest``); per kind with named heads in a block, the fraction of pairs of each verdict.
+    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
@@ -401,6 +401,8 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
+                  # in size, either sign: how a prediction near 0 could fail (``designs.by_method_observed``)
+                  "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip

@@ -49,9 +49,9 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
             # an identity in two decimals and named, an observed share in three: as the page's text prints them
             text = ("undefined" if value is None else f"{value:.2f}, an identity" if position in marked
                     else f"{value:.2f}, an identity: before the first position where the prompts differ" if position in before
-                    else f"{shown(value):.3f}")  # fmt: skip
+                    else f"{shown(value):.3f}" + (f", {HYBRID}" if position in hybrids else ""))  # fmt: skip
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
-                         f'fill="{colour(value)}"><title>{html.escape(label)}, position {position}: {text}</title>'
+                         f'fill="{colour(value)}"><title>{html.escape(title)}: {html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip
             if position in marked:  # a cell fixed by construction, never a finding: a filled dot, no ring (the hybrid's)
                 parts.append(f'<circle cx="{ROW_LABEL + position * CELL + (CELL - 1) / 2}" cy="{y + (CELL - 1) / 2:.1f}" r="3.5" '

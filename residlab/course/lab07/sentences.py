@@ -202,6 +202,8 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
               if (value := grids[kind][block][position]) is not None and abs(value) > floor]  # fmt: skip
     forced = sum(1 for kind, block, position in moving if by_construction(design, kind, block, position))
     hybrids = sum(1 for kind, block, position in moving if hybrid(design, kind, block, position))
+    # the last block's attention write at the readout: near 1 by structure, and its null twin is left out of the bar
+    structural = sum(1 for kind, block, position in moving if by_structure(design, kind, block, position))
     carrying = carrying_cells(report, name, direction)
     listed = "; ".join(f"{site} at position {position} ({value}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
@@ -214,6 +216,8 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     shared = f"; {' and '.join(merges)}, each counted once" if merges else ""
     apart = [f"{forced} of them identities, fixed by construction"] if forced else []
     apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
+    apart += [f"{structural} the last block's attention write at the readout, near 1 by structure and not compared: "
+              f"its null twin is left out of the bar"] if structural else []
     forced_said = f" ({'; '.join(apart)})" if apart else ""
     zeros = {}
     for _, position, kind, block in cells:
@@ -310,7 +314,14 @@ def path_sentence(report: dict, name: str) -> str:
                f"downstream {observed_interval(over['everything'])} (the worked example: keys {observed(path['keys'])}, "
                f"everything {observed(path['everything'])})")  # fmt: skip
     if abs(keys) <= floor:
-        reading = ("the keys carry nothing beyond the null pairs' reach: what block 0's attention write carries in this "
+        per_pair = [pair["keys"] for pair in report["distribution"]["designs"][name].get("per_pair", {}).get("path", [])]
+        beyond = [(abs(share), index, share) for index, share in enumerate(per_pair) if abs(share) > floor]
+        exceptions = (f" (pair by pair, {len(beyond)} of the {len(per_pair)} pairs' keys-only shares "
+                      f"{'passes' if len(beyond) == 1 else 'pass'} that reach in "
+                      f"size, the largest {observed(max(beyond)[2])} in pair {max(beyond)[1]}: the mean and its interval "
+                      f"hide {'it' if len(beyond) == 1 else 'them'})" if beyond else
+                      f" (pair by pair too: none of the {len(per_pair)} pairs' keys-only shares passes it in size)" if per_pair else "")
+        reading = (f"on average the keys carry nothing beyond the null pairs' reach{exceptions}: what block 0's attention write carries in this "
                    "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
                    + " (the changed token's own route into block 1's keys, through its embedding, is not split here)")  # fmt: skip
     elif everything and keys >= HALF * everything:

@@ -306,7 +306,7 @@ def total_effect_reading(total: float, direct: float) -> str:
     if t == d:
         return f"{opening}, its direct effect to two decimals, so nothing it does runs through the MLP"
     if t * d < 0:
-        return (f"{opening}, of the opposite sign to its direct effect ({d:.2f}): the rest, {t - d:.2f}, is indirect, "
+        return (f"{opening}, of the opposite sign to its direct effect ({d:.2f}): the rest, {total - direct:.2f}, is indirect, "
                 f"through what the MLP and the final normaliser's scale recompute from the state this write built")
     through = "most" if abs(t - d) > abs(d) else "part"
     if abs(t) > abs(d):

@@ -645,6 +645,7 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     assert "to the same token; they read the same rival" in compare_sentences.lab06_sentence(report)
     matched = json.loads(json.dumps(report["distribution"]["designs"]["copied_token"]))
     matched["path"]["keys"] = _summary(0.7)
+    matched["heads"]["path_keys"] = {"heads": [[_summary(0.05), _summary(0.1), _summary(0.5), _summary(0.0)], [_summary(0.0)] * 4]}
     report["distribution"]["designs"]["matched_position"] = matched
     copied = report["distribution"]["designs"]["copied_token"]
     copied["path"].update(keys=_summary(-0.02), values=_summary(0.79))
@@ -654,6 +655,10 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     text = compare_sentences.key_step_sentence(report)
     assert "mostly through block 1's values (0.79 [0.69, 0.89] of the gap), not its keys (-0.02 [-0.12, 0.08])" in text
     assert "(head 0.0 0.50 [0.40, 0.60])" in text and "keys alone carries 0.70 [0.60, 0.80] of its gap" in text
+    # the key route isolated, but whose: the previous-token heads' own path shares against the whole write's
+    assert "the previous-token heads' own writes sent there carry head 0.1 0.10 and head 0.2 0.50 on average, so that route is mostly theirs" in text
+    matched["heads"]["path_keys"]["heads"][0][2] = _summary(0.1)
+    assert "so that route is partly theirs" in compare_sentences.key_step_sentence(report)
     copied["path"].update(keys=_summary(0.6))
     assert "mostly through" not in compare_sentences.key_step_sentence(report)
 
@@ -958,17 +963,18 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report = _small_report(gap=20.0, floor=0.01)
     measured = report["distribution"]["designs"]["copied_token"]
     measured["not_testable_by_method"] = {"path_keys": ["current_token"]}
-    keys = [[{**_summary(0.0, 0.04), "clears_fraction": 0.03}] * 4, [_summary(0.1)] * 4]
+    keys = [[{**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03}] * 4, [_summary(0.1)] * 4]
     measured["heads"]["path_keys"] = {"heads": keys}
     report["heads"]["named"]["current_token"] = [[0, 0], [0, 3]]
     text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
     # the reason, then what was observed: a prediction near 0 that could have failed is evidence, said as such
     assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
-                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], above the null bar in 3 %; head 0.3 0.00 "
-                           "[-0.04, 0.04], above the null bar in 3 %; the prediction could have failed and here holds by point estimate")  # fmt: skip
-    keys[0][3] = {**keys[0][3], "clears_fraction": 0.2}
+                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], beyond the null bar in size in 3 %; head 0.3 "
+                           "0.00 [-0.04, 0.04], beyond the null bar in size in 3 %; the prediction could have failed in either "
+                           "direction and here holds by point estimate")  # fmt: skip
+    keys[0][3] = {**keys[0][3], "beyond_fraction": 0.2}  # a prediction near 0 fails in either direction: in size
     text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
-    assert "the prediction fails for head 0.3 (above the null bar in more than 10 % of pairs)" in text and "holds" not in text
+    assert "the prediction fails for head 0.3 (beyond the null bar in size in more than 10 % of pairs)" in text and "holds" not in text
 
 
 def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():

@@ -42,7 +42,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1923    error_split
 #   line 2092  residlab/course/lab07/distribution.py
 #   line 2190    null_design
-#   line 2513    measure_distribution
+#   line 2520    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   70  residlab/course/models/needs_torch.py
@@ -61,7 +61,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1756  residlab/course/lab07/attribution.py
 #   line 2029  residlab/course/lab07/verdicts.py
 #   line 2092  residlab/course/lab07/distribution.py
-#   line 2584  residlab/course/lab07/lab.py (the entry)
+#   line 2591  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2467,13 +2467,15 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
 
 
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
-               largest: list[float] | None = None) -> dict:
+               largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
     largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``); per kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
-    less those of ``fixed``; where only the named heads can move, the chance is 1 (no test)."""
+    less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
+    model for which head tops the block: the fraction of pairs, and of ``null_pairs``, whose top head is a named one,
+    the bar aside in both (``top_named``, ``null_top_named``)."""
     fixed = fixed or {}
     largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
@@ -2498,6 +2500,8 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
             movable = len(shape[block]) - len(frozen)
             outcomes = [head_outcome(grid[block], in_block, bound[block], tuple(owners)) for grid in grids]
             verdicts = [verdict for _, verdict in outcomes]
+            null_tops = [max(range(len(pair["heads"][method][block])), key=pair["heads"][method][block].__getitem__)
+                         for pair in null_pairs]  # fmt: skip
             kinds[f"{kind}/{block}"] = {"kind": kind, "block": block, "named": in_block, "fixed": frozen, "movable": movable,
                                         # heads of the block the rule names no kind: none, and "unnamed" is 0 by construction
                                         "unnamed_heads": len(shape[block]) - len(in_block) - len(owners),
@@ -2506,7 +2510,10 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                                         "fractions": {key: _round(verdicts.count(key) / len(verdicts)) for key in VERDICTS},
                                         "other_kinds": sorted({owners[top] for top, verdict in outcomes if verdict == "other_kind"}),
                                         "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
-                                                    for h in in_block}}  # fmt: skip
+                                                    for h in in_block},
+                                        "top_named": _round(sum(top in in_block for top, _ in outcomes) / len(outcomes)),
+                                        **({"null_top_named": _round(sum(top in in_block for top in null_tops) / len(null_tops))}
+                                           if null_tops else {})}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
 
 
@@ -2534,7 +2541,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in untestable(name, method)},
                                          {k: v for k, v in named.items() if k in untestable(name, method)},
-                                         [t["largest"] for t in bounds["heads_largest"][method]])
+                                         [t["largest"] for t in bounds["heads_largest"][method]], nulls)
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             # the kinds a method cannot test beyond the design's own (``designs.UNTESTABLE_BY_METHOD``)
@@ -2590,7 +2597,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/6"
+REPORT_SCHEMA = "residlab-lab07-report/7"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -293,7 +293,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
                     + " one sign too, but with a mean difference inside its null pairs' interval ("
                     + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
-    averaged = on_average(rows, null, [(b, h) for b, h, _ in signed], pairs)
+    averaged = on_average(rows, null, [(b, h) for b, h, _ in signed])
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
                 f"pairs, so no head is flagged here ({rule}).{averaged}")
@@ -310,7 +310,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
     return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + averaged + why
 
 
-def on_average(rows: list, null: list, flagged: list, pairs: int) -> str:
+def on_average(rows: list, null: list, flagged: list) -> str:
     """The heads not flagged by one sign whose mean difference is still told apart from 0 by its own 95 % interval
     (``mean_interval``, as Part 3 reads cells): each with its mean, how often it is positive, and where it lies
     against its null pairs' interval; how many would be told apart by chance alone, and which survive a Bonferroni

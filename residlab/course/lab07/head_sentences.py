@@ -9,7 +9,7 @@ import math
 
 from residlab.course.lab07.chance import (
     ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
-    wilson,
+    wilson, wilson_bounds,
 )
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, spread_of_differences
@@ -77,6 +77,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                     reading = counted + "better than a random pick, but not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
+            reading += null_top_sentence(entry, pairs)
         by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
@@ -85,6 +86,27 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                     f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
                     + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
+
+
+def null_top_sentence(entry: dict, pairs: int) -> str:
+    """The model's own null for which head tops the block: how often a named head is the block's top head on the
+    null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
+    Wilson interval; told apart where the intervals do not overlap. "" for a report without it."""
+    if "null_top_named" not in entry:
+        return ""
+    held, null = entry["top_named"], entry["null_top_named"]
+    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
+    if held_low > null_high:
+        reading = ("told apart: the named heads top the block because of what the design changes, not whatever "
+                   "changes")
+    elif null_low > held_high:
+        reading = "told apart, the other way: the named heads top the block more often when nothing the mechanism uses changes"
+    else:
+        reading = ("not told apart: the named heads top the block about as often whatever changes, so this verdict "
+                   "does not show that the design's change is what puts them there")
+    return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
+            f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
+            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}")
 
 
 CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at least this share of the pairs found

@@ -100,6 +100,22 @@ def test_a_verdicts_chance_counts_only_the_heads_the_design_can_move():
     assert entry["chance"] == 1.0 and entry["movable"] == 2 and entry["fixed"] == [1, 2]
     (free,) = distribution.head_table([pair, pair], "denoising", [0.05], named)["kinds"].values()
     assert free["chance"] == 0.5 and free["movable"] == 4  # nothing fixed: all four heads compete
+    # the model's own null for which head tops the block: the null pairs' top head, the bar aside
+    null = {"heads": {"denoising": [[0.001, 0.0, 0.0, 0.002]]}}  # head 3 on top of a null pair, below any bar
+    (entry,) = distribution.head_table([pair, pair], "denoising", [0.05], named, null_pairs=[null, pair])["kinds"].values()
+    assert entry["top_named"] == 1.0 and entry["null_top_named"] == 1.0  # heads 0 and 3 named: both nulls' tops are named
+    (entry,) = distribution.head_table([pair, pair], "denoising", [0.05], {"previous_token": [[0, 1], [0, 2]]},
+                                       null_pairs=[null, null])["kinds"].values()  # fmt: skip
+    assert entry["top_named"] == 0.0 and entry["null_top_named"] == 0.0
+
+
+def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_tops():
+    entry = {"top_named": 0.95, "null_top_named": 0.59}
+    said = head_sentences.null_top_sentence(entry, 64)
+    assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "told apart: the named heads top" in said
+    assert "not told apart" in head_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64)
+    assert "told apart, the other way" in head_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64)
+    assert head_sentences.null_top_sentence({"top_named": 0.5}, 64) == ""  # a report without it
 
 
 def test_a_head_that_does_not_clear_the_margin_is_not_named():

@@ -1,7 +1,7 @@
 """Lab 07's sentences that set two numbers side by side, each chosen from the report (``lab.run_lab``): the two
 directions of activation patching cell by cell and head by head, over the pairs and pair by pair
-(``distribution.spread_of_differences``), the worked example beside the pairs, and the copied-token design's
-corruption beside the one Lab 06 and the glossary use. The helpers are ``sentences``'s."""
+(``distribution.spread_of_differences``), the worked example beside the pairs, a verdict's top heads beside the
+null pairs', and the copied-token design's corruption beside the one Lab 06 and the glossary use. The helpers are ``sentences``'s."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from residlab.course.lab07.verdicts import HEAD_KINDS
 
 DIFFER = 0.1  # denoising and noising "differ" on a pair when their difference is at least this share of the gap
 ONE_SIGN = 0.75  # a head's denoising minus noising "keeps one sign" when it does in at least this fraction of pairs
-HALF_OF = 0.5  # a route is "mostly" some heads' where their own path shares sum to at least this part of the whole
+HALF_OF = 0.5  # one head's own path share "at least half" of the whole write's
 NEGLIGIBLE = 0.01  # a mean difference told apart from 0 but smaller than this share of the gap is said to be negligible
 
 
@@ -103,6 +103,29 @@ def example_place_sentence(report: dict, name: str) -> str:
     return (f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
             f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
             f"{len(outside)} is {reading}.")
+
+
+def null_top_sentence(entry: dict, pairs: int) -> str:
+    """The model's own null for which head tops the block: how often a named head is the block's top head on the
+    null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
+    Wilson interval; told apart where the intervals do not overlap. "" for a report without it."""
+    if "null_top_named" not in entry:
+        return ""
+    held, null = entry["top_named"], entry["null_top_named"]
+    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
+    if held_low > null_high:
+        reading = ("told apart: the named heads top the block more often under the design's change than under the "
+                   "null's (a token substitution at positions the mechanism does not use)")
+    elif null_low > held_high:
+        reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
+    else:
+        reading = ("not told apart: the named heads top the block about as often under the null's change, so this "
+                   "verdict does not show that the design's change is what puts them there")
+    return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
+            f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
+            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}; on the null pairs the top share is below "
+            f"the bar in nearly every pair, so that rate says which head moves most under a change the mechanism does "
+            f"not use, not which head carries anything")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:
@@ -225,11 +248,11 @@ def key_step_sentence(report: dict) -> str:
     per_head = matched["heads"].get("path_keys", {}).get("heads", [[]])[0]
     whose = ""
     if previous and per_head:
-        theirs = sum(per_head[h]["mean"] for _, h in previous)
-        listed = " and ".join(f"head 0.{h} {_value(per_head[h]['mean'])}" for _, h in previous)
-        share = "mostly" if isolated["mean"] and theirs >= HALF_OF * isolated["mean"] else "partly"
-        whose = (f"; head by head, the previous-token heads' own writes sent there carry {listed} on average, so that "
-                 f"route is {share} theirs")
+        listed = " and ".join(f"head 0.{h}'s {_interval(per_head[h])}" for _, h in previous)
+        carriers = [h for _, h in previous if isolated["mean"] and per_head[h]["mean"] >= HALF_OF * isolated["mean"]]
+        whose = (f"; head by head, each previous-token head's own write sent there alone carries {listed} (separate "
+                 f"patches, which need not add up to the whole)"
+                 + (f", head 0.{carriers[0]}'s alone at least half of the whole write's" if len(carriers) == 1 else ""))
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
             f"Lab 07's matched-position design isolates the key route: block 0's whole write sent into block 1's keys "

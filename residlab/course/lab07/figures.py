@@ -13,7 +13,7 @@ import html
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
 from residlab.course.lab07.patching import DIRECTIONS, KINDS
-from residlab.course.lab07.cells import HYBRID, by_construction, hybrid, same_intervention
+from residlab.course.lab07.cells import HYBRID, by_construction, hybrid, same_intervention, zero_identity
 from residlab.course.ui.explorer import explorer_block
 
 CELL, ROW_LABEL, HEADER, GAP = 26, 150, 34, 26
@@ -42,14 +42,15 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
         marked = marks[0] if marks else set()
         hybrids = marks[1] if len(marks) > 1 else set()
         same = marks[2] if len(marks) > 2 else set()
-        before = marks[3] if len(marks) > 3 else set()  # 0 by construction, unmarked: the legend names the columns
+        zeros = marks[3] if len(marks) > 3 else {}  # position -> why it is 0 by construction, unmarked, named in its label
         parts.append(f'<text x="{ROW_LABEL - 6}" y="{y + CELL / 2 + 4}" text-anchor="end" font-size="12">'
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             # an identity in two decimals and named, an observed share in three: as the page's text prints them
             text = ("undefined" if value is None else f"{value:.2f}, an identity" if position in marked
-                    else f"{value:.2f}, an identity: before the first position where the prompts differ" if position in before
-                    else f"{shown(value):.3f}" + (f", {HYBRID}" if position in hybrids else ""))  # fmt: skip
+                    else f"{value:.2f}, an identity: {zeros[position]}" if position in zeros
+                    else f"{shown(value):.3f}" + (f", {HYBRID}" if position in hybrids else "")
+                    + (", the same intervention as block 0's output" if position in same else ""))  # fmt: skip
             parts.append(f'<rect x="{ROW_LABEL + position * CELL}" y="{y:.0f}" width="{CELL - 1}" height="{CELL - 1}" '
                          f'fill="{colour(value)}"><title>{html.escape(title)}: {html.escape(label)}, position {position}: {text}</title>'
                          "</rect>")  # fmt: skip
@@ -137,9 +138,11 @@ def hybrid_positions(design: dict, kind: str, block: int) -> set[int]:
     return {p for p in range(len(design["clean"])) if hybrid(design, kind, block, p)}
 
 
-def before_positions(design: dict) -> set[int]:
-    """The positions before the first where the prompts differ: every cell there is 0 by construction (causal)."""
-    return set(range(min(design["changed"])))
+def zero_positions(design: dict, kind: str, block: int) -> dict[int, str]:
+    """A grid row's positions whose cell is 0 by construction (``cells.zero_identity``: before the first changed
+    position, the same tensor in both runs, nothing downstream reading it), each with why: so is an attribution
+    estimate there (no change, or no gradient)."""
+    return {p: why for p in range(len(design["clean"])) if (why := zero_identity(design, kind, block, p))}
 
 
 def position_labels(design: dict) -> list[str]:
@@ -152,7 +155,7 @@ def activation_figure(report: dict, name: str) -> str:
     design = report["designs"][name]
     panels = [(f"{KIND_LABELS[kind]}, {direction}",
                [(site_name(block, kind), row, identity_positions(design, kind, block), hybrid_positions(design, kind, block),
-                 same_positions(design, kind, block), before_positions(design))
+                 same_positions(design, kind, block), zero_positions(design, kind, block))
                 for block, row in enumerate(design["activation"][direction][kind])])
               for kind in KINDS for direction in DIRECTIONS]  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"activation patching shares, {name} design")
@@ -168,7 +171,7 @@ def attribution_figure(report: dict, name: str) -> str:
             # an estimate and its error are observed at every cell (even where the exact share is an identity); a
             # hybrid prompt's run is marked, as in Part 3
             panels.append((f"{KIND_LABELS[kind]}: {title}",
-                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b), set(), before_positions(design))
+                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b), set(), zero_positions(design, kind, b))
                             for b, row in enumerate(grid)]))  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
 

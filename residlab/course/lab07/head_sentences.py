@@ -9,8 +9,9 @@ import math
 
 from residlab.course.lab07.chance import (
     ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
-    wilson, wilson_bounds,
+    wilson,
 )
+from residlab.course.lab07.compare_sentences import null_top_sentence
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
@@ -88,27 +89,6 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     return "; ".join(said) + "."
 
 
-def null_top_sentence(entry: dict, pairs: int) -> str:
-    """The model's own null for which head tops the block: how often a named head is the block's top head on the
-    null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
-    Wilson interval; told apart where the intervals do not overlap. "" for a report without it."""
-    if "null_top_named" not in entry:
-        return ""
-    held, null = entry["top_named"], entry["null_top_named"]
-    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
-    if held_low > null_high:
-        reading = ("told apart: the named heads top the block because of what the design changes, not whatever "
-                   "changes")
-    elif null_low > held_high:
-        reading = "told apart, the other way: the named heads top the block more often when nothing the mechanism uses changes"
-    else:
-        reading = ("not told apart: the named heads top the block about as often whatever changes, so this verdict "
-                   "does not show that the design's change is what puts them there")
-    return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
-            f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
-            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}")
-
-
 CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at least this share of the pairs found
 
 
@@ -116,7 +96,7 @@ def _one_head_carries(entry: dict) -> str:
     """Where one named head is on top in most of the pairs where a named head is, the verdict is mostly that head's:
     said with the others' fractions, so a kind's verdict is not read as every named head's."""
     by_head = {int(head): fraction for head, fraction in entry.get("by_head", {}).items()}
-    found = entry["fractions"]["found"]
+    found = entry.get("fractions", {}).get("found", 0)
     if len(by_head) < 2 or not found:
         return ""
     head = max(by_head, key=by_head.get)
@@ -154,8 +134,10 @@ def which_are_tests(report: dict) -> str:
                 short = [METHOD_NAMES[m] for m, table in measured["heads"].items()
                          if kind in measured.get("not_testable_by_method", {}).get(m, ())
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
+                carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
                 tests.append(f"the {label} design" + (f" (not by {' or '.join(short)}, which leave only the named "
-                                                      f"heads free to move)" if short else ""))  # fmt: skip
+                                                      f"heads free to move)" if short else "")
+                             + (f" (per-head denoising's verdict there{carried[0].removeprefix(';')})" if carried and carried[0] else ""))  # fmt: skip
             else:
                 none.append(label)
         parts = [f"a test in {' and in '.join(tests)}"] if tests else []

@@ -316,9 +316,12 @@ def path_sentence(report: dict, name: str) -> str:
     if abs(keys) <= floor:
         per_pair = [pair["keys"] for pair in report["distribution"]["designs"][name].get("per_pair", {}).get("path", [])]
         beyond = [(abs(share), index, share) for index, share in enumerate(per_pair) if abs(share) > floor]
+        bar_pairs = {at["pair"] for at in report["distribution"]["designs"][name]["null"].get("cells_at", {}).values()}
+        same_prompt = (", the clean prompt whose null pair also sets Part 3's cell bar (one prompt behind both)"
+                       if beyond and max(beyond)[1] in bar_pairs else "")
         exceptions = (f" (pair by pair, {len(beyond)} of the {len(per_pair)} pairs' keys-only shares "
                       f"{'passes' if len(beyond) == 1 else 'pass'} that reach in "
-                      f"size, the largest {observed(max(beyond)[2])} in pair {max(beyond)[1]}: the mean and its interval "
+                      f"size, the largest {observed(max(beyond)[2])} in pair {max(beyond)[1]}{same_prompt}: the mean and its interval "
                       f"hide {'it' if len(beyond) == 1 else 'them'})" if beyond else
                       f" (pair by pair too: none of the {len(per_pair)} pairs' keys-only shares passes it in size)" if per_pair else "")
         reading = (f"on average the keys carry nothing beyond the null pairs' reach{exceptions}: what block 0's attention write carries in this "

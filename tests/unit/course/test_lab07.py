@@ -111,11 +111,11 @@ def test_a_verdicts_chance_counts_only_the_heads_the_design_can_move():
 
 def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_tops():
     entry = {"top_named": 0.95, "null_top_named": 0.59}
-    said = head_sentences.null_top_sentence(entry, 64)
+    said = compare_sentences.null_top_sentence(entry, 64)
     assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "told apart: the named heads top" in said
-    assert "not told apart" in head_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64)
-    assert "told apart, the other way" in head_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64)
-    assert head_sentences.null_top_sentence({"top_named": 0.5}, 64) == ""  # a report without it
+    assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64)
+    assert "told apart, the other way" in compare_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64)
+    assert compare_sentences.null_top_sentence({"top_named": 0.5}, 64) == ""  # a report without it
 
 
 def test_a_head_that_does_not_clear_the_margin_is_not_named():
@@ -672,9 +672,10 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     assert "mostly through block 1's values (0.79 [0.69, 0.89] of the gap), not its keys (-0.02 [-0.12, 0.08])" in text
     assert "(head 0.0 0.50 [0.40, 0.60])" in text and "keys alone carries 0.70 [0.60, 0.80] of its gap" in text
     # the key route isolated, but whose: the previous-token heads' own path shares against the whole write's
-    assert "the previous-token heads' own writes sent there carry head 0.1 0.10 and head 0.2 0.50 on average, so that route is mostly theirs" in text
+    assert ("each previous-token head's own write sent there alone carries head 0.1's 0.10 [0.00, 0.20] and head 0.2's "
+            "0.50 [0.40, 0.60] (separate patches, which need not add up to the whole), head 0.2's alone at least half") in text
     matched["heads"]["path_keys"]["heads"][0][2] = _summary(0.1)
-    assert "so that route is partly theirs" in compare_sentences.key_step_sentence(report)
+    assert "at least half" not in compare_sentences.key_step_sentence(report)
     copied["path"].update(keys=_summary(0.6))
     assert "mostly through" not in compare_sentences.key_step_sentence(report)
 

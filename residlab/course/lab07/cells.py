@@ -81,3 +81,10 @@ def zero_identity(design: dict, kind: str, block: int, position: int) -> str:
         return "before the first position where the prompts differ: attention is causal"
     identity = _identity(design, kind, block, position)
     return identity["why"] if identity and identity["value"] == 0.0 else ""
+
+
+def same_prompt_pairs(hybrids: list[dict]) -> list[tuple[dict, dict]]:
+    """(denoising cell, noising cell) of a swap's hybrid cells that run the same prompt (denoising at one swapped
+    position, noising at the other): their shares sum to 1 by construction."""
+    return [(a, b) for a in hybrids for b in hybrids
+            if a["prompt"] == b["prompt"] and (a["direction"], b["direction"]) == ("denoising", "noising")]

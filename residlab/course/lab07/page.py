@@ -8,16 +8,15 @@ from __future__ import annotations
 from residlab.course.lab07 import chance, compare_sentences, error_sentences, figures, head_sentences, sentences  # noqa: F401 (the page reads them from here)
 from residlab.course.lab07.distribution import HEAD_METHODS, check_distribution, check_identities  # noqa: F401
 from residlab.course.lab07.attribution import SPLIT_TOLERANCE, tolerance_text  # noqa: F401 (the page says it)
+from residlab.course.lab07.cells import same_prompt_pairs
 from residlab.course.lab07.patching import KINDS
 
 
 def check_hybrids(design: dict, name: str) -> None:
     """A hybrid prompt run twice (denoising at one swapped position, noising at the other): its two shares sum to 1
     (``sentences.same_prompt_sentence``)."""
-    for a in design.get("hybrids", []):
-        for b in design["hybrids"]:
-            if a["prompt"] == b["prompt"] and (a["direction"], b["direction"]) == ("denoising", "noising"):
-                assert abs(a["share"] + b["share"] - 1) < 1e-5, f"{name}: the shares of one hybrid prompt do not sum to 1"
+    for a, b in same_prompt_pairs(design.get("hybrids", [])):
+        assert abs(a["share"] + b["share"] - 1) < 1e-5, f"{name}: the shares of one hybrid prompt do not sum to 1"
 
 
 def check_report(report: dict) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 
 from residlab.audit.measures import shown
-from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, same_intervention, zero_identity
+from residlab.course.lab07.cells import (
+    by_construction, distinct_cells, hybrid, same_intervention, same_prompt_pairs, zero_identity,
+)
 from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.designs import not_testable_reason
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
@@ -36,15 +38,20 @@ def _interval(summary: dict) -> str:
     return f"{_value(summary['mean'])} [{_value(summary['low'])}, {_value(summary['high'])}]"
 
 
+def _near_one(value: float | None) -> bool:
+    """Whether two decimals would print an observed share as an identity's 1.00 (or -1.00)."""
+    return value is not None and abs(round(value, 2)) == 1
+
+
 def observed(value: float | None) -> str:
     """An observed share: two decimals, but three where two would print an identity's 1.00 (or -1.00)."""
-    return f"{value:.3f}" if value is not None and abs(round(value, 2)) == 1 else _value(value)
+    return f"{value:.3f}" if _near_one(value) else _value(value)
 
 
 def observed_interval(summary: dict) -> str:
     """A mean share and its interval in one precision: three decimals for all where ``observed`` needs them for one."""
     values = (summary["mean"], summary["low"], summary["high"])
-    if any(value is not None and abs(round(value, 2)) == 1 for value in values):
+    if any(map(_near_one, values)):
         return "{} [{}, {}]".format(*(f"{value:.3f}" for value in values))
     return f"{_value(values[0])} [{_value(values[1])}, {_value(values[2])}]"
 
@@ -290,8 +297,7 @@ def hybrid_sentence(report: dict, name: str) -> str:
 def same_prompt_sentence(cells: list[dict]) -> str:
     """A swap's hybrid cells run each prompt twice, denoising at one swapped position and noising at the other: their
     shares sum to 1 by construction ((M - M(corrupt)) + (M(clean) - M) = G), said as the identity it is."""
-    pairs = [(a, b) for i, a in enumerate(cells) for b in cells[i + 1:] if a["prompt"] == b["prompt"]
-             and {a["direction"], b["direction"]} == {"denoising", "noising"}]  # fmt: skip
+    pairs = same_prompt_pairs(cells)
     if not pairs:
         return ""
     sums = "; ".join(f"{a['direction']} at position {a['position']} and {b['direction']} at position {b['position']}: "

@@ -5,9 +5,9 @@
 # residlab/capture/recording.py, residlab/capture/patching.py, residlab/capture/versions.py,
 # residlab/capture/vectors.py, residlab/audit/measures.py, residlab/course/models/threads.py,
 # residlab/course/models/induction/recipe.py, residlab/course/models/induction/measures.py,
-# residlab/course/lab07/designs.py, residlab/course/lab07/patching.py, residlab/course/lab07/attribution.py,
-# residlab/course/lab07/verdicts.py, residlab/course/lab07/distribution.py, residlab/course/lab07/lab.py; edit
-# those, not this file.
+# residlab/course/lab07/designs.py, residlab/course/lab07/patching.py, residlab/course/lab07/cells.py,
+# residlab/course/lab07/attribution.py, residlab/course/lab07/verdicts.py,
+# residlab/course/lab07/distribution.py, residlab/course/lab07/lab.py; edit those, not this file.
 """Lab 07 measured: every patching method on the induction model, on one worked example and over held-out prompt
 pairs, each read against a null of the same trained model (``distribution``), as one report of plain data.
 
@@ -32,36 +32,37 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1341  residlab/course/lab07/designs.py
-#   line 1497    make_design
-#   line 1525  residlab/course/lab07/patching.py
-#   line 1682    activation_grids
-#   line 1733    path_patching
-#   line 1756  residlab/course/lab07/attribution.py
-#   line 1804    attribution_grids
-#   line 1923    error_split
-#   line 2092  residlab/course/lab07/distribution.py
-#   line 2190    null_design
-#   line 2520    measure_distribution
+#   line 1342  residlab/course/lab07/designs.py
+#   line 1498    make_design
+#   line 1526  residlab/course/lab07/patching.py
+#   line 1683    activation_grids
+#   line 1743    path_patching
+#   line 1965  residlab/course/lab07/attribution.py
+#   line 2013    attribution_grids
+#   line 2132    error_split
+#   line 2301  residlab/course/lab07/distribution.py
+#   line 2435    null_design
+#   line 2667    measure_distribution
 #
 # Contents (the line where each section's marker starts):
-#   line   70  residlab/course/models/needs_torch.py
-#   line  106  residlab/capture/blocks.py
-#   line  316  residlab/capture/sites.py
-#   line  421  residlab/capture/recording.py
-#   line  582  residlab/capture/patching.py
-#   line  699  residlab/capture/versions.py
-#   line  732  residlab/capture/vectors.py
-#   line  764  residlab/audit/measures.py
-#   line  886  residlab/course/models/threads.py
-#   line  908  residlab/course/models/induction/recipe.py
-#   line 1091  residlab/course/models/induction/measures.py
-#   line 1341  residlab/course/lab07/designs.py
-#   line 1525  residlab/course/lab07/patching.py
-#   line 1756  residlab/course/lab07/attribution.py
-#   line 2029  residlab/course/lab07/verdicts.py
-#   line 2092  residlab/course/lab07/distribution.py
-#   line 2591  residlab/course/lab07/lab.py (the entry)
+#   line   71  residlab/course/models/needs_torch.py
+#   line  107  residlab/capture/blocks.py
+#   line  317  residlab/capture/sites.py
+#   line  422  residlab/capture/recording.py
+#   line  583  residlab/capture/patching.py
+#   line  700  residlab/capture/versions.py
+#   line  733  residlab/capture/vectors.py
+#   line  765  residlab/audit/measures.py
+#   line  887  residlab/course/models/threads.py
+#   line  909  residlab/course/models/induction/recipe.py
+#   line 1092  residlab/course/models/induction/measures.py
+#   line 1342  residlab/course/lab07/designs.py
+#   line 1526  residlab/course/lab07/patching.py
+#   line 1766  residlab/course/lab07/cells.py
+#   line 1965  residlab/course/lab07/attribution.py
+#   line 2238  residlab/course/lab07/verdicts.py
+#   line 2301  residlab/course/lab07/distribution.py
+#   line 2739  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1654,12 +1655,12 @@ def share(pair: Pair, direction: str, patched: float) -> float | None:
     return (pair.clean_metric - patched) / pair.gap
 
 
-def _replace_cells(positions: list[int], vectors: torch.Tensor):
-    """An edit of a batch: row i's tensor with ``vectors[i]`` at ``positions[i]``."""
+def _replace_cells(positions: list[int], vectors: torch.Tensor, first_row: int = 0):
+    """An edit of a batch: row ``first_row`` + i's tensor with ``vectors[i]`` at ``positions[i]``."""
 
     def edit(tensor):
         tensor = tensor.clone()
-        tensor[torch.arange(len(positions)), torch.tensor(positions)] = vectors
+        tensor[torch.arange(first_row, first_row + len(positions)), torch.tensor(positions)] = vectors
         return tensor
 
     return edit
@@ -1680,10 +1681,19 @@ def activation_cells(pair: Pair, direction: str, kind: str, block: int, position
 
 
 def activation_grids(pair: Pair, direction: str) -> dict[str, list[list[float | None]]]:
-    """kind -> (blocks x positions) shares: every cell one patched run (one batched forward per row)."""
+    """kind -> (blocks x positions) shares: every cell one patched run, all of them rows of one batched forward
+    (each site's edit touches only its own rows, so the runs stay apart; this tiny model's forward costs about the
+    same for one row as for a hundred, so one forward instead of one per site)."""
     every = list(range(pair.positions))
-    return {kind: [[share(pair, direction, value) for value in activation_cells(pair, direction, kind, block, every)]
-                   for block in range(pair.depth)] for kind in KINDS}  # fmt: skip
+    source = pair.clean if direction == "denoising" else pair.corrupt
+    sites = [(kind, block) for kind in KINDS for block in range(pair.depth)]
+    edits = {site_name(block, kind): _replace_cells(every, source[site_name(block, kind)][every], first_row=index * len(every))
+             for index, (kind, block) in enumerate(sites)}  # fmt: skip
+    values = pair.run(direction == "denoising", edits, batch=len(sites) * len(every))
+    grids = {kind: [None] * pair.depth for kind in KINDS}
+    for index, (kind, block) in enumerate(sites):
+        grids[kind][block] = [share(pair, direction, v) for v in values[index * len(every):(index + 1) * len(every)]]
+    return grids
 
 
 def head_delta(pair: Pair, block: int, head: int, source: dict, target: dict) -> torch.Tensor:
@@ -1751,6 +1761,205 @@ def head_path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> list[f
     return [share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, "keys",
                                                                       head_delta(pair, sender, head, pair.clean, pair.corrupt))})[0])
             for head in range(pair.model.config.num_attention_heads)]  # fmt: skip
+
+
+# ---- residlab/course/lab07/cells.py --------------------------------------------------------------
+
+"""Which cells of a Lab 07 design's grids are one tensor or one intervention under two names, fixed by
+construction (an identity, ``identities``, checked on every pair: ``check_identities``, ``check_mirror``) or a hybrid
+prompt's run: what every sentence and figure must mark before reading a cell's value as a finding."""
+
+import torch
+
+
+
+# ---- identities: cells the construction fixes --------------------------------------------------------------
+
+
+def identities(design: dict, depth: int) -> list[dict]:
+    """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
+    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's attention
+    write where the prompts agree (the same patching intervention as block 0's output there), block 0's input at
+    the only changed position (1: patching it makes one run the other), the last block's output at the readout
+    (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
+    reads them). Each: site, kind, block, position (None: every position), value, why; an identity whose value is
+    another cell's has ``equals`` (that cell's kind and block) instead of a value."""
+    first = min(design["changed"])
+    cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
+              "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
+    for block in range(1, depth):
+        cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
+                      "block": block, "position": None, "value": None, "equals": ["resid_post", block - 1],
+                      "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
+    if "clean" in design:
+        agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": agree, "value": 0.0,
+                      "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
+        everywhere = [p for p in range(len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
+        cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
+                      "block": 0, "position": None, "positions": everywhere, "value": None, "equals": ["resid_post", 0],
+                      "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
+                             "write there patches its output there too (its MLP reads that position only): one "
+                             "intervention under two names, whose patching shares are block 0's output's (an attribution "
+                             "estimate of each stays its own)"})  # fmt: skip
+    if is_swap(design):
+        a, b = design["changed"]
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
+                      "positions": [a, b], "value": None, "mirror": True,
+                      "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
+                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention), so "
+                             "patching one of them runs a hybrid prompt: its share is that prompt's behaviour (Part 3's table)"})  # fmt: skip
+    if len(design["changed"]) == 1:
+        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
+                      "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
+    cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
+                  "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
+    unread = [p for p in range(first, design["readout"])]
+    for kind in ("attn_write", "mlp_write", "resid_post"):
+        cells.append({"site": site_name(depth - 1, kind), "kind": kind, "block": depth - 1, "position": None,
+                      "positions": unread, "value": 0.0,
+                      "why": "the last block at a position other than the readout: nothing downstream reads it"})  # fmt: skip
+    return cells
+
+
+def is_swap(design: dict) -> bool:
+    """Whether the corrupt prompt swaps the clean prompt's tokens at its two changed positions."""
+    changed = design["changed"]
+    if len(changed) != 2 or "clean" not in design:
+        return False
+    a, b = changed
+    return design["clean"][a] == design["corrupt"][b] and design["clean"][b] == design["corrupt"][a]
+
+
+def check_mirror(design: dict, pair) -> None:
+    """Raise unless, for a swap, block 0's input at each swapped position of one run is the other run's at the other
+    position, bit for bit (the identity ``identities`` names)."""
+    if not is_swap(design):
+        return
+    a, b = design["changed"]
+    name = site_name(0, "resid_pre")
+    for first, second in ((a, b), (b, a)):
+        if not torch.equal(pair.clean[name][first], pair.corrupt[name][second]):
+            raise AssertionError(f"{design.get('name', 'design')}: {name} at {first} (clean) is not the corrupt run's at {second}")
+
+
+def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1e-4) -> None:
+    """Raise if a grid (direction -> kind -> blocks x positions) breaks an identity of ``identities``."""
+    depth = len(grids[DIRECTIONS[0]]["resid_pre"])
+    for identity in identities(design, depth):
+        for direction in DIRECTIONS:
+            rows = grids[direction]
+            if identity["kind"] is None:
+                moved = [kind for kind in KINDS for row in rows[kind] for v in row[: min(design["changed"])] if v != 0.0]
+                if moved:
+                    raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
+            elif identity.get("mirror"):
+                continue  # a tensor identity, checked on the runs' tensors (check_mirror)
+            elif identity.get("equals"):
+                kind, block = identity["kind"], identity["block"]
+                other, other_block = identity["equals"]
+                mine, theirs = rows[kind][block], rows[other][other_block]
+                for position in identity.get("positions") or range(len(mine)):
+                    if (mine[position] is None) != (theirs[position] is None) or (
+                            mine[position] is not None and abs(mine[position] - theirs[position]) > tolerance):
+                        raise AssertionError(f"{where} {direction}: {kind} {block} at {position} ({mine[position]}) is not "
+                                             f"{other} {other_block}'s ({theirs[position]}): the same intervention")  # fmt: skip
+            elif identity["position"] is None:
+                for position in identity["positions"]:
+                    value = rows[identity["kind"]][identity["block"]][position]
+                    if value is None or abs(value - identity["value"]) > tolerance:
+                        raise AssertionError(f"{where} {direction} {identity['site']} at {position}: {value}, not "
+                                             f"{identity['value']:g} by construction")  # fmt: skip
+            else:
+                value = rows[identity["kind"]][identity["block"]][identity["position"]]
+                if value is None or abs(value - identity["value"]) > tolerance:
+                    raise AssertionError(f"{where} {direction} {identity['site']} at {identity['position']}: {value}, "
+                                         f"not {identity['value']:g} by construction")  # fmt: skip
+
+
+# ---- what the sentences and figures mark -------------------------------------------------------------------
+
+
+def distinct_cells(design: dict, patching: bool = True) -> list[tuple[str, int, str, int]]:
+    """(site, position, kind, block) of every distinct cell of a design's grids, in the order the model runs. Block
+    b's input is block b-1's output (an identity, checked when the report is built), so that tensor is one cell,
+    named by both sites. ``patching``: also one cell for two sites that are one patching intervention (block 0's
+    attention write and output where the prompts agree: ``distribution.identities``); an attribution estimate tells
+    them apart, so attribution's cells keep both."""
+    grids = design["activation"]["denoising"]
+    depth = len(grids["resid_pre"])
+    merged = set()  # (kind, block, position) of the sites named with the cell they equal
+    if patching:
+        for identity in identities(design, depth):
+            if identity.get("equals") and identity.get("positions") is not None:
+                merged |= {(identity["kind"], identity["block"], position) for position in identity["positions"]}
+    cells = []
+    for block in range(depth):
+        for kind in KINDS:
+            if kind == "resid_pre" and block > 0:
+                continue  # named with the block before's output
+            site = site_name(block, kind)
+            if kind == "resid_post" and block < depth - 1:
+                site += f" = {site_name(block + 1, 'resid_pre')}"
+            for position in range(len(grids[kind][block])):
+                if (kind, block, position) in merged:
+                    continue  # named with the cell it equals
+                same = [k for k in KINDS if (k, block, position) in merged] if kind == "resid_post" else []
+                cells.append((site + "".join(f" = {site_name(block, k)}" for k in same), position, kind, block))
+    return cells
+
+
+def same_intervention(design: dict, kind: str, block: int, position: int) -> bool:
+    """Whether this cell's patching is another cell's intervention under another name (an identity with ``equals``
+    that names positions): its patching shares are fixed to that cell's, its attribution estimate is not."""
+    identity = _identity(design, kind, block, position)
+    return bool(identity and identity.get("equals"))
+
+
+def _identity(design: dict, kind: str, block: int, position: int, mirror: bool = False) -> dict | None:
+    """The identity (``distribution.identities``) that names this cell, or None; ``mirror``: a swap's mirrored input
+    cells (a tensor identity whose cells are hybrid prompts, observed) instead of the value identities."""
+    depth = len(design["activation"]["denoising"]["resid_pre"])
+    for identity in identities(design, depth):
+        if (identity["kind"], identity["block"]) != (kind, block) or bool(identity.get("mirror")) != mirror:
+            continue
+        if (identity["value"] is not None and identity["position"] == position) or position in identity.get("positions", []):
+            return identity
+    return None
+
+
+def by_construction(design: dict, kind: str, block: int, position: int) -> str:
+    """Why a cell's value is fixed whatever the model (``distribution.identities``: the only changed input position,
+    the readout's final state, block 0's input where the prompts agree, the last block where nothing reads it), or ""
+    for a cell whose share is observed (a hybrid prompt's included: ``hybrid``)."""
+    identity = _identity(design, kind, block, position)
+    # one intervention under two names fixes that the two cells are equal, not the value: observed, marked apart
+    return "an identity: " + identity["why"] if identity and not identity.get("equals") else ""
+
+
+HYBRID = "hybrid prompt, observed"
+
+
+def hybrid(design: dict, kind: str, block: int, position: int) -> str:
+    """HYBRID for a cell that runs a hybrid prompt (a swap's mirrored input cell: fixed by construction is only that
+    the patched run is that prompt's run; its value is observed), or ""."""
+    return HYBRID if _identity(design, kind, block, position, mirror=True) else ""
+
+
+def zero_identity(design: dict, kind: str, block: int, position: int) -> str:
+    """The reason a cell is 0 by an identity (before the first changed position, or a value identity of 0), or ""."""
+    if position < min(design["changed"]):
+        return "before the first position where the prompts differ: attention is causal"
+    identity = _identity(design, kind, block, position)
+    return identity["why"] if identity and identity["value"] == 0.0 else ""
+
+
+def same_prompt_pairs(hybrids: list[dict]) -> list[tuple[dict, dict]]:
+    """(denoising cell, noising cell) of a swap's hybrid cells that run the same prompt (denoising at one swapped
+    position, noising at the other): their shares sum to 1 by construction."""
+    return [(a, b) for a in hybrids for b in hybrids
+            if a["prompt"] == b["prompt"] and (a["direction"], b["direction"]) == ("denoising", "noising")]
 
 
 # ---- residlab/course/lab07/attribution.py --------------------------------------------------------
@@ -2100,17 +2309,20 @@ method and head the mean share over pairs, its percentile interval (``INTERVAL``
 which each verdict holds. The per-pair shares are in the report, so every mean can be recomputed from them
 (``check_distribution``, asserted when the report is built).
 
-The null (``null_design``) is the same trained model on a pair that changes a token the readout does not depend on:
-the first token, at both of its occurrences, replaced by one the prompt does not hold. The repeat is kept and
-induction predicts the same answer, so every share it gives is expected to be 0; the spread of its shares over
-pairs, read with the design's own metric and divided by the design's own gap, is what a share must clear.
+The null (``null_design``) is the same trained model on a pair that makes a change of the design's own kind where the
+readout does not depend on it: for the copied-token design (a substitution) the first token, at both of its
+occurrences, replaced by one the prompt does not hold; for the matched-position design (a swap) the first two tokens
+of the first half swapped. Induction predicts the same answer at the readout, so every share it gives is expected to
+be 0; the spread of its shares over pairs, read with the design's own metric and divided by the design's own gap,
+is what a share must clear.
 
 Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
 head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
 attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
 induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
+The scores are taken on a draw of their own (``naming_sequences``), so no pair's sequence names a head.
 
-``identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
+``cells.identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
 finding.
 """
 
@@ -2134,23 +2346,43 @@ def _round(value):
 # ---- heads named by attention scores against their own control ------------------------------------------------
 
 
+NAMING_SEED = 2027 + 13  # the naming draw: the site's rule from a generator of its own, apart from the pairs' draw
+
+
+def naming_sequences() -> dict[int, torch.Tensor]:
+    """Period -> the sequences the heads are named on: as many per period as the held-out draw, by the same rule, from
+    ``NAMING_SEED``; none of them is a held-out sequence (checked), so a verdict over the pairs tests the naming on
+    sequences it never saw."""
+    naming, held_out = held_out_sequences(seed=NAMING_SEED), held_out_sequences()
+    for period, tokens in naming.items():
+        shared = {tuple(row) for row in tokens.tolist()} & {tuple(row) for row in held_out[period].tolist()}
+        if shared:
+            raise ValueError(f"the naming draw shares {len(shared)} sequence(s) of period {period} with the held-out one")
+    return naming
+
+
+def _positional_scores(weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """kind -> (blocks, heads, sequences): each head's mean attention one position back and at its own position."""
+    # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
+    return {kind: weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
+            for kind, offset in (("previous_token", -1), ("current_token", 0))}  # fmt: skip
+
+
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
-    over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
-    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``),
-    "spread_periods", the periods pooled, and "example_period" (blocks x heads x sequences): each head's score on each
-    held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built from, in their order (so a head's
-    attention can be set beside its causal shares pair by pair)."""
-    sequences = held_out_sequences() if sequences is None else sequences
+    over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
+    also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
+    period pooled (``summarise``), "spread_periods", the periods pooled, and "example_period" (blocks x heads x
+    sequences): each head's score on each held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built
+    from, in their order (so a head's attention can be set beside its causal shares pair by pair)."""
+    sequences = naming_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
     per_sequence = {"previous_token": [], "current_token": []}  # (blocks, heads, sequences) per period
     for period, tokens in sequences.items():
         weights = attention_weights(model, tokens)
         control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
-        for kind, offset in (("previous_token", -1), ("current_token", 0)):
-            # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
-            each = weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
+        for kind, each in _positional_scores(weights).items():
             per_sequence[kind].append(each)
             parts[kind][0].append(each.mean(dim=-1))
             parts[kind][1].append(control)
@@ -2159,13 +2391,12 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
     out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
-    for kind, values in per_sequence.items():  # the spread of each head's score over the held-out sequences
+    paired = _positional_scores(attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD]))
+    for kind, values in per_sequence.items():  # the spread of each head's score over the naming sequences
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
         out[kind]["spread_periods"] = [int(period) for period in sequences]
-        if EXAMPLE_PERIOD in sequences:
-            example = values[list(sequences).index(EXAMPLE_PERIOD)]
-            out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in example.tolist()]
+        out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
     return out
 
 
@@ -2187,16 +2418,37 @@ def held_out_designs(name: str, pairs: int = PAIRS) -> list[Design]:
     return [make_design(name, sequence) for sequence in sequences[:pairs]]
 
 
+# Each design's null makes a change of the design's own kind (``null_change``): where the design substitutes a token,
+# the null substitutes one; where it swaps two, the null swaps two. The words are the page's and the runner's.
+NULL_KINDS = {"copied_token": "substitution", "matched_position": "swap"}
+NULL_WORDS = {"substitution": "the first token replaced at both its occurrences (positions 0 and P) by one the prompt "
+                              "does not hold",
+              "swap": "the first two tokens of the first half swapped (positions 0 and 1; the second half keeps their "
+                      "order, as the matched-position design keeps it)"}
+
+
+def null_change(name: str) -> str:
+    """What the null pairs of design ``name`` change, in words (page and runner)."""
+    return NULL_WORDS[NULL_KINDS[name]]
+
+
 def null_design(design: Design) -> Design:
-    """The same clean prompt, its first token replaced at both occurrences (positions 0 and P) by the lowest token
-    neither prompt holds; the design's target and rival, so M is the design's metric."""
-    held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
-    replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
+    """The design's null pair (``NULL_KINDS``): the same clean prompt with a change of the design's own kind at
+    positions no step of the mechanism reads at the readout; the design's target and rival, so M is the design's
+    metric."""
     corrupt = list(design.clean)
-    changed = (0, design.period)
-    for position in changed:
-        corrupt[position] = replacement
-    if design.readout in changed or design.readout - 1 in changed:
+    if NULL_KINDS[design.name] == "swap":
+        changed = (0, 1)
+        corrupt[0], corrupt[1] = design.clean[1], design.clean[0]
+    else:
+        held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
+        replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
+        changed = (0, design.period)
+        for position in changed:
+            corrupt[position] = replacement
+    # the readout, the token before it, the earlier occurrence and the token after it: what induction reads
+    used = {design.readout, design.readout - 1, design.period - 2, design.period - 1, *design.changed}
+    if used & set(changed) or tuple(corrupt) == design.clean:
         raise ValueError(f"the null of {design.name} would change what the readout reads")
     return Design(f"{design.name}_null", design.clean, tuple(corrupt), design.target, design.rival, changed,
                   design.period)  # fmt: skip
@@ -2222,111 +2474,6 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
             "activation": {direction: {kind: scaled(rows) for kind, rows in activation_grids(pair, direction).items()}
                            for direction in DIRECTIONS},
             "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}, **errors}  # fmt: skip
-
-
-# ---- identities: cells the construction fixes --------------------------------------------------------------
-
-
-def identities(design: dict, depth: int) -> list[dict]:
-    """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
-    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's attention
-    write where the prompts agree (the same patching intervention as block 0's output there), block 0's input at
-    the only changed position (1: patching it makes one run the other), the last block's output at the readout
-    (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
-    reads them). Each: site, kind, block, position (None: every position), value, why; an identity whose value is
-    another cell's has ``equals`` (that cell's kind and block) instead of a value."""
-    first = min(design["changed"])
-    cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
-              "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
-    for block in range(1, depth):
-        cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
-                      "block": block, "position": None, "value": None, "equals": ["resid_post", block - 1],
-                      "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
-    if "clean" in design:
-        agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
-                      "positions": agree, "value": 0.0,
-                      "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
-        everywhere = [p for p in range(len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
-        cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
-                      "block": 0, "position": None, "positions": everywhere, "value": None, "equals": ["resid_post", 0],
-                      "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
-                             "write there patches its output there too (its MLP reads that position only): one "
-                             "intervention under two names, whose patching shares are block 0's output's (an attribution "
-                             "estimate of each stays its own)"})  # fmt: skip
-    if is_swap(design):
-        a, b = design["changed"]
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
-                      "positions": [a, b], "value": None, "mirror": True,
-                      "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
-                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention), so "
-                             "patching one of them runs a hybrid prompt: its share is that prompt's behaviour (Part 3's table)"})  # fmt: skip
-    if len(design["changed"]) == 1:
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
-                      "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
-    cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
-                  "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
-    unread = [p for p in range(first, design["readout"])]
-    for kind in ("attn_write", "mlp_write", "resid_post"):
-        cells.append({"site": site_name(depth - 1, kind), "kind": kind, "block": depth - 1, "position": None,
-                      "positions": unread, "value": 0.0,
-                      "why": "the last block at a position other than the readout: nothing downstream reads it"})  # fmt: skip
-    return cells
-
-
-def is_swap(design: dict) -> bool:
-    """Whether the corrupt prompt swaps the clean prompt's tokens at its two changed positions."""
-    changed = design["changed"]
-    if len(changed) != 2 or "clean" not in design:
-        return False
-    a, b = changed
-    return design["clean"][a] == design["corrupt"][b] and design["clean"][b] == design["corrupt"][a]
-
-
-def check_mirror(design: dict, pair) -> None:
-    """Raise unless, for a swap, block 0's input at each swapped position of one run is the other run's at the other
-    position, bit for bit (the identity ``identities`` names)."""
-    if not is_swap(design):
-        return
-    a, b = design["changed"]
-    name = site_name(0, "resid_pre")
-    for first, second in ((a, b), (b, a)):
-        if not torch.equal(pair.clean[name][first], pair.corrupt[name][second]):
-            raise AssertionError(f"{design.get('name', 'design')}: {name} at {first} (clean) is not the corrupt run's at {second}")
-
-
-def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1e-4) -> None:
-    """Raise if a grid (direction -> kind -> blocks x positions) breaks an identity of ``identities``."""
-    depth = len(grids[DIRECTIONS[0]]["resid_pre"])
-    for identity in identities(design, depth):
-        for direction in DIRECTIONS:
-            rows = grids[direction]
-            if identity["kind"] is None:
-                moved = [kind for kind in KINDS for row in rows[kind] for v in row[: min(design["changed"])] if v != 0.0]
-                if moved:
-                    raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
-            elif identity.get("mirror"):
-                continue  # a tensor identity, checked on the runs' tensors (check_mirror)
-            elif identity.get("equals"):
-                kind, block = identity["kind"], identity["block"]
-                other, other_block = identity["equals"]
-                mine, theirs = rows[kind][block], rows[other][other_block]
-                for position in identity.get("positions") or range(len(mine)):
-                    if (mine[position] is None) != (theirs[position] is None) or (
-                            mine[position] is not None and abs(mine[position] - theirs[position]) > tolerance):
-                        raise AssertionError(f"{where} {direction}: {kind} {block} at {position} ({mine[position]}) is not "
-                                             f"{other} {other_block}'s ({theirs[position]}): the same intervention")  # fmt: skip
-            elif identity["position"] is None:
-                for position in identity["positions"]:
-                    value = rows[identity["kind"]][identity["block"]][position]
-                    if value is None or abs(value - identity["value"]) > tolerance:
-                        raise AssertionError(f"{where} {direction} {identity['site']} at {position}: {value}, not "
-                                             f"{identity['value']:g} by construction")  # fmt: skip
-            else:
-                value = rows[identity["kind"]][identity["block"]][identity["position"]]
-                if value is None or abs(value - identity["value"]) > tolerance:
-                    raise AssertionError(f"{where} {direction} {identity['site']} at {identity['position']}: {value}, "
-                                         f"not {identity['value']:g} by construction")  # fmt: skip
 
 
 # ---- aggregation ---------------------------------------------------------------------------------------------
@@ -2536,7 +2683,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
         bounds = null_bounds(nulls, null_left_out(null_design(designs[0]), depth))
         out["designs"][name] = {
             "gap": summarise([pair["gap"] for pair in measured]),
-            "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
+            "null": {**bounds, "kind": NULL_KINDS[name], "changed": list(null_design(designs[0]).changed),
+                     "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in untestable(name, method)},
@@ -2597,7 +2745,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/7"
+REPORT_SCHEMA = "residlab-lab07-report/8"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -331,8 +331,9 @@ FAMILIES = (
                     "capture/patching.py", "capture/versions.py", "capture/vectors.py", "audit/measures.py",
                     "course/models/threads.py",
                     "course/models/induction/recipe.py", "course/models/induction/measures.py",
-                    "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/attribution.py",
-                    "course/lab07/verdicts.py", "course/lab07/distribution.py", "course/lab07/lab.py",
+                    "course/lab07/designs.py", "course/lab07/patching.py", "course/lab07/cells.py",
+                    "course/lab07/attribution.py", "course/lab07/verdicts.py", "course/lab07/distribution.py",
+                    "course/lab07/lab.py",
                 ),
                 "Lab 07: activation, path and attribution patching on the induction model, over held-out prompt pairs "
                 "and their null pairs",

@@ -9,7 +9,7 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   changes is where block 1's keys match. Each is checked on construction.
 - ``patching``: the two runs of a design recorded once at every site (``Pair``, the capture floor's
   ``record_sites``), exact activation patching (``activation_grids``, both directions, one batched forward per
-  block and site kind), per-head patching (``head_grid``) and path patching of block 0's attention write into block
+  direction), per-head patching (``head_grid``) and path patching of block 0's attention write into block
   1's queries, keys or values only, against the whole write (``path_patching``). One orientation for every share:
   positive when the clean site carries the behaviour.
 - ``attribution``: attribution patching from one backward pass of the corrupt run (``attribution_grids``,
@@ -18,13 +18,14 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   the final LayerNorm's part and the upstream part (``error_split``).
 - ``verdicts``: the words the page and the runner share: the head kinds and methods as both name them, each
   verdict's words, how a fraction is written, and when a kind's verdict is only the complement of another's.
-- ``distribution``: the held-out pairs, their null pairs, the heads named by a rule that can fail, the cells fixed
-  by construction (``identities``), and every method's mean share, interval and verdict fractions over the pairs.
+- ``cells``: the cells fixed by construction (``identities``, checked on every pair) and which cells of a design's
+  grids are one tensor or one intervention under two names, or a hybrid prompt's run: marked before any value is read.
+- ``distribution``: the held-out pairs, their null pairs (a change of each design's own kind), the heads named by a
+  rule that can fail on a draw of their own, and every method's mean share, interval and verdict fractions over the
+  pairs.
 - ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
-- ``cells``: which cells of a design's grids are one tensor or one intervention under two names, fixed by
-  construction, or a hybrid prompt's run: marked before any value is read.
 - ``sentences``: what the page says, each sentence chosen from the report's numbers and read against the null;
   ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
 - ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, the worked example beside

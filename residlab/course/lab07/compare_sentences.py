@@ -105,17 +105,18 @@ def example_place_sentence(report: dict, name: str) -> str:
             f"{len(outside)} is {reading}.")
 
 
-def null_top_sentence(entry: dict, pairs: int) -> str:
+def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     """The model's own null for which head tops the block: how often a named head is the block's top head on the
     null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
-    Wilson interval; told apart where the intervals do not overlap. "" for a report without it."""
+    Wilson interval; told apart where the intervals do not overlap. ``null_kind``: the null's change
+    (``distribution.NULL_KINDS``). "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
     (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
     if held_low > null_high:
         reading = ("told apart: the named heads top the block more often under the design's change than under the "
-                   "null's (a token substitution at positions the mechanism does not use)")
+                   f"null's (a {null_kind} at positions the mechanism does not use)")
     elif null_low > held_high:
         reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:

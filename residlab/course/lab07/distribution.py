@@ -7,17 +7,20 @@ method and head the mean share over pairs, its percentile interval (``INTERVAL``
 which each verdict holds. The per-pair shares are in the report, so every mean can be recomputed from them
 (``check_distribution``, asserted when the report is built).
 
-The null (``null_design``) is the same trained model on a pair that changes a token the readout does not depend on:
-the first token, at both of its occurrences, replaced by one the prompt does not hold. The repeat is kept and
-induction predicts the same answer, so every share it gives is expected to be 0; the spread of its shares over
-pairs, read with the design's own metric and divided by the design's own gap, is what a share must clear.
+The null (``null_design``) is the same trained model on a pair that makes a change of the design's own kind where the
+readout does not depend on it: for the copied-token design (a substitution) the first token, at both of its
+occurrences, replaced by one the prompt does not hold; for the matched-position design (a swap) the first two tokens
+of the first half swapped. Induction predicts the same answer at the readout, so every share it gives is expected to
+be 0; the spread of its shares over pairs, read with the design's own metric and divided by the design's own gap,
+is what a share must clear.
 
 Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
 head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
 attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
 induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
+The scores are taken on a draw of their own (``naming_sequences``), so no pair's sequence names a head.
 
-``identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
+``cells.identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
 finding.
 """
 
@@ -29,6 +32,7 @@ import torch
 
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
+from residlab.course.lab07.cells import check_identities, check_mirror, identities
 from residlab.course.lab07.designs import UNTESTABLE, Design, make_design, untestable
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
@@ -54,23 +58,43 @@ def _round(value):
 # ---- heads named by attention scores against their own control ------------------------------------------------
 
 
+NAMING_SEED = 2027 + 13  # the naming draw: the site's rule from a generator of its own, apart from the pairs' draw
+
+
+def naming_sequences() -> dict[int, torch.Tensor]:
+    """Period -> the sequences the heads are named on: as many per period as the held-out draw, by the same rule, from
+    ``NAMING_SEED``; none of them is a held-out sequence (checked), so a verdict over the pairs tests the naming on
+    sequences it never saw."""
+    naming, held_out = held_out_sequences(seed=NAMING_SEED), held_out_sequences()
+    for period, tokens in naming.items():
+        shared = {tuple(row) for row in tokens.tolist()} & {tuple(row) for row in held_out[period].tolist()}
+        if shared:
+            raise ValueError(f"the naming draw shares {len(shared)} sequence(s) of period {period} with the held-out one")
+    return naming
+
+
+def _positional_scores(weights: torch.Tensor) -> dict[str, torch.Tensor]:
+    """kind -> (blocks, heads, sequences): each head's mean attention one position back and at its own position."""
+    # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
+    return {kind: weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
+            for kind, offset in (("previous_token", -1), ("current_token", 0))}  # fmt: skip
+
+
 def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
-    over that period's held-out sequences; for the positional kinds also "spread" (blocks x heads), each head's
-    score sequence by sequence, summarised over every held-out sequence of every period pooled (``summarise``),
-    "spread_periods", the periods pooled, and "example_period" (blocks x heads x sequences): each head's score on each
-    held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built from, in their order (so a head's
-    attention can be set beside its causal shares pair by pair)."""
-    sequences = held_out_sequences() if sequences is None else sequences
+    over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
+    also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
+    period pooled (``summarise``), "spread_periods", the periods pooled, and "example_period" (blocks x heads x
+    sequences): each head's score on each held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built
+    from, in their order (so a head's attention can be set beside its causal shares pair by pair)."""
+    sequences = naming_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
     per_sequence = {"previous_token": [], "current_token": []}  # (blocks, heads, sequences) per period
     for period, tokens in sequences.items():
         weights = attention_weights(model, tokens)
         control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
-        for kind, offset in (("previous_token", -1), ("current_token", 0)):
-            # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
-            each = weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
+        for kind, each in _positional_scores(weights).items():
             per_sequence[kind].append(each)
             parts[kind][0].append(each.mean(dim=-1))
             parts[kind][1].append(control)
@@ -79,13 +103,12 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
     out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
-    for kind, values in per_sequence.items():  # the spread of each head's score over the held-out sequences
+    paired = _positional_scores(attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD]))
+    for kind, values in per_sequence.items():  # the spread of each head's score over the naming sequences
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
         out[kind]["spread_periods"] = [int(period) for period in sequences]
-        if EXAMPLE_PERIOD in sequences:
-            example = values[list(sequences).index(EXAMPLE_PERIOD)]
-            out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in example.tolist()]
+        out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
     return out
 
 
@@ -107,16 +130,37 @@ def held_out_designs(name: str, pairs: int = PAIRS) -> list[Design]:
     return [make_design(name, sequence) for sequence in sequences[:pairs]]
 
 
+# Each design's null makes a change of the design's own kind (``null_change``): where the design substitutes a token,
+# the null substitutes one; where it swaps two, the null swaps two. The words are the page's and the runner's.
+NULL_KINDS = {"copied_token": "substitution", "matched_position": "swap"}
+NULL_WORDS = {"substitution": "the first token replaced at both its occurrences (positions 0 and P) by one the prompt "
+                              "does not hold",
+              "swap": "the first two tokens of the first half swapped (positions 0 and 1; the second half keeps their "
+                      "order, as the matched-position design keeps it)"}
+
+
+def null_change(name: str) -> str:
+    """What the null pairs of design ``name`` change, in words (page and runner)."""
+    return NULL_WORDS[NULL_KINDS[name]]
+
+
 def null_design(design: Design) -> Design:
-    """The same clean prompt, its first token replaced at both occurrences (positions 0 and P) by the lowest token
-    neither prompt holds; the design's target and rival, so M is the design's metric."""
-    held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
-    replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
+    """The design's null pair (``NULL_KINDS``): the same clean prompt with a change of the design's own kind at
+    positions no step of the mechanism reads at the readout; the design's target and rival, so M is the design's
+    metric."""
     corrupt = list(design.clean)
-    changed = (0, design.period)
-    for position in changed:
-        corrupt[position] = replacement
-    if design.readout in changed or design.readout - 1 in changed:
+    if NULL_KINDS[design.name] == "swap":
+        changed = (0, 1)
+        corrupt[0], corrupt[1] = design.clean[1], design.clean[0]
+    else:
+        held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
+        replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
+        changed = (0, design.period)
+        for position in changed:
+            corrupt[position] = replacement
+    # the readout, the token before it, the earlier occurrence and the token after it: what induction reads
+    used = {design.readout, design.readout - 1, design.period - 2, design.period - 1, *design.changed}
+    if used & set(changed) or tuple(corrupt) == design.clean:
         raise ValueError(f"the null of {design.name} would change what the readout reads")
     return Design(f"{design.name}_null", design.clean, tuple(corrupt), design.target, design.rival, changed,
                   design.period)  # fmt: skip
@@ -142,111 +186,6 @@ def pair_shares(model, design: Design, gap: float | None = None) -> dict:
             "activation": {direction: {kind: scaled(rows) for kind, rows in activation_grids(pair, direction).items()}
                            for direction in DIRECTIONS},
             "path": {key: _round(value * scale) for key, value in path_patching(pair).items()}, **errors}  # fmt: skip
-
-
-# ---- identities: cells the construction fixes --------------------------------------------------------------
-
-
-def identities(design: dict, depth: int) -> list[dict]:
-    """Every cell whose value is fixed by construction, whatever the model: the cells before the first changed
-    position (0: attention is causal), block b's input (one tensor with block b-1's output), block 0's attention
-    write where the prompts agree (the same patching intervention as block 0's output there), block 0's input at
-    the only changed position (1: patching it makes one run the other), the last block's output at the readout
-    (1: all the metric reads) and the last block's writes and output at every other position (0: nothing downstream
-    reads them). Each: site, kind, block, position (None: every position), value, why; an identity whose value is
-    another cell's has ``equals`` (that cell's kind and block) instead of a value."""
-    first = min(design["changed"])
-    cells = [{"site": f"every site at positions 0 to {first - 1}", "kind": None, "block": None, "position": None,
-              "value": 0.0, "why": "before the first position where the prompts differ: attention is causal"}] if first else []  # fmt: skip
-    for block in range(1, depth):
-        cells.append({"site": f"{site_name(block, 'resid_pre')} = {site_name(block - 1, 'resid_post')}", "kind": "resid_pre",
-                      "block": block, "position": None, "value": None, "equals": ["resid_post", block - 1],
-                      "why": "one tensor under two names: block input is the block before's output"})  # fmt: skip
-    if "clean" in design:
-        agree = [p for p in range(first, len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
-                      "positions": agree, "value": 0.0,
-                      "why": "block 0's input where the prompts agree: the same token, so the same tensor in both runs"})  # fmt: skip
-        everywhere = [p for p in range(len(design["clean"])) if design["clean"][p] == design["corrupt"][p]]
-        cells.append({"site": f"{site_name(0, 'attn_write')} = {site_name(0, 'resid_post')}", "kind": "attn_write",
-                      "block": 0, "position": None, "positions": everywhere, "value": None, "equals": ["resid_post", 0],
-                      "why": "where the prompts agree block 0's input is the same in both runs, so patching its attention "
-                             "write there patches its output there too (its MLP reads that position only): one "
-                             "intervention under two names, whose patching shares are block 0's output's (an attribution "
-                             "estimate of each stays its own)"})  # fmt: skip
-    if is_swap(design):
-        a, b = design["changed"]
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": None,
-                      "positions": [a, b], "value": None, "mirror": True,
-                      "why": f"the swap mirrors it: each run's tensor at position {a} is the other's at {b} and the "
-                             "reverse (block 0's input is the token's embedding alone; positions enter inside attention), so "
-                             "patching one of them runs a hybrid prompt: its share is that prompt's behaviour (Part 3's table)"})  # fmt: skip
-    if len(design["changed"]) == 1:
-        cells.append({"site": site_name(0, "resid_pre"), "kind": "resid_pre", "block": 0, "position": design["changed"][0],
-                      "value": 1.0, "why": "the prompts differ only there: patching it makes one run the other"})  # fmt: skip
-    cells.append({"site": site_name(depth - 1, "resid_post"), "kind": "resid_post", "block": depth - 1,
-                  "position": design["readout"], "value": 1.0, "why": "the final state at the readout: all the metric reads"})  # fmt: skip
-    unread = [p for p in range(first, design["readout"])]
-    for kind in ("attn_write", "mlp_write", "resid_post"):
-        cells.append({"site": site_name(depth - 1, kind), "kind": kind, "block": depth - 1, "position": None,
-                      "positions": unread, "value": 0.0,
-                      "why": "the last block at a position other than the readout: nothing downstream reads it"})  # fmt: skip
-    return cells
-
-
-def is_swap(design: dict) -> bool:
-    """Whether the corrupt prompt swaps the clean prompt's tokens at its two changed positions."""
-    changed = design["changed"]
-    if len(changed) != 2 or "clean" not in design:
-        return False
-    a, b = changed
-    return design["clean"][a] == design["corrupt"][b] and design["clean"][b] == design["corrupt"][a]
-
-
-def check_mirror(design: dict, pair) -> None:
-    """Raise unless, for a swap, block 0's input at each swapped position of one run is the other run's at the other
-    position, bit for bit (the identity ``identities`` names)."""
-    if not is_swap(design):
-        return
-    a, b = design["changed"]
-    name = site_name(0, "resid_pre")
-    for first, second in ((a, b), (b, a)):
-        if not torch.equal(pair.clean[name][first], pair.corrupt[name][second]):
-            raise AssertionError(f"{design.get('name', 'design')}: {name} at {first} (clean) is not the corrupt run's at {second}")
-
-
-def check_identities(design: dict, grids: dict, where: str, tolerance: float = 1e-4) -> None:
-    """Raise if a grid (direction -> kind -> blocks x positions) breaks an identity of ``identities``."""
-    depth = len(grids[DIRECTIONS[0]]["resid_pre"])
-    for identity in identities(design, depth):
-        for direction in DIRECTIONS:
-            rows = grids[direction]
-            if identity["kind"] is None:
-                moved = [kind for kind in KINDS for row in rows[kind] for v in row[: min(design["changed"])] if v != 0.0]
-                if moved:
-                    raise AssertionError(f"{where} {direction}: a cell before {min(design['changed'])} moved ({moved[0]})")
-            elif identity.get("mirror"):
-                continue  # a tensor identity, checked on the runs' tensors (check_mirror)
-            elif identity.get("equals"):
-                kind, block = identity["kind"], identity["block"]
-                other, other_block = identity["equals"]
-                mine, theirs = rows[kind][block], rows[other][other_block]
-                for position in identity.get("positions") or range(len(mine)):
-                    if (mine[position] is None) != (theirs[position] is None) or (
-                            mine[position] is not None and abs(mine[position] - theirs[position]) > tolerance):
-                        raise AssertionError(f"{where} {direction}: {kind} {block} at {position} ({mine[position]}) is not "
-                                             f"{other} {other_block}'s ({theirs[position]}): the same intervention")  # fmt: skip
-            elif identity["position"] is None:
-                for position in identity["positions"]:
-                    value = rows[identity["kind"]][identity["block"]][position]
-                    if value is None or abs(value - identity["value"]) > tolerance:
-                        raise AssertionError(f"{where} {direction} {identity['site']} at {position}: {value}, not "
-                                             f"{identity['value']:g} by construction")  # fmt: skip
-            else:
-                value = rows[identity["kind"]][identity["block"]][identity["position"]]
-                if value is None or abs(value - identity["value"]) > tolerance:
-                    raise AssertionError(f"{where} {direction} {identity['site']} at {identity['position']}: {value}, "
-                                         f"not {identity['value']:g} by construction")  # fmt: skip
 
 
 # ---- aggregation ---------------------------------------------------------------------------------------------
@@ -456,7 +395,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
         bounds = null_bounds(nulls, null_left_out(null_design(designs[0]), depth))
         out["designs"][name] = {
             "gap": summarise([pair["gap"] for pair in measured]),
-            "null": {**bounds, "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
+            "null": {**bounds, "kind": NULL_KINDS[name], "changed": list(null_design(designs[0]).changed),
+                     "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in untestable(name, method)},

@@ -13,7 +13,7 @@ from residlab.course.lab07.chance import (
 )
 from residlab.course.lab07.compare_sentences import null_top_sentence
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, spread_of_differences
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
 from residlab.course.models.induction.sentences import TIE_MARGIN
@@ -78,7 +78,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                     reading = counted + "better than a random pick, but not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
-            reading += null_top_sentence(entry, pairs)
+            reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
         by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
@@ -207,7 +207,7 @@ def score_tie(report: dict, kind: str, block: int, heads: list[int]) -> tuple[in
 
 
 def _score(report: dict, kind: str, block: int, head: int) -> str:
-    """A head's attention score, with its spread over the held-out sequences where the report has it."""
+    """A head's attention score, with its spread over the naming sequences where the report has it."""
     table = report["heads"]["name_scores"][kind]
     spread = table.get("spread")
     said = f"{table['scores'][block][head]:.3f}"  # a tie is said with three decimals, as Lab 06 says it
@@ -218,12 +218,12 @@ def _score(report: dict, kind: str, block: int, head: int) -> str:
 
 
 def _score_spread_words(table: dict) -> str:
-    """What the intervals beside attention scores are: per held-out sequence, every period's sequences pooled."""
+    """What the intervals beside attention scores are: per naming sequence, every period's sequences pooled."""
     spread = table.get("spread")
     if not spread:
         return ""
     periods = table["spread_periods"]
-    return (f", the intervals {INTERVAL[0]:g}th to {INTERVAL[1]:g}th percentile per held-out sequence over {spread[0][0]['pairs']} sequences, "
+    return (f", the intervals {INTERVAL[0]:g}th to {INTERVAL[1]:g}th percentile per naming sequence over {spread[0][0]['pairs']} sequences, "
             f"{len(periods)} periods ({min(periods)} to {max(periods)}) pooled")
 
 

@@ -40,9 +40,9 @@ from residlab.course.lab07.attribution import (
 from residlab.course.lab07.designs import (
     PREDICTED_NEAR_ZERO, all_designs, by_method_observed, by_method_reason, not_testable_reason,
 )
+from residlab.course.lab07.cells import check_identities, check_mirror, identities, is_swap
 from residlab.course.lab07.distribution import (
-    NAME_MARGIN, PAIRS, _round, check_distribution, check_identities, check_mirror, head_name_scores,
-    identities, is_swap, measure_distribution, named_heads,
+    NAME_MARGIN, PAIRS, _round, check_distribution, head_name_scores, measure_distribution, named_heads,
 )
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, _readout_metric, activation_grids, head_grid, head_path_patching, path_patching, prepare, share,
@@ -52,7 +52,7 @@ from residlab.course.lab07.verdicts import (
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/7"
+REPORT_SCHEMA = "residlab-lab07-report/8"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

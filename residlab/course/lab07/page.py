@@ -6,9 +6,9 @@ per render, by the prefetch while the pages before it render."""
 from __future__ import annotations
 
 from residlab.course.lab07 import chance, compare_sentences, error_sentences, figures, head_sentences, sentences  # noqa: F401 (the page reads them from here)
-from residlab.course.lab07.distribution import HEAD_METHODS, check_distribution, check_identities  # noqa: F401
+from residlab.course.lab07.distribution import HEAD_METHODS, check_distribution  # noqa: F401
 from residlab.course.lab07.attribution import SPLIT_TOLERANCE, tolerance_text  # noqa: F401 (the page says it)
-from residlab.course.lab07.cells import same_prompt_pairs
+from residlab.course.lab07.cells import check_identities, same_prompt_pairs  # noqa: F401
 from residlab.course.lab07.patching import KINDS
 
 
@@ -21,7 +21,7 @@ def check_hybrids(design: dict, name: str) -> None:
 
 def check_report(report: dict) -> None:
     """The invariants a report satisfies whatever the model learned (AssertionError naming the one that fails):
-    every identity of each design's worked example (``distribution.identities``: cells before the first changed
+    every identity of each design's worked example (``cells.identities``: cells before the first changed
     position 0, block b's input equal to block b-1's output cell for cell, the cells fixed at 1 by construction 1
     in both directions; a hybrid prompt's two shares summing to 1, ``check_hybrids``), the attribution error equal
     to attribution minus exact and to the sum of its two parts (``attribution.error_split``) for every cell, and the

@@ -14,7 +14,7 @@ from residlab.course.lab07.cells import (
 )
 from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, null_change
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
 from residlab.course.lab07.verdicts import percent as _percent
 
@@ -102,8 +102,8 @@ def gap_sentence(report: dict, name: str) -> str:
     head = (f"On the worked example (one draw), M(clean) = {_value(design['clean_metric'])} and M(corrupt) = "
             f"{_value(design['corrupt_metric'])}, a gap of {_value(design['gap'])}; over the {pairs} held-out pairs the "
             f"gap is {_interval(measured['gap'])} (mean [{report['distribution']['interval']}]). Their null pairs, the "
-            f"same clean prompts with the first token changed at both its occurrences (which the mechanism does not "
-            f"use), give gaps of {_interval(null['gap'])}, at most {_value(null['largest_gap'])} in size")  # fmt: skip
+            f"same clean prompts with {null_change(name)}, at positions the mechanism does not use, give gaps of "
+            f"{_interval(null['gap'])}, at most {_value(null['largest_gap'])} in size")  # fmt: skip
     scale = (f" For scale only, not as a null: the {len(report['untrained']['seeds'])} random-weight models of the same "
              f"shape give gaps of {untrained} on the worked example, what a model that learned nothing does.")  # fmt: skip
     if design["readable"]:
@@ -408,13 +408,12 @@ def known_heads_sentence(report: dict) -> str:
 
 
 def naming_sequences(report: dict) -> str:
-    """Which held-out sequences the attention scores that name heads are averaged over, counted from the report."""
+    """Which sequences the attention scores that name heads are averaged over, counted from the report."""
     table = report["heads"]["name_scores"]["previous_token"]
     periods, count = table["spread_periods"], table["spread"][0][0]["pairs"]
     each = f", {count // len(periods)} of each" if count % len(periods) == 0 else ""
-    distribution = report["distribution"]
-    return (f"{count} held-out sequences of periods {min(periods)} to {max(periods)}{each} (each period weighted equally), "
-            f"the {distribution['pairs']} of period {distribution['period']} the pairs are built from among them")
+    return (f"{count} sequences of periods {min(periods)} to {max(periods)}{each} (each period weighted equally), drawn "
+            f"by the site's rule from a generator of their own, none of them a pair's sequence or used in training")
 
 
 def chance_sentence(report: dict) -> str:

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from residlab.course.lab07 import cells, chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
+from residlab.course.models.induction import measures
 from residlab.course.models.induction import sentences as induction_sentences
 
 
@@ -111,11 +112,12 @@ def test_a_verdicts_chance_counts_only_the_heads_the_design_can_move():
 
 def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_tops():
     entry = {"top_named": 0.95, "null_top_named": 0.59}
-    said = compare_sentences.null_top_sentence(entry, 64)
+    said = compare_sentences.null_top_sentence(entry, 64, "swap")
     assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "told apart: the named heads top" in said
-    assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64)
-    assert "told apart, the other way" in compare_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64)
-    assert compare_sentences.null_top_sentence({"top_named": 0.5}, 64) == ""  # a report without it
+    assert "under the null's (a swap at positions the mechanism does not use)" in said  # the null the design has
+    assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64, "swap")
+    assert "told apart, the other way" in compare_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64, "swap")
+    assert compare_sentences.null_top_sentence({"top_named": 0.5}, 64, "swap") == ""  # a report without it
 
 
 def test_a_head_that_does_not_clear_the_margin_is_not_named():
@@ -156,13 +158,18 @@ def test_a_planted_one_pair_verdict_is_caught(small_distribution, monkeypatch):
         distribution.check_distribution(planted, least=4)
 
 
-def test_the_null_pair_changes_only_a_token_the_readout_does_not_read(small_distribution):
+def test_the_null_pair_changes_only_tokens_the_readout_does_not_read(small_distribution):
     model, _, _ = small_distribution
     design = designs.make_design("copied_token")
     null = distribution.null_design(design)
     assert null.changed == (0, design.period) and (null.target, null.rival) == (design.target, design.rival)
     assert [p for p in range(len(null.clean)) if null.clean[p] != null.corrupt[p]] == [0, design.period]
     assert null.corrupt[0] == null.corrupt[design.period] and null.corrupt[0] not in design.clean
+    matched = designs.make_design("matched_position")
+    swap = distribution.null_design(matched)  # a swap, as the matched-position design makes, away from its positions
+    assert swap.changed == (0, 1) and sorted(swap.corrupt) == sorted(matched.clean) != list(swap.corrupt)
+    assert swap.corrupt[design.period:] == matched.clean[design.period:]
+    assert not set(swap.changed) & {*matched.changed, matched.readout, matched.readout - 1, matched.period - 1}
     own, scaled = distribution.pair_shares(model, null), distribution.pair_shares(model, null, gap=2.0)
     for own_row, scaled_row in zip(own["heads"]["denoising"], scaled["heads"]["denoising"]):
         for a, b in zip(own_row, scaled_row):
@@ -248,7 +255,7 @@ def _small_report(gap: float, floor: float) -> dict:
               "hybrids": [], "first_order_check": {"step": 0.01, "state": 1e-5, "metric": 1e-5, "two_ways": 1e-7, "tolerance": 1e-3},
               "final_angle": 80.0,
               "path": {"queries": 0.0, "keys": 0.7, "values": 0.0, "everything": 0.9}}  # fmt: skip
-    design["identities"] = distribution.identities(design, 2)
+    design["identities"] = cells.identities(design, 2)
     over_path = {"queries": _summary(0.0), "keys": _summary(0.7), "values": _summary(0.0), "everything": _summary(0.9)}
     heads = {"denoising": {"heads": [[_summary(0.1), _summary(0.2), _summary(0.6), _summary(0.0)],
                                      [_summary(0.3)] * 4], "kinds": {}}}  # fmt: skip
@@ -409,7 +416,7 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     spread[0][1], spread[0][2] = {**_summary(0.847), "pairs": 576}, {**_summary(0.804), "pairs": 576}
     report["heads"]["name_scores"]["previous_token"].update(spread=spread, spread_periods=[8, 4, 12])
     text = head_sentences.disagreement_sentence(report)
-    assert ("the intervals 2.5th to 97.5th percentile per held-out sequence over 576 sequences, 3 periods (4 to 12) "
+    assert ("the intervals 2.5th to 97.5th percentile per naming sequence over 576 sequences, 3 periods (4 to 12) "
             "pooled") in text  # what the score intervals are over, said where they are shown
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.7  # now apart: a disagreement again
     assert head_sentences.disagreement_sentence(report).startswith("Where attention scores and causal effects disagree")
@@ -648,7 +655,7 @@ def test_the_gap_is_read_over_the_pairs_too():
     assert "is at least 10.8 times it (the ratio taken before rounding). " in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
     assert "3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
-    assert "which the mechanism does not use" in sentences.gap_sentence(report, "copied_token")
+    assert "the first token replaced at both its occurrences (positions 0 and P) by one the prompt does not hold, at positions the mechanism does not use, give gaps of" in sentences.gap_sentence(report, "copied_token")
 
 
 def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
@@ -684,7 +691,7 @@ def test_the_runner_marks_the_hybrid_cells_as_the_page_does():
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design.update(clean=[1, 2, 3, 2], corrupt=[1, 3, 2, 2], changed=[1, 2], readout=3)
-    design["identities"] = distribution.identities(design, 2)
+    design["identities"] = cells.identities(design, 2)
     lines = lab.summary_lines({**report, "heads": {**report["heads"], "name_margin": 0.5},
                                "distribution": {**report["distribution"], "period": 2}})  # fmt: skip
     assert any(line.startswith("  hybrid prompt (observed): blocks.0.resid_pre at positions 1 and 2") for line in lines)
@@ -695,15 +702,15 @@ def test_the_last_blocks_unread_cells_are_identities_and_hybrids_are_observed():
     report = _small_report(gap=20.0, floor=0.01)
     design = report["designs"]["copied_token"]
     design["clean"], design["corrupt"], design["readout"] = [1, 2, 5, 1], [1, 3, 5, 1], 3
-    unread = [cell for cell in distribution.identities(design, 2) if "nothing downstream reads it" in cell["why"]]
+    unread = [cell for cell in cells.identities(design, 2) if "nothing downstream reads it" in cell["why"]]
     assert [(c["kind"], c["positions"], c["value"]) for c in unread] == [(k, [1, 2], 0.0) for k in ("attn_write", "mlp_write", "resid_post")]
     grids = {d: {k: [[0.0] * 4, [0.0] * 4] for k in ("resid_pre", "attn_write", "mlp_write", "resid_post")} for d in ("denoising", "noising")}
     for d in grids:
         grids[d]["resid_pre"][0][1] = grids[d]["resid_post"][1][3] = 1.0
-    distribution.check_identities(design, grids, "test")
+    cells.check_identities(design, grids, "test")
     grids["noising"]["mlp_write"][1][2] = 0.2  # an unread cell that moved: the identity is broken
     with pytest.raises(AssertionError, match="blocks.1.mlp_write at 2: 0.2, not 0 by construction"):
-        distribution.check_identities(design, grids, "test")
+        cells.check_identities(design, grids, "test")
     swap = {"clean": [1, 2, 3, 2], "corrupt": [1, 3, 2, 2], "changed": [1, 2], "readout": 3,
             "activation": {"denoising": {"resid_pre": [[0.0] * 4, [0.0] * 4]}}}  # fmt: skip
     assert cells.hybrid(swap, "resid_pre", 0, 1) == cells.HYBRID and cells.by_construction(swap, "resid_pre", 0, 1) == ""
@@ -801,16 +808,16 @@ def test_a_swap_is_named_as_an_identity_and_checked_on_the_tensors(random_pair):
 
     matched = designs.make_design("matched_position")
     design = {"clean": matched.clean, "corrupt": matched.corrupt, "changed": list(matched.changed), "readout": matched.readout}
-    (mirror,) = [cell for cell in distribution.identities(design, 2) if cell.get("mirror")]
+    (mirror,) = [cell for cell in cells.identities(design, 2) if cell.get("mirror")]
     assert mirror["positions"] == list(matched.changed) and mirror["site"] == "blocks.0.resid_pre"
     pair = prepare(random_pair.model, matched)
-    distribution.check_mirror(design, pair)
+    cells.check_mirror(design, pair)
     a, b = matched.changed
     pair.corrupt["blocks.0.resid_pre"] = pair.corrupt["blocks.0.resid_pre"].clone()
     pair.corrupt["blocks.0.resid_pre"][b] += 1.0
     with pytest.raises(AssertionError, match=f"blocks.0.resid_pre at {a} \\(clean\\) is not the corrupt run's at {b}"):
-        distribution.check_mirror(design, pair)
-    assert not distribution.is_swap({**design, "changed": [a]})  # one changed position is no swap
+        cells.check_mirror(design, pair)
+    assert not cells.is_swap({**design, "changed": [a]})  # one changed position is no swap
 
 
 def test_a_near_one_by_structure_is_named_as_such():
@@ -1012,10 +1019,19 @@ def test_the_naming_sequences_are_counted_from_the_report():
     report = {"heads": {"name_scores": {"previous_token": {"spread": spread, "spread_periods": list(range(4, 13))}}},
               "distribution": {"pairs": 64, "period": 8}}  # fmt: skip
     assert sentences.naming_sequences(report) == (
-        "576 held-out sequences of periods 4 to 12, 64 of each (each period weighted equally), the 64 of period 8 the "
-        "pairs are built from among them")  # fmt: skip
+        "576 sequences of periods 4 to 12, 64 of each (each period weighted equally), drawn by the site's rule from a "
+        "generator of their own, none of them a pair's sequence or used in training")  # fmt: skip
     spread[0][0]["pairs"] = 575  # not one count per period: the total alone
-    assert sentences.naming_sequences(report).startswith("575 held-out sequences of periods 4 to 12 (each")
+    assert sentences.naming_sequences(report).startswith("575 sequences of periods 4 to 12 (each")
+
+
+def test_the_heads_are_named_on_sequences_apart_from_the_pairs(monkeypatch):
+    naming, held_out = distribution.naming_sequences(), measures.held_out_sequences()
+    assert naming.keys() == held_out.keys() and all(naming[p].shape == held_out[p].shape for p in naming)
+    # a naming draw that repeats a pair's sequence is refused, not used
+    monkeypatch.setattr(distribution, "NAMING_SEED", measures.HELD_OUT_SEED)
+    with pytest.raises(ValueError, match="shares 64 sequence"):
+        distribution.naming_sequences()
 
 
 def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_so():

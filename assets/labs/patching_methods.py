@@ -33,16 +33,16 @@ train`` writes), otherwise it trains one as the site does.
 
 # Read this first: the designs and the patched runs.
 #   line 1342  residlab/course/lab07/designs.py
-#   line 1498    make_design
-#   line 1526  residlab/course/lab07/patching.py
-#   line 1683    activation_grids
-#   line 1743    path_patching
-#   line 1965  residlab/course/lab07/attribution.py
-#   line 2013    attribution_grids
-#   line 2132    error_split
-#   line 2301  residlab/course/lab07/distribution.py
-#   line 2435    null_design
-#   line 2667    measure_distribution
+#   line 1500    make_design
+#   line 1528  residlab/course/lab07/patching.py
+#   line 1685    activation_grids
+#   line 1745    path_patching
+#   line 1967  residlab/course/lab07/attribution.py
+#   line 2015    attribution_grids
+#   line 2134    error_split
+#   line 2303  residlab/course/lab07/distribution.py
+#   line 2438    null_design
+#   line 2691    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   71  residlab/course/models/needs_torch.py
@@ -57,12 +57,12 @@ train`` writes), otherwise it trains one as the site does.
 #   line  909  residlab/course/models/induction/recipe.py
 #   line 1092  residlab/course/models/induction/measures.py
 #   line 1342  residlab/course/lab07/designs.py
-#   line 1526  residlab/course/lab07/patching.py
-#   line 1766  residlab/course/lab07/cells.py
-#   line 1965  residlab/course/lab07/attribution.py
-#   line 2238  residlab/course/lab07/verdicts.py
-#   line 2301  residlab/course/lab07/distribution.py
-#   line 2739  residlab/course/lab07/lab.py (the entry)
+#   line 1528  residlab/course/lab07/patching.py
+#   line 1768  residlab/course/lab07/cells.py
+#   line 1967  residlab/course/lab07/attribution.py
+#   line 2240  residlab/course/lab07/verdicts.py
+#   line 2303  residlab/course/lab07/distribution.py
+#   line 2763  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1385,20 +1385,17 @@ _REASONS = {("copied_token", "previous_token"): (
 # What a verdict cell of an untestable kind says after "not identifiable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
 # The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
-# (observed, not a construction: the heads' rows give the numbers). The keys-only path puts a head's write into block
-# 1's keys, which the mechanism says read the previous-token write alone. Per-head noising in the matched-position
-# design puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
-# where block 1 at the readout does not attend there.
-_KEYS_READ = ("under the mechanism, block 1's keys read the previous-token write, not these heads', so this method "
-              "predicts them near 0")
+# (observed, not a construction: the heads' rows give the numbers). Per-head noising in the matched-position design
+# puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
+# where block 1 at the readout does not attend there. (Path patching into block 1's keys is no such case: in the
+# corrupt run block 1 attends where those writes differ, so whether the keys read them is the key-side claim itself,
+# and every head of block 0 competes.)
 UNTESTABLE_BY_METHOD = {
     ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
                                       "differ mainly at the swapped positions (a current-token head reads mostly its "
                                       "own position; elsewhere its write changes only through the attention it pays "
                                       "to the swapped ones, not measured here), where block 1 at the readout does not "
                                       "attend, so it predicts them near 0"),
-    ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
-    ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
 }
 
 
@@ -1407,7 +1404,7 @@ def _share(cell: dict) -> str:
     return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
 
 
-PREDICTION_HOLDS = 0.1  # a prediction near 0 holds where the head clears the null bar in at most this fraction of pairs
+PREDICTION_TEST = 0.05  # a prediction near 0 fails where a head passes the null bar more often than on the null pairs
 
 
 def by_method_reason(design: str, method: str) -> str:
@@ -1417,22 +1414,27 @@ def by_method_reason(design: str, method: str) -> str:
 
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
     """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
-    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval and how often its share passes the null bar in
-    size, either sign (a prediction near 0 fails in either direction). The prediction could have failed, so the
-    numbers are said; only the verdict leaves the heads out as competitors."""
+    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval, and how often its share passes the null bar in
+    size, either sign (a prediction near 0 fails in either direction), on the held-out pairs and on the null pairs,
+    with the one-sided Fisher exact test of the two (``distribution.more_often_p``), Bonferroni over the heads said.
+    The prediction could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
     table = report["distribution"]["designs"][design]["heads"][method]["heads"]
     cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
-             if "beyond_fraction" in table[block][head]]  # fmt: skip
+             if "beyond_p" in table[block][head]]  # fmt: skip
     if not cells:
         return ""
-    listed = "; ".join(f"head {block}.{head} {_share(cell)}, beyond the null bar in size in {percent(cell['beyond_fraction'])}"
-                       for block, head, cell in cells)  # fmt: skip
-    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_fraction"] > PREDICTION_HOLDS]
-    held = ("the prediction could have failed in either direction and here holds by point estimate (no head's share "
-            f"passes the null bar in size, either sign, in more than {percent(PREDICTION_HOLDS)} of pairs; each "
-            f"fraction's own uncertainty is not carried)" if not failed else
-            f"the prediction fails for {', '.join(failed)} (beyond the null bar in size in more than "
-            f"{percent(PREDICTION_HOLDS)} of pairs)")
+    listed = "; ".join(f"head {block}.{head} {_share(cell)}, beyond the null bar in size in {percent(cell['beyond_fraction'])} "
+                       f"of the held-out pairs and {percent(cell['null_beyond_fraction'])} of the null pairs "
+                       f"(p = {cell['beyond_p']:.2g})" for block, head, cell in cells)  # fmt: skip
+    bar = PREDICTION_TEST / len(cells)
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_p"] < bar]
+    test = (f"one-sided Fisher exact tests at {PREDICTION_TEST:g}, Bonferroni over the {len(cells)} heads (p below "
+            f"{bar:.3g})")
+    held = (f"the prediction could have failed in either direction and is not rejected here: no head passes the bar "
+            f"more often on the held-out pairs than on the null pairs by {test}; a test that does not reject does not "
+            f"show the shares are 0" if not failed else
+            f"the prediction fails for {', '.join(failed)}: {'it passes' if len(failed) == 1 else 'they pass'} the bar "
+            f"more often on the held-out pairs than on the null pairs by {test}")
     return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
 
@@ -2266,7 +2268,7 @@ def percent(fraction: float) -> str:
 
 def complement_of(entry: dict) -> str | None:
     """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
-    the mechanism does not name, in a block whose every head free to move is named either it or that one mechanism
+    the mechanism does not name, in a block whose every head the mechanism does not predict near 0 is named either it or that one mechanism
     kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
     own)."""
     owners = entry.get("owner_kinds", [])
@@ -2279,7 +2281,7 @@ def complement_words(other: str, block: int) -> str:
     """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
     the runner share."""
     return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
-            f"free to move is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
+            f"the mechanism does not predict near 0 is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
 
 
 def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
@@ -2326,6 +2328,7 @@ The scores are taken on a draw of their own (``naming_sequences``), so no pair's
 finding.
 """
 
+import math
 import statistics
 
 import torch
@@ -2613,13 +2616,24 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
+def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> float:
+    """One-sided Fisher exact test that the held-out pairs pass a bar more often than the null pairs (``held`` of
+    ``held_pairs`` against ``null`` of ``null_pairs``): the chance, were both drawn alike, that at least ``held`` of
+    the ``held + null`` passes fall among the held-out pairs (hypergeometric)."""
+    passes = held + null
+    return sum(math.comb(held_pairs, k) * math.comb(null_pairs, passes - k)
+               for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
+
+
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
-    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``); per kind with named heads in a block, the fraction of pairs of each verdict.
+    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
+    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``more_often_p`` of the two); per
+    kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
-    The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
+    The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
     model for which head tops the block: the fraction of pairs, and of ``null_pairs``, whose top head is a named one,
     the bar aside in both (``top_named``, ``null_top_named``)."""
@@ -2635,6 +2649,16 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
+    if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
+        null_grids = [pair["heads"][method] for pair in null_pairs]
+        for block, row in enumerate(_cells(null_grids, shape)):
+            for head, values in enumerate(row):
+                if None in values:
+                    continue
+                held = sum(abs(grid[block][head]) > bound[block] for grid in grids)
+                null = sum(abs(v) > bound[block] for v in values)
+                per_head[block][head].update(null_beyond_fraction=_round(null / len(values)),
+                                             beyond_p=_round(more_often_p(held, len(grids), null, len(values))))
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):

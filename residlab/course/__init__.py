@@ -80,6 +80,7 @@ _INTERFACE = {
     "specimen_model": ("residlab.course.shared", "specimen_model"),
     "specimen_cache_layouts": ("residlab.course.shared", "specimen_cache_layouts"),
     "audited_decoder": ("residlab.course.shared", "audited_decoder"),
+    "scaled_audit": ("residlab.course.shared", "scaled_audit"),
     "induction_training": ("residlab.course.shared", "induction_training"),
     "patching_report": ("residlab.course.shared", "patching_report"),
     # what they draw and tabulate

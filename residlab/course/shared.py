@@ -140,6 +140,15 @@ def audited_decoder():
 
 
 @shared_value()
+def scaled_audit():
+    """Lab 06 Part 5's audit of the specimen again with most blocks on disk and in bfloat16
+    (``scale_audit.run_scale_audit``): plain data, computed by the prefetch before the page asks."""
+    from residlab.course.lab06 import scale_audit
+
+    return scale_audit.run_scale_audit()
+
+
+@shared_value()
 def induction_training():
     """``induction_lab.InductionResults``: the induction model trained and measured
     (``induction_lab.train_and_measure``), Lab 06 Part 2's audit of it (``induction_audit.audit_induction_model``)
@@ -175,7 +184,7 @@ def patching_report():
 # lessons/). Not the specimen model itself: the first page to render (the activation cache) needs it as soon as the
 # prefetch could have it, so it builds it, and the pages after it (and specimen_cache_layouts here) read it.
 PREFETCH = (induction_training, patching_report, copy_model_training, specimen_cache_layouts, gradient_profile,
-            audited_decoder)  # patching_report: the glossary's activation-patching entry reads it (Lab 07's report)
+            audited_decoder, scaled_audit)  # patching_report: the glossary's activation-patching entry reads it (Lab 07's report)
 
 
 def _alive(pid: int) -> bool:

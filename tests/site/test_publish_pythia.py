@@ -43,7 +43,7 @@ def build_steps() -> list[dict]:
 
 
 # The shared values no Pythia file enters (``residlab.course.shared``): Lab 06 reads them beside its Pythia audit.
-WITHOUT_PYTHIA = ("audited_decoder", "induction_training", "patching_report")
+WITHOUT_PYTHIA = ("audited_decoder", "induction_training", "patching_report", "scaled_audit")
 
 
 def seed_render_cache(rendered: Path, copy: Path) -> None:

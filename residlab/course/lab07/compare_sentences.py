@@ -253,12 +253,24 @@ def key_step_sentence(report: dict) -> str:
         carriers = [h for _, h in previous if isolated["mean"] and per_head[h]["mean"] >= HALF_OF * isolated["mean"]]
         whose = (f"; head by head, each previous-token head's own write sent there alone carries {listed} (separate "
                  f"patches, which need not add up to the whole)"
-                 + (f", head 0.{carriers[0]}'s alone at least half of the whole write's" if len(carriers) == 1 else ""))
+                 + (f", head 0.{carriers[0]}'s alone at least half of the whole write's on average"
+                    + _pairs_at_least_half(matched, carriers[0]) if len(carriers) == 1 else ""))
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
-            f"Lab 07's matched-position design isolates the key route: block 0's whole write sent into block 1's keys "
-            f"alone carries {_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
+            f"Lab 07's matched-position design lets path patching isolate the key route: block 0's whole write sent "
+            f"into block 1's keys alone carries {_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
             f"{report['distribution']['pairs']} held-out pairs){whose}.")
+
+
+def _pairs_at_least_half(measured: dict, head: int) -> str:
+    """In how many pairs block 0 head ``head``'s own write into block 1's keys carries at least HALF_OF of the whole
+    write's, pair by pair; "" for a report without per-pair shares."""
+    per_pair = measured.get("per_pair", {})
+    grids, paths = per_pair.get("heads", {}).get("path_keys"), per_pair.get("path")
+    if not grids or not paths:
+        return ""
+    count = sum(grid[0][head] >= HALF_OF * path["keys"] for grid, path in zip(grids, paths))
+    return f" (pair by pair in {count} of the {len(paths)})"
 
 
 def head_direction_sentence(report: dict, name: str) -> str:

@@ -26,6 +26,7 @@ finding.
 
 from __future__ import annotations
 
+import math
 import statistics
 
 import torch
@@ -325,13 +326,24 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
+def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> float:
+    """One-sided Fisher exact test that the held-out pairs pass a bar more often than the null pairs (``held`` of
+    ``held_pairs`` against ``null`` of ``null_pairs``): the chance, were both drawn alike, that at least ``held`` of
+    the ``held + null`` passes fall among the held-out pairs (hypergeometric)."""
+    passes = held + null
+    return sum(math.comb(held_pairs, k) * math.comb(null_pairs, passes - k)
+               for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
+
+
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
-    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``); per kind with named heads in a block, the fraction of pairs of each verdict.
+    largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
+    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``more_often_p`` of the two); per
+    kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
-    The chance of a verdict counts as competitors only the heads the mechanism leaves free to move: the block's heads
+    The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
     model for which head tops the block: the fraction of pairs, and of ``null_pairs``, whose top head is a named one,
     the bar aside in both (``top_named``, ``null_top_named``)."""
@@ -347,6 +359,16 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
+    if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
+        null_grids = [pair["heads"][method] for pair in null_pairs]
+        for block, row in enumerate(_cells(null_grids, shape)):
+            for head, values in enumerate(row):
+                if None in values:
+                    continue
+                held = sum(abs(grid[block][head]) > bound[block] for grid in grids)
+                null = sum(abs(v) > bound[block] for v in values)
+                per_head[block][head].update(null_beyond_fraction=_round(null / len(values)),
+                                             beyond_p=_round(more_often_p(held, len(grids), null, len(values))))
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):

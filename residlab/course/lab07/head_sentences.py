@@ -24,7 +24,7 @@ HALF_PAIRS = 0.5  # "in most pairs": at least half of them
 
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     """Over the pairs, how often the method puts a head the rule named on top of its block, against the chance of a
-    random pick among the heads the design can move (those of a kind it cannot test, near 0 if the mechanism holds, are
+    random pick among the heads the mechanism does not predict near 0 (those of a kind it cannot test are
     no competitors)."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
@@ -49,7 +49,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             reading = complement_words(other, entry["block"])
         else:
             movable = entry.get("movable", len(entry["named"]))
-            chance = (f"a random pick among the {movable} heads the mechanism leaves free to move in this design would "
+            chance = (f"a random pick among the {movable} heads the mechanism does not predict near 0 in this design would "
                       f"name one in {_percent(entry['chance'])} of the pairs where a head clears the null bar")  # fmt: skip
             cleared = 1 - fractions["nothing"]
             among = fractions["found"] / cleared if cleared > 0 else 0.0  # the pick's chance is counted where one clears
@@ -109,8 +109,8 @@ def _one_head_carries(entry: dict) -> str:
 
 def which_are_tests(report: dict) -> str:
     """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
-    the mechanism leaves free to move could miss them), and in which it is none: not identifiable (the mechanism predicts
-    them near 0 in that design), no test (every head the mechanism leaves free to move in their block is named that kind), or,
+    the mechanism does not predict near 0 could miss them), and in which it is none: not identifiable (the mechanism predicts
+    them near 0 in that design), no test (every head of their block the mechanism does not predict near 0 is named that kind), or,
     for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
     one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
     Markdown list, a kind an item."""
@@ -135,16 +135,17 @@ def which_are_tests(report: dict) -> str:
                          if kind in measured.get("not_testable_by_method", {}).get(m, ())
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
                 carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
-                tests.append(f"the {label} design" + (f" (not by {' or '.join(short)}, which leave only the named "
-                                                      f"heads free to move)" if short else "")
-                             + (f" (per-head denoising's verdict there{carried[0].removeprefix(';')})" if carried and carried[0] else ""))  # fmt: skip
+                notes = ([f"not by {' or '.join(short)}, under which the mechanism predicts every other head of the "
+                          f"block near 0, so none competes"] if short else [])
+                notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
+                tests.append(f"the {label} design" + (f" ({'; '.join(notes)})" if notes else ""))
             else:
                 none.append(label)
         parts = [f"a test in {' and in '.join(tests)}"] if tests else []
         parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
-        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head the mechanism "
-                  f"leaves free to move in {'their block is' if len({b for b, _ in named}) == 1 else 'their blocks are'} named "
-                  f"{HEAD_KINDS[kind]})"] if none else []  # fmt: skip
+        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head of "
+                  f"{'their block' if len({b for b, _ in named}) == 1 else 'their blocks'} the mechanism does not predict "
+                  f"near 0 is named {HEAD_KINDS[kind]})"] if none else []  # fmt: skip
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
                   f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
@@ -262,7 +263,19 @@ def score_order_sentence(report: dict) -> str:
     where = ", here applied to each neighbouring pair in score order" if extended else ""
     return (f"The verdicts below list a block's named heads in the order of their attention scores (Part 1): "
             f"{'; '.join(said)}. Two heads tie when their scores are within {TIE_MARGIN} on average, the tie threshold "
-            f"of Lab 06's and the glossary's highest-score rule{where}.")
+            f"of Lab 06's and the glossary's highest-score rule{where}{_other_draw(report)}.")
+
+
+def _other_draw(report: dict) -> str:
+    """How far the scores Lab 06 and the glossary print (``heads.scores``, on the held-out sequences) lie from this
+    page's (on the naming draw), for the named heads of the kinds both score; "" where the report has only one."""
+    theirs = report["heads"].get("scores", {})
+    gaps = [abs(theirs[kind][block][head] - report["heads"]["name_scores"][kind]["scores"][block][head])
+            for kind, heads in report["heads"]["named"].items() if kind in theirs for block, head in heads]
+    if not gaps:
+        return ""
+    return (f" (Lab 06 and the glossary score the same heads on the held-out sequences, this page on its own naming "
+            f"draw, so a head's two scores differ, here by at most {max(gaps):.3f})")
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:

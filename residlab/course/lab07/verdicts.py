@@ -29,7 +29,7 @@ def percent(fraction: float) -> str:
 
 def complement_of(entry: dict) -> str | None:
     """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
-    the mechanism does not name, in a block whose every head free to move is named either it or that one mechanism
+    the mechanism does not name, in a block whose every head the mechanism does not predict near 0 is named either it or that one mechanism
     kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
     own)."""
     owners = entry.get("owner_kinds", [])
@@ -42,7 +42,7 @@ def complement_words(other: str, block: int) -> str:
     """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
     the runner share."""
     return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
-            f"free to move is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
+            f"the mechanism does not predict near 0 is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
 
 
 def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:

@@ -433,7 +433,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     measured["heads"]["denoising"]["kinds"] = {"current_token/0": entry}
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "95 % with a head of another named kind (previous-token) on top" in text and "unnamed" not in text
-    assert ("a random pick among the 4 heads the mechanism leaves free to move in this design would name one in 50 % of "
+    assert ("a random pick among the 4 heads the mechanism does not predict near 0 in this design would name one in 50 % of "
             "the pairs where a head clears the null bar") in text
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
@@ -984,21 +984,31 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     assert designs.untestable("matched_position", "noising") == ("current_token",)
     assert designs.untestable("matched_position", "denoising") == ()
     assert designs.untestable("copied_token", "noising") == ("previous_token",)
+    assert designs.untestable("matched_position", "path_keys") == ()  # whether the keys read them is the claim itself
     report = _small_report(gap=20.0, floor=0.01)
-    measured = report["distribution"]["designs"]["copied_token"]
-    measured["not_testable_by_method"] = {"path_keys": ["current_token"]}
-    keys = [[{**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03}] * 4, [_summary(0.1)] * 4]
-    measured["heads"]["path_keys"] = {"heads": keys}
+    measured = report["distribution"]["designs"]["matched_position"] = copy.deepcopy(report["distribution"]["designs"]["copied_token"])
+    measured["not_testable_by_method"] = {"noising": ["current_token"]}
+    quiet = {**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03, "null_beyond_fraction": 0.03, "beyond_p": 0.66}
+    rows = [[quiet] * 4, [_summary(0.1)] * 4]
+    measured["heads"]["noising"] = {"heads": rows}
     report["heads"]["named"]["current_token"] = [[0, 0], [0, 3]]
-    text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
-    # the reason, then what was observed: a prediction near 0 that could have failed is evidence, said as such
-    assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('copied_token', 'path_keys')}. "
-                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], beyond the null bar in size in 3 %; head 0.3 "
-                           "0.00 [-0.04, 0.04], beyond the null bar in size in 3 %; the prediction could have failed in either "
-                           "direction and here holds by point estimate")  # fmt: skip
-    keys[0][3] = {**keys[0][3], "beyond_fraction": 0.2}  # a prediction near 0 fails in either direction: in size
-    text = head_sentences.kind_sentence(report, "copied_token", "path_keys", "current_token")
-    assert "the prediction fails for head 0.3 (beyond the null bar in size in more than 10 % of pairs)" in text and "holds" not in text
+    text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
+    # the reason, then what was observed, on the held-out and on the null pairs, and the test of the two
+    assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('matched_position', 'noising')}. "
+                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], beyond the null bar in size in 3 % of the "
+                           "held-out pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
+    assert "the prediction could have failed in either direction and is not rejected here" in text
+    assert "one-sided Fisher exact tests at 0.05, Bonferroni over the 2 heads (p below 0.025)" in text
+    rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004}  # a prediction near 0 fails in either direction
+    text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
+    assert "the prediction fails for head 0.3: it passes the bar more often on the held-out pairs than on the null pairs" in text
+    assert "not rejected" not in text
+
+
+def test_a_head_passes_a_bar_more_often_than_on_the_null_pairs_by_fishers_exact_test():
+    assert distribution.more_often_p(6, 64, 2, 64) == pytest.approx(0.136624, abs=1e-6)  # scipy.stats.fisher_exact, greater
+    assert distribution.more_often_p(0, 64, 0, 64) == 1.0  # nothing passes: nothing to tell apart
+    assert distribution.more_often_p(20, 64, 0, 64) < 1e-6
 
 
 def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():

@@ -5,8 +5,8 @@
 # residlab/capture/recording.py, residlab/capture/patching.py, residlab/capture/versions.py,
 # residlab/capture/vectors.py, residlab/audit/measures.py, residlab/course/models/threads.py,
 # residlab/course/models/induction/recipe.py, residlab/course/models/induction/measures.py,
-# residlab/course/lab07/designs.py, residlab/course/lab07/patching.py, residlab/course/lab07/cells.py,
-# residlab/course/lab07/attribution.py, residlab/course/lab07/verdicts.py,
+# residlab/course/lab07/verdicts.py, residlab/course/lab07/designs.py, residlab/course/lab07/predictions.py,
+# residlab/course/lab07/patching.py, residlab/course/lab07/cells.py, residlab/course/lab07/attribution.py,
 # residlab/course/lab07/distribution.py, residlab/course/lab07/lab.py; edit those, not this file.
 """Lab 07 measured: every patching method on the induction model, on one worked example and over held-out prompt
 pairs, each read against a null of the same trained model (``distribution``), as one report of plain data.
@@ -32,37 +32,38 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1342  residlab/course/lab07/designs.py
-#   line 1500    make_design
-#   line 1528  residlab/course/lab07/patching.py
-#   line 1685    activation_grids
-#   line 1745    path_patching
-#   line 1967  residlab/course/lab07/attribution.py
-#   line 2015    attribution_grids
-#   line 2134    error_split
-#   line 2303  residlab/course/lab07/distribution.py
-#   line 2438    null_design
-#   line 2691    measure_distribution
+#   line 1406  residlab/course/lab07/designs.py
+#   line 1540    make_design
+#   line 1645  residlab/course/lab07/patching.py
+#   line 1802    activation_grids
+#   line 1862    path_patching
+#   line 2084  residlab/course/lab07/attribution.py
+#   line 2132    attribution_grids
+#   line 2251    error_split
+#   line 2357  residlab/course/lab07/distribution.py
+#   line 2492    null_design
+#   line 2743    measure_distribution
 #
 # Contents (the line where each section's marker starts):
-#   line   71  residlab/course/models/needs_torch.py
-#   line  107  residlab/capture/blocks.py
-#   line  317  residlab/capture/sites.py
-#   line  422  residlab/capture/recording.py
-#   line  583  residlab/capture/patching.py
-#   line  700  residlab/capture/versions.py
-#   line  733  residlab/capture/vectors.py
-#   line  765  residlab/audit/measures.py
-#   line  887  residlab/course/models/threads.py
-#   line  909  residlab/course/models/induction/recipe.py
-#   line 1092  residlab/course/models/induction/measures.py
-#   line 1342  residlab/course/lab07/designs.py
-#   line 1528  residlab/course/lab07/patching.py
-#   line 1768  residlab/course/lab07/cells.py
-#   line 1967  residlab/course/lab07/attribution.py
-#   line 2240  residlab/course/lab07/verdicts.py
-#   line 2303  residlab/course/lab07/distribution.py
-#   line 2763  residlab/course/lab07/lab.py (the entry)
+#   line   72  residlab/course/models/needs_torch.py
+#   line  108  residlab/capture/blocks.py
+#   line  318  residlab/capture/sites.py
+#   line  423  residlab/capture/recording.py
+#   line  584  residlab/capture/patching.py
+#   line  701  residlab/capture/versions.py
+#   line  734  residlab/capture/vectors.py
+#   line  766  residlab/audit/measures.py
+#   line  888  residlab/course/models/threads.py
+#   line  910  residlab/course/models/induction/recipe.py
+#   line 1093  residlab/course/models/induction/measures.py
+#   line 1343  residlab/course/lab07/verdicts.py
+#   line 1406  residlab/course/lab07/designs.py
+#   line 1568  residlab/course/lab07/predictions.py
+#   line 1645  residlab/course/lab07/patching.py
+#   line 1885  residlab/course/lab07/cells.py
+#   line 2084  residlab/course/lab07/attribution.py
+#   line 2357  residlab/course/lab07/distribution.py
+#   line 2815  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1339,6 +1340,69 @@ def patching_heatmap(model, experiment: PatchingExperiment | None = None) -> dic
             "corrupt_metric": corrupt_metric}  # fmt: skip
 
 
+# ---- residlab/course/lab07/verdicts.py -----------------------------------------------------------
+
+"""The words of Lab 07's verdicts, one table read by the page and by the runner alike: the head kinds and the
+methods as both name them, what each verdict over the pairs says (``VERDICT_WORDS``, ``verdict_parts``), how a
+fraction is written (``percent``), and when a kind's verdict is no test of its own but the complement of a mechanism
+kind's (``complement_of``, ``complement_words``)."""
+
+HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
+METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
+                "path_keys": "path patching into block 1's keys"}  # the page's and the runner's names of HEAD_METHODS
+# The one table of the words a verdict is said in, read by the page and by the runner alike.
+# "{kind}": the kind the verdict is about; "{others}": the other named kinds whose heads were on top.
+VERDICT_WORDS = {
+    "found": "a named head on top",
+    "other_kind": "a head of another named kind ({others}) on top",
+    "unnamed": "a head the rule names no kind on top",
+    "nothing": "no head above the null bar",
+    "not_testable": "not identifiable",
+    "no_test": "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0)",
+}
+VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
+MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
+
+
+def percent(fraction: float) -> str:
+    """A fraction as the page and the runner write it: a whole percent, a space before the sign."""
+    return f"{fraction:.0%}".replace("%", " %")
+
+
+def complement_of(entry: dict) -> str | None:
+    """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
+    the mechanism does not name, in a block whose every head the mechanism does not predict near 0 is named either it or that one mechanism
+    kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
+    own)."""
+    owners = entry.get("owner_kinds", [])
+    if entry["kind"] in MECHANISM_KINDS or entry.get("unnamed_heads", 1) or len(owners) != 1 or entry["chance"] >= 1:
+        return None
+    return owners[0] if owners[0] in MECHANISM_KINDS else None
+
+
+def complement_words(other: str, block: int) -> str:
+    """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
+    the runner share."""
+    return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
+            f"the mechanism does not predict near 0 is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
+
+
+def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
+    """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
+    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top,
+    and a head the rule names no kind left out where the block has none (0 by construction)."""
+    others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
+    return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
+            for key, value in entry["fractions"].items()
+            if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
+
+
+def verdict_fractions(entry: dict, words: dict) -> str:
+    """A kinds entry's verdicts over the pairs in one phrase, fraction first ("of the pairs, 97 % with a named head
+    on top, ..."), as the page and the runner both print it."""
+    return "of the pairs, " + ", ".join(f"{percent(value)} with {text}" for text, value in verdict_parts(entry, words))
+
+
 # ---- residlab/course/lab07/designs.py ------------------------------------------------------------
 
 """Lab 07's clean / corrupt pairs: two designs, each changing one thing the induction mechanism uses and keeping
@@ -1384,59 +1448,35 @@ _REASONS = {("copied_token", "previous_token"): (
 
 # What a verdict cell of an untestable kind says after "not identifiable" (page and runner); the reason, once per design.
 PREDICTED_NEAR_ZERO = "the mechanism predicts these heads' shares near 0 in this design"
-# The head kinds one method cannot test in a design beyond the design's own, each with why, if the mechanism holds
-# (observed, not a construction: the heads' rows give the numbers). Per-head noising in the matched-position design
-# puts the corrupt run's current-token writes, which differ mainly at the swapped positions, into the clean run,
-# where block 1 at the readout does not attend there. (Path patching into block 1's keys is no such case: in the
-# corrupt run block 1 attends where those writes differ, so whether the keys read them is the key-side claim itself,
-# and every head of block 0 competes.)
+# The head kinds one method cannot test against chance in a design beyond the design's own, each with why, if the
+# mechanism holds (observed, not a construction: the heads' rows give the numbers, tested against the null pairs).
+# Per-head noising in the matched-position design puts the corrupt run's current-token writes, which differ mainly at
+# the swapped positions, into the clean run, where block 1 at the readout does not attend there. Path patching into
+# block 1's keys: the mechanism says the keys read the previous-token write, so it predicts the other heads' key
+# writes near 0; that prediction is the key-side claim itself, so it is checked, not assumed, and the verdict is read
+# against the model's own null.
+_KEYS_READ = ("under the mechanism, block 1's keys read the previous-token write, not these heads', so it predicts "
+              "them near 0 by this method; that prediction is part of the key-side claim, checked below against the "
+              "null pairs")
 UNTESTABLE_BY_METHOD = {
     ("matched_position", "noising"): (("current_token",), "noising puts their writes into the clean run, and those "
                                       "differ mainly at the swapped positions (a current-token head reads mostly its "
                                       "own position; elsewhere its write changes only through the attention it pays "
                                       "to the swapped ones, not measured here), where block 1 at the readout does not "
                                       "attend, so it predicts them near 0"),
+    ("matched_position", "path_keys"): (("current_token",), _KEYS_READ),
+    ("copied_token", "path_keys"): (("current_token",), _KEYS_READ),
 }
 
 
-def _share(cell: dict) -> str:
+def share_interval(cell: dict) -> str:
     """A head's mean share over the pairs and its interval, two decimals (as the page's ``_interval`` prints it)."""
     return f"{shown(cell['mean'], 2):.2f} [{shown(cell['low'], 2):.2f}, {shown(cell['high'], 2):.2f}]"
-
-
-PREDICTION_TEST = 0.05  # a prediction near 0 fails where a head passes the null bar more often than on the null pairs
 
 
 def by_method_reason(design: str, method: str) -> str:
     """Why ``method`` cannot test the kinds ``UNTESTABLE_BY_METHOD`` names in ``design`` (page and runner)."""
     return UNTESTABLE_BY_METHOD[(design, method)][1]
-
-
-def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
-    """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test in ``design``
-    (``UNTESTABLE_BY_METHOD``): each head's mean share, its interval, and how often its share passes the null bar in
-    size, either sign (a prediction near 0 fails in either direction), on the held-out pairs and on the null pairs,
-    with the one-sided Fisher exact test of the two (``distribution.more_often_p``), Bonferroni over the heads said.
-    The prediction could have failed, so the numbers are said; only the verdict leaves the heads out as competitors."""
-    table = report["distribution"]["designs"][design]["heads"][method]["heads"]
-    cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
-             if "beyond_p" in table[block][head]]  # fmt: skip
-    if not cells:
-        return ""
-    listed = "; ".join(f"head {block}.{head} {_share(cell)}, beyond the null bar in size in {percent(cell['beyond_fraction'])} "
-                       f"of the held-out pairs and {percent(cell['null_beyond_fraction'])} of the null pairs "
-                       f"(p = {cell['beyond_p']:.2g})" for block, head, cell in cells)  # fmt: skip
-    bar = PREDICTION_TEST / len(cells)
-    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_p"] < bar]
-    test = (f"one-sided Fisher exact tests at {PREDICTION_TEST:g}, Bonferroni over the {len(cells)} heads (p below "
-            f"{bar:.3g})")
-    held = (f"the prediction could have failed in either direction and is not rejected here: no head passes the bar "
-            f"more often on the held-out pairs than on the null pairs by {test}; a test that does not reject does not "
-            f"show the shares are 0" if not failed else
-            f"the prediction fails for {', '.join(failed)}: {'it passes' if len(failed) == 1 else 'they pass'} the bar "
-            f"more often on the held-out pairs than on the null pairs by {test}")
-    return (f" Observed over the pairs: {listed}; {held}, and only the verdict of which head is on top leaves these heads "
-            f"out as competitors.")
 
 
 def untestable(design: str, method: str) -> tuple[str, ...]:
@@ -1460,7 +1500,7 @@ def not_testable_reason(design: str, kind: str, report: dict | None = None) -> s
 
         heads = [head for block, head in report["heads"]["named"].get(kind, []) if block == 0]
         observed = (" (observed over the pairs, each head's own write into block 1's keys only: "
-                    + ", ".join(f"head 0.{head} {_share(per_head[head])}" for head in heads) + ")") if heads else ""
+                    + ", ".join(f"head 0.{head} {share_interval(per_head[head])}" for head in heads) + ")") if heads else ""
     return _REASONS[(design, kind)].format(changed=changed, observed=observed)
 
 
@@ -1523,6 +1563,83 @@ def make_design(name: str, sequence: torch.Tensor | None = None, seed: int = DES
 
 def all_designs(sequence: torch.Tensor | None = None) -> dict[str, Design]:
     return {name: make_design(name, sequence) for name in DESIGNS}
+
+
+# ---- residlab/course/lab07/predictions.py --------------------------------------------------------
+
+"""Lab 07's predictions near 0, checked: where the mechanism predicts a head's share near 0 in a design or under a
+method (``designs.UNTESTABLE``, ``designs.UNTESTABLE_BY_METHOD``), the verdict leaves the head out as a competitor,
+and the prediction itself is tested against the null pairs (page and runner say the same words).
+
+A prediction near 0 fails in either direction, so a head's share is counted in size: how often it passes the null
+bar on the held-out pairs against how often on the null pairs, one-sided (``more_often_p``, Fisher's exact test).
+Beside the count, the head's mean with its own 95 % interval and how often it is positive: a share can be near 0 in
+size and still reliably of one sign, which is said.
+"""
+
+import math
+
+
+PREDICTION_TEST = 0.05  # a prediction near 0 fails where a head passes the null bar more often than on the null pairs
+
+
+def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> float:
+    """One-sided Fisher exact test that the held-out pairs pass a bar more often than the null pairs (``held`` of
+    ``held_pairs`` against ``null`` of ``null_pairs``): the chance, were both drawn alike, that at least ``held`` of
+    the ``held + null`` passes fall among the held-out pairs (hypergeometric)."""
+    passes = held + null
+    return sum(math.comb(held_pairs, k) * math.comb(null_pairs, passes - k)
+               for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
+
+
+def fewest_rejected(null: int, pairs: int, bar: float) -> int | None:
+    """The fewest held-out passes of ``pairs`` that ``more_often_p`` rejects below ``bar`` against ``null`` null
+    passes of as many null pairs (None where none does): how large a failure the test can see."""
+    return next((held for held in range(pairs + 1) if more_often_p(held, pairs, null, pairs) < bar), None)
+
+
+def _sign(cell: dict) -> str:
+    """The mean's own 95 % interval and how often the share is positive, where the report has them."""
+    if "mean_interval" not in cell:
+        return ""
+    low, high = cell["mean_interval"]
+    return f" (mean's 95 % interval [{low:.3f}, {high:.3f}], positive in {percent(cell['positive_fraction'])} of pairs)"
+
+
+def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
+    """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test against chance in ``design``:
+    each head's mean share, its interval, its mean's interval and sign, and how often its share passes the null bar in
+    size on the held-out and on the null pairs, with the one-sided test of the two, Bonferroni over the heads, and the
+    fewest passes that test could reject. The prediction could have failed, so the numbers are said; only the verdict
+    leaves the heads out as competitors."""
+    table = report["distribution"]["designs"][design]["heads"][method]["heads"]
+    cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
+             if "beyond_p" in table[block][head]]  # fmt: skip
+    if not cells:
+        return ""
+    pairs = report["distribution"]["pairs"]
+    listed = "; ".join(f"head {block}.{head} {share_interval(cell)}{_sign(cell)}, past the null bar in size in "
+                       f"{percent(cell['beyond_fraction'])} of the held-out pairs and {percent(cell['null_beyond_fraction'])} "
+                       f"of the null pairs (p = {cell['beyond_p']:.2g})" for block, head, cell in cells)  # fmt: skip
+    bar = PREDICTION_TEST / len(cells)
+    reach = [fewest_rejected(round(cell["null_beyond_fraction"] * pairs), pairs, bar) for _, _, cell in cells]
+    reach_text = (f"; with these null counts it rejects only at {min(r for r in reach if r is not None)} or more "
+                  f"held-out pairs past the bar (for the head with the fewest null passes)"
+                  if any(r is not None for r in reach) else "; with these null counts it could reject at no count")
+    failed = [f"head {block}.{head}" for block, head, cell in cells if cell["beyond_p"] < bar]
+    test = (f"a one-sided Fisher exact test of the two rates at {PREDICTION_TEST:g}, Bonferroni over the {len(cells)} "
+            f"heads (p below {bar:.3g}){reach_text}")
+    signed = [f"{block}.{head}" for block, head, cell in cells
+              if "mean_interval" in cell and not cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1]]
+    one_sign = (f"; head {signed[0]} is near 0 in size but not 0 on average (the mean's interval excludes 0)"
+                if len(signed) == 1 else f"; heads {', '.join(signed[:-1])} and {signed[-1]} are near 0 in size but "
+                f"not 0 on average (the means' intervals exclude 0)" if signed else "")
+    held = (f"counted in size, so either sign could fail it, the prediction is not rejected: no head passes the bar "
+            f"more often on the held-out pairs than on the null pairs by {test}{one_sign}" if not failed else
+            f"counted in size, the prediction fails for {', '.join(failed)}: {'it passes' if len(failed) == 1 else 'they pass'} "
+            f"the bar more often on the held-out pairs than on the null pairs by {test}{one_sign}")
+    return (f" Observed over the pairs: {listed}; {held}; only the verdict of which head is on top leaves these heads "
+            f"out as competitors.")
 
 
 # ---- residlab/course/lab07/patching.py -----------------------------------------------------------
@@ -2237,69 +2354,6 @@ def centred_angle(first: torch.Tensor, second: torch.Tensor) -> float:
     return float(torch.rad2deg(torch.arccos(torch.tensor(max(-1.0, min(1.0, cosine))))))
 
 
-# ---- residlab/course/lab07/verdicts.py -----------------------------------------------------------
-
-"""The words of Lab 07's verdicts, one table read by the page and by the runner alike: the head kinds and the
-methods as both name them, what each verdict over the pairs says (``VERDICT_WORDS``, ``verdict_parts``), how a
-fraction is written (``percent``), and when a kind's verdict is no test of its own but the complement of a mechanism
-kind's (``complement_of``, ``complement_words``)."""
-
-HEAD_KINDS = {"previous_token": "previous-token", "current_token": "current-token", "induction": "induction"}
-METHOD_NAMES = {"denoising": "per-head denoising", "noising": "per-head noising", "attribution": "attribution",
-                "path_keys": "path patching into block 1's keys"}  # the page's and the runner's names of HEAD_METHODS
-# The one table of the words a verdict is said in, read by the page and by the runner alike.
-# "{kind}": the kind the verdict is about; "{others}": the other named kinds whose heads were on top.
-VERDICT_WORDS = {
-    "found": "a named head on top",
-    "other_kind": "a head of another named kind ({others}) on top",
-    "unnamed": "a head the rule names no kind on top",
-    "nothing": "no head above the null bar",
-    "not_testable": "not identifiable",
-    "no_test": "no test: the block's other heads are not identifiable here (the mechanism predicts them near 0)",
-}
-VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
-MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names
-
-
-def percent(fraction: float) -> str:
-    """A fraction as the page and the runner write it: a whole percent, a space before the sign."""
-    return f"{fraction:.0%}".replace("%", " %")
-
-
-def complement_of(entry: dict) -> str | None:
-    """The mechanism kind whose verdict a verdict entry (``head_table``'s kinds) merely complements, or None: a kind
-    the mechanism does not name, in a block whose every head the mechanism does not predict near 0 is named either it or that one mechanism
-    kind, so that "a named head on top" is the other verdict's "a head of another named kind on top" (no test of its
-    own)."""
-    owners = entry.get("owner_kinds", [])
-    if entry["kind"] in MECHANISM_KINDS or entry.get("unnamed_heads", 1) or len(owners) != 1 or entry["chance"] >= 1:
-        return None
-    return owners[0] if owners[0] in MECHANISM_KINDS else None
-
-
-def complement_words(other: str, block: int) -> str:
-    """What a verdict that merely complements the ``other`` kind's is (``complement_of``), in the words the page and
-    the runner share."""
-    return (f"no test of its own: the complement of the {HEAD_KINDS[other]} heads' verdict (every head of block {block} "
-            f"the mechanism does not predict near 0 is named one kind or the other, and the mechanism names only the {HEAD_KINDS[other]} heads)")
-
-
-def verdict_parts(entry: dict, words: dict) -> list[tuple[str, float]]:
-    """(words, fraction of pairs) of each verdict of a kinds entry (``head_table``), in the words the page and the
-    runner both say: the kind and the other named kinds filled in; another named kind left out when none was on top,
-    and a head the rule names no kind left out where the block has none (0 by construction)."""
-    others = ", ".join(HEAD_KINDS[other] for other in entry.get("other_kinds", []))
-    return [(words[key].format(kind=HEAD_KINDS[entry["kind"]], others=others), value)
-            for key, value in entry["fractions"].items()
-            if (key != "other_kind" or value) and (key != "unnamed" or entry.get("unnamed_heads", 1))]
-
-
-def verdict_fractions(entry: dict, words: dict) -> str:
-    """A kinds entry's verdicts over the pairs in one phrase, fraction first ("of the pairs, 97 % with a named head
-    on top, ..."), as the page and the runner both print it."""
-    return "of the pairs, " + ", ".join(f"{percent(value)} with {text}" for text, value in verdict_parts(entry, words))
-
-
 # ---- residlab/course/lab07/distribution.py -------------------------------------------------------
 
 """Lab 07 over a distribution of prompt pairs, read against a null of the same trained model.
@@ -2566,6 +2620,13 @@ def path_rest(path: dict) -> float:
     return path["everything"] - path["keys"] - path["queries"] - path["values"]
 
 
+def mean_interval(values: list[float]) -> list[float]:
+    """The mean's 95 % interval, the mean +- MEAN_Z standard errors (a normal approximation; one value: the value)."""
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return [_round(mean - MEAN_Z * error), _round(mean + MEAN_Z * error)]
+
+
 def spread_of_differences(differences: list[float]) -> dict:
     """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
     |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
@@ -2573,10 +2634,8 @@ def spread_of_differences(differences: list[float]) -> dict:
     the mean +- MEAN_Z standard errors, a normal approximation: is the average difference told apart from 0?)."""
     count = len(differences)
     first = differences[0]
-    mean = sum(differences) / count
-    error = statistics.stdev(differences) / count**0.5 if count > 1 else 0.0
     return {**summarise(differences), "median_abs": _round(statistics.median(abs(v) for v in differences)), "first": _round(first),
-            "mean_interval": [_round(mean - MEAN_Z * error), _round(mean + MEAN_Z * error)],
+            "mean_interval": mean_interval(differences),
             "beyond_first": _round(sum(abs(v) > abs(first) for v in differences) / count),
             "above_zero": _round(sum(v > 0 for v in differences) / count),
             "below_zero": _round(sum(v < 0 for v in differences) / count)}  # fmt: skip
@@ -2616,21 +2675,13 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
-def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> float:
-    """One-sided Fisher exact test that the held-out pairs pass a bar more often than the null pairs (``held`` of
-    ``held_pairs`` against ``null`` of ``null_pairs``): the chance, were both drawn alike, that at least ``held`` of
-    the ``held + null`` passes fall among the held-out pairs (hypergeometric)."""
-    passes = held + null
-    return sum(math.comb(held_pairs, k) * math.comb(null_pairs, passes - k)
-               for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
-
-
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
     largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
-    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``more_often_p`` of the two); per
+    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``predictions.more_often_p``
+    of the two); per
     kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
@@ -2644,10 +2695,11 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
-                  # in size, either sign: how a prediction near 0 could fail (``designs.by_method_observed``)
+                  # in size, either sign: how a prediction near 0 could fail (``predictions.by_method_observed``)
                   "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
-                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
+                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values)),
+                  "mean_interval": mean_interval(values)}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
         null_grids = [pair["heads"][method] for pair in null_pairs]

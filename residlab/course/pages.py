@@ -330,8 +330,8 @@ FAMILIES = (
                     TORCH_CHECK, "capture/blocks.py", "capture/sites.py", "capture/recording.py",
                     "capture/patching.py", "capture/versions.py", "capture/vectors.py", "audit/measures.py",
                     "course/models/threads.py", "course/models/induction/recipe.py", "course/models/induction/measures.py",
-                    *(f"course/lab07/{name}.py" for name in ("designs", "patching", "cells", "attribution", "verdicts",
-                                                              "distribution", "lab")),
+                    *(f"course/lab07/{name}.py" for name in ("verdicts", "designs", "predictions", "patching", "cells",
+                                                              "attribution", "distribution", "lab")),
                 ),
                 "Lab 07: activation, path and attribution patching on the induction model, over held-out prompt pairs "
                 "and their null pairs",

@@ -20,6 +20,8 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   verdict's words, how a fraction is written, and when a kind's verdict is only the complement of another's.
 - ``cells``: the cells fixed by construction (``identities``, checked on every pair) and which cells of a design's
   grids are one tensor or one intervention under two names, or a hybrid prompt's run: marked before any value is read.
+- ``predictions``: where the mechanism predicts a head's share near 0, the prediction tested against the null pairs
+  (one-sided Fisher exact test of how often the share passes the null bar, counted in size), said in words.
 - ``distribution``: the held-out pairs, their null pairs (a change of each design's own kind), the heads named by a
   rule that can fail on a draw of their own, and every method's mean share, interval and verdict fractions over the
   pairs.

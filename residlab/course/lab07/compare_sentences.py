@@ -250,16 +250,34 @@ def key_step_sentence(report: dict) -> str:
     whose = ""
     if previous and per_head:
         listed = " and ".join(f"head 0.{h}'s {_interval(per_head[h])}" for _, h in previous)
-        carriers = [h for _, h in previous if isolated["mean"] and per_head[h]["mean"] >= HALF_OF * isolated["mean"]]
         whose = (f"; head by head, each previous-token head's own write sent there alone carries {listed} (separate "
-                 f"patches, which need not add up to the whole)"
-                 + (f", head 0.{carriers[0]}'s alone at least half of the whole write's on average"
-                    + _pairs_at_least_half(matched, carriers[0]) if len(carriers) == 1 else ""))
+                 f"patches, which need not add up to the whole){_one_carrier(report)}")
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
             f"Lab 07's matched-position design lets path patching isolate the key route: block 0's whole write sent "
             f"into block 1's keys alone carries {_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
             f"{report['distribution']['pairs']} held-out pairs){whose}.")
+
+
+def _one_carrier(report: dict) -> str:
+    """Where one previous-token head's own write into block 1's keys carries at least HALF_OF of block 0's whole
+    write's in the matched-position design, on average: said, with in how many pairs it does; "" otherwise."""
+    matched = report["distribution"]["designs"]["matched_position"]
+    whole = matched["path"]["keys"]["mean"]
+    per_head = matched["heads"].get("path_keys", {}).get("heads", [[]])[0]
+    previous = [h for b, h in report["heads"]["named"].get("previous_token", []) if b == 0]
+    carriers = [h for h in previous if per_head and whole and per_head[h]["mean"] >= HALF_OF * whole]
+    if len(carriers) != 1:
+        return ""
+    return f", head 0.{carriers[0]}'s alone at least half of the whole write's on average" + _pairs_at_least_half(matched, carriers[0])
+
+
+def key_carrier_sentence(report: dict) -> str:
+    """For Part 6: what Lab 06 and the glossary say of the key route head by head (``_one_carrier``), said here too."""
+    said = _one_carrier(report)
+    whole = report["distribution"]["designs"]["matched_position"]["path"]["keys"]
+    return (f"In the matched-position design, block 0's whole write sent into block 1's keys alone carries "
+            f"{_interval(whole)} of the gap (Part 4){said}." if said else "")
 
 
 def _pairs_at_least_half(measured: dict, head: int) -> str:

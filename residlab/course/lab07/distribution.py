@@ -34,6 +34,7 @@ import torch
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
 from residlab.course.lab07.cells import check_identities, check_mirror, identities
+from residlab.course.lab07.predictions import more_often_p
 from residlab.course.lab07.designs import UNTESTABLE, Design, make_design, untestable
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
@@ -276,6 +277,13 @@ def path_rest(path: dict) -> float:
     return path["everything"] - path["keys"] - path["queries"] - path["values"]
 
 
+def mean_interval(values: list[float]) -> list[float]:
+    """The mean's 95 % interval, the mean +- MEAN_Z standard errors (a normal approximation; one value: the value)."""
+    mean = statistics.fmean(values)
+    error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return [_round(mean - MEAN_Z * error), _round(mean + MEAN_Z * error)]
+
+
 def spread_of_differences(differences: list[float]) -> dict:
     """The summary over pairs (``summarise``) of paired differences, with their typical size: the median of
     |difference|, the first pair's difference (the worked example's) and the fraction of pairs whose |difference|
@@ -283,10 +291,8 @@ def spread_of_differences(differences: list[float]) -> dict:
     the mean +- MEAN_Z standard errors, a normal approximation: is the average difference told apart from 0?)."""
     count = len(differences)
     first = differences[0]
-    mean = sum(differences) / count
-    error = statistics.stdev(differences) / count**0.5 if count > 1 else 0.0
     return {**summarise(differences), "median_abs": _round(statistics.median(abs(v) for v in differences)), "first": _round(first),
-            "mean_interval": [_round(mean - MEAN_Z * error), _round(mean + MEAN_Z * error)],
+            "mean_interval": mean_interval(differences),
             "beyond_first": _round(sum(abs(v) > abs(first) for v in differences) / count),
             "above_zero": _round(sum(v > 0 for v in differences) / count),
             "below_zero": _round(sum(v < 0 for v in differences) / count)}  # fmt: skip
@@ -326,21 +332,13 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
-def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> float:
-    """One-sided Fisher exact test that the held-out pairs pass a bar more often than the null pairs (``held`` of
-    ``held_pairs`` against ``null`` of ``null_pairs``): the chance, were both drawn alike, that at least ``held`` of
-    the ``held + null`` passes fall among the held-out pairs (hypergeometric)."""
-    passes = held + null
-    return sum(math.comb(held_pairs, k) * math.comb(null_pairs, passes - k)
-               for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
-
-
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
     largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
-    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``more_often_p`` of the two); per
+    ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``predictions.more_often_p``
+    of the two); per
     kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
@@ -354,10 +352,11 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
-                  # in size, either sign: how a prediction near 0 could fail (``designs.by_method_observed``)
+                  # in size, either sign: how a prediction near 0 could fail (``predictions.by_method_observed``)
                   "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
-                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values))}
+                  "positive_fraction": _round(sum(v > 0 for v in values) / len(values)),
+                  "mean_interval": mean_interval(values)}
                  for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
     if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
         null_grids = [pair["heads"][method] for pair in null_pairs]

@@ -12,7 +12,8 @@ from residlab.course.lab07.chance import (
     wilson,
 )
 from residlab.course.lab07.compare_sentences import null_top_sentence
-from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_observed, by_method_reason
+from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
+from residlab.course.lab07.predictions import by_method_observed
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
@@ -42,7 +43,9 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         other = complement_of(entry)
         if entry["chance"] >= 1:
             chance = ""
-            reading = (words["no_test"] if fixed else
+            # no test against chance; where the others are predicted near 0, still one against the model's own null
+            reading = (words["no_test"] + _one_head_carries(entry)
+                       + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
         elif other:
             chance = ""
@@ -135,8 +138,9 @@ def which_are_tests(report: dict) -> str:
                          if kind in measured.get("not_testable_by_method", {}).get(m, ())
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
                 carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
-                notes = ([f"not by {' or '.join(short)}, under which the mechanism predicts every other head of the "
-                          f"block near 0, so none competes"] if short else [])
+                notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
+                          f"head of the block near 0, so none competes: those verdicts are read against the model's "
+                          f"own null only"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
                 tests.append(f"the {label} design" + (f" ({'; '.join(notes)})" if notes else ""))
             else:
@@ -312,7 +316,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
                     f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
                     f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.3f}, "
                     f"{PERMUTATIONS:,} permutations, Monte Carlo error about "
-                    f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.3f})")  # fmt: skip
+                    f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.1g})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])
     higher = sum(score_first)
     # Bonferroni over the tests that could reject: every rank test, and each order test whose margins allow a p below

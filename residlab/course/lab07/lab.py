@@ -38,9 +38,10 @@ from residlab.course.lab07.attribution import (
     attribution_grids, bend_measures, centred_angle, corrupt_gradients, finite_difference_check, head_attribution,
 )
 from residlab.course.lab07.designs import (
-    PREDICTED_NEAR_ZERO, all_designs, by_method_observed, by_method_reason, not_testable_reason,
+    PREDICTED_NEAR_ZERO, all_designs, by_method_reason, not_testable_reason,
 )
 from residlab.course.lab07.cells import check_identities, check_mirror, identities, is_swap
+from residlab.course.lab07.predictions import by_method_observed
 from residlab.course.lab07.distribution import (
     NAME_MARGIN, PAIRS, _round, check_distribution, head_name_scores, measure_distribution, named_heads,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from residlab.audit.measures import shown
+from residlab.capture.sites import site_name
 from residlab.course.lab07.cells import (
     by_construction, distinct_cells, hybrid, same_intervention, same_prompt_pairs, zero_identity,
 )
@@ -231,8 +232,12 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
         if why := zero_identity(design, kind, block, position):
             zeros[why] = zeros.get(why, 0) + 1
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
-    return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} take a larger share of "
-            f"their pair's gap than any cell of the {report['distribution']['pairs']} null pairs does of its pair's ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
+    negative = [f"{site_name(block, kind)} at position {position} ({grids[kind][block][position]:.3f})"
+                for kind, block, position in moving if grids[kind][block][position] < 0]  # fmt: skip
+    negative_said = (f"; {len(negative)} of them negative, larger in size only: {'; '.join(negative)}" if negative else "")
+    return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} move "
+            f"a larger share of the gap in size (|share|, either sign) than any cell of the {report['distribution']['pairs']} null "
+            f"pairs does{negative_said} ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
             f"left out: the null's cells at the positions it changes, each carrying part of its own change; its final "
             f"state, its whole gap; and the last block's attention write at the readout, the route by which its change "
             f"reaches the readout through that block, near its whole gap where the earlier block's heads there barely "

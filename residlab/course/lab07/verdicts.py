@@ -16,7 +16,7 @@ VERDICT_WORDS = {
     "unnamed": "a head the rule names no kind on top",
     "nothing": "no head above the null bar",
     "not_testable": "not identifiable",
-    "no_test": "no test: the block's other heads are not identifiable here (the mechanism predicts them near 0)",
+    "no_test": "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0)",
 }
 VERDICTS = ("found", "other_kind", "unnamed", "nothing")  # the keys of a verdict's fractions, in the page's order
 MECHANISM_KINDS = ("previous_token", "induction")  # the kinds the induction mechanism names

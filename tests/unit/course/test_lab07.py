@@ -11,7 +11,9 @@ import json
 import pytest
 import torch
 
-from residlab.course.lab07 import cells, chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, sentences, verdicts
+from residlab.course.lab07 import (
+    cells, chance, compare_sentences, designs, distribution, error_sentences, head_sentences, lab, predictions, sentences, verdicts,
+)
 from residlab.course.models.induction import measures
 from residlab.course.models.induction import sentences as induction_sentences
 
@@ -438,8 +440,12 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     assert "heads of another named kind are on top in most pairs" in text and "no better than a random pick" not in text
     entry.update(fixed=[1, 2], movable=2, chance=1.0, fractions={"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0})
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
-    assert text.endswith("no test: the block's other heads are not identifiable here (the mechanism predicts them near 0).")
+    assert text.endswith("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0).")
     assert "block 0 heads 1, 2 not identifiable in this design" in text and "random pick" not in text
+    entry.update(top_named=1.0, null_top_named=0.56)  # no test against chance, but one against the model's own null
+    text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
+    assert "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0). Against the model's own null" in text
+    assert "told apart: the named heads top the block more often under the design's change than under the null's (a substitution" in text
     assert "construction" not in text  # near 0 if the mechanism holds: observed, never a construction
 
 
@@ -761,7 +767,8 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     # prompts agree (positions 0 and 2: its output there): 19 interventions, 6 of them above 0.01
     assert ("Of the 19 distinct interventions on the worked example (cells; each block's input is the block before's output and block 0's "
             "attention write where the prompts agree is the same intervention as its output there, each counted once), "
-            "6 (2 of them identities, fixed by construction) take a larger share of their pair's gap than any cell") in text
+            "6 (2 of them identities, fixed by construction) move a larger share of the gap in size (|share|, either sign) "
+            "than any cell of the 64 null pairs does (") in text
     # position 0 of each of the 6 distinct interventions, block 0's input where the prompts agree, and the last block's
     # attention write, MLP write and output at position 1, which nothing downstream reads
     assert text.endswith("10 are 0 by an identity (6 before the first position where the prompts differ: attention is "
@@ -984,31 +991,39 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     assert designs.untestable("matched_position", "noising") == ("current_token",)
     assert designs.untestable("matched_position", "denoising") == ()
     assert designs.untestable("copied_token", "noising") == ("previous_token",)
-    assert designs.untestable("matched_position", "path_keys") == ()  # whether the keys read them is the claim itself
+    assert designs.untestable("matched_position", "path_keys") == ("current_token",)  # predicted near 0, checked
     report = _small_report(gap=20.0, floor=0.01)
     measured = report["distribution"]["designs"]["matched_position"] = copy.deepcopy(report["distribution"]["designs"]["copied_token"])
     measured["not_testable_by_method"] = {"noising": ["current_token"]}
-    quiet = {**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03, "null_beyond_fraction": 0.03, "beyond_p": 0.66}
+    quiet = {**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03, "null_beyond_fraction": 0.03, "beyond_p": 0.66,
+             "mean_interval": [-0.004, 0.005], "positive_fraction": 0.5}
     rows = [[quiet] * 4, [_summary(0.1)] * 4]
     measured["heads"]["noising"] = {"heads": rows}
     report["heads"]["named"]["current_token"] = [[0, 0], [0, 3]]
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     # the reason, then what was observed, on the held-out and on the null pairs, and the test of the two
     assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('matched_position', 'noising')}. "
-                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04], beyond the null bar in size in 3 % of the "
-                           "held-out pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
-    assert "the prediction could have failed in either direction and is not rejected here" in text
-    assert "one-sided Fisher exact tests at 0.05, Bonferroni over the 2 heads (p below 0.025)" in text
-    rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004}  # a prediction near 0 fails in either direction
+                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04] (mean's 95 % interval [-0.004, 0.005], "
+                           "positive in 50 % of pairs), past the null bar in size in 3 % of the held-out pairs and 3 % of "
+                           "the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
+    assert "counted in size, so either sign could fail it, the prediction is not rejected" in text
+    # the test said with how large a failure it can see: 2 null passes of 64, Bonferroni over 2 heads
+    assert ("a one-sided Fisher exact test of the two rates at 0.05, Bonferroni over the 2 heads (p below 0.025); "
+            f"with these null counts it rejects only at {predictions.fewest_rejected(2, 64, 0.025)} or more held-out pairs past the bar") in text
+    assert "not 0 on average" not in text
+    rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     assert "the prediction fails for head 0.3: it passes the bar more often on the held-out pairs than on the null pairs" in text
-    assert "not rejected" not in text
+    assert "not rejected" not in text and "head 0.3 is near 0 in size but not 0 on average" in text
 
 
 def test_a_head_passes_a_bar_more_often_than_on_the_null_pairs_by_fishers_exact_test():
-    assert distribution.more_often_p(6, 64, 2, 64) == pytest.approx(0.136624, abs=1e-6)  # scipy.stats.fisher_exact, greater
-    assert distribution.more_often_p(0, 64, 0, 64) == 1.0  # nothing passes: nothing to tell apart
-    assert distribution.more_often_p(20, 64, 0, 64) < 1e-6
+    assert predictions.more_often_p(6, 64, 2, 64) == pytest.approx(0.136624, abs=1e-6)  # scipy.stats.fisher_exact, greater
+    assert predictions.more_often_p(0, 64, 0, 64) == 1.0  # nothing passes: nothing to tell apart
+    assert predictions.more_often_p(20, 64, 0, 64) < 1e-6
+    # with no null pass, 5 of 64 give p = 0.029 and 6 give 0.014 (scipy): the fewest that reject below 0.025
+    assert predictions.fewest_rejected(0, 64, 0.025) == 6
+    assert predictions.fewest_rejected(64, 64, 0.025) is None  # every null pair passes: nothing can be more often
 
 
 def test_each_cause_of_a_direction_difference_is_said_for_the_sign_it_predicts():

@@ -1567,9 +1567,9 @@ def all_designs(sequence: torch.Tensor | None = None) -> dict[str, Design]:
 
 # ---- residlab/course/lab07/predictions.py --------------------------------------------------------
 
-"""Lab 07's predictions near 0, checked: where the mechanism predicts a head's share near 0 in a design or under a
-method (``designs.UNTESTABLE``, ``designs.UNTESTABLE_BY_METHOD``), the verdict leaves the head out as a competitor,
-and the prediction itself is tested against the null pairs (page and runner say the same words).
+"""Lab 07's predictions near 0, checked: where the mechanism predicts a head's share near 0 under a method in a
+design (``designs.UNTESTABLE_BY_METHOD``), the verdict leaves the head out as a competitor, and the prediction itself
+is tested against the null pairs (page and runner say the same words).
 
 A prediction near 0 fails in either direction, so a head's share is counted in size: how often it passes the null
 bar on the held-out pairs against how often on the null pairs, one-sided (``more_often_p``, Fisher's exact test).

@@ -63,7 +63,7 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line 3924  residlab/course/lab06/induction_audit.py
 #   line 4020  residlab/course/ui/chance.py
 #   line 4038  residlab/course/models/induction/sentences.py
-#   line 4252  residlab/course/lab06/induction_cli.py (the entry)
+#   line 4253  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -4236,7 +4236,8 @@ def experiment_sentence(experiment: dict) -> str:
               f"nowhere in the clean input. Both inputs hold the same tokens but that one, and the last token "
               f"occurs earlier at the same place in both, so a recovery cannot come from which tokens are present; "
               f"only the token induction would copy differs, though restoring it can also move where block 1 attends "
-              f"at the readout (Lab 07 Part 2 measures how far), so a recovery is not the copied value alone.")  # fmt: skip
+              f"at the readout (Lab 07 Part 2 measures how far for its own, similar corruption, on its worked "
+              f"example), so a recovery is not the copied value alone.")  # fmt: skip
     top, rival = experiment["corrupt_top"], experiment["rival"]
     if top == experiment["target"]:
         named = (f"The corrupted run still predicts the target {top}, so by the rule of Lesson 2.1 the rival is the "

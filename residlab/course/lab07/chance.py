@@ -62,6 +62,11 @@ def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list
              math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
 
 
+def binomial_tail(successes: int, trials: int, rate: float) -> float:
+    """One-sided exact binomial test: the chance of at least ``successes`` in ``trials`` draws at ``rate``."""
+    return min(1.0, sum(math.comb(trials, k) * rate**k * (1 - rate) ** (trials - k) for k in range(successes, trials + 1)))
+
+
 def sign_test(first: int, pairs: int) -> float:
     """Two-sided exact sign test: P(a fair coin's count is at least as far from pairs / 2 as ``first``), at most 1."""
     extreme = max(first, pairs - first)
@@ -127,3 +132,18 @@ def null_bar_exceeded(pairs: int) -> str:
     values above the interpolated percentile, ties aside."""
     above = pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))
     return f"{above} of the {pairs} null pairs ({percent(above / pairs)}, ties aside)"
+
+
+def against_chance(found: int, base: int, rate: float) -> str:
+    """The one-sided exact binomial test of ``found`` of ``base`` pairs against the random pick's ``rate``, in words."""
+    return f"one-sided exact binomial test of {found} of {base} against {percent(rate)}: p = {binomial_tail(found, base, rate):.2g}"
+
+
+def fraction_uncertainty(pairs: int) -> str:
+    """How uncertain a fraction of ``pairs`` pairs is: the 95 % Wilson interval at the counts nearest 50 % and 95 %."""
+    half, most = round(pairs / 2), round(0.95 * pairs)
+    return (f"at {pairs} pairs, {half} of them ({percent(half / pairs)}) have a 95 % Wilson interval of "
+            f"{wilson(half / pairs, pairs)}, and {most} ({percent(most / pairs)}) {wilson(most / pairs, pairs)}, outward "
+            f"rounded; every fraction of pairs on this page is a point estimate, and where a verdict is read as holding "
+            f"in most pairs, or a count is read among the pairs where a head clears the null bar, its Wilson interval is "
+            f"said beside it")

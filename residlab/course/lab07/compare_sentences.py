@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.chance import wilson, wilson_bounds
+from residlab.course.lab07.chance import null_bar_exceeded, wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
 from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value
@@ -124,9 +124,10 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
                    "verdict does not show that the design's change is what puts them there")
     return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
-            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}; on the null pairs the top share is below "
-            f"the bar in nearly every pair, so that rate says which head moves most under a change the mechanism does "
-            f"not use, not which head carries anything")
+            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}; on the null pairs the top share clears "
+            f"the bar in only {null_bar_exceeded(pairs)}, by construction (the bar is a high percentile of those very "
+            f"shares), so that rate says which head moves most under a change the mechanism does not use, not which "
+            f"head carries anything")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:
@@ -244,6 +245,8 @@ def key_step_sentence(report: dict) -> str:
     else:
         route = (f"Lab 07 finds that, with only the copied token changed, block 0's whole attention write reaches the "
                  f"readout through block 1's keys ({_interval(keys)} of the gap) and its values ({_interval(values)}){heads}")
+    route += (f" (each a mean [2.5th to 97.5th percentile] over {report['distribution']['pairs']} held-out pairs, as "
+              f"every interval below)")
     isolated = matched["path"]["keys"]
     previous = [(b, h) for b, h in report["heads"]["named"].get("previous_token", []) if b == 0]
     per_head = matched["heads"].get("path_keys", {}).get("heads", [[]])[0]
@@ -255,8 +258,7 @@ def key_step_sentence(report: dict) -> str:
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
             f"Lab 07's matched-position design lets path patching isolate the key route: block 0's whole write sent "
-            f"into block 1's keys alone carries {_interval(isolated)} of its gap (means [2.5th to 97.5th percentile] over "
-            f"{report['distribution']['pairs']} held-out pairs){whose}.")
+            f"into block 1's keys alone carries {_interval(isolated)} of its gap{whose}.")
 
 
 def _one_carrier(report: dict) -> str:

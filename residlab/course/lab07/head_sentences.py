@@ -8,12 +8,12 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.chance import (
-    ASSOCIATION_P, PERMUTATIONS, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
+    ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
     wilson,
 )
 from residlab.course.lab07.compare_sentences import null_top_sentence
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
-from residlab.course.lab07.predictions import by_method_observed
+from residlab.course.lab07.predictions import by_method_observed, failed_predictions
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
@@ -44,7 +44,11 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         if entry["chance"] >= 1:
             chance = ""
             # no test against chance; where the others are predicted near 0, still one against the model's own null
-            reading = (words["no_test"] + _one_head_carries(entry)
+            rejected = [h for h in failed_predictions(report, name, method) if int(h.split(".")[1]) in fixed
+                        and int(h.split(".")[0]) == entry["block"]]
+            caveat = (f"; this leaves out {'head' if len(rejected) == 1 else 'heads'} {' and '.join(rejected)} on a "
+                      f"prediction the check below rejects" if rejected else "")
+            reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
         elif other:
@@ -61,8 +65,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             if fractions["found"] >= MOSTLY and among > entry["chance"]:
                 where = f"; {found} of the {base} pairs where a head clears the null bar" if fractions["nothing"] > 0 else ""
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
-                           f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do"
-                           + _one_head_carries(entry))  # fmt: skip
+                           f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
+                           f"({against_chance(found, base, entry['chance'])})" + _one_head_carries(entry))  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -78,7 +82,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 elif among <= entry["chance"]:
                     reading = counted + "no better than a random pick"
                 else:
-                    reading = counted + "better than a random pick, but not in most pairs"
+                    reading = counted + (f"better than a random pick ({against_chance(found, base, entry['chance'])}), "
+                                         f"but not in most pairs")
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
             reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
@@ -155,16 +160,6 @@ def which_are_tests(report: dict) -> str:
                   f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
         said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
     return "\n".join(f"- {item}." for item in said) + "\n"
-
-
-def fraction_uncertainty(pairs: int) -> str:
-    """How uncertain a fraction of ``pairs`` pairs is: the 95 % Wilson interval at the counts nearest 50 % and 95 %."""
-    half, most = round(pairs / 2), round(0.95 * pairs)
-    return (f"at {pairs} pairs, {half} of them ({_percent(half / pairs)}) have a 95 % Wilson interval of "
-            f"{wilson(half / pairs, pairs)}, and {most} ({_percent(most / pairs)}) {wilson(most / pairs, pairs)}, outward "
-            f"rounded; every fraction of pairs on this page is a point estimate, and where a verdict is read as holding "
-            f"in most pairs, or a count is read among the pairs where a head clears the null bar, its Wilson interval is "
-            f"said beside it")
 
 
 def missed(measured: dict, method: str, entry: dict) -> str:

@@ -446,7 +446,8 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0). Against the model's own null" in text
     assert "told apart: the named heads top the block more often under the design's change than under the null's (a substitution" in text
-    assert "construction" not in text  # near 0 if the mechanism holds: observed, never a construction
+    # near 0 if the mechanism holds: observed, never a construction; the one identity said is the null bar's own rate
+    assert text.count("construction") == 1 and "clears the bar in only 2 of the 64 null pairs (3 %, ties aside), by construction" in text
 
 
 def _differences(values: list[float]) -> dict:
@@ -605,7 +606,8 @@ def test_a_verdict_far_below_chance_says_why():
     assert "no better than a random pick" in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # the chance is a pick's among the pairs where a head clears the null: 0.45 of 0.8 is above one half
     entry["fractions"] = {"found": 0.45, "other_kind": 0.0, "unnamed": 0.35, "nothing": 0.2}
-    assert ("a named head is on top in 29 (95 % Wilson [43.2 %, 69.5 %]): better than a random pick, but not in most pairs"
+    assert ("a named head is on top in 29 (95 % Wilson [43.2 %, 69.5 %]): better than a random pick (one-sided exact "
+            "binomial test of 29 of 51 against 50 %: p = 0.2), but not in most pairs"
             in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token"))
     assert "failure" not in head_sentences.kind_sentence(report, "copied_token", "attribution", "previous_token")
     # where the exact patch attribution estimates finds the named heads, attribution's shortfall is a miss, said first
@@ -995,6 +997,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report = _small_report(gap=20.0, floor=0.01)
     measured = report["distribution"]["designs"]["matched_position"] = copy.deepcopy(report["distribution"]["designs"]["copied_token"])
     measured["not_testable_by_method"] = {"noising": ["current_token"]}
+    measured["null"]["heads"]["noising"] = [0.021, 0.01]
     quiet = {**_summary(0.0, 0.04), "clears_fraction": 0.0, "beyond_fraction": 0.03, "null_beyond_fraction": 0.03, "beyond_p": 0.66,
              "mean_interval": [-0.004, 0.005], "positive_fraction": 0.5}
     rows = [[quiet] * 4, [_summary(0.1)] * 4]
@@ -1004,17 +1007,28 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     # the reason, then what was observed, on the held-out and on the null pairs, and the test of the two
     assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('matched_position', 'noising')}. "
                            "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04] (mean's 95 % interval [-0.004, 0.005], "
-                           "positive in 50 % of pairs), past the null bar in size in 3 % of the held-out pairs and 3 % of "
-                           "the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
+                           "positive in 50 % of pairs), past the null bar (0.021 of the gap) in size in 3 % of the held-out "
+                           "pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
     assert "counted in size, so either sign could fail it, the prediction is not rejected" in text
     # the test said with how large a failure it can see: 2 null passes of 64, Bonferroni over 2 heads
-    assert ("a one-sided Fisher exact test of the two rates at 0.05, Bonferroni over the 2 heads (p below 0.025); "
+    assert ("a one-sided Fisher exact test of the two rates at 0.05, Bonferroni over the 2 such checks on this page (p below 0.025); "
             f"with these null counts it rejects only at {predictions.fewest_rejected(2, 64, 0.025)} or more held-out pairs past the bar") in text
     assert "not 0 on average" not in text
+    rows[0][0] = {**quiet, "beyond_p": 0.03}  # below 0.05 uncorrected, not below the bar over the family: not read
+    text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
+    assert "not rejected" in text and "(uncorrected, p is below 0.05 for head 0.0; not read after the correction)" in text
     rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     assert "the prediction fails for head 0.3: it passes the bar more often on the held-out pairs than on the null pairs" in text
     assert "not rejected" not in text and "head 0.3 is near 0 in size but not 0 on average" in text
+    assert predictions.failed_predictions(report, "matched_position", "noising") == ["0.3"]
+    # a verdict that leaves the head out says it rests on a prediction the check rejects
+    entry = {"kind": "previous_token", "block": 0, "named": [1, 2], "fixed": [0, 3], "movable": 2, "chance": 1.0,
+             "fractions": {"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0}, "by_head": {"1": 0.1, "2": 0.9}}
+    measured["heads"]["noising"]["kinds"] = {"previous_token/0": entry}
+    report["verdict_words"] = verdicts.VERDICT_WORDS
+    verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
+    assert "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); this leaves out head 0.3 on a prediction the check below rejects" in verdict
 
 
 def test_a_head_passes_a_bar_more_often_than_on_the_null_pairs_by_fishers_exact_test():

@@ -201,7 +201,8 @@ def experiment_sentence(experiment: dict) -> str:
               f"nowhere in the clean input. Both inputs hold the same tokens but that one, and the last token "
               f"occurs earlier at the same place in both, so a recovery cannot come from which tokens are present; "
               f"only the token induction would copy differs, though restoring it can also move where block 1 attends "
-              f"at the readout (Lab 07 Part 2 measures how far), so a recovery is not the copied value alone.")  # fmt: skip
+              f"at the readout (Lab 07 Part 2 measures how far for its own, similar corruption, on its worked "
+              f"example), so a recovery is not the copied value alone.")  # fmt: skip
     top, rival = experiment["corrupt_top"], experiment["rival"]
     if top == experiment["target"]:
         named = (f"The corrupted run still predicts the target {top}, so by the rule of Lesson 2.1 the rival is the "

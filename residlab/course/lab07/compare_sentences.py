@@ -49,7 +49,7 @@ def direction_sentence(report: dict, name: str) -> str:
                 f"is at most {_up(typical)} of the gap, and on the worked example every cell is within {_up(example)}; "
                 f"pair by pair a cell's difference still spreads, most widely at {site}, position {position} "
                 f"({_interval(cell)}).{systematic} So typically, here, restoring a site and removing it move M alike; the "
-                f"cells that move most of the gap are listed above, the identities and the structural near-1 cells "
+                f"cells that move most of the gap are listed above, the identities and the near-1 cell of observed attention "
                 f"among them marked as such.")  # fmt: skip
     over = spread[kind][block][position]
     each = measured["activation"]
@@ -97,10 +97,22 @@ def example_place_sentence(report: dict, name: str) -> str:
                        f"{_small_parts(value, spread['low'], spread['high'])[0]} on the example, {_small_interval(spread['mean'], spread['low'], spread['high'])} "
                        f"over the pairs" for _, direction, site, position, value, spread, why in outside)  # fmt: skip
     unusual = len(outside) > 2 * 0.05 * compared
-    reading = ("more than twice what chance gives: at those cells it is an unusual draw, and the figures show it there, "
-               "not the pairs" if unusual else "about what chance gives: a typical draw, and where it lies outside, "
-               "read the pairs' numbers, not the figure")  # fmt: skip
+    positions = [cell[3] for cell in outside]
+    shared = max(set(positions), key=positions.count)
+    # cells at one position are linked (a block's output there is its input plus its writes): not independent draws
+    linked = positions.count(shared) > 1
+    if linked:
+        reading = (f"not a count of independent draws: {positions.count(shared)} of them are at position {shared}, "
+                   f"linked cells (a block's output there is its input plus its writes), so at position {shared} the "
+                   f"worked example is an atypical draw, and the figures show it there, not the pairs")
+    else:
+        reading = ("more than twice what chance gives: at those cells it is an unusual draw, and the figures show it "
+                   "there, not the pairs" if unusual else "about what chance gives: a typical draw, and where it lies "
+                   "outside, read the pairs' numbers, not the figure")  # fmt: skip
     return (f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
+            f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, but "
+            f"{len(outside)} is {reading}." if linked else
+            f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
             f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
             f"{len(outside)} is {reading}.")
 
@@ -238,7 +250,7 @@ def key_step_sentence(report: dict) -> str:
         listed = ", ".join(f"head {b}.{h} {_interval(copied['heads']['denoising']['heads'][b][h])}" for b, h in carrying)
         heads = (f", and the current-token {'head' if len(carrying) == 1 else 'heads'}, patched head by head, carry part "
                  f"of the gap ({listed})")
-    if values["mean"] > abs(keys["mean"]) and abs(keys["mean"]) <= copied["null"]["path"]:
+    if values["mean"] > abs(keys["mean"]) and abs(keys["mean"]) <= copied["null"].get("path_each", {}).get("keys", copied["null"]["path"]):
         route = (f"Lab 07 finds that, with only the copied token changed, block 0's whole attention write reaches the "
                  f"readout mostly through block 1's values ({_interval(values)} of the gap), not its keys "
                  f"({_interval(keys)}){heads}")  # fmt: skip
@@ -295,8 +307,8 @@ def _pairs_at_least_half(measured: dict, head: int) -> str:
 
 def head_direction_sentence(report: dict, name: str) -> str:
     """Per design, the heads whose per-head denoising minus noising keeps one sign in at least ONE_SIGN of the pairs
-    and whose mean difference lies outside the interval of the same head's differences on the null pairs (the
-    difference's own null, ``null_head_difference``): sufficient more than necessary, or the reverse. Why is not
+    and whose mean difference's 95 % interval does not overlap the same head's on the null pairs (the difference's
+    own null, ``null_head_difference``; ``_apart_from_null``): sufficient more than necessary, or the reverse. Why is not
     tested here, so not said. Chosen from the numbers."""
     if not report["designs"][name]["readable"]:
         return ""
@@ -304,8 +316,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
     rows, null = measured["head_difference"], measured["null_head_difference"]
     signed = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)
               if c["above_zero"] >= ONE_SIGN or c["below_zero"] >= ONE_SIGN]
-    clear = [(b, h, c) for b, h, c in signed if not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
-    faint = [(b, h, c) for b, h, c in signed if null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]
+    clear = [(b, h, c) for b, h, c in signed if _apart_from_null(c, null[b][h])]
+    faint = [(b, h, c) for b, h, c in signed if not _apart_from_null(c, null[b][h])]
     # a head of a kind one direction cannot test here (Part 6): its difference is that direction's predicted near 0
     kind_of = {(b, h): kind for kind, heads in report["heads"]["named"].items() for b, h in heads}
     blind = {direction: measured.get("not_testable_by_method", {}).get(direction, ()) for direction in ("denoising", "noising")}
@@ -314,8 +326,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
     more = [(b, h, c) for b, h, c in clear if c["above_zero"] >= ONE_SIGN]
     less = [(b, h, c) for b, h, c in clear if c["below_zero"] >= ONE_SIGN]
     rule = (f"the difference is denoising minus noising; a head is flagged here when it keeps one sign in at least "
-            f"{_percent(ONE_SIGN)} of pairs and its mean difference lies outside the interval of the same head's "
-            f"differences on the null pairs")  # fmt: skip
+            f"{_percent(ONE_SIGN)} of pairs and its mean difference's 95 % interval does not overlap the same head's "
+            f"on the null pairs")  # fmt: skip
     said = []
     # said as the two numbers compare, not as "sufficient" or "necessary": a head that restores a small share alone
     # is not sufficient, and which cause makes the directions differ is not tested here
@@ -347,8 +359,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
                     f"observed and read in Part 6, not a separate finding about the two directions")  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")
-                    + " one sign too, but with a mean difference inside its null pairs' interval ("
-                    + ", ".join(f"{_value(c['mean'])} inside {_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
+                    + " one sign too, but with a mean difference whose interval overlaps its null pairs' ("
+                    + ", ".join(f"{_mean_and_interval(c)} against {_mean_and_interval(null[b][h])}" for b, h, c in faint) + "), so not read")  # fmt: skip
     averaged = on_average(rows, null, [(b, h) for b, h, _ in signed])
     if not said:
         return (f"Per head, over the pairs no head's difference keeps one sign in at least {_percent(ONE_SIGN)} of "
@@ -366,10 +378,22 @@ def head_direction_sentence(report: dict, name: str) -> str:
     return f"Per head, over the pairs ({rule}): " + "; ".join(said) + "." + averaged + why
 
 
+def _apart_from_null(cell: dict, null: dict) -> bool:
+    """Whether a mean difference's 95 % interval (``mean_interval``) does not overlap the same head's on the null
+    pairs: a mean against a mean, not against the null's per-pair spread."""
+    (low, high), (null_low, null_high) = cell["mean_interval"], null["mean_interval"]
+    return low > null_high or high < null_low
+
+
+def _mean_and_interval(cell: dict) -> str:
+    """A mean difference with its 95 % interval, as the null comparison reads it."""
+    return _small_interval(cell["mean"], *cell["mean_interval"])
+
+
 def on_average(rows: list, null: list, flagged: list) -> str:
     """The heads not flagged by one sign whose mean difference is still told apart from 0 by its own 95 % interval
     (``mean_interval``, as Part 3 reads cells): each with its mean, how often it is positive, and where it lies
-    against its null pairs' interval; how many would be told apart by chance alone, and which survive a Bonferroni
+    against its null pairs' mean; how many would be told apart by chance alone, and which survive a Bonferroni
     correction over the heads (only those are read, as differing on average, not pair by pair). "" where none is."""
     heads = [(b, h, c) for b, row in enumerate(rows) for h, c in enumerate(row)]
     told = [(b, h, c) for b, h, c in heads if (b, h) not in flagged and c.get("mean_interval")
@@ -379,22 +403,21 @@ def on_average(rows: list, null: list, flagged: list) -> str:
     told.sort(key=lambda cell: -abs(cell[2]["mean"]))
 
     def one(b: int, h: int, c: dict) -> str:
-        inside = null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]
+        apart = _apart_from_null(c, null[b][h])
         return (f"head {b}.{h} ({_small_interval(c['mean'], *c['mean_interval'])}, above 0 in {_percent(c['above_zero'])} "
-                f"of pairs; {'inside' if inside else 'outside'} its null pairs' interval {_interval(null[b][h])})")
+                f"of pairs; {'apart from' if apart else 'overlapping'} its null pairs' mean {_mean_and_interval(null[b][h])})")
 
-    survive = [(b, h, c) for b, h, c in told if _two_sided_p(c) < 0.05 / len(heads)
-               and not null[b][h]["low"] <= c["mean"] <= null[b][h]["high"]]  # fmt: skip
+    survive = [(b, h, c) for b, h, c in told if _two_sided_p(c) < 0.05 / len(heads) and _apart_from_null(c, null[b][h])]
     if survive:
         each = "; ".join(f"for head {b}.{h} on average {'denoising exceeds noising' if c['mean'] > 0 else 'noising exceeds denoising'}"
                          f"{' by less than ' + str(DIFFER) + ' of the gap' if abs(c['mean']) < DIFFER else ''}"
                          for b, h, c in survive)  # fmt: skip
         read = (f"{len(survive)} of them {'survives' if len(survive) == 1 else 'survive'} a Bonferroni correction over "
-                f"the {len(heads)} heads (p below 0.05 / {len(heads)} by the normal approximation) outside "
-                f"{'its' if len(survive) == 1 else 'their'} null pairs' interval: {each}, a difference of the mean, not "
+                f"the {len(heads)} heads (p below 0.05 / {len(heads)} by the normal approximation) apart from "
+                f"{'its' if len(survive) == 1 else 'their'} null pairs' mean: {each}, a difference of the mean, not "
                 f"of most pairs; the others are not read")  # fmt: skip
     else:
-        read = "none of them both survives a Bonferroni correction over the heads and lies outside its null pairs' interval, so none is read"
+        read = "none of them both survives a Bonferroni correction over the heads and lies apart from its null pairs' mean, so none is read"
     return (f" Not flagged by one sign, yet told apart from 0 on average by the mean's own 95 % interval (as Part 3 "
             f"reads cells; mean ± {MEAN_Z:.2f} SE): " + "; ".join(one(b, h, c) for b, h, c in told)
             + f". Each is tested at 95 % with no correction over the {len(heads)} heads, so about "

@@ -242,6 +242,8 @@ def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = fr
     return {"heads": bars, "heads_largest": largest,
             "cells": {d: _round(v) for d, v in cells.items()}, "cells_at": cells_at,
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
+            # each path patch's own largest: a path is read against its own null, not the loosest of the four
+            "path_each": {key: _round(max(abs(pair["path"][key]) for pair in null_pairs)) for key in null_pairs[0]["path"]},
             "gap": summarise([pair["gap"] for pair in null_pairs]),
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
 

@@ -136,7 +136,8 @@ def which_are_tests(report: dict) -> str:
             entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
             complement = [e for e in entries if complement_of(e)]
             if complement and all(entry["chance"] < 1 for entry in entries):
-                complements.append((label, complement_of(complement[0]), complement[0]["block"]))
+                by = [METHOD_NAMES[m] for m in measured["heads"] if kind in measured.get("not_testable_by_method", {}).get(m, ())]
+                complements.append((label, complement_of(complement[0]), complement[0]["block"], by))
                 continue
             if any(entry["chance"] < 1 for entry in entries):  # a test by per-head denoising; say which methods are not
                 short = [METHOD_NAMES[m] for m, table in measured["heads"].items()
@@ -148,16 +149,21 @@ def which_are_tests(report: dict) -> str:
                           f"own null only"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
                 tests.append(f"the {label} design" + (f" ({'; '.join(notes)})" if notes else ""))
-            else:
-                none.append(label)
+            else:  # no test; against chance only where the others are predicted near 0 (the null still reads it)
+                none.append((label, any(entry.get("fixed") for entry in entries)))
         parts = [f"a test in {' and in '.join(tests)}"] if tests else []
         parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
-        parts += [f"no test in the {' and '.join(none)} design{'s' if len(none) > 1 else ''} (every head of "
-                  f"{'their block' if len({b for b, _ in named}) == 1 else 'their blocks'} the mechanism does not predict "
-                  f"near 0 is named {HEAD_KINDS[kind]})"] if none else []  # fmt: skip
+        block_words = "their block" if len({b for b, _ in named}) == 1 else "their blocks"
+        for fixed in (False, True):
+            labels = [label for label, has_fixed in none if has_fixed == fixed]
+            null_said = "; read against the model's own null" if fixed else ""
+            parts += [f"no test{' against chance' if fixed else ''} in the {' and '.join(labels)} design"
+                      f"{'s' if len(labels) > 1 else ''} (every head of {block_words} the mechanism does not predict "
+                      f"near 0 is named {HEAD_KINDS[kind]}{null_said})"] if labels else []  # fmt: skip
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
-                  f"{HEAD_KINDS[other]} heads)" for label, other, block in complements]  # fmt: skip
+                  f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}" if by else "")
+                  for label, other, block, by in complements]  # fmt: skip
         said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
     return "\n".join(f"- {item}." for item in said) + "\n"
 
@@ -367,8 +373,9 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         led = [count if leader == first else pairs - count for count in shares_first]  # pairs where leader's share is larger
         span = lambda counts: f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"  # noqa: E731
         if all(count * 2 < pairs for count in led):
-            order += (f"the methods reverse the score order: head {other}'s share is the larger in "
-                      f"{span([pairs - count for count in led])} of the {pairs} pairs. ")
+            order += (f"in the counts the methods reverse the score order: head {other}'s share is the larger in "
+                      f"{span([pairs - count for count in led])} of the {pairs} pairs though its score is the lower in "
+                      f"most (pair by pair, how the two orders line up is read below, not from these counts). ")
         elif all(count * 2 > pairs for count in led):
             order += f"the methods follow the score order: head {leader}'s share is the larger in {span(led)} of the {pairs} pairs. "
         else:

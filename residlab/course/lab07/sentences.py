@@ -206,12 +206,14 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     floor = null_share(report, name, direction)
     grids = design["activation"][direction]
     cells = distinct_cells(design)
+    # the last block's attention write at the readout, near 1 by observed attention: its null twin is left out of the
+    # bar, so it is not compared with it, nor counted
+    structural = [(kind, block, position) for _, position, kind, block in cells if by_structure(design, kind, block, position)]
     moving = [(kind, block, position) for _, position, kind, block in cells
-              if (value := grids[kind][block][position]) is not None and abs(value) > floor]  # fmt: skip
+              if (value := grids[kind][block][position]) is not None and abs(value) > floor
+              and (kind, block, position) not in structural]  # fmt: skip
     forced = sum(1 for kind, block, position in moving if by_construction(design, kind, block, position))
     hybrids = sum(1 for kind, block, position in moving if hybrid(design, kind, block, position))
-    # the last block's attention write at the readout: near 1 by structure, and its null twin is left out of the bar
-    structural = sum(1 for kind, block, position in moving if by_structure(design, kind, block, position))
     carrying = carrying_cells(report, name, direction)
     listed = "; ".join(f"{site} at position {position} ({value}{', ' + why if why else ''})"
                        for site, position, value, why in carrying)  # fmt: skip
@@ -224,9 +226,10 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     shared = f"; {' and '.join(merges)}, each counted once" if merges else ""
     apart = [f"{forced} of them identities, fixed by construction"] if forced else []
     apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
-    apart += [f"{structural} the last block's attention write at the readout, near 1 by structure and not compared: "
-              f"its null twin is left out of the bar"] if structural else []
     forced_said = f" ({'; '.join(apart)})" if apart else ""
+    forced_said += (f", the last block's attention write at the readout aside (near 1 by observed attention, "
+                    f"{grids['attn_write'][structural[0][1]][structural[0][2]]:.3f}: not compared, for its null twin is "
+                    f"left out of the bar)") if structural else ""
     zeros = {}
     for _, position, kind, block in cells:
         if why := zero_identity(design, kind, block, position):
@@ -318,7 +321,9 @@ def path_sentence(report: dict, name: str) -> str:
         return NOT_READ
     path = design["path"]
     over = report["distribution"]["designs"][name]["path"]
-    floor = report["distribution"]["designs"][name]["null"]["path"]
+    null = report["distribution"]["designs"][name]["null"]
+    each = null.get("path_each", {key: null["path"] for key in over})  # a report before them: the four's largest
+    floor, queries_floor = each["keys"], each["queries"]
     keys, everything = over["keys"]["mean"], over["everything"]["mean"]
     numbers = (f"over the held-out pairs, into block 1's keys only {observed_interval(over['keys'])}, queries only "
                f"{observed_interval(over['queries'])}, values only {observed_interval(over['values'])}; into everything "
@@ -335,7 +340,7 @@ def path_sentence(report: dict, name: str) -> str:
                       f"size, the largest {observed(max(beyond)[2])} in pair {max(beyond)[1]}{same_prompt}: the mean and its interval "
                       f"hide {'it' if len(beyond) == 1 else 'them'})" if beyond else
                       f" (pair by pair too: none of the {len(per_pair)} pairs' keys-only shares passes it in size)" if per_pair else "")
-        reading = (f"on average the keys carry nothing beyond the null pairs' reach{exceptions}: what block 0's attention write carries in this "
+        reading = (f"on average the keys carry nothing beyond their null pairs' reach{exceptions}: what block 0's attention write carries in this "
                    "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
                    + " (the changed token's own route into block 1's keys, through its embedding, is not split here)")  # fmt: skip
     elif everything and keys >= HALF * everything:
@@ -361,7 +366,7 @@ def path_sentence(report: dict, name: str) -> str:
                     f"route at the readout (into the final state and block 1's MLP there) and the paths' interaction "
                     f"carry together, not split here")  # fmt: skip
     structural = ""
-    if abs(over["queries"]["mean"]) <= floor and "readout_reach" in design:
+    if abs(over["queries"]["mean"]) <= queries_floor and "readout_reach" in design:
         uniform = 1 / len(design["clean"])
         structural = (f" The queries carry nothing, partly by structure: block 1 is the last block and M reads the readout "
                       f"alone, so only block 1's query there counts; and partly learned: block 0's write at the readout "
@@ -377,8 +382,9 @@ def path_sentence(report: dict, name: str) -> str:
         structural += (" Not identifiable in this design under the mechanism's hypothesis: "
                        + "; ".join(not_testable_reason(name, kind, report) for kind in untestable) + ".")
     return (f"Block 0's attention write at every position, clean into corrupt (Part 3's cells patch one position at a "
-            f"time): {numbers}. So {reading} (the null pairs reach {floor:.2f}: the largest |share| any of these four path "
-            f"patches takes over the null pairs, into everything downstream included)." + structural)
+            f"time): {numbers}. So {reading} (each path is read against its own null: the largest |share| it takes "
+            f"over the null pairs, keys only {each['keys']:.2f}, queries only {each['queries']:.2f}, values only "
+            f"{each['values']:.2f}, everything downstream {each['everything']:.2f})." + structural)
 
 
 def arrangement_sentence(report: dict) -> str:

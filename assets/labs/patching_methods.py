@@ -42,7 +42,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 2280    error_split
 #   line 2386  residlab/course/lab07/distribution.py
 #   line 2521    null_design
-#   line 2774    measure_distribution
+#   line 2773    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -63,7 +63,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1914  residlab/course/lab07/cells.py
 #   line 2113  residlab/course/lab07/attribution.py
 #   line 2386  residlab/course/lab07/distribution.py
-#   line 2846  residlab/course/lab07/lab.py (the entry)
+#   line 2845  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1619,11 +1619,11 @@ def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
     return checks
 
 
-def failed_predictions(report: dict, design: str, method: str) -> list[str]:
-    """"block.head" of every head whose prediction near 0 the check rejects in ``design`` under ``method``. Each check
-    is read at PREDICTION_TEST uncorrected: here a rejection counts against the mechanism, and a correction for
+def failed_predictions(report: dict, design: str, method: str) -> list[tuple[int, int]]:
+    """(block, head) of every head whose prediction near 0 the check rejects in ``design`` under ``method``. Each
+    check is read at PREDICTION_TEST uncorrected: here a rejection counts against the mechanism, and a correction for
     multiple checks would make the hypothesis harder to reject, favouring it."""
-    return [f"{block}.{head}" for d, m, block, head, cell in prediction_checks(report)
+    return [(block, head) for d, m, block, head, cell in prediction_checks(report)
             if (d, m) == (design, method) and cell["beyond_p"] < PREDICTION_TEST]
 
 
@@ -1655,7 +1655,7 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
             f"against the mechanism, so a correction for the page's {len(checks)} such checks would favour it; "
             f"{rejecting} of the {len(checks)} reject){reach_text}; the null pairs' rate is in-sample, for the bar is set "
             f"by the same null pairs")
-    failed = failed_predictions(report, design, method)
+    failed = [f"{block}.{head}" for block, head in failed_predictions(report, design, method)]
     signed = [f"{block}.{head}" for block, head, cell in cells
               if "mean_interval" in cell and not cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1]]
     one_sign = (f"; head {signed[0]} is near 0 in size but not 0 on average (the mean's interval excludes 0)"
@@ -2723,25 +2723,24 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
+    held_cells = _cells(grids, shape)
+    passes = lambda values, block: sum(abs(v) > bound[block] for v in values)  # noqa: E731  in size, either sign
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
                   # in size, either sign: how a prediction near 0 could fail (``predictions.by_method_observed``)
-                  "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
+                  "beyond_fraction": _round(passes(values, block) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values)),
                   "mean_interval": mean_interval(values)}
-                 for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
+                 for head, values in enumerate(row)] for block, row in enumerate(held_cells)]  # fmt: skip
     if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
-        null_grids = [pair["heads"][method] for pair in null_pairs]
-        for block, row in enumerate(_cells(null_grids, shape)):
-            for head, values in enumerate(row):
-                if None in values:
-                    continue
-                held = sum(abs(grid[block][head]) > bound[block] for grid in grids)
-                null = sum(abs(v) > bound[block] for v in values)
-                per_head[block][head].update(null_beyond_fraction=_round(null / len(values)),
-                                             beyond_p=_round(more_often_p(held, len(grids), null, len(values))))
+        null_cells = _cells([pair["heads"][method] for pair in null_pairs], shape)
+        for block, (row, null_row) in enumerate(zip(held_cells, null_cells)):
+            for head, (values, null_values) in enumerate(zip(row, null_row)):
+                held, null = passes(values, block), passes(null_values, block)
+                per_head[block][head].update(null_beyond_fraction=_round(null / len(null_values)),
+                                             beyond_p=_round(more_often_p(held, len(values), null, len(null_values))))
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):

@@ -69,8 +69,7 @@ def binomial_tail(successes: int, trials: int, rate: float) -> float:
 
 def sign_test(first: int, pairs: int) -> float:
     """Two-sided exact sign test: P(a fair coin's count is at least as far from pairs / 2 as ``first``), at most 1."""
-    extreme = max(first, pairs - first)
-    return min(1.0, 2 * sum(math.comb(pairs, k) for k in range(extreme, pairs + 1)) / 2**pairs)
+    return min(1.0, 2 * binomial_tail(max(first, pairs - first), pairs, 0.5))
 
 
 def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:

@@ -351,25 +351,24 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
     shape = grids[0]
+    held_cells = _cells(grids, shape)
+    passes = lambda values, block: sum(abs(v) > bound[block] for v in values)  # noqa: E731  in size, either sign
     per_head = [[{**summarise(values), "top_fraction": _round(sum(max(range(len(grid[block])), key=grid[block].__getitem__) == head
                                                                for grid in grids) / len(grids)),
                   "clears_fraction": _round(sum(v > bound[block] for v in values) / len(values)),
                   # in size, either sign: how a prediction near 0 could fail (``predictions.by_method_observed``)
-                  "beyond_fraction": _round(sum(abs(v) > bound[block] for v in values) / len(values)),
+                  "beyond_fraction": _round(passes(values, block) / len(values)),
                   "clears_largest_fraction": _round(sum(v > largest[block] for v in values) / len(values)),
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values)),
                   "mean_interval": mean_interval(values)}
-                 for head, values in enumerate(row)] for block, row in enumerate(_cells(grids, shape))]  # fmt: skip
+                 for head, values in enumerate(row)] for block, row in enumerate(held_cells)]  # fmt: skip
     if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
-        null_grids = [pair["heads"][method] for pair in null_pairs]
-        for block, row in enumerate(_cells(null_grids, shape)):
-            for head, values in enumerate(row):
-                if None in values:
-                    continue
-                held = sum(abs(grid[block][head]) > bound[block] for grid in grids)
-                null = sum(abs(v) > bound[block] for v in values)
-                per_head[block][head].update(null_beyond_fraction=_round(null / len(values)),
-                                             beyond_p=_round(more_often_p(held, len(grids), null, len(values))))
+        null_cells = _cells([pair["heads"][method] for pair in null_pairs], shape)
+        for block, (row, null_row) in enumerate(zip(held_cells, null_cells)):
+            for head, (values, null_values) in enumerate(zip(row, null_row)):
+                held, null = passes(values, block), passes(null_values, block)
+                per_head[block][head].update(null_beyond_fraction=_round(null / len(null_values)),
+                                             beyond_p=_round(more_often_p(held, len(values), null, len(null_values))))
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):

@@ -44,8 +44,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         if entry["chance"] >= 1:
             chance = ""
             # no test against chance; where the others are predicted near 0, still one against the model's own null
-            rejected = [h for h in failed_predictions(report, name, method) if int(h.split(".")[1]) in fixed
-                        and int(h.split(".")[0]) == entry["block"]]
+            rejected = [f"{block}.{head}" for block, head in failed_predictions(report, name, method)
+                        if block == entry["block"] and head in fixed]
             caveat = (f"; this leaves out {'head' if len(rejected) == 1 else 'heads'} {' and '.join(rejected)} on a "
                       f"prediction the check below rejects" if rejected else "")
             reading = (words["no_test"] + caveat + _one_head_carries(entry)

@@ -54,11 +54,11 @@ def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
     return checks
 
 
-def failed_predictions(report: dict, design: str, method: str) -> list[str]:
-    """"block.head" of every head whose prediction near 0 the check rejects in ``design`` under ``method``. Each check
-    is read at PREDICTION_TEST uncorrected: here a rejection counts against the mechanism, and a correction for
+def failed_predictions(report: dict, design: str, method: str) -> list[tuple[int, int]]:
+    """(block, head) of every head whose prediction near 0 the check rejects in ``design`` under ``method``. Each
+    check is read at PREDICTION_TEST uncorrected: here a rejection counts against the mechanism, and a correction for
     multiple checks would make the hypothesis harder to reject, favouring it."""
-    return [f"{block}.{head}" for d, m, block, head, cell in prediction_checks(report)
+    return [(block, head) for d, m, block, head, cell in prediction_checks(report)
             if (d, m) == (design, method) and cell["beyond_p"] < PREDICTION_TEST]
 
 
@@ -90,7 +90,7 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
             f"against the mechanism, so a correction for the page's {len(checks)} such checks would favour it; "
             f"{rejecting} of the {len(checks)} reject){reach_text}; the null pairs' rate is in-sample, for the bar is set "
             f"by the same null pairs")
-    failed = failed_predictions(report, design, method)
+    failed = [f"{block}.{head}" for block, head in failed_predictions(report, design, method)]
     signed = [f"{block}.{head}" for block, head, cell in cells
               if "mean_interval" in cell and not cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1]]
     one_sign = (f"; head {signed[0]} is near 0 in size but not 0 on average (the mean's interval excludes 0)"

@@ -1027,7 +1027,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     assert "the prediction fails for head 0.3: it passes the bar more often on the held-out pairs than on the null pairs" in text
     assert "not rejected" not in text and "head 0.3 is near 0 in size but not 0 on average" in text
-    assert predictions.failed_predictions(report, "matched_position", "noising") == ["0.3"]
+    assert predictions.failed_predictions(report, "matched_position", "noising") == [(0, 3)]
     # a verdict that leaves the head out says it rests on a prediction the check rejects
     entry = {"kind": "previous_token", "block": 0, "named": [1, 2], "fixed": [0, 3], "movable": 2, "chance": 1.0,
              "fractions": {"found": 1.0, "other_kind": 0.0, "unnamed": 0.0, "nothing": 0.0}, "by_head": {"1": 0.1, "2": 0.9}}

@@ -38,8 +38,31 @@
     const table = element("table", { class: "rl-table rl-patching-grid", id: "patching-grid" });
     const details = element("p", { class: "rl-status rl-summary", id: "patching-cell", role: "status", "aria-live": "polite" },
       "Hover over or focus a cell to see its numbers.");
+    const legend = element("p", { class: "rl-grid-legend" },
+      "\u2022 fixed by construction (an identity, two decimals); \u25e6 hybrid prompt, observed (not an identity); " +
+      "\u25ab the same intervention as another cell, observed; columns before the first *: 0 by construction; " +
+      "every other share observed (three decimals). Colour: share of the gap, blue \u22121 or less, white 0, red +1 or more.");
     root.replaceChildren(element("div", { class: "rl-controls-row" }, [design.box, direction.box, kind.box]),
-      element("div", { class: "rl-table-box", tabindex: "0" }, table), details);
+      element("div", { class: "rl-table-box", tabindex: "0" }, table), legend, details);
+
+    // What the page says of a cell: an identity (fixed by construction), a hybrid prompt's run (mirror) or another
+    // cell's intervention under this name (equals); undefined for an observed cell.
+    function identityOf(d, k, b, p) {
+      return d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
+        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
+    }
+
+    // A share fixed by construction in two decimals, as the page prints an identity; an observed one in three.
+    function shareText(identity, value) {
+      return identity && !identity.mirror && !identity.equals && value !== null ? value.toFixed(2) : fixed(value);
+    }
+
+    // The marks of the figures drawn at build time (figures.py): a filled dot for an identity, a ring for a hybrid
+    // prompt's run, a square for another cell's intervention; the zeros before the first changed position unmarked.
+    function mark(identity) {
+      if (!identity || identity.kind === null) return "";
+      return "\u2009" + (identity.mirror ? "\u25e6" : identity.equals ? "\u25ab" : "\u2022");
+    }
 
     function describe(cell) {
       const d = data.designs[design.select.value];
@@ -47,11 +70,8 @@
       const bend = d.bends[k][b][p];
       const dir = direction.select.value;
       const over = d.over_pairs[dir][k][b][p];
-      const identity = d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
-        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
-      // a share fixed by construction in two decimals, as the page prints an identity; an observed one in three
-      const fixedShare = identity && !identity.mirror && !identity.equals;
-      const share = (value) => (fixedShare && value !== null ? value.toFixed(2) : fixed(value));
+      const identity = identityOf(d, k, b, p);
+      const share = (value) => shareText(identity, value);
       details.textContent = `blocks.${b}.${k}, position ${p}` +
         `${d.changed.includes(p) ? " (the prompts differ here)" : ""}: ` +
         `denoising ${share(d.activation.denoising[k][b][p])}, noising ${share(d.activation.noising[k][b][p])}, ` +
@@ -71,13 +91,16 @@
     function draw() {
       const d = data.designs[design.select.value];
       const grid = d.activation[direction.select.value][kind.select.value];
-      const header = element("tr", {}, [element("th", { scope: "col", style: "width:8.5rem" }, "site \\ position"),
+      const k = kind.select.value;
+      const header = element("tr", {}, [element("th", { scope: "col", class: "rl-grid-corner" }, "block \\ position"),
         ...d.clean.map((_, p) => element("th", { scope: "col" }, d.changed.includes(p) ? `${p}*` : String(p)))]);
-      const rows = grid.map((row, b) => element("tr", {}, [element("th", { scope: "row" }, `blocks.${b}.${kind.select.value}`),
+      const rows = grid.map((row, b) => element("tr", {}, [element("th", { scope: "row", title: `blocks.${b}.${k}` }, `block ${b}`),
         ...row.map((value, p) => {
+          const identity = identityOf(d, k, b, p);
+          const text = shareText(identity, value);
           const cell = element("td", { tabindex: "0", "data-block": String(b), "data-position": String(p),
-            "data-value": fixed(value), style: `background:${colour(value)};color:#000`,
-            "aria-label": `blocks.${b}.${kind.select.value}, position ${p}: ${fixed(value)}` }, fixed(value).replace(/^(-?)0\./, "$1."));
+            "data-value": text, style: `background:${colour(value)};color:#000`,
+            "aria-label": `blocks.${b}.${k}, position ${p}: ${text}` }, text + mark(identity));
           cell.addEventListener("mouseenter", () => describe(cell));
           cell.addEventListener("focus", () => describe(cell));
           return cell;

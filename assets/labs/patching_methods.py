@@ -34,15 +34,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1540    make_design
-#   line 1674  residlab/course/lab07/patching.py
-#   line 1831    activation_grids
-#   line 1891    path_patching
-#   line 2113  residlab/course/lab07/attribution.py
-#   line 2161    attribution_grids
-#   line 2280    error_split
-#   line 2386  residlab/course/lab07/distribution.py
-#   line 2521    null_design
-#   line 2773    measure_distribution
+#   line 1761  residlab/course/lab07/patching.py
+#   line 1918    activation_grids
+#   line 1978    path_patching
+#   line 2200  residlab/course/lab07/attribution.py
+#   line 2248    attribution_grids
+#   line 2367    error_split
+#   line 2473  residlab/course/lab07/distribution.py
+#   line 2608    null_design
+#   line 2860    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -59,11 +59,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1343  residlab/course/lab07/verdicts.py
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1568  residlab/course/lab07/predictions.py
-#   line 1674  residlab/course/lab07/patching.py
-#   line 1914  residlab/course/lab07/cells.py
-#   line 2113  residlab/course/lab07/attribution.py
-#   line 2386  residlab/course/lab07/distribution.py
-#   line 2845  residlab/course/lab07/lab.py (the entry)
+#   line 1761  residlab/course/lab07/patching.py
+#   line 2001  residlab/course/lab07/cells.py
+#   line 2200  residlab/course/lab07/attribution.py
+#   line 2473  residlab/course/lab07/distribution.py
+#   line 2932  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1606,6 +1606,16 @@ def _sign(cell: dict) -> str:
     return f" (mean's 95 % interval [{low:.3f}, {high:.3f}], positive in {percent(cell['positive_fraction'])} of pairs)"
 
 
+def _size(name: str, cell: dict, bar: float) -> str:
+    """How large a rejected head's departure is: its mean against the null bar, and whether its mean's interval
+    holds 0."""
+    mean = cell["mean"]
+    against = "smaller in size than the bar" if abs(mean) < bar else "as large as the bar or larger"
+    zero = ("" if "mean_interval" not in cell else ", its mean's interval holding 0"
+            if cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1] else ", its mean's interval excluding 0")
+    return f"head {name}'s mean share, {mean:.3f} of the gap, is {against} ({bar:.3f}){zero}"
+
+
 def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
     """Every check of a prediction near 0 the page makes: (design, method, block, head, the head's cell) for each head
     of a kind ``designs.UNTESTABLE_BY_METHOD`` names, where the report has its test."""
@@ -1619,21 +1629,77 @@ def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
     return checks
 
 
-def failed_predictions(report: dict, design: str, method: str) -> list[tuple[int, int]]:
-    """(block, head) of every head whose prediction near 0 the check rejects in ``design`` under ``method``. Each
-    check is read at PREDICTION_TEST uncorrected: here a rejection counts against the mechanism, and a correction for
-    multiple checks would make the hypothesis harder to reject, favouring it."""
+def failed_predictions(report: dict, design: str, method: str, corrected: bool = False) -> list[tuple[int, int]]:
+    """(block, head) of every head whose prediction near 0 the check rejects in ``design`` under ``method``: at
+    PREDICTION_TEST uncorrected, or with ``corrected`` at ``corrected_level`` (Bonferroni over the page's checks).
+    Both are said: a rejection counts against the mechanism, so a correction makes the hypothesis harder to reject
+    (favouring it), while an uncorrected rejection among several checks is weak evidence, not a failure shown."""
+    level = corrected_level(report) if corrected else PREDICTION_TEST
     return [(block, head) for d, m, block, head, cell in prediction_checks(report)
-            if (d, m) == (design, method) and cell["beyond_p"] < PREDICTION_TEST]
+            if (d, m) == (design, method) and cell["beyond_p"] < level]
+
+
+def corrected_level(report: dict) -> float:
+    """PREDICTION_TEST divided by the number of the page's checks (Bonferroni)."""
+    return PREDICTION_TEST / max(1, len(prediction_checks(report)))
+
+
+def top_count(report: dict, design: str, method: str, block: int, head: int) -> int | None:
+    """In how many held-out pairs ``head`` has its block's largest signed share under ``method``, the bar aside and
+    every head of the block competing (None without the report's per-pair shares): whether leaving it out of a verdict
+    could change the verdict."""
+    grids = report["distribution"]["designs"][design].get("per_pair", {}).get("heads", {}).get(method)
+    if not grids:
+        return None
+    return sum(max(range(len(grid[block])), key=lambda h: grid[block][h]) == head for grid in grids)
+
+
+def left_out_caveat(report: dict, design: str, method: str, block: int, fixed: list[int]) -> str:
+    """For a verdict that leaves out ``fixed`` heads of ``block`` as competitors: which of them the check rejects
+    (uncorrected, or also corrected), and whether the verdict depends on leaving them out (how often each would top
+    the block were it competing); "" where the check rejects none."""
+    rejected = [head for b, head in failed_predictions(report, design, method) if b == block and head in fixed]
+    if not rejected:
+        return ""
+    strong = {head for b, head in failed_predictions(report, design, method, corrected=True) if b == block}
+    names = " and ".join(f"{block}.{head}" for head in rejected)
+    how = ("even after the correction for the page's checks" if all(h in strong for h in rejected) else
+           "at 0.05 uncorrected only, weak evidence" if not strong else "for some of them only uncorrected")  # fmt: skip
+    tops = [(head, top_count(report, design, method, block, head)) for head in rejected]
+    pairs = report["distribution"]["pairs"]
+    if any(count is None for _, count in tops):
+        depends = ""
+    else:
+        depends = ("competing, " + " and ".join(f"head {block}.{head} would have the block's largest share (the bar "
+                                                f"aside) in {count} of the {pairs} pairs" for head, count in tops)
+                   + (f", so the verdict does not depend on leaving {'it' if len(tops) == 1 else 'them'} out" if all(c == 0 for _, c in tops) else ""))  # fmt: skip
+    return (f"; this leaves out {'head' if len(rejected) == 1 else 'heads'} {names} on a prediction the check below "
+            f"rejects ({how})" + (f"; {depends}" if depends else ""))
+
+
+def goal_caveat(report: dict, design: str, kind: str) -> str:
+    """For the Goal box's "not identifiable by" a method: where Part 6's check rejects the prediction near 0 for a
+    head of ``kind`` in ``design``, which heads, by which method, and how strongly; "" where it rejects none."""
+    named = set(map(tuple, report["heads"]["named"].get(kind, [])))
+    said = []
+    for method, method_name in METHOD_NAMES.items():
+        rejected = [f"{b}.{h}" for b, h in failed_predictions(report, design, method) if (b, h) in named]
+        if rejected:
+            strong = [f"{b}.{h}" for b, h in failed_predictions(report, design, method, corrected=True) if (b, h) in named]
+            how = "uncorrected only, weak evidence" if not strong else "even after correction"
+            said.append(f"rejected for {'head' if len(rejected) == 1 else 'heads'} {' and '.join(rejected)} by "
+                        f"{method_name} ({how})")
+    return f" (a prediction near 0 that Part 6 checks: {'; '.join(said)})" if said else ""
 
 
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
     """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test against chance in ``design``:
     each head's mean share, its interval, its mean's interval and sign, and how often its share passes the null bar
-    (its size said) in size on the held-out and on the null pairs, with the one-sided test of the two, uncorrected
-    (``failed_predictions`` says why), how many of the page's checks reject, and the fewest passes the test could
-    reject. The prediction could have failed, so the numbers are said; only the verdict leaves the heads out as
-    competitors."""
+    (its size said) in size on the held-out and on the null pairs, with the one-sided test of the two, uncorrected and
+    corrected (``failed_predictions`` says why both), how many of the page's checks reject each way, the fewest passes
+    the test could reject, and a rejected head's mean against the bar. A rejection only uncorrected is said as weak
+    evidence, one that survives the correction as a failure. The prediction could have failed, so the numbers are
+    said; only the verdict leaves the heads out as competitors."""
     measured = report["distribution"]["designs"][design]
     table = measured["heads"][method]["heads"]
     cells = [(block, head, table[block][head]) for block, head in report["heads"]["named"].get(kind, [])
@@ -1646,27 +1712,48 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
                        f"of the held-out pairs and {percent(cell['null_beyond_fraction'])} of the null pairs "
                        f"(p = {cell['beyond_p']:.2g})" for block, head, cell in cells)  # fmt: skip
     checks = prediction_checks(report)
+    level = corrected_level(report)
     rejecting = sum(cell["beyond_p"] < PREDICTION_TEST for *_, cell in checks)
-    reach = [fewest_rejected(round(cell["null_beyond_fraction"] * pairs), pairs, PREDICTION_TEST) for _, _, cell in cells]
-    reach_text = (f"; a weak test: with these null counts it rejects only at {min(r for r in reach if r is not None)} or "
-                  f"more held-out pairs past the bar" if any(r is not None for r in reach) else
-                  "; with these null counts it could reject at no count")
-    test = (f"a one-sided Fisher exact test of the two rates at {PREDICTION_TEST:g}, uncorrected (a rejection counts "
-            f"against the mechanism, so a correction for the page's {len(checks)} such checks would favour it; "
-            f"{rejecting} of the {len(checks)} reject){reach_text}; the null pairs' rate is in-sample, for the bar is set "
-            f"by the same null pairs")
-    failed = [f"{block}.{head}" for block, head in failed_predictions(report, design, method)]
+    surviving = sum(cell["beyond_p"] < level for *_, cell in checks)
+    reach = [(f"{block}.{head}", fewest_rejected(round(cell["null_beyond_fraction"] * pairs), pairs, PREDICTION_TEST))
+             for block, head, cell in cells]  # fmt: skip
+    reachable = [(name, count) for name, count in reach if count is not None]
+    if not reachable:
+        reach_text = "; with these null counts it could reject at no count"
+    elif len({count for _, count in reachable}) == 1:
+        reach_text = (f"; a weak test: with these null counts it rejects only at {reachable[0][1]} or more held-out "
+                      f"pairs past the bar")
+    else:
+        reach_text = "; a weak test: with these null counts it rejects only at " + ", ".join(
+            f"{count} or more held-out pairs past the bar for head {name}" for name, count in reachable)
+    test = (f"a one-sided Fisher exact test of the two rates, at {PREDICTION_TEST:g} uncorrected (a rejection counts "
+            f"against the mechanism, so a correction would favour it) and at {level:.2g} with a Bonferroni correction "
+            f"for the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject uncorrected, {surviving} "
+            f"corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the same null pairs, so few "
+            f"of them pass it by construction, which leans the test toward rejecting")
+    failed = [found for found in failed_predictions(report, design, method) if found in {(b, h) for b, h, _ in cells}]
+    strong = set(failed_predictions(report, design, method, corrected=True))
     signed = [f"{block}.{head}" for block, head, cell in cells
               if "mean_interval" in cell and not cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1]]
     one_sign = (f"; head {signed[0]} is near 0 in size but not 0 on average (the mean's interval excludes 0)"
                 if len(signed) == 1 else f"; heads {', '.join(signed[:-1])} and {signed[-1]} are near 0 in size but "
                 f"not 0 on average (the means' intervals exclude 0)" if signed else "")
-    held = (f"counted in size, so either sign could fail it, the prediction is not rejected here: no head passes the "
-            f"bar more often on the held-out pairs than on the null pairs by {test}{one_sign}; not rejected is not "
-            f"shown to be 0" if not failed else
-            f"counted in size, the prediction fails for {'head' if len(failed) == 1 else 'heads'} {' and '.join(failed)}: "
-            f"{'it passes' if len(failed) == 1 else 'they pass'} the bar more often on the held-out pairs than on the "
-            f"null pairs by {test}{one_sign}")
+    if not failed:
+        held = (f"counted in size, so either sign could fail it, the prediction is not rejected here: no head passes "
+                f"the bar more often on the held-out pairs than on the null pairs by {test}{one_sign}; not rejected is "
+                f"not shown to be 0")
+    else:
+        by_cell = {(block, head): cell for block, head, cell in cells}
+        groups = [([f for f in failed if f in strong], "the prediction fails for {heads}: {verb} the bar more often on "
+                   "the held-out pairs than on the null pairs, even after the correction"),
+                  ([f for f in failed if f not in strong], "weak evidence against the prediction for {heads}, not a "
+                   "failure shown: {verb} the bar more often on the held-out pairs than on the null pairs at "
+                   f"{PREDICTION_TEST:g} uncorrected only")]  # fmt: skip
+        said = [template.format(heads=("head " if len(heads) == 1 else "heads ") + " and ".join(f"{b}.{h}" for b, h in heads),
+                                verb="it passes" if len(heads) == 1 else "they pass")
+                for heads, template in groups if heads]  # fmt: skip
+        size = "; ".join(_size(f"{b}.{h}", by_cell[(b, h)], bars[b]) for b, h in failed)
+        held = f"counted in size, {'; '.join(said)}, by {test}; in size, {size}{one_sign}"
     return (f" Observed over the pairs: {listed}; {held}; only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
 
@@ -2458,7 +2545,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
     over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
     also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
-    period pooled (``summarise``), "spread_periods", the periods pooled, and "example_period" (blocks x heads x
+    period pooled (``summarise``), "spread_periods", the periods pooled, and "pair_sequences" (blocks x heads x
     sequences): each head's score on each held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built
     from, in their order (so a head's attention can be set beside its causal shares pair by pair)."""
     sequences = naming_sequences() if sequences is None else sequences
@@ -2482,7 +2569,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
         out[kind]["spread_periods"] = [int(period) for period in sequences]
-        out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
+        out[kind]["pair_sequences"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
     return out
 
 
@@ -2851,7 +2938,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/8"
+REPORT_SCHEMA = "residlab-lab07-report/9"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -128,7 +128,7 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
             assert sentences.grid_sentence(report, name, direction) in text
         for method in sentences.METHOD_NAMES:
             for kind in report["heads"]["named"]:
-                assert head_sentences.kind_sentence(report, name, method, kind) in text
+                assert head_sentences.kind_sentence(report, name, method, kind).replace("**", "") in text  # bold in Markdown
     assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
 
 
@@ -224,3 +224,16 @@ def test_the_explorer_shows_each_cell_on_focus_and_moves_with_the_arrow_keys(bui
     over = report["distribution"]["designs"]["matched_position"]["activation"]["noising"]["attn_write"][0][position + 1]
     assert f"Over {report['distribution']['pairs']} held-out pairs, noising {over['mean']:.3f}" in shown_text
     assert focused.get_attribute("data-value") == f"{noising:.3f}"
+    # an identity in two decimals with the figures' filled dot, as the page prints one; no number cut short
+    Select(browser.find_element("id", "patching-kind")).select_by_value("resid_post")
+    last = len(design["activation"]["noising"]["resid_post"]) - 1
+    readout = browser.find_element("css selector", f'#patching-grid td[data-block="{last}"][data-position="{design["readout"]}"]')
+    assert (readout.text, readout.get_attribute("data-value")) == ("1.00\u2009\u2022", "1.00"), readout.text
+    clipped = ("return [...document.querySelectorAll('#patching-grid td, #patching-grid th')]"
+               ".filter((c) => c.scrollWidth > c.clientWidth).map((c) => c.textContent)")
+    assert browser.execute_script(clipped) == []
+    browser.set_window_size(412, 900)  # a phone's width: the grid's box scrolls sideways instead
+    try:
+        assert browser.execute_script(clipped) == []
+    finally:
+        browser.set_window_size(1280, 900)

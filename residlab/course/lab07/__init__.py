@@ -32,6 +32,7 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
 - ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, the worked example beside
   the pairs, and the copied-token corruption beside Lab 06's and the glossary's.
+- ``goal_sentences``: the Goal box's list of which verdicts are tests, with their scope.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads);
   ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation).
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island

@@ -137,9 +137,9 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
             f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}; on the null pairs the top share clears "
-            f"the bar in only {null_bar_exceeded(pairs)}, by construction (the bar is a high percentile of those very "
-            f"shares), so that rate says which head moves most under a change the mechanism does not use, not which "
-            f"head carries anything")
+            f"the bar in at most {null_bar_exceeded(pairs)}, by construction (the bar is a high percentile of those "
+            f"very pairs' largest share in size, and the top signed share is no larger), so that rate says which head "
+            f"moves most under a change the mechanism does not use, not which head carries anything")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

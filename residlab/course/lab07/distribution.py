@@ -86,7 +86,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
     """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
     over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
     also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
-    period pooled (``summarise``), "spread_periods", the periods pooled, and "example_period" (blocks x heads x
+    period pooled (``summarise``), "spread_periods", the periods pooled, and "pair_sequences" (blocks x heads x
     sequences): each head's score on each held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built
     from, in their order (so a head's attention can be set beside its causal shares pair by pair)."""
     sequences = naming_sequences() if sequences is None else sequences
@@ -110,7 +110,7 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
         out[kind]["spread_periods"] = [int(period) for period in sequences]
-        out[kind]["example_period"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
+        out[kind]["pair_sequences"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
     return out
 
 

@@ -13,7 +13,7 @@ from residlab.course.lab07.chance import (
 )
 from residlab.course.lab07.compare_sentences import null_top_sentence
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
-from residlab.course.lab07.predictions import by_method_observed, failed_predictions
+from residlab.course.lab07.predictions import by_method_observed, goal_caveat, left_out_caveat
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
@@ -44,16 +44,15 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
         if entry["chance"] >= 1:
             chance = ""
             # no test against chance; where the others are predicted near 0, still one against the model's own null
-            rejected = [f"{block}.{head}" for block, head in failed_predictions(report, name, method)
-                        if block == entry["block"] and head in fixed]
-            caveat = (f"; this leaves out {'head' if len(rejected) == 1 else 'heads'} {' and '.join(rejected)} on a "
-                      f"prediction the check below rejects" if rejected else "")
+            caveat = left_out_caveat(report, name, method, entry["block"], fixed)
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
+            outcome = "No test against chance, read against the model's own null" if fixed else "No test"
         elif other:
             chance = ""
             reading = complement_words(other, entry["block"])
+            outcome = "Not a test of its own"
         else:
             movable = entry.get("movable", len(entry["named"]))
             chance = (f"a random pick among the {movable} heads the mechanism does not predict near 0 in this design would "
@@ -67,23 +66,29 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"({against_chance(found, base, entry['chance'])})" + _one_head_carries(entry))  # fmt: skip
+                outcome = "Found in most pairs, above chance"
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
                            "this design's change in the block, not how the named heads fare against a random pick")  # fmt: skip
+                outcome = "Another named kind on top in most pairs"
             elif fractions["nothing"] >= HALF_PAIRS:
                 reading = inconclusive(fractions, report["distribution"]["pairs"])
+                outcome = "Inconclusive"
             else:
                 counted = (f"among the {base} pairs where a head clears the null bar, a named head is on top in {found} "
                            f"(95 % Wilson {wilson(found / base, base)}): ")  # fmt: skip
                 if among <= BELOW * entry["chance"]:
                     reading = counted + ("below chance: heads the rule does not name this kind are on top more often "
                                          "than a random pick would leave them")  # fmt: skip
+                    outcome = "Below chance"
                 elif among <= entry["chance"]:
                     reading = counted + "no better than a random pick"
+                    outcome = "No better than a random pick"
                 else:
                     reading = counted + (f"better than a random pick ({against_chance(found, base, entry['chance'])}), "
                                          f"but not in most pairs")
+                    outcome = "Better than chance, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
             reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
@@ -91,7 +96,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
-        said.append(f"block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
+        said.append(f"**{outcome}.** Block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
                     f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
                     + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
     return "; ".join(said) + "."
@@ -113,59 +118,6 @@ def _one_head_carries(entry: dict) -> str:
     others = ", ".join(f"head {entry['block']}.{other} in {_percent(by_head[other])}" for other in sorted(by_head) if other != head)
     return (f"; it is mostly head {entry['block']}.{head}'s (on top in {_percent(by_head[head])} of the pairs; {others}), "
             f"so it says little of the other named {'head' if len(by_head) == 2 else 'heads'}")
-
-
-def which_are_tests(report: dict) -> str:
-    """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
-    the mechanism does not predict near 0 could miss them), and in which it is none: not identifiable (the mechanism predicts
-    them near 0 in that design), no test (every head of their block the mechanism does not predict near 0 is named that kind), or,
-    for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
-    one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
-    Markdown list, a kind an item."""
-    said = []
-    for kind, named in report["heads"]["named"].items():
-        if not named:
-            said.append(f"**{HEAD_KINDS[kind]} heads**: none is named, so there is nothing to find")
-            continue
-        tests, untestable, none, complements = [], [], [], []
-        for name, measured in report["distribution"]["designs"].items():
-            label = name.replace("_", "-")
-            if kind in measured["not_testable"]:
-                untestable.append(label)
-                continue
-            entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
-            complement = [e for e in entries if complement_of(e)]
-            if complement and all(entry["chance"] < 1 for entry in entries):
-                by = [METHOD_NAMES[m] for m in measured["heads"] if kind in measured.get("not_testable_by_method", {}).get(m, ())]
-                complements.append((label, complement_of(complement[0]), complement[0]["block"], by))
-                continue
-            if any(entry["chance"] < 1 for entry in entries):  # a test by per-head denoising; say which methods are not
-                short = [METHOD_NAMES[m] for m, table in measured["heads"].items()
-                         if kind in measured.get("not_testable_by_method", {}).get(m, ())
-                         or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
-                carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
-                notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
-                          f"head of the block near 0, so none competes: those verdicts are read against the model's "
-                          f"own null only"] if short else [])
-                notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
-                tests.append(f"the {label} design" + (f" ({'; '.join(notes)})" if notes else ""))
-            else:  # no test; against chance only where the others are predicted near 0 (the null still reads it)
-                none.append((label, any(entry.get("fixed") for entry in entries)))
-        parts = [f"a test in {' and in '.join(tests)}"] if tests else []
-        parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
-        block_words = "their block" if len({b for b, _ in named}) == 1 else "their blocks"
-        for fixed in (False, True):
-            labels = [label for label, has_fixed in none if has_fixed == fixed]
-            null_said = "; read against the model's own null" if fixed else ""
-            parts += [f"no test{' against chance' if fixed else ''} in the {' and '.join(labels)} design"
-                      f"{'s' if len(labels) > 1 else ''} (every head of {block_words} the mechanism does not predict "
-                      f"near 0 is named {HEAD_KINDS[kind]}{null_said})"] if labels else []  # fmt: skip
-        parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
-                  f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
-                  f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}" if by else "")
-                  for label, other, block, by in complements]  # fmt: skip
-        said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
-    return "\n".join(f"- {item}." for item in said) + "\n"
 
 
 def missed(measured: dict, method: str, entry: dict) -> str:
@@ -285,13 +237,13 @@ def _other_draw(report: dict) -> str:
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
     """Two heads whose attention scores tie, set side by side pair by pair on the pairs' own sequences
-    (``example_period``: the sequences the pairs are built from): in how many pairs each head's score is the higher
+    (``pair_sequences``: the sequences the pairs are built from): in how many pairs each head's score is the higher
     and, per method, in how many the other head's share is the larger and in how many the method orders the two as
     their scores do, against what orders drawn independently with the same margins give (``independent_range``);
     then by size, the rank correlation of the score difference with the share difference and its permutation p
     (``rank_association``). "" where the report has no per-sequence scores or no method clears the null."""
     measured = report["distribution"]["designs"][name]
-    per_sequence = report["heads"]["name_scores"][kind].get("example_period")
+    per_sequence = report["heads"]["name_scores"][kind].get("pair_sequences")
     if not per_sequence or not methods:
         return ""
     first, second = tie

@@ -440,6 +440,8 @@ def chance_sentence(report: dict) -> str:
 
 
 NULL_BAR = f"{INTERVAL[1]:g}th percentile"  # the null bar: this percentile over the null pairs of the block's top share
+# a method that cannot reach a block's heads (path patching into block 1's keys speaks only of earlier blocks)
+UNREACHED = "n/a: this method cannot reach this block's heads"
 LARGEST_IN_BLOCK = "largest in block (null not applied)"  # the head table's label; a verdict's "on top" needs the null cleared
 
 
@@ -458,7 +460,7 @@ def head_rows(report: dict, name: str) -> list[list[str]]:
             for method in METHOD_NAMES:
                 table = measured["heads"][method]["heads"]
                 if block >= len(table):
-                    cells.append("")
+                    cells.append(UNREACHED)
                     continue
                 entry = table[block][head]
                 largest = (f", above the null pairs' largest {_percent(entry['clears_largest_fraction'])}"
@@ -479,7 +481,7 @@ def null_rows(report: dict, name: str) -> list[list[str]]:
 
     def cell(method, block):
         if block >= len(bars.get(method, [])):
-            return ""
+            return UNREACHED
         return f"{_value(bars[method][block])} (largest {_value(largest[method][block]['largest'])})"
 
     pairs = largest["denoising"][0]["pairs"]

@@ -1,0 +1,67 @@
+"""Lab 07's Goal box: per named head kind, in which design a method's verdict about its heads is a test and in which
+it is none, with the scope of each test and the predictions near 0 Part 6 checks (``which_are_tests``). Each word is
+chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads verdicts with."""
+
+from __future__ import annotations
+
+from residlab.course.lab07.head_sentences import _one_head_carries
+from residlab.course.lab07.predictions import goal_caveat
+from residlab.course.lab07.sentences import _heads
+from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of
+
+
+def which_are_tests(report: dict) -> str:
+    """Per named kind, in which design a method's verdict about its heads is a test (a random pick among the heads
+    the mechanism does not predict near 0 could miss them), and in which it is none: not identifiable (the mechanism predicts
+    them near 0 in that design), no test (every head of their block the mechanism does not predict near 0 is named that kind), or,
+    for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
+    one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
+    Markdown list, a kind an item."""
+    said = []
+    for kind, named in report["heads"]["named"].items():
+        if not named:
+            said.append(f"**{HEAD_KINDS[kind]} heads**: none is named, so there is nothing to find")
+            continue
+        tests, untestable, none, complements = [], [], [], []
+        for name, measured in report["distribution"]["designs"].items():
+            label = name.replace("_", "-")
+            if kind in measured["not_testable"]:
+                untestable.append(label)
+                continue
+            entries = [e for e in measured["heads"]["denoising"]["kinds"].values() if e["kind"] == kind]
+            complement = [e for e in entries if complement_of(e)]
+            if complement and all(entry["chance"] < 1 for entry in entries):
+                by = [METHOD_NAMES[m] for m in measured["heads"] if kind in measured.get("not_testable_by_method", {}).get(m, ())]
+                complements.append((label, complement_of(complement[0]), complement[0]["block"], by, name))
+                continue
+            if any(entry["chance"] < 1 for entry in entries):  # a test by per-head denoising; say which methods are not
+                short = [METHOD_NAMES[m] for m, table in measured["heads"].items()
+                         if kind in measured.get("not_testable_by_method", {}).get(m, ())
+                         or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
+                carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
+                notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
+                          f"head of the block near 0, so none competes: those verdicts are read against the model's "
+                          f"own null only"] if short else [])
+                notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
+                changed = report["designs"][name]["changed"]
+                scope = (f"at period {report['distribution']['period']} in every pair, "
+                         f"position{'s' if len(changed) > 1 else ''} {' and '.join(map(str, changed))} changed")
+                tests.append(f"the {label} design ({'; '.join([scope, *notes])})")
+            else:  # no test; against chance only where the others are predicted near 0 (the null still reads it)
+                none.append((label, any(entry.get("fixed") for entry in entries)))
+        parts = [f"a test in {' and in '.join(tests)}"] if tests else []
+        parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
+        block_words = "their block" if len({b for b, _ in named}) == 1 else "their blocks"
+        for fixed in (False, True):
+            labels = [label for label, has_fixed in none if has_fixed == fixed]
+            null_said = "; read against the model's own null" if fixed else ""
+            parts += [f"no test{' against chance' if fixed else ''} in the {' and '.join(labels)} design"
+                      f"{'s' if len(labels) > 1 else ''} (every head of {block_words} the mechanism does not predict "
+                      f"near 0 is named {HEAD_KINDS[kind]}{null_said})"] if labels else []  # fmt: skip
+        parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
+                  f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
+                  f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}{goal_caveat(report, name, kind)}"
+                                                   if by else "")
+                  for label, other, block, by, name in complements]  # fmt: skip
+        said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
+    return "\n".join(f"- {item}." for item in said) + "\n"

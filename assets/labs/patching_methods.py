@@ -35,14 +35,14 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1540    make_design
 #   line 1761  residlab/course/lab07/patching.py
-#   line 1918    activation_grids
-#   line 1978    path_patching
-#   line 2200  residlab/course/lab07/attribution.py
-#   line 2248    attribution_grids
-#   line 2367    error_split
-#   line 2473  residlab/course/lab07/distribution.py
-#   line 2608    null_design
-#   line 2860    measure_distribution
+#   line 1925    activation_grids
+#   line 1989    path_patching
+#   line 2210  residlab/course/lab07/attribution.py
+#   line 2258    attribution_grids
+#   line 2377    error_split
+#   line 2483  residlab/course/lab07/distribution.py
+#   line 2618    null_design
+#   line 2870    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -60,10 +60,10 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1568  residlab/course/lab07/predictions.py
 #   line 1761  residlab/course/lab07/patching.py
-#   line 2001  residlab/course/lab07/cells.py
-#   line 2200  residlab/course/lab07/attribution.py
-#   line 2473  residlab/course/lab07/distribution.py
-#   line 2932  residlab/course/lab07/lab.py (the entry)
+#   line 2011  residlab/course/lab07/cells.py
+#   line 2210  residlab/course/lab07/attribution.py
+#   line 2483  residlab/course/lab07/distribution.py
+#   line 2942  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1865,13 +1865,13 @@ def prepare(model, design: Design) -> Pair:
                                    "input") for b in range(depth)])  # fmt: skip
     qkv = resolve_paths(model, [(site_name(b, "qkv"), f"{block_path(block_type, b)}.{attention_points(model)['qkv']}", "output")
                                 for b in range(depth)])  # fmt: skip
+    with single_thread(), record_sites(sites + heads) as recorder, torch.inference_mode():  # both runs, one batch
+        output = model(input_ids=torch.tensor([design.clean, design.corrupt]), use_cache=False, output_attentions=True)
     recorded, metrics, attentions = {}, {}, {}
-    for which, prompt in (("clean", design.clean), ("corrupt", design.corrupt)):
-        with single_thread(), record_sites(sites + heads) as recorder, torch.inference_mode():
-            output = model(input_ids=torch.tensor([prompt]), use_cache=False, output_attentions=True)
-        recorded[which] = {name: tensor[0] for name, tensor in recorder.records.items()}
-        metrics[which] = float(_readout_metric(output.logits.float(), design)[0])
-        attentions[which] = torch.stack([layer[0].float() for layer in output.attentions])
+    for row, which in enumerate(("clean", "corrupt")):
+        recorded[which] = {name: tensor[row] for name, tensor in recorder.records.items()}
+        metrics[which] = float(_readout_metric(output.logits.float(), design)[row])
+        attentions[which] = torch.stack([layer[row].float() for layer in output.attentions])
     pair = Pair(model, design, sites + qkv, recorded["clean"], recorded["corrupt"], metrics["clean"],
                 metrics["corrupt"], attentions["clean"], attentions["corrupt"])  # fmt: skip
     for block in range(1, depth):  # one tensor, two names: the patch of one is the patch of the other
@@ -1901,8 +1901,15 @@ def _replace_cells(positions: list[int], vectors: torch.Tensor, first_row: int =
     return edit
 
 
-def _add(delta: torch.Tensor):
-    return lambda tensor: tensor + delta.unsqueeze(0)
+def _add_rows(delta: torch.Tensor, rows: slice):
+    """An edit of a batch: ``delta`` added to the rows ``rows`` (a (n, d) delta to one row, or one per row)."""
+
+    def edit(tensor):
+        tensor = tensor.clone()
+        tensor[rows] = tensor[rows] + delta
+        return tensor
+
+    return edit
 
 
 def activation_cells(pair: Pair, direction: str, kind: str, block: int, positions: list[int], *,
@@ -1942,34 +1949,38 @@ def head_delta(pair: Pair, block: int, head: int, source: dict, target: dict) ->
 
 
 def head_grid(pair: Pair, direction: str) -> list[list[float | None]]:
-    """(blocks x heads): each head's output at every position patched, as a share of the gap (one batched forward
-    per block, a head per row)."""
+    """(blocks x heads): each head's output at every position patched, as a share of the gap (one batched forward,
+    a head of a block per row)."""
     source, target = (pair.clean, pair.corrupt) if direction == "denoising" else (pair.corrupt, pair.clean)
     heads = pair.model.config.num_attention_heads
-    rows = []
-    for block in range(pair.depth):
-        write = site_name(block, "attn_write")
-        deltas = torch.stack([head_delta(pair, block, head, source, target) for head in range(heads)])
-        patched = pair.run(direction == "denoising", {write: lambda tensor, deltas=deltas: tensor + deltas}, batch=heads)
-        rows.append([share(pair, direction, value) for value in patched])
-    return rows
+    edits = {site_name(block, "attn_write"): _add_rows(torch.stack([head_delta(pair, block, head, source, target)
+                                                                    for head in range(heads)]),
+                                                       slice(block * heads, (block + 1) * heads))
+             for block in range(pair.depth)}  # fmt: skip
+    patched = pair.run(direction == "denoising", edits, batch=pair.depth * heads)
+    return [[share(pair, direction, value) for value in patched[block * heads:(block + 1) * heads]]
+            for block in range(pair.depth)]  # fmt: skip
 
 
-def _stream_edit(pair: Pair, receiver: int, stream: str, delta: torch.Tensor):
-    """An edit of block ``receiver``'s fused q/k/v output: the ``stream`` slice of every head recomputed from the
-    corrupt block input plus ``delta`` (n, d), the other two slices left as the corrupt run computes them."""
+def _stream_edits(pair: Pair, receiver: int, rows: list[tuple[str, torch.Tensor]]):
+    """An edit of block ``receiver``'s fused q/k/v output for a batch: in row i, the ``rows[i][0]`` stream slice of
+    every head recomputed from the corrupt block input plus ``rows[i][1]`` (n, d); the other slices, and the rows
+    after these, left as the corrupt run computes them."""
     layer = pair.block(receiver)
     points = attention_points(pair.model)
     norm, qkv = layer.get_submodule(points["norm"]), layer.get_submodule(points["qkv"])
     heads = pair.model.config.num_attention_heads
     size = pair.model.config.hidden_size // heads
-    with torch.inference_mode():
-        replacement = qkv(norm(pair.corrupt[site_name(receiver, "resid_pre")] + delta)).view(-1, heads, 3 * size)
-    part = slice(STREAMS.index(stream) * size, (STREAMS.index(stream) + 1) * size)
+    corrupt_input = pair.corrupt[site_name(receiver, "resid_pre")]
+    with torch.inference_mode():  # one row at a time, as a run of that row alone computes it
+        replacements = [(STREAMS.index(stream), qkv(norm(corrupt_input + delta)).view(-1, heads, 3 * size))
+                        for stream, delta in rows]  # fmt: skip
 
     def edit(tensor):
         shaped = tensor.clone().view(tensor.shape[0], -1, heads, 3 * size)
-        shaped[:, :, :, part] = replacement[:, :, part]
+        for row, (index, replacement) in enumerate(replacements):
+            part = slice(index * size, (index + 1) * size)
+            shaped[row, :, :, part] = replacement[:, :, part]
         return shaped.view(tensor.shape)
 
     return edit
@@ -1978,24 +1989,23 @@ def _stream_edit(pair: Pair, receiver: int, stream: str, delta: torch.Tensor):
 def path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> dict[str, float | None]:
     """Block ``sender``'s attention write (clean, every position) into block ``receiver``'s queries, keys or values
     only (the direct path: nothing else sees the clean write), and into everything downstream (the write itself
-    patched); each the denoising share of the gap."""
+    patched); each the denoising share of the gap, each a row of one batched forward."""
     name = site_name(sender, "attn_write")
     delta = pair.clean[name] - pair.corrupt[name]
-    shares = {}
-    for stream in STREAMS:
-        edit = {site_name(receiver, "qkv"): _stream_edit(pair, receiver, stream, delta)}
-        shares[stream] = share(pair, "denoising", pair.run(True, edit)[0])
-    shares["everything"] = share(pair, "denoising", pair.run(True, {name: _add(delta)})[0])
-    return shares
+    edits = {site_name(receiver, "qkv"): _stream_edits(pair, receiver, [(stream, delta) for stream in STREAMS]),
+             name: _add_rows(delta, slice(len(STREAMS), len(STREAMS) + 1))}  # the last row: the write itself
+    values = pair.run(True, edits, batch=len(STREAMS) + 1)
+    return {key: share(pair, "denoising", value) for key, value in zip((*STREAMS, "everything"), values)}
 
 
 def head_path_patching(pair: Pair, sender: int = 0, receiver: int = 1) -> list[float | None]:
     """Per head of block ``sender``: its output's clean-minus-corrupt difference (every position, through the
-    output projection) sent into block ``receiver``'s keys only; the denoising share of the gap."""
-    qkv = site_name(receiver, "qkv")
-    return [share(pair, "denoising", pair.run(True, {qkv: _stream_edit(pair, receiver, "keys",
-                                                                      head_delta(pair, sender, head, pair.clean, pair.corrupt))})[0])
-            for head in range(pair.model.config.num_attention_heads)]  # fmt: skip
+    output projection) sent into block ``receiver``'s keys only; the denoising share of the gap (a head per row of
+    one batched forward)."""
+    heads = pair.model.config.num_attention_heads
+    deltas = [("keys", head_delta(pair, sender, head, pair.clean, pair.corrupt)) for head in range(heads)]
+    values = pair.run(True, {site_name(receiver, "qkv"): _stream_edits(pair, receiver, deltas)}, batch=heads)
+    return [share(pair, "denoising", value) for value in values]
 
 
 # ---- residlab/course/lab07/cells.py --------------------------------------------------------------

@@ -250,8 +250,9 @@ def test_freeze_guard_forgets_frozen_results_when_an_execution_input_changes(tmp
 def test_project_freezes_and_guards_as_the_readme_says():
     config = site_check.load_config(ROOT)
     assert config["execute"] == {"freeze": "auto", "cache": False}
-    # The npm locks installed first (a fresh clone renders), then the freeze guard, last before any page executes.
-    assert config["project"]["pre-render"] == ["residlab/build/npm_installs.py", "residlab/build/freeze_guard.py"]
+    # The freeze guard first (its prefetch computes while the npm locks install), then the npm locks (a fresh clone
+    # renders); both before any page executes.
+    assert config["project"]["pre-render"] == ["residlab/build/freeze_guard.py", "residlab/build/npm_installs.py"]
     assert all((ROOT / step).is_file() for step in config["project"]["pre-render"])
 
 

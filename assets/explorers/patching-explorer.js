@@ -47,9 +47,13 @@
 
     // What the page says of a cell: an identity (fixed by construction), a hybrid prompt's run (mirror) or another
     // cell's intervention under this name (equals); undefined for an observed cell.
-    function identityOf(d, k, b, p) {
-      return d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
+    function identitiesOf(d, k, b, p) {
+      return d.identities.filter((c) => (c.kind === null && p < Math.min(...d.changed)) ||
         (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
+    }
+
+    function identityOf(d, k, b, p) {
+      return identitiesOf(d, k, b, p)[0];
     }
 
     // A share fixed by construction in two decimals, as the page prints an identity; an observed one in three.
@@ -57,11 +61,13 @@
       return identity && !identity.mirror && !identity.equals && value !== null ? value.toFixed(2) : fixed(value);
     }
 
-    // The marks of the figures drawn at build time (figures.py): a filled dot for an identity, a ring for a hybrid
-    // prompt's run, a square for another cell's intervention; the zeros before the first changed position unmarked.
-    function mark(identity) {
-      if (!identity || identity.kind === null) return "";
-      return "\u2009" + (identity.mirror ? "\u25e6" : identity.equals ? "\u25ab" : "\u2022");
+    // The marks of the figures drawn at build time (figures.py), in their order: a square for another cell's
+    // intervention under this name, a ring for a hybrid prompt's run, a filled dot for an identity; the zeros before
+    // the first changed position unmarked.
+    function mark(found) {
+      const symbol = found.some((c) => c.equals) ? "\u25ab" : found.some((c) => c.mirror) ? "\u25e6"
+        : found.some((c) => c.kind !== null) ? "\u2022" : "";
+      return symbol && "\u2009" + symbol;
     }
 
     function describe(cell) {
@@ -100,7 +106,7 @@
           const text = shareText(identity, value);
           const cell = element("td", { tabindex: "0", "data-block": String(b), "data-position": String(p),
             "data-value": text, style: `background:${colour(value)};color:#000`,
-            "aria-label": `blocks.${b}.${k}, position ${p}: ${text}` }, text + mark(identity));
+            "aria-label": `blocks.${b}.${k}, position ${p}: ${text}` }, text + mark(identitiesOf(d, k, b, p)));
           cell.addEventListener("mouseenter", () => describe(cell));
           cell.addEventListener("focus", () => describe(cell));
           return cell;

@@ -34,15 +34,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1540    make_design
-#   line 1761  residlab/course/lab07/patching.py
-#   line 1925    activation_grids
-#   line 1989    path_patching
-#   line 2210  residlab/course/lab07/attribution.py
-#   line 2258    attribution_grids
-#   line 2377    error_split
-#   line 2483  residlab/course/lab07/distribution.py
-#   line 2618    null_design
-#   line 2870    measure_distribution
+#   line 1753  residlab/course/lab07/patching.py
+#   line 1917    activation_grids
+#   line 1981    path_patching
+#   line 2202  residlab/course/lab07/attribution.py
+#   line 2250    attribution_grids
+#   line 2369    error_split
+#   line 2475  residlab/course/lab07/distribution.py
+#   line 2610    null_design
+#   line 2862    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -59,11 +59,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1343  residlab/course/lab07/verdicts.py
 #   line 1406  residlab/course/lab07/designs.py
 #   line 1568  residlab/course/lab07/predictions.py
-#   line 1761  residlab/course/lab07/patching.py
-#   line 2011  residlab/course/lab07/cells.py
-#   line 2210  residlab/course/lab07/attribution.py
-#   line 2483  residlab/course/lab07/distribution.py
-#   line 2942  residlab/course/lab07/lab.py (the entry)
+#   line 1753  residlab/course/lab07/patching.py
+#   line 2003  residlab/course/lab07/cells.py
+#   line 2202  residlab/course/lab07/attribution.py
+#   line 2475  residlab/course/lab07/distribution.py
+#   line 2934  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1609,7 +1609,7 @@ def _sign(cell: dict) -> str:
 def _size(name: str, cell: dict, bar: float) -> str:
     """How large a rejected head's departure is: its mean against the null bar, and whether its mean's interval
     holds 0."""
-    mean = cell["mean"]
+    mean = round(cell["mean"], 3) or 0.0  # no "-0.000"
     against = "smaller in size than the bar" if abs(mean) < bar else "as large as the bar or larger"
     zero = ("" if "mean_interval" not in cell else ", its mean's interval holding 0"
             if cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1] else ", its mean's interval excluding 0")
@@ -1677,21 +1677,6 @@ def left_out_caveat(report: dict, design: str, method: str, block: int, fixed: l
             f"rejects ({how})" + (f"; {depends}" if depends else ""))
 
 
-def goal_caveat(report: dict, design: str, kind: str) -> str:
-    """For the Goal box's "not identifiable by" a method: where Part 6's check rejects the prediction near 0 for a
-    head of ``kind`` in ``design``, which heads, by which method, and how strongly; "" where it rejects none."""
-    named = set(map(tuple, report["heads"]["named"].get(kind, [])))
-    said = []
-    for method, method_name in METHOD_NAMES.items():
-        rejected = [f"{b}.{h}" for b, h in failed_predictions(report, design, method) if (b, h) in named]
-        if rejected:
-            strong = [f"{b}.{h}" for b, h in failed_predictions(report, design, method, corrected=True) if (b, h) in named]
-            how = "uncorrected only, weak evidence" if not strong else "even after correction"
-            said.append(f"rejected for {'head' if len(rejected) == 1 else 'heads'} {' and '.join(rejected)} by "
-                        f"{method_name} ({how})")
-    return f" (a prediction near 0 that Part 6 checks: {'; '.join(said)})" if said else ""
-
-
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
     """What ``method`` observed over the pairs for the heads of ``kind`` it cannot test against chance in ``design``:
     each head's mean share, its interval, its mean's interval and sign, and how often its share passes the null bar
@@ -1726,34 +1711,41 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
     else:
         reach_text = "; a weak test: with these null counts it rejects only at " + ", ".join(
             f"{count} or more held-out pairs past the bar for head {name}" for name, count in reachable)
-    test = (f"a one-sided Fisher exact test of the two rates, at {PREDICTION_TEST:g} uncorrected (a rejection counts "
-            f"against the mechanism, so a correction would favour it) and at {level:.2g} with a Bonferroni correction "
-            f"for the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject uncorrected, {surviving} "
-            f"corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the same null pairs, so few "
-            f"of them pass it by construction, which leans the test toward rejecting")
+    test = (f"a one-sided Fisher exact test of the two rates (each head's p above), read at {PREDICTION_TEST:g} "
+            f"uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
+            f"{level:.2g}, Bonferroni over the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject "
+            f"uncorrected, {surviving} corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the "
+            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting")
+    block_bars = sorted({bars[block] for block, _, _ in cells})
+    scope = (f"; the test sees only shares past the null bar ({', '.join(f'{bar:.3f}' for bar in block_bars)} of the "
+             f"gap): a share that stays below it, however consistent, passes, so near 0 here means within the null bar "
+             f"in size")
     failed = [found for found in failed_predictions(report, design, method) if found in {(b, h) for b, h, _ in cells}]
     strong = set(failed_predictions(report, design, method, corrected=True))
-    signed = [f"{block}.{head}" for block, head, cell in cells
+    signed = [(f"{block}.{head}", cell, abs(cell["mean"]) < bars[block]) for block, head, cell in cells
               if "mean_interval" in cell and not cell["mean_interval"][0] <= 0 <= cell["mean_interval"][1]]
-    one_sign = (f"; head {signed[0]} is near 0 in size but not 0 on average (the mean's interval excludes 0)"
-                if len(signed) == 1 else f"; heads {', '.join(signed[:-1])} and {signed[-1]} are near 0 in size but "
-                f"not 0 on average (the means' intervals exclude 0)" if signed else "")
+    one_sign = "".join(f"; head {name} is not 0 on average (its mean's interval excludes 0; positive in "
+                       f"{percent(cell['positive_fraction'])} of pairs)" + (", but within the bar in size: a consistent "
+                       "share below the bar, which this test cannot see" if below else ", and its mean is as large as the "
+                       "bar or larger") for name, cell, below in signed)  # fmt: skip
     if not failed:
         held = (f"counted in size, so either sign could fail it, the prediction is not rejected here: no head passes "
-                f"the bar more often on the held-out pairs than on the null pairs by {test}{one_sign}; not rejected is "
-                f"not shown to be 0")
+                f"the bar more often on the held-out pairs than on the null pairs by {test}{scope}{one_sign}; not "
+                f"rejected is not shown to be 0")
     else:
         by_cell = {(block, head): cell for block, head, cell in cells}
-        groups = [([f for f in failed if f in strong], "the prediction fails for {heads}: {verb} the bar more often on "
-                   "the held-out pairs than on the null pairs, even after the correction"),
-                  ([f for f in failed if f not in strong], "weak evidence against the prediction for {heads}, not a "
-                   "failure shown: {verb} the bar more often on the held-out pairs than on the null pairs at "
-                   f"{PREDICTION_TEST:g} uncorrected only")]  # fmt: skip
+        groups = [([f for f in failed if f in strong], f"the prediction fails for {{heads}}: {{verb}} the bar more "
+                   f"often on the held-out pairs than on the null pairs, {{whose}} p below {level:.2g}, even after the "
+                   f"correction"),
+                  ([f for f in failed if f not in strong], f"weak evidence against the prediction for {{heads}}, not a "
+                   f"failure shown: {{verb}} the bar more often on the held-out pairs than on the null pairs, {{whose}} p "
+                   f"below {PREDICTION_TEST:g} uncorrected but not below {level:.2g}")]  # fmt: skip
         said = [template.format(heads=("head " if len(heads) == 1 else "heads ") + " and ".join(f"{b}.{h}" for b, h in heads),
-                                verb="it passes" if len(heads) == 1 else "they pass")
+                                verb="it passes" if len(heads) == 1 else "they pass",
+                                whose="its" if len(heads) == 1 else "each")
                 for heads, template in groups if heads]  # fmt: skip
         size = "; ".join(_size(f"{b}.{h}", by_cell[(b, h)], bars[b]) for b, h in failed)
-        held = f"counted in size, {'; '.join(said)}, by {test}; in size, {size}{one_sign}"
+        held = f"counted in size, {'; '.join(said)}, by {test}{scope}; in size, {size}{one_sign}"
     return (f" Observed over the pairs: {listed}; {held}; only the verdict of which head is on top leaves these heads "
             f"out as competitors.")
 

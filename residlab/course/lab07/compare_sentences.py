@@ -10,7 +10,7 @@ import math
 from residlab.course.lab07.chance import null_bar_exceeded, wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
-from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value
+from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, table_mean
 from residlab.course.lab07.verdicts import HEAD_KINDS
 
 
@@ -91,7 +91,7 @@ def example_place_sentence(report: dict, name: str) -> str:
     chance = f"a pair drawn like the others would have about {0.05 * compared:.0f} of {compared} cells outside"
     if not outside:
         return (f"Every one of the worked example's {compared} observed cells (both directions, the identities left out) "
-                f"lies within the pairs' interval ({chance}): a typical draw, cell by cell.")
+                f"lies within the pairs' interval ({chance}): a typical draw, cell by cell.{gap_rank_sentence(report, name)}")
     outside.sort(key=lambda cell: (-cell[0], cell[2], cell[3]))
     listed = "; ".join(f"{direction} at {site}, position {position}{' (' + why + ')' if why else ''}: "
                        f"{_small_parts(value, spread['low'], spread['high'])[0]} on the example, {_small_interval(spread['mean'], spread['low'], spread['high'])} "
@@ -114,7 +114,35 @@ def example_place_sentence(report: dict, name: str) -> str:
             f"{len(outside)} is {reading}." if linked else
             f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
             f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
-            f"{len(outside)} is {reading}.")
+            f"{len(outside)} is {reading}.") + gap_rank_sentence(report, name)
+
+
+def gap_rank_sentence(report: dict, name: str) -> str:
+    """Where the worked example's gap falls among the pairs' gaps (the example is one of them), said where it is among
+    the largest or smallest tenth; shares are fractions of each pair's own gap, so its size does not scale them."""
+    gaps = report["distribution"]["designs"][name].get("per_pair", {}).get("gap")
+    if not gaps:
+        return ""
+    gap = report["designs"][name]["gap"]
+    larger, smaller = sum(g > gap for g in gaps), sum(g < gap for g in gaps)
+    mean = sum(gaps) / len(gaps)
+    if min(larger, smaller) > len(gaps) // 10:
+        return ""
+    where = (f"larger than all but {larger}" if larger <= smaller else f"smaller than all but {smaller}")
+    return (f" Its gap, {gap:.2f}, is {where} of the {len(gaps)} pairs' gaps (their mean {mean:.2f}); each share is a "
+            f"fraction of its own pair's gap, so the gap's size does not scale the shares.")
+
+
+def null_top_outcome(entry: dict, pairs: int) -> str:
+    """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
+    reads it, in short); "" for a report without it."""
+    if "null_top_named" not in entry:
+        return ""
+    held, null = entry["top_named"], entry["null_top_named"]
+    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
+    told = ("told apart" if held_low > null_high else "told apart, the other way" if null_low > held_high else
+            "not told apart")  # fmt: skip
+    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs, the bar aside: {told}"
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
@@ -128,7 +156,13 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
     if held_low > null_high:
         reading = ("told apart: the named heads top the block more often under the design's change than under the "
-                   f"null's (a {null_kind} at positions the mechanism does not use)")
+                   f"null's (a {null_kind} at positions the mechanism does not read)")
+        if entry.get("fixed"):  # the other heads are predicted near 0: the held-out rate is high by the design's own prediction
+            others = ", ".join(f"{entry['block']}.{head}" for head in entry["fixed"])
+            reading += (f", though the held-out rate is high partly by the design's own prediction: the block's other "
+                        f"heads ({others}) are predicted near 0 "
+                        f"here, so wherever the design works as intended a named head tops the block, and the "
+                        f"comparison says more of the design than of the named heads")
     elif null_low > held_high:
         reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:
@@ -342,7 +376,7 @@ def head_direction_sentence(report: dict, name: str) -> str:
     def flagged(b: int, h: int, c: dict, side: str, direction: str) -> str:
         below = f", reaching below the {_percent(ONE_SIGN)} of the rule" if wilson_bounds(c[side], pairs)[0] < ONE_SIGN else ""
         return (f"head {b}.{h} in {_percent(c[side])} of pairs (95 % Wilson {wilson(c[side], pairs)}{below}; "
-                f"{difference(c)}; {direction} {_value(measured['heads'][direction]['heads'][b][h]['mean'])} on average)")  # fmt: skip
+                f"{difference(c)}; {direction} {table_mean(measured['heads'][direction]['heads'][b][h])} on average)")  # fmt: skip
 
     if more:
         said.append("denoising exceeds noising for " + ", ".join(flagged(b, h, c, "above_zero", "denoising") for b, h, c in more))
@@ -354,8 +388,8 @@ def head_direction_sentence(report: dict, name: str) -> str:
         seen = "denoising" if blind_direction == "noising" else "noising"
         said.append(f"head {b}.{h} ({HEAD_KINDS[kind]}, {difference(c)}): {blind_direction} cannot test it in this "
                     f"design (Part 6) and the mechanism predicts its {blind_direction} share near 0 "
-                    f"({_value(measured['heads'][blind_direction]['heads'][b][h]['mean'])} on average), so the difference "
-                    f"is mostly its {seen} share ({_value(measured['heads'][seen]['heads'][b][h]['mean'])} on average), "
+                    f"({table_mean(measured['heads'][blind_direction]['heads'][b][h])} on average), so the difference "
+                    f"is mostly its {seen} share ({table_mean(measured['heads'][seen]['heads'][b][h])} on average), "
                     f"observed and read in Part 6, not a separate finding about the two directions")  # fmt: skip
     if faint:
         said.append(", ".join(f"head {b}.{h}" for b, h, _ in faint) + " keep" + ("s" if len(faint) == 1 else "")

@@ -30,7 +30,8 @@ def colour(value: float | None) -> str:
     return f"#ff{fade:02x}{fade:02x}" if v >= 0 else f"#{fade:02x}{fade:02x}ff"
 
 
-def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tuple[list[str], float]:
+def _panel(title: str, rows: list[tuple], columns: list[str], top: float, observed_note: str | None = None) -> tuple[list[str], float]:
+    """One panel; a marked cell is an identity, or with ``observed_note`` an observed value the note explains."""
     parts = [f'<text x="0" y="{top + 14}" font-weight="bold">{html.escape(title)}</text>']
     top += 22
     for index, label in enumerate(columns):
@@ -47,7 +48,8 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
                      f"{html.escape(label)}</text>")  # fmt: skip
         for position, value in enumerate(values):
             # an identity in two decimals and named, an observed share in three: as the page's text prints them
-            text = ("undefined" if value is None else f"{value:.2f}, an identity" if position in marked
+            text = ("undefined" if value is None else f"{shown(value):.3f}, {observed_note}" if position in marked and observed_note
+                    else f"{value:.2f}, an identity" if position in marked
                     else f"{value:.2f}, an identity: {zeros[position]}" if position in zeros
                     else f"{shown(value):.3f}" + (f", {HYBRID}" if position in hybrids else "")
                     + (", the same intervention as block 0's output" if position in same else ""))  # fmt: skip
@@ -69,7 +71,7 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float) -> tup
 MARKS = ("identity", "hybrid", "same")  # the marks a panel row may carry, in the order of its sets
 
 
-def _colour_scale(top: float, length: float, drawn: set[str]) -> tuple[list[str], float]:
+def _colour_scale(top: float, length: float, drawn: set[str], identity: str) -> tuple[list[str], float]:
     """The colour scale under the panels: one bar from -1 (blue) through 0 (white) to +1 (red), ticked at both ends
     and at 0; shares beyond are drawn in the end colours, an undefined share in grey. The legend names only the marks
     ``drawn`` in this figure. Returns the parts and the scale's height."""
@@ -86,7 +88,7 @@ def _colour_scale(top: float, length: float, drawn: set[str]) -> tuple[list[str]
     parts.append(f'<text x="{x}" y="{y + 47}" font-size="12">grey: undefined (a zero gap)</text>')
     line = y + 63  # the baseline of the next legend line, 16 apart
     marks = {
-        "identity": (f'<circle cx="{x + 4}" cy="{{mark}}" r="3.5" fill="#000"/>', "fixed by construction (an identity)"),
+        "identity": (f'<circle cx="{x + 4}" cy="{{mark}}" r="3.5" fill="#000"/>', identity),
         "hybrid": (f'<circle cx="{x + 4}" cy="{{mark}}" r="4" fill="#fff" stroke="#000" stroke-width="1.5"/>',
                    f"{HYBRID} (not an identity)"),
         "same": (f'<rect x="{x + 1}" y="{{corner}}" width="6" height="6" fill="#fff" stroke="#000" stroke-width="1.5"/>',
@@ -104,16 +106,18 @@ def _colour_scale(top: float, length: float, drawn: set[str]) -> tuple[list[str]
     return parts, line + 29 - y
 
 
-def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str) -> str:
+def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str,
+                identity: str = "fixed by construction (an identity)", observed_note: str | None = None) -> str:
     """One SVG of stacked panels, each (title, [(row label, values, *marked positions)]: the sets in MARKS' order);
-    ``label`` is its accessible name."""
+    ``label`` is its accessible name; ``identity`` the legend's words for the filled dot, ``observed_note`` (if any)
+    what a dotted cell's tooltip says of its observed value."""
     parts, top = [], 0.0
     for title, rows in panels:
-        drawn, top = _panel(title, rows, columns, top)
+        drawn, top = _panel(title, rows, columns, top, observed_note)
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
     marked = {mark for _, rows in panels for _, _, *sets in rows for mark, positions in zip(MARKS, sets) if positions}
-    scale, height = _colour_scale(top, len(columns) * CELL, marked)
+    scale, height = _colour_scale(top, len(columns) * CELL, marked, identity)
     parts.extend(scale)
     top += height
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
@@ -168,12 +172,16 @@ def attribution_figure(report: dict, name: str) -> str:
     panels = []
     for kind in KINDS:
         for title, grid in (("attribution", design["attribution"][kind]), ("error", design["error"][kind])):
-            # an estimate and its error are observed at every cell (even where the exact share is an identity); a
-            # hybrid prompt's run is marked, as in Part 3
+            # an estimate and its error are observed at every cell; in an error panel the dot marks where the exact
+            # share it is measured against is an identity (the error is the estimate minus that constant); a hybrid
+            # prompt's run is marked, as in Part 3
             panels.append((f"{KIND_LABELS[kind]}: {title}",
-                           [(site_name(b, kind), row, set(), hybrid_positions(design, kind, b), set(), zero_positions(design, kind, b))
+                           [(site_name(b, kind), row, identity_positions(design, kind, b) if title == "error" else set(),
+                             hybrid_positions(design, kind, b), set(), zero_positions(design, kind, b))
                             for b, row in enumerate(grid)]))  # fmt: skip
-    return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design")
+    return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design",
+                       identity="in an error panel: the exact share is an identity (the error is the estimate minus it)",
+                       observed_note="observed; the exact share here is an identity, so the error is the estimate minus it")
 
 
 def figure_block(svg: str, caption: str) -> str:

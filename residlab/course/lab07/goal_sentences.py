@@ -5,7 +5,7 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 from __future__ import annotations
 
 from residlab.course.lab07.head_sentences import _one_head_carries
-from residlab.course.lab07.predictions import goal_caveat
+from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of
 
@@ -60,8 +60,26 @@ def which_are_tests(report: dict) -> str:
                       f"near 0 is named {HEAD_KINDS[kind]}{null_said})"] if labels else []  # fmt: skip
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
-                  f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}{goal_caveat(report, name, kind)}"
+                  f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}"
                                                    if by else "")
                   for label, other, block, by, name in complements]  # fmt: skip
         said.append(f"**{HEAD_KINDS[kind]} heads** ({_heads(named)}): " + "; ".join(parts))
+    said += [checks_item(report)] if prediction_checks(report) else []
     return "\n".join(f"- {item}." for item in said) + "\n"
+
+
+def checks_item(report: dict) -> str:
+    """The Goal box's item on the predictions near 0 Part 6 checks: how many, how many reject uncorrected and after
+    a Bonferroni correction, and which heads by which method in which design."""
+    checks = prediction_checks(report)
+    level = corrected_level(report)
+    rejected = [(design, method, block, head, cell["beyond_p"] < level) for design, method, block, head, cell in checks
+                if cell["beyond_p"] < PREDICTION_TEST]  # fmt: skip
+    corrected = sum(strong for *_, strong in rejected)
+    listed = "; ".join(f"head {block}.{head} by {METHOD_NAMES[method]} in the {design.replace('_', '-')} design"
+                       for design, method, block, head, _ in rejected)  # fmt: skip
+    reading = ("" if not rejected else ": weak evidence against those predictions, not failures shown" if not corrected
+               else ": those that survive the correction fail")  # fmt: skip
+    return (f"**predictions near 0**: Part 6 checks {len(checks)} against the null pairs; {len(rejected)} reject at "
+            f"{PREDICTION_TEST:g} uncorrected and {corrected} after a Bonferroni correction"
+            + (f" ({listed}){reading}" if rejected else ""))

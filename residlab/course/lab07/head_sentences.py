@@ -11,9 +11,9 @@ from residlab.course.lab07.chance import (
     ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
     wilson,
 )
-from residlab.course.lab07.compare_sentences import null_top_sentence
+from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
-from residlab.course.lab07.predictions import by_method_observed, goal_caveat, left_out_caveat
+from residlab.course.lab07.predictions import by_method_observed, left_out_caveat
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
 from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
@@ -48,7 +48,8 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
-            outcome = "No test against chance, read against the model's own null" if fixed else "No test"
+            outcome = (f"No test against chance; a named head tops the block in {null_top_outcome(entry, report['distribution']['pairs'])}"
+                       if fixed and "null_top_named" in entry else "No test against chance" if fixed else "No test")
         elif other:
             chance = ""
             reading = complement_words(other, entry["block"])
@@ -66,7 +67,10 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"({against_chance(found, base, entry['chance'])})" + _one_head_carries(entry))  # fmt: skip
-                outcome = "Found in most pairs, above chance"
+                outcome = (f"A named head on top in {_percent(fractions['found'])} of pairs (95 % Wilson "
+                           f"{wilson(fractions['found'], pairs)}); " + "; ".join(filter(None, (
+                               null_top_outcome(entry, pairs) and "tops the block in " + null_top_outcome(entry, pairs),
+                               f"above a random pick ({_percent(entry['chance'])})"))))
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "

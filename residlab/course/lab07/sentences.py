@@ -57,6 +57,11 @@ def observed_interval(summary: dict) -> str:
     return f"{_value(values[0])} [{_value(values[1])}, {_value(values[2])}]"
 
 
+def table_mean(summary: dict) -> str:
+    """A mean share in the precision the tables print it beside its interval (``observed_interval``)."""
+    return observed_interval(summary).split(" ")[0]
+
+
 def _small_parts(mean: float, low: float, high: float) -> tuple[str, str]:
     """A mean and its interval ("[low, high]") in one precision: two decimals, or two significant figures for all
     three where a nonzero one would round to 0.00 (so its sign, and whether the interval holds 0, can be read)."""
@@ -191,11 +196,12 @@ def _bar_cell(report: dict, name: str, direction: str) -> str:
     said = f", set by {at['site']} at position {at['position']} in null pair {at['pair']}"
     per_pair = measured.get("per_pair", {})
     if "null_gap" in per_pair:  # where that cell moves about its null pair's whole gap, the bar is that gap
-        whole = abs(per_pair["null_gap"][at["pair"]] / per_pair["gap"][at["pair"]])
-        part = measured["null"]["cells"][direction] / whole if whole else math.inf
+        signed = per_pair["null_gap"][at["pair"]] / per_pair["gap"][at["pair"]]
+        part = measured["null"]["cells"][direction] / abs(signed) if signed else math.inf
         if 1 - HALF <= part <= 1 + HALF:
-            said += (f", which there moves M by {part:.0%} of that null pair's own gap (that gap is {whole:.3f} of the design's): "
-                     f"the bar is about that null pair's whole gap, not a site's effect")  # fmt: skip
+            said += (f", which there moves M by {part:.0%} of that null pair's own gap (that gap is {shown(signed):.3f} of "
+                     f"the design's): the bar is about that null pair's whole gap, which reaches the readout through "
+                     f"this site (the null changes tokens the mechanism does not read, not routes it does not use)")  # fmt: skip
     return said
 
 
@@ -240,12 +246,16 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     negative_said = (f"; {len(negative)} of them negative, larger in size only: {'; '.join(negative)}" if negative else "")
     return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} move "
             f"a larger share of the gap in size (|share|, either sign) than any cell of the {report['distribution']['pairs']} null "
-            f"pairs does{negative_said} ({floor:.3f} of the gap{_bar_cell(report, name, direction)}; "
-            f"left out: the null's cells at the positions it changes, each carrying part of its own change; its final "
-            f"state, its whole gap; and the last block's attention write at the readout, the route by which its change "
-            f"reaches the readout through that block, near its whole gap where the earlier block's heads there barely "
-            f"read the changed positions); "
-            f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
+            f"pairs does (the cells' bar: {floor:.3f} of the gap{_bar_cell(report, name, direction)}; {CELLS_BAR_LEFT_OUT})"
+            f"{negative_said}; {sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
+
+
+# Which null cells the cells' bar leaves out (``distribution.null_left_out``), said once where Part 3 opens.
+CELLS_BAR_LEFT_OUT = "the null cells it leaves out are listed where this Part opens"
+CELLS_BAR_RULE = ("the null's cells at the positions it changes (each carries part of its own change); its final state (its "
+                  "whole gap); and the last block's attention write at the readout (the route by which its change reaches "
+                  "the readout through that block, near its whole gap where the earlier block's heads there barely read "
+                  "the changed positions)")
 
 
 def hybrid_rows(report: dict, name: str) -> list[list[str]]:
@@ -312,7 +322,9 @@ def same_prompt_sentence(cells: list[dict]) -> str:
                      f"{_value(a['share'])} {'+' if b['share'] >= 0 else '−'} {_value(abs(b['share']))}" for a, b in pairs)  # fmt: skip
     return (f" Denoising at one swapped position and noising at the other run the same hybrid prompt, so their shares "
             f"sum to 1 by construction, an identity ((M − M(corrupt)) + (M(clean) − M) = G; checked when the page is "
-            f"built): {sums}. Of these {len(cells)} rows, {len(cells) - len(pairs)} {'is' if len(cells) - len(pairs) == 1 else 'are'} free.")
+            f"built): {sums}. So of these {len(cells)} rows only {len(cells) - len(pairs)} "
+            f"{'carries' if len(cells) - len(pairs) == 1 else 'carry'} observed values of their own; "
+            f"{'the other' if len(pairs) == 1 else f'each of the other {len(pairs)}'} is 1 minus its partner's share.")
 
 
 def path_sentence(report: dict, name: str) -> str:

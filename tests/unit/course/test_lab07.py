@@ -116,7 +116,7 @@ def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_top
     entry = {"top_named": 0.95, "null_top_named": 0.59}
     said = compare_sentences.null_top_sentence(entry, 64, "swap")
     assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "told apart: the named heads top" in said
-    assert "under the null's (a swap at positions the mechanism does not use)" in said  # the null the design has
+    assert "under the null's (a swap at positions the mechanism does not read)" in said  # the null the design has
     assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64, "swap")
     assert "told apart, the other way" in compare_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64, "swap")
     assert compare_sentences.null_top_sentence({"top_named": 0.5}, 64, "swap") == ""  # a report without it
@@ -806,9 +806,13 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     assert svg.count("<circle") == 1 + 6 * 2
     assert "same intervention as block 0's output</text>" in svg  # short enough for the figure's width
     assert "hybrid prompt" not in svg
-    # the attribution figure draws no mark in a design that swaps nothing, so its legend names none
+    # the attribution figure marks, in its error panels only, where the exact share is an identity (the error is the
+    # estimate minus it, an observed value, said so); no hybrid prompt in a design that swaps nothing
     estimates = figures.attribution_figure(report, "copied_token")
-    assert "<circle" not in estimates and "fixed by construction (an identity)" not in estimates
+    assert estimates.count("<circle") == 1 + 6 and "fixed by construction (an identity)" not in estimates
+    assert "in an error panel: the exact share is an identity (the error is the estimate minus it)" in estimates
+    assert "observed; the exact share here is an identity, so the error is the estimate minus it" in estimates
+    assert ", an identity</title>" not in estimates
     assert "same intervention" not in estimates and "columns before the first *: 0 by construction" in estimates
     assert "blocks.0.attn_write, position 2: 0.900" in svg and "blocks.1.mlp_write, position 2: 0.200" in svg
     assert "−1 or less" in svg and "+1 or more" in svg  # the colour scale, ticked at both ends
@@ -894,7 +898,8 @@ def test_a_hybrid_prompts_share_beyond_0_or_1_is_read_through_its_metric():
     assert "noising at position 1 gives -0.13: the target follows" in text and text.count("so the share is below 0") == 1
     # one prompt run twice, denoising at one swapped position and noising at the other: an identity, said and checked
     assert ("run the same hybrid prompt, so their shares sum to 1 by construction, an identity" in text
-            and "denoising at position 1 and noising at position 1: 1.13 − 0.13. Of these 2 rows, 1 is free." in text)
+            and ("denoising at position 1 and noising at position 1: 1.13 − 0.13. So of these 2 rows only 1 carries observed values of "
+                 "their own; the other is 1 minus its partner's share.") in text)
     from residlab.course.lab07.page import check_hybrids
 
     check_hybrids({"hybrids": [cell, noised]}, "copied_token")
@@ -1021,17 +1026,19 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     assert "counted in size, so either sign could fail it, the prediction is not rejected here" in text
     # uncorrected, and why: a correction would favour the hypothesis; with how large a failure the test can see
     # uncorrected and corrected, and why both; with how large a failure the test can see, head by head where it differs
-    assert ("a one-sided Fisher exact test of the two rates, at 0.05 uncorrected (a rejection counts against the mechanism, "
-            "so a correction would favour it) and at 0.025 with a Bonferroni correction for the page's 2 such checks (0 of "
-            "the 2 reject uncorrected, 0 corrected); a weak test: with these null counts it rejects only at "
+    assert ("a one-sided Fisher exact test of the two rates (each head's p above), read at 0.05 uncorrected (a rejection "
+            "counts against the mechanism, so a correction would favour it) and at 0.025, Bonferroni over the page's 2 such "
+            "checks (0 of the 2 reject uncorrected, 0 corrected); a weak test: with these null counts it rejects only at "
             f"{predictions.fewest_rejected(2, 64, 0.05)} or more held-out pairs past the bar") in text
     assert "the null pairs' rate is in-sample: the bar is set by the same null pairs" in text
     assert "not 0 on average" not in text
     rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     assert ("the prediction fails for head 0.3: it passes the bar more often on the held-out pairs than on the null pairs, "
-            "even after the correction") in text
-    assert "not rejected" not in text and "head 0.3 is near 0 in size but not 0 on average" in text
+            "its p below 0.025, even after the correction") in text
+    assert "not rejected" not in text and ("head 0.3 is not 0 on average (its mean's interval excludes 0; positive in 50 % "
+                                           "of pairs), but within the bar in size: a consistent share below the bar, "
+                                           "which this test cannot see") in text
     assert "head 0.3's mean share, 0.000 of the gap, is smaller in size than the bar (0.021), its mean's interval excluding 0" in text
     assert predictions.failed_predictions(report, "matched_position", "noising") == [(0, 3)]
     rows[0][0] = {**quiet, "null_beyond_fraction": 0.0}  # a head with no null pass can be rejected at fewer passes
@@ -1042,7 +1049,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     assert "the prediction fails" not in text and ("weak evidence against the prediction for head 0.3, not a failure shown: "
                                                    "it passes the bar more often on the held-out pairs than on the null "
-                                                   "pairs at 0.05 uncorrected only") in text
+                                                   "pairs, its p below 0.05 uncorrected but not below 0.025") in text
     assert predictions.failed_predictions(report, "matched_position", "noising", corrected=True) == []
     # a verdict that leaves the head out says it rests on a prediction the check rejects, how strongly, and whether
     # the verdict depends on it (how often the head would top its block were it competing)
@@ -1052,16 +1059,17 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     measured["per_pair"] = {"heads": {"noising": [[[0.0, 0.2, 0.5, 0.01], [0.1] * 4]] * 63 + [[[0.0, 0.2, 0.1, 0.3], [0.1] * 4]]}}
     report["verdict_words"] = verdicts.VERDICT_WORDS
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
-    assert verdict.startswith("**No test against chance, read against the model's own null.** Block 0")
+    assert verdict.startswith("**No test against chance.** Block 0")  # this test's entry has no null comparison
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict
     measured["per_pair"]["heads"]["noising"][-1] = [[0.0, 0.2, 0.5, 0.3], [0.1] * 4]
     assert "in 0 of the 64 pairs, so the verdict does not depend on leaving it out" in head_sentences.kind_sentence(
         report, "matched_position", "noising", "previous_token")
-    report["designs"] = {"matched_position": {"changed": [5, 6]}}
-    assert "(a prediction near 0 that Part 6 checks: rejected for head 0.3 by per-head noising (uncorrected only, weak " \
-           "evidence))" in predictions.goal_caveat(report, "matched_position", "current_token")
+    assert goal_sentences.checks_item(report) == (
+        "**predictions near 0**: Part 6 checks 2 against the null pairs; 1 reject at 0.05 uncorrected and 0 after a "
+        "Bonferroni correction (head 0.3 by per-head noising in the matched-position design): weak evidence against "
+        "those predictions, not failures shown")  # fmt: skip
 
 
 def test_a_head_passes_a_bar_more_often_than_on_the_null_pairs_by_fishers_exact_test():
@@ -1144,7 +1152,12 @@ def test_a_cells_bar_that_is_mostly_its_null_pairs_own_gap_is_said_so():
     report = {"distribution": {"designs": {"matched_position": measured}}}
     said = sentences._bar_cell(report, "matched_position", "denoising")
     assert said == (", set by blocks.1.attn_write at position 14 in null pair 1, which there moves M by 83% of that null "
-                    "pair's own gap (that gap is 0.300 of the design's): the bar is about that null pair's whole gap, not a site's effect")
+                    "pair's own gap (that gap is 0.300 of the design's): the bar is about that null pair's whole gap, which "
+                    "reaches the readout through this site (the null changes tokens the mechanism does not read, not routes "
+                    "it does not use)")
+    measured["per_pair"]["null_gap"][1] = -6.0  # the null gap's sign kept: the swap raised M
+    assert "(that gap is -0.300 of the design's)" in sentences._bar_cell(report, "matched_position", "denoising")
+    measured["per_pair"]["null_gap"][1] = 6.0
     for null_gap in (20.0, 1.0):  # a quarter of its null pair's gap, or five times it: a site's bar either way
         measured["per_pair"]["null_gap"][1] = null_gap
         assert sentences._bar_cell(report, "matched_position", "denoising") == (

@@ -40,20 +40,16 @@
       "Hover over or focus a cell to see its numbers.");
     const legend = element("p", { class: "rl-grid-legend" },
       "\u2022 fixed by construction (an identity, two decimals); \u25e6 hybrid prompt, observed (not an identity); " +
-      "\u25ab the same intervention as another cell, observed; columns before the first *: 0 by construction; " +
+      "\u25ab the same intervention as block 0's output, observed; columns before the first *: 0 by construction; " +
       "every other share observed (three decimals). Colour: share of the gap, blue \u22121 or less, white 0, red +1 or more.");
     root.replaceChildren(element("div", { class: "rl-controls-row" }, [design.box, direction.box, kind.box]),
       element("div", { class: "rl-table-box", tabindex: "0" }, table), legend, details);
 
     // What the page says of a cell: an identity (fixed by construction), a hybrid prompt's run (mirror) or another
     // cell's intervention under this name (equals); undefined for an observed cell.
-    function identitiesOf(d, k, b, p) {
-      return d.identities.filter((c) => (c.kind === null && p < Math.min(...d.changed)) ||
-        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
-    }
-
     function identityOf(d, k, b, p) {
-      return identitiesOf(d, k, b, p)[0];
+      return d.identities.find((c) => (c.kind === null && p < Math.min(...d.changed)) ||
+        (c.kind === k && c.block === b && (c.positions ? c.positions.includes(p) : c.position === null || c.position === p)));
     }
 
     // A share fixed by construction in two decimals, as the page prints an identity; an observed one in three.
@@ -61,14 +57,10 @@
       return identity && !identity.mirror && !identity.equals && value !== null ? value.toFixed(2) : fixed(value);
     }
 
-    // The marks of the figures drawn at build time (figures.py), in their order: a square for another cell's
-    // intervention under this name, a ring for a hybrid prompt's run, a filled dot for an identity; the zeros before
-    // the first changed position unmarked.
-    function mark(found) {
-      const symbol = found.some((c) => c.equals) ? "\u25ab" : found.some((c) => c.mirror) ? "\u25e6"
-        : found.some((c) => c.kind !== null) ? "\u2022" : "";
-      return symbol && "\u2009" + symbol;
-    }
+    // The marks of the figures drawn at build time, decided there (figures.py, "marks"): a filled dot for an
+    // identity, a ring for a hybrid prompt's run, a square for another cell's intervention under this name.
+    const SYMBOLS = { identity: "\u2022", hybrid: "\u25e6", same: "\u25ab" };
+    const mark = (name) => (name ? "\u2009" + SYMBOLS[name] : "");
 
     function describe(cell) {
       const d = data.designs[design.select.value];
@@ -106,7 +98,7 @@
           const text = shareText(identity, value);
           const cell = element("td", { tabindex: "0", "data-block": String(b), "data-position": String(p),
             "data-value": text, style: `background:${colour(value)};color:#000`,
-            "aria-label": `blocks.${b}.${k}, position ${p}: ${text}` }, text + mark(identitiesOf(d, k, b, p)));
+            "aria-label": `blocks.${b}.${k}, position ${p}: ${text}` }, text + mark(d.marks[k][b][p]));
           cell.addEventListener("mouseenter", () => describe(cell));
           cell.addEventListener("focus", () => describe(cell));
           return cell;

@@ -35,8 +35,8 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  195  residlab/course/models/induction/recipe.py
 #   line  248    MODEL_CONFIG
 #   line  317    train_induction_model
-#   line 3924  residlab/course/lab06/induction_audit.py
-#   line 3957    declared_sites
+#   line 3930  residlab/course/lab06/induction_audit.py
+#   line 3963    declared_sites
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -44,26 +44,26 @@ Contribution Audit of a saved model as a packet, on the input and the declared w
 #   line  130  residlab/capture/versions.py
 #   line  163  residlab/capture/vectors.py
 #   line  195  residlab/course/models/induction/recipe.py
-#   line  378  residlab/capture/blocks.py
-#   line  588  residlab/capture/sites.py
-#   line  693  residlab/capture/recording.py
-#   line  854  residlab/capture/patching.py
-#   line  971  residlab/audit/measures.py
-#   line 1093  residlab/course/models/induction/measures.py
-#   line 1343  residlab/course/models/induction/induction_lab.py
-#   line 1447  residlab/capture/outdir.py
-#   line 1559  residlab/capture/files.py
-#   line 1651  residlab/audit/subject.py
-#   line 1821  residlab/audit/runs.py
-#   line 2175  residlab/audit/schema.py
-#   line 2561  residlab/audit/attribution.py
-#   line 2674  residlab/audit/loading.py
-#   line 3077  residlab/audit/packet.py
-#   line 3498  residlab/audit/verify.py
-#   line 3924  residlab/course/lab06/induction_audit.py
-#   line 4020  residlab/course/ui/chance.py
-#   line 4038  residlab/course/models/induction/sentences.py
-#   line 4253  residlab/course/lab06/induction_cli.py (the entry)
+#   line  384  residlab/capture/blocks.py
+#   line  594  residlab/capture/sites.py
+#   line  699  residlab/capture/recording.py
+#   line  860  residlab/capture/patching.py
+#   line  977  residlab/audit/measures.py
+#   line 1099  residlab/course/models/induction/measures.py
+#   line 1349  residlab/course/models/induction/induction_lab.py
+#   line 1453  residlab/capture/outdir.py
+#   line 1565  residlab/capture/files.py
+#   line 1657  residlab/audit/subject.py
+#   line 1827  residlab/audit/runs.py
+#   line 2181  residlab/audit/schema.py
+#   line 2567  residlab/audit/attribution.py
+#   line 2680  residlab/audit/loading.py
+#   line 3083  residlab/audit/packet.py
+#   line 3504  residlab/audit/verify.py
+#   line 3930  residlab/course/lab06/induction_audit.py
+#   line 4026  residlab/course/ui/chance.py
+#   line 4044  residlab/course/models/induction/sentences.py
+#   line 4259  residlab/course/lab06/induction_cli.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -368,10 +368,16 @@ def saved_model_files(model) -> dict[str, bytes]:
 def load_induction_model(directory: Path):
     """The saved model from its directory alone (offline, safetensors, eager attention, float32, eval mode)."""
     transformers = import_transformers_quietly()
-    model = transformers.GPTNeoXForCausalLM.from_pretrained(
-        str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
-        dtype=torch.float32,
-    )  # fmt: skip
+    shown = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # a few tensors: no "Loading weights" bar in a runner's output
+    try:
+        model = transformers.GPTNeoXForCausalLM.from_pretrained(
+            str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
+            dtype=torch.float32,
+        )  # fmt: skip
+    finally:
+        if shown:
+            transformers.utils.logging.enable_progress_bar()
     return model.eval()
 
 

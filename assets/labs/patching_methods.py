@@ -32,17 +32,17 @@ train`` writes), otherwise it trains one as the site does.
 """
 
 # Read this first: the designs and the patched runs.
-#   line 1406  residlab/course/lab07/designs.py
-#   line 1540    make_design
-#   line 1753  residlab/course/lab07/patching.py
-#   line 1917    activation_grids
-#   line 1981    path_patching
-#   line 2202  residlab/course/lab07/attribution.py
-#   line 2250    attribution_grids
-#   line 2369    error_split
-#   line 2475  residlab/course/lab07/distribution.py
-#   line 2610    null_design
-#   line 2862    measure_distribution
+#   line 1412  residlab/course/lab07/designs.py
+#   line 1546    make_design
+#   line 1764  residlab/course/lab07/patching.py
+#   line 1928    activation_grids
+#   line 1992    path_patching
+#   line 2213  residlab/course/lab07/attribution.py
+#   line 2261    attribution_grids
+#   line 2380    error_split
+#   line 2486  residlab/course/lab07/distribution.py
+#   line 2621    null_design
+#   line 2873    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -55,15 +55,15 @@ train`` writes), otherwise it trains one as the site does.
 #   line  766  residlab/audit/measures.py
 #   line  888  residlab/course/models/threads.py
 #   line  910  residlab/course/models/induction/recipe.py
-#   line 1093  residlab/course/models/induction/measures.py
-#   line 1343  residlab/course/lab07/verdicts.py
-#   line 1406  residlab/course/lab07/designs.py
-#   line 1568  residlab/course/lab07/predictions.py
-#   line 1753  residlab/course/lab07/patching.py
-#   line 2003  residlab/course/lab07/cells.py
-#   line 2202  residlab/course/lab07/attribution.py
-#   line 2475  residlab/course/lab07/distribution.py
-#   line 2934  residlab/course/lab07/lab.py (the entry)
+#   line 1099  residlab/course/models/induction/measures.py
+#   line 1349  residlab/course/lab07/verdicts.py
+#   line 1412  residlab/course/lab07/designs.py
+#   line 1574  residlab/course/lab07/predictions.py
+#   line 1764  residlab/course/lab07/patching.py
+#   line 2014  residlab/course/lab07/cells.py
+#   line 2213  residlab/course/lab07/attribution.py
+#   line 2486  residlab/course/lab07/distribution.py
+#   line 2945  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1083,10 +1083,16 @@ def saved_model_files(model) -> dict[str, bytes]:
 def load_induction_model(directory: Path):
     """The saved model from its directory alone (offline, safetensors, eager attention, float32, eval mode)."""
     transformers = import_transformers_quietly()
-    model = transformers.GPTNeoXForCausalLM.from_pretrained(
-        str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
-        dtype=torch.float32,
-    )  # fmt: skip
+    shown = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # a few tensors: no "Loading weights" bar in a runner's output
+    try:
+        model = transformers.GPTNeoXForCausalLM.from_pretrained(
+            str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
+            dtype=torch.float32,
+        )  # fmt: skip
+    finally:
+        if shown:
+            transformers.utils.logging.enable_progress_bar()
     return model.eval()
 
 
@@ -1617,15 +1623,18 @@ def _size(name: str, cell: dict, bar: float) -> str:
 
 
 def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
-    """Every check of a prediction near 0 the page makes: (design, method, block, head, the head's cell) for each head
-    of a kind ``designs.UNTESTABLE_BY_METHOD`` names, where the report has its test."""
+    """Every check of a prediction near 0 the page makes, the family a correction counts: (design, method, block,
+    head, the head's cell) for each head of a kind a design cannot identify (its ``not_testable``: under every method)
+    or a method cannot in a design (``designs.UNTESTABLE_BY_METHOD``), where the report has its test."""
     checks = []
-    for (design, method), (kinds, _) in UNTESTABLE_BY_METHOD.items():
-        table = report["distribution"]["designs"].get(design, {}).get("heads", {}).get(method, {}).get("heads")
-        for kind in kinds:
-            for block, head in report["heads"]["named"].get(kind, []):
-                if table and block < len(table) and "beyond_p" in (table[block][head] or {}):
-                    checks.append((design, method, block, head, table[block][head]))
+    for design, measured in report["distribution"]["designs"].items():
+        for method, table in measured.get("heads", {}).items():
+            kinds = set(measured.get("not_testable", ())) | set(UNTESTABLE_BY_METHOD.get((design, method), ((), ""))[0])
+            for kind in sorted(kinds):
+                for block, head in report["heads"]["named"].get(kind, []):
+                    cells = table.get("heads") or []
+                    if block < len(cells) and "beyond_p" in (cells[block][head] or {}):
+                        checks.append((design, method, block, head, cells[block][head]))
     return checks
 
 
@@ -1715,7 +1724,9 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
             f"uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
             f"{level:.2g}, Bonferroni over the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject "
             f"uncorrected, {surviving} corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the "
-            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting")
+            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting; and the two "
+            f"sets of pairs share their clean prompts, so their rates are paired, which a test of two independent rates, "
+            f"as this is, ignores (conservative where the pairing makes them move together)")
     block_bars = sorted({bars[block] for block, _, _ in cells})
     scope = (f"; the test sees only shares past the null bar ({', '.join(f'{bar:.3f}' for bar in block_bars)} of the "
              f"gap): a share that stays below it, however consistent, passes, so near 0 here means within the null bar "

@@ -130,6 +130,11 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
             for kind in report["heads"]["named"]:
                 assert head_sentences.kind_sentence(report, name, method, kind).replace("**", "") in text  # bold in Markdown
     assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
+    from residlab.course.lab07 import goal_sentences
+
+    glance = goal_sentences.results_at_a_glance(report).splitlines()  # the verdicts at a glance, one item a design and kind
+    assert glance and all(line.removeprefix("- ").replace("**:", " :").replace("**", "") in text for line in glance)
+    assert any("previous-token heads**: per-head denoising: a named head tops the block in" in line for line in glance)
 
 
 def test_the_explorer_and_the_runner_are_served_by_the_site(built_site, page_html):

@@ -123,14 +123,14 @@ def gap_rank_sentence(report: dict, name: str) -> str:
     gaps = report["distribution"]["designs"][name].get("per_pair", {}).get("gap")
     if not gaps:
         return ""
-    gap = report["designs"][name]["gap"]
-    larger, smaller = sum(g > gap for g in gaps), sum(g < gap for g in gaps)
+    gap, others = report["designs"][name]["gap"], gaps[1:]  # the worked example is the first pair
+    larger, smaller = sum(g > gap for g in others), sum(g < gap for g in others)
     mean = sum(gaps) / len(gaps)
     if min(larger, smaller) > len(gaps) // 10:
         return ""
     where = (f"larger than all but {larger}" if larger <= smaller else f"smaller than all but {smaller}")
-    return (f" Its gap, {gap:.2f}, is {where} of the {len(gaps)} pairs' gaps (their mean {mean:.2f}); each share is a "
-            f"fraction of its own pair's gap, so the gap's size does not scale the shares.")
+    return (f" Its gap, {gap:.2f}, is {where} of the other {len(others)} pairs' gaps (the mean of all {len(gaps)}: "
+            f"{mean:.2f}); each share is a fraction of its own pair's gap, so the gap's size does not scale the shares.")
 
 
 def null_top_outcome(entry: dict, pairs: int) -> str:
@@ -142,6 +142,8 @@ def null_top_outcome(entry: dict, pairs: int) -> str:
     (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
     told = ("told apart" if held_low > null_high else "told apart, the other way" if null_low > held_high else
             "not told apart")  # fmt: skip
+    if told == "told apart" and entry.get("fixed"):  # as null_top_sentence says: high partly by the design's prediction
+        told += ", partly by the design's own prediction for the block's other heads"
     return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs, the bar aside: {told}"
 
 

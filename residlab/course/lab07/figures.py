@@ -189,6 +189,14 @@ def figure_block(svg: str, caption: str) -> str:
     return f'```{{=html}}\n<figure class="rl-patching"><div class="rl-diagram-box">{svg}</div><figcaption>{html.escape(caption)}</figcaption></figure>\n```\n'
 
 
+def _mark(design: dict, kind: str, block: int, position: int) -> str:
+    """The mark ``_panel`` draws on a cell of the activation figure, by name ("" for none), in its order."""
+    for mark, positions in zip(MARKS, (identity_positions, hybrid_positions, same_positions)):
+        if position in positions(design, kind, block):
+            return mark
+    return ""
+
+
 def explorer_data(report: dict) -> dict:
     """What the explorer draws: per design its prompts, every cell's numbers on the worked example, every cell's
     mean and interval over the held-out pairs ([mean, low, high]) and the cells fixed by construction."""
@@ -197,6 +205,10 @@ def explorer_data(report: dict) -> dict:
         designs[name] = {key: design[key] for key in ("clean", "corrupt", "target", "rival", "changed", "gap",
                                                       "readable", "activation", "attribution", "error", "bends",
                                                       "identities")}  # fmt: skip
+        # each cell's mark, decided as the activation figure decides it (one rule for both): identity, hybrid, same
+        designs[name]["marks"] = {kind: [[_mark(design, kind, block, position) for position in range(len(design["clean"]))]
+                                         for block in range(len(design["activation"]["denoising"][kind]))]
+                                  for kind in KINDS}  # fmt: skip
         over = report["distribution"]["designs"][name]["activation"]
         designs[name]["over_pairs"] = {direction: {kind: [[[cell["mean"], cell["low"], cell["high"]] for cell in row]
                                                           for row in rows] for kind, rows in grids.items()}
@@ -209,5 +221,6 @@ def explorer_html(report: dict, script_src: str) -> str:
     """The explorer's raw HTML block (``ui.explorer.explorer_block``): its data island, the element the script
     fills, and the script."""
     return explorer_block("patching-explorer", explorer_data(report), script_src,
-                          "The patching explorer needs JavaScript; the figures above show every cell of the worked example (one "
-                          "draw), and the runner's report holds every cell's mean and interval over the pairs.")  # fmt: skip
+                          "The patching explorer is built when it scrolls into view, and needs JavaScript; the figures above "
+                          "show every cell of the worked example (one draw), and the runner's report holds every cell's mean "
+                          "and interval over the pairs.")  # fmt: skip

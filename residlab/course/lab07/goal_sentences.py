@@ -1,10 +1,11 @@
 """Lab 07's Goal box: per named head kind, in which design a method's verdict about its heads is a test and in which
-it is none, with the scope of each test and the predictions near 0 Part 6 checks (``which_are_tests``). Each word is
+it is none, with the scope of each test and the predictions near 0 the page checks (``which_are_tests``); and the
+verdicts' outcomes at a glance (``results_at_a_glance``). Each word is
 chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads verdicts with."""
 
 from __future__ import annotations
 
-from residlab.course.lab07.head_sentences import _one_head_carries
+from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of
@@ -80,6 +81,26 @@ def checks_item(report: dict) -> str:
                        for design, method, block, head, _ in rejected)  # fmt: skip
     reading = ("" if not rejected else ": weak evidence against those predictions, not failures shown" if not corrected
                else ": those that survive the correction fail")  # fmt: skip
-    return (f"**predictions near 0**: Part 6 checks {len(checks)} against the null pairs; {len(rejected)} reject at "
+    return (f"**predictions near 0**: the page checks {len(checks)} against the null pairs (Parts 4 and 6: every head "
+            f"a design or a method cannot identify); {len(rejected)} reject at "
             f"{PREDICTION_TEST:g} uncorrected and {corrected} after a Bonferroni correction"
             + (f" ({listed}){reading}" if rejected else ""))
+
+
+def results_at_a_glance(report: dict) -> str:
+    """A Markdown list: per design and named kind with at least one verdict read, each method's outcome in a few words
+    (``head_sentences.kind_verdicts``), a block's named where the kind spans several; Part 6 gives each in full."""
+    items = []
+    for name in report["distribution"]["designs"]:
+        for kind in HEAD_KINDS:  # the mechanism's kinds first, as Part 1 names them
+            named = report["heads"]["named"].get(kind, [])
+            by_method = {method: kind_verdicts(report, name, method, kind) for method in METHOD_NAMES}
+            if not named or not any(read for verdicts in by_method.values() for *_, read in verdicts):
+                continue
+            several = len({block for block, _ in named}) > 1
+            said = "; ".join(f"{METHOD_NAMES[method]}: " + ", ".join(
+                (f"block {text.split(' ', 2)[1]} " if several and read else "") + outcome[0].lower() + outcome[1:]
+                for outcome, text, read in verdicts)
+                for method, verdicts in by_method.items())  # fmt: skip
+            items.append(f"- **{name.replace('_', '-')} design, {HEAD_KINDS[kind]} heads**: {said}.")
+    return "\n".join(items) + "\n"

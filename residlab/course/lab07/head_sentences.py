@@ -26,16 +26,27 @@ HALF_PAIRS = 0.5  # "in most pairs": at least half of them
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     """Over the pairs, how often the method puts a head the rule named on top of its block, against the chance of a
     random pick among the heads the mechanism does not predict near 0 (those of a kind it cannot test are
-    no competitors)."""
+    no competitors): each block's verdict opens with its outcome in bold (``kind_verdicts``)."""
+    verdicts = kind_verdicts(report, name, method, kind)
+    if len(verdicts) == 1 and not verdicts[0][2]:
+        return verdicts[0][1]
+    return "; ".join(f"**{outcome}.** {text}" for outcome, text, _ in verdicts) + "."
+
+
+def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple[str, str, bool]]:
+    """(outcome, text, whether a verdict was read) per block of ``kind``: the outcome in a few words, the verdict in
+    full; one entry, not read, where the design or the method cannot identify the kind or reaches none of its heads."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
-        return f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was observed)."
+        return [(words["not_testable"], f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was "
+                 f"observed)." + by_method_observed(report, name, method, kind), False)]  # the prediction checked, as a method's is
     if kind in measured.get("not_testable_by_method", {}).get(method, ()):
-        return f"{words['not_testable']} by this method: {by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}"
+        return [(f"{words['not_testable']} by this method", f"{words['not_testable']} by this method: "
+                 f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}", False)]
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
-        return f"no {HEAD_KINDS[kind]} head this method can reach."
+        return [("no head it can reach", f"no {HEAD_KINDS[kind]} head this method can reach.", False)]
     said = []
     for entry in entries:
         fractions = entry["fractions"]
@@ -67,10 +78,11 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"({against_chance(found, base, entry['chance'])})" + _one_head_carries(entry))  # fmt: skip
-                outcome = (f"A named head on top in {_percent(fractions['found'])} of pairs (95 % Wilson "
-                           f"{wilson(fractions['found'], pairs)}); " + "; ".join(filter(None, (
-                               null_top_outcome(entry, pairs) and "tops the block in " + null_top_outcome(entry, pairs),
-                               f"above a random pick ({_percent(entry['chance'])})"))))
+                against_null = null_top_outcome(entry, pairs)  # first: the model's own null, then the random pick
+                outcome = ((f"A named head tops the block in {against_null}; on top and above the bar in " if against_null
+                            else "A named head on top and above the bar in ")
+                           + f"{_percent(fractions['found'])} of pairs (95 % Wilson {wilson(fractions['found'], pairs)}), "
+                           f"above a random pick ({_percent(entry['chance'])})")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -100,10 +112,10 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
-        said.append(f"**{outcome}.** Block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
-                    f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
-                    + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}")  # fmt: skip
-    return "; ".join(said) + "."
+        said.append((outcome, f"Block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
+                              f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
+                              + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}", True))  # fmt: skip
+    return said
 
 
 CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at least this share of the pairs found
@@ -210,13 +222,14 @@ def _by_score(report: dict, kind: str, block: int, named: list[int]) -> list[int
 def score_order_sentence(report: dict) -> str:
     """The named heads' attention scores per kind and block, in score order, every neighbouring pair within
     TIE_MARGIN marked as a tie: the order Part 6's verdict cells list their heads in."""
-    said, extended = [], False
+    said, extended, any_tie = [], False, False
     for kind, heads in report["heads"]["named"].items():
         for block in sorted({b for b, _ in heads}):
             table = report["heads"]["name_scores"][kind]["scores"][block]
             by_score = _by_score(report, kind, block, [h for b, h in heads if b == block])
             ties = [(a, b) for a, b in zip(by_score, by_score[1:]) if table[a] - table[b] < TIE_MARGIN]
             extended |= bool(ties) and ties != [tuple(by_score[:2])]
+            any_tie |= bool(ties)
             tied = f" (tied: {', '.join(f'heads {a} and {b}' for a, b in ties)})" if ties else ""
             said.append(f"block {block}'s {HEAD_KINDS[kind]} heads, " + ", ".join(f"head {h} {table[h]:.3f}" for h in by_score) + tied)
     if not said:
@@ -224,19 +237,27 @@ def score_order_sentence(report: dict) -> str:
     where = ", here applied to each neighbouring pair in score order" if extended else ""
     return (f"The verdicts below list a block's named heads in the order of their attention scores (Part 1): "
             f"{'; '.join(said)}. Two heads tie when their scores are within {TIE_MARGIN} on average, the tie threshold "
-            f"of Lab 06's and the glossary's highest-score rule{where}{_other_draw(report)}.")
+            f"of Lab 06's and the glossary's highest-score rule{where}{_other_draw(report)}"
+            + (": a tie of the mean scores, not pair by pair (below, the tied heads' scores are set side by side pair "
+               "by pair, where one can be reliably the higher)." if any_tie else "."))
 
 
-def _other_draw(report: dict) -> str:
+def score_draw_gap(report: dict) -> float | None:
     """How far the scores Lab 06 and the glossary print (``heads.scores``, on the held-out sequences) lie from this
-    page's (on the naming draw), for the named heads of the kinds both score; "" where the report has only one."""
+    page's (on the naming draw) at most, over the named heads of the kinds both score; None where the report has only
+    one."""
     theirs = report["heads"].get("scores", {})
     gaps = [abs(theirs[kind][block][head] - report["heads"]["name_scores"][kind]["scores"][block][head])
             for kind, heads in report["heads"]["named"].items() if kind in theirs for block, head in heads]
-    if not gaps:
+    return max(gaps) if gaps else None
+
+
+def _other_draw(report: dict) -> str:
+    gap = score_draw_gap(report)
+    if gap is None:
         return ""
     return (f" (Lab 06 and the glossary score the same heads on the held-out sequences, this page on its own naming "
-            f"draw, so a head's two scores differ, here by at most {max(gaps):.3f})")
+            f"draw, so a head's two scores differ, here by at most {gap:.3f})")
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:
@@ -271,7 +292,7 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         ranks.append((METHOD_NAMES[method], rho, p_value))
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
                     f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
-                    f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.3f}, "
+                    f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.2g}, "
                     f"{PERMUTATIONS:,} permutations, Monte Carlo error about "
                     f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.1g})")  # fmt: skip
     intervals = _score_spread_words(report["heads"]["name_scores"][kind])

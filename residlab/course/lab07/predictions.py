@@ -52,15 +52,18 @@ def _size(name: str, cell: dict, bar: float) -> str:
 
 
 def prediction_checks(report: dict) -> list[tuple[str, str, int, int, dict]]:
-    """Every check of a prediction near 0 the page makes: (design, method, block, head, the head's cell) for each head
-    of a kind ``designs.UNTESTABLE_BY_METHOD`` names, where the report has its test."""
+    """Every check of a prediction near 0 the page makes, the family a correction counts: (design, method, block,
+    head, the head's cell) for each head of a kind a design cannot identify (its ``not_testable``: under every method)
+    or a method cannot in a design (``designs.UNTESTABLE_BY_METHOD``), where the report has its test."""
     checks = []
-    for (design, method), (kinds, _) in UNTESTABLE_BY_METHOD.items():
-        table = report["distribution"]["designs"].get(design, {}).get("heads", {}).get(method, {}).get("heads")
-        for kind in kinds:
-            for block, head in report["heads"]["named"].get(kind, []):
-                if table and block < len(table) and "beyond_p" in (table[block][head] or {}):
-                    checks.append((design, method, block, head, table[block][head]))
+    for design, measured in report["distribution"]["designs"].items():
+        for method, table in measured.get("heads", {}).items():
+            kinds = set(measured.get("not_testable", ())) | set(UNTESTABLE_BY_METHOD.get((design, method), ((), ""))[0])
+            for kind in sorted(kinds):
+                for block, head in report["heads"]["named"].get(kind, []):
+                    cells = table.get("heads") or []
+                    if block < len(cells) and "beyond_p" in (cells[block][head] or {}):
+                        checks.append((design, method, block, head, cells[block][head]))
     return checks
 
 
@@ -150,7 +153,9 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
             f"uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
             f"{level:.2g}, Bonferroni over the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject "
             f"uncorrected, {surviving} corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the "
-            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting")
+            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting; and the two "
+            f"sets of pairs share their clean prompts, so their rates are paired, which a test of two independent rates, "
+            f"as this is, ignores (conservative where the pairing makes them move together)")
     block_bars = sorted({bars[block] for block, _, _ in cells})
     scope = (f"; the test sees only shares past the null bar ({', '.join(f'{bar:.3f}' for bar in block_bars)} of the "
              f"gap): a share that stays below it, however consistent, passes, so near 0 here means within the null bar "

@@ -81,6 +81,11 @@ def _small_interval(mean: float, low: float, high: float) -> str:
     return " ".join(_small_parts(mean, low, high))
 
 
+def _up_places(value: float, places: int = 3) -> str:
+    """``value`` rounded up to ``places`` decimals (several bounds said together in one precision)."""
+    return f"{math.ceil(round(value * 10**places, 9)) / 10**places:.{places}f}"
+
+
 def _up(value: float, digits: int = 2) -> str:
     """``value`` (> 0) rounded up to ``digits`` significant figures, so that at most it, or no more than it, stays true."""
     if value <= 0:
@@ -427,7 +432,8 @@ def known_heads_sentence(report: dict) -> str:
     untrained = report["untrained"]["highest_head_score"]
     return ("The rule names these heads (score against its control): " + "; ".join(parts) + ". In the "
             f"{len(report['untrained']['seeds'])} random-weight models, for scale, no head scores above "
-            f"{_up(untrained['previous_token'])} as previous-token or {_up(untrained['induction'])} as induction.")  # fmt: skip
+            f"{_up_places(untrained['previous_token'])} as previous-token or {_up_places(untrained['induction'])} as "
+            f"induction.")  # fmt: skip
 
 
 def naming_sequences(report: dict) -> str:

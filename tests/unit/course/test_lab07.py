@@ -1067,7 +1067,8 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     assert "in 0 of the 64 pairs, so the verdict does not depend on leaving it out" in head_sentences.kind_sentence(
         report, "matched_position", "noising", "previous_token")
     assert goal_sentences.checks_item(report) == (
-        "**predictions near 0**: Part 6 checks 2 against the null pairs; 1 reject at 0.05 uncorrected and 0 after a "
+        "**predictions near 0**: the page checks 2 against the null pairs (Parts 4 and 6: every head a design or a "
+        "method cannot identify); 1 reject at 0.05 uncorrected and 0 after a "
         "Bonferroni correction (head 0.3 by per-head noising in the matched-position design): weak evidence against "
         "those predictions, not failures shown")  # fmt: skip
 

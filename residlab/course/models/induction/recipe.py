@@ -176,8 +176,14 @@ def saved_model_files(model) -> dict[str, bytes]:
 def load_induction_model(directory: Path):
     """The saved model from its directory alone (offline, safetensors, eager attention, float32, eval mode)."""
     transformers = import_transformers_quietly()
-    model = transformers.GPTNeoXForCausalLM.from_pretrained(
-        str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
-        dtype=torch.float32,
-    )  # fmt: skip
+    shown = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # a few tensors: no "Loading weights" bar in a runner's output
+    try:
+        model = transformers.GPTNeoXForCausalLM.from_pretrained(
+            str(directory), local_files_only=True, use_safetensors=True, attn_implementation="eager",
+            dtype=torch.float32,
+        )  # fmt: skip
+    finally:
+        if shown:
+            transformers.utils.logging.enable_progress_bar()
     return model.eval()

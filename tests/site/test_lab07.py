@@ -130,11 +130,25 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
             for kind in report["heads"]["named"]:
                 assert head_sentences.kind_sentence(report, name, method, kind).replace("**", "") in text  # bold in Markdown
     assert "noise floor" not in text  # the null is the same model's null pairs, not a floor
+    assert "**" not in text  # Markdown emphasis in an inline expression's text is shown, not rendered
     from residlab.course.lab07 import goal_sentences
 
     glance = goal_sentences.results_at_a_glance(report).splitlines()  # the verdicts at a glance, one item a design and kind
     assert glance and all(line.removeprefix("- ").replace("**:", " :").replace("**", "") in text for line in glance)
-    assert any("previous-token heads**: per-head denoising: a named head tops the block in" in line for line in glance)
+    assert any("previous-token heads**: per-head denoising: the bar aside, a named head tops the block in" in line for line in glance)
+
+
+def test_no_figure_legend_runs_past_the_figure(report):
+    """Every legend line of the page's figures ends inside the figure (12 px text, at most about 7 px a character)."""
+    import html
+
+    from residlab.course.lab07 import figures
+
+    for name in report["designs"]:
+        for svg in (figures.activation_figure(report, name), figures.attribution_figure(report, name)):
+            width = float(re.search(r'viewBox="0 0 (\S+) ', svg).group(1))
+            lines = re.findall(r'<text x="([\d.]+)" y="[\d.]+" font-size="12">([^<]*)</text>', svg)
+            assert lines and all(float(x) + 7 * len(html.unescape(line)) <= width for x, line in lines), name
 
 
 def test_the_explorer_and_the_runner_are_served_by_the_site(built_site, page_html):

@@ -91,7 +91,9 @@ def example_place_sentence(report: dict, name: str) -> str:
     chance = f"a pair drawn like the others would have about {0.05 * compared:.0f} of {compared} cells outside"
     if not outside:
         return (f"Every one of the worked example's {compared} observed cells (both directions, the identities left out) "
-                f"lies within the pairs' interval ({chance}): a typical draw, cell by cell.{gap_rank_sentence(report, name)}")
+                f"lies within the pairs' interval ({chance}): a typical draw, cell by cell, as far as this can show (each "
+                f"interval is computed over a set that includes it, and its cells are linked, not independent draws)."
+                f"{gap_rank_sentence(report, name)}")
     outside.sort(key=lambda cell: (-cell[0], cell[2], cell[3]))
     listed = "; ".join(f"{direction} at {site}, position {position}{' (' + why + ')' if why else ''}: "
                        f"{_small_parts(value, spread['low'], spread['high'])[0]} on the example, {_small_interval(spread['mean'], spread['low'], spread['high'])} "
@@ -133,6 +135,9 @@ def gap_rank_sentence(report: dict, name: str) -> str:
             f"{mean:.2f}); each share is a fraction of its own pair's gap, so the gap's size does not scale the shares.")
 
 
+SLIM_MARGIN = 0.05  # two Wilson intervals that clear each other by less than this: told apart, by a slim margin
+
+
 def null_top_outcome(entry: dict, pairs: int) -> str:
     """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
     reads it, in short); "" for a report without it."""
@@ -142,9 +147,11 @@ def null_top_outcome(entry: dict, pairs: int) -> str:
     (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
     told = ("told apart" if held_low > null_high else "told apart, the other way" if null_low > held_high else
             "not told apart")  # fmt: skip
-    if told == "told apart" and entry.get("fixed"):  # as null_top_sentence says: high partly by the design's prediction
+    if told == "told apart" and held_low - null_high < SLIM_MARGIN:
+        told += f", by a slim margin (the intervals {100 * (held_low - null_high):.1f} points apart)"
+    if told.startswith("told apart") and entry.get("fixed"):  # as null_top_sentence says: the design's prediction
         told += ", partly by the design's own prediction for the block's other heads"
-    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs, the bar aside: {told}"
+    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs: {told}"
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:

@@ -71,14 +71,14 @@ def _panel(title: str, rows: list[tuple], columns: list[str], top: float, observ
 MARKS = ("identity", "hybrid", "same")  # the marks a panel row may carry, in the order of its sets
 
 
-def _colour_scale(top: float, length: float, drawn: set[str], identity: str) -> tuple[list[str], float]:
+def _colour_scale(top: float, length: float, drawn: set[str], identity: str, scale: str) -> tuple[list[str], float]:
     """The colour scale under the panels: one bar from -1 (blue) through 0 (white) to +1 (red), ticked at both ends
     and at 0; shares beyond are drawn in the end colours, an undefined share in grey. The legend names only the marks
     ``drawn`` in this figure. Returns the parts and the scale's height."""
     stops = "".join(f'<stop offset="{(v + 1) / 2:.2f}" stop-color="{colour(v)}"/>' for v in (-1.0, -0.5, 0.0, 0.5, 1.0))
     x, y = ROW_LABEL, top
     parts = [f'<defs><linearGradient id="rl-share-scale">{stops}</linearGradient></defs>',
-             f'<text x="{x - 6}" y="{y + 12}" text-anchor="end" font-size="12">share of the gap</text>',
+             f'<text x="{x - 6}" y="{y + 12}" text-anchor="end" font-size="12">{html.escape(scale)}</text>',
              f'<rect x="{x}" y="{y}" width="{length:.0f}" height="14" fill="url(#rl-share-scale)" stroke="#666"/>']
     for value, label in ((-1.0, "−1 or less"), (0.0, "0"), (1.0, "+1 or more")):
         tick = x + (value + 1) / 2 * length
@@ -107,7 +107,8 @@ def _colour_scale(top: float, length: float, drawn: set[str], identity: str) -> 
 
 
 def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[str], label: str,
-                identity: str = "fixed by construction (an identity)", observed_note: str | None = None) -> str:
+                identity: str = "fixed by construction (an identity)", observed_note: str | None = None,
+                scale: str = "share of the gap") -> str:
     """One SVG of stacked panels, each (title, [(row label, values, *marked positions)]: the sets in MARKS' order);
     ``label`` is its accessible name; ``identity`` the legend's words for the filled dot, ``observed_note`` (if any)
     what a dotted cell's tooltip says of its observed value."""
@@ -117,8 +118,8 @@ def heatmap_svg(panels: list[tuple[str, list[tuple[str, list]]]], columns: list[
         parts.extend(drawn)
     width = ROW_LABEL + len(columns) * CELL + 10
     marked = {mark for _, rows in panels for _, _, *sets in rows for mark, positions in zip(MARKS, sets) if positions}
-    scale, height = _colour_scale(top, len(columns) * CELL, marked, identity)
-    parts.extend(scale)
+    scale_parts, height = _colour_scale(top, len(columns) * CELL, marked, identity, scale)
+    parts.extend(scale_parts)
     top += height
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="rl-patching-figure" viewBox="0 0 {width} {top:.0f}" '
             f'width="{width}" height="{top:.0f}" style="max-width:none" role="img" '
@@ -180,7 +181,7 @@ def attribution_figure(report: dict, name: str) -> str:
                              hybrid_positions(design, kind, b), set(), zero_positions(design, kind, b))
                             for b, row in enumerate(grid)]))  # fmt: skip
     return heatmap_svg(panels, position_labels(design), f"attribution patching against exact patching, {name} design",
-                       identity="in an error panel: the exact share is an identity (the error is the estimate minus it)",
+                       identity="error panels: the exact share is an identity", scale="in shares of the gap",
                        observed_note="observed; the exact share here is an identity, so the error is the estimate minus it")
 
 

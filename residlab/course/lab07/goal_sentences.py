@@ -95,12 +95,12 @@ def results_at_a_glance(report: dict) -> str:
         for kind in HEAD_KINDS:  # the mechanism's kinds first, as Part 1 names them
             named = report["heads"]["named"].get(kind, [])
             by_method = {method: kind_verdicts(report, name, method, kind) for method in METHOD_NAMES}
-            if not named or not any(read for verdicts in by_method.values() for *_, read in verdicts):
+            if not named or all(block is None for verdicts in by_method.values() for *_, block in verdicts):
                 continue
             several = len({block for block, _ in named}) > 1
             said = "; ".join(f"{METHOD_NAMES[method]}: " + ", ".join(
-                (f"block {text.split(' ', 2)[1]} " if several and read else "") + outcome[0].lower() + outcome[1:]
-                for outcome, text, read in verdicts)
+                (f"block {block} " if several and block is not None else "") + outcome[0].lower() + outcome[1:]
+                for outcome, _, block in verdicts)
                 for method, verdicts in by_method.items())  # fmt: skip
             items.append(f"- **{name.replace('_', '-')} design, {HEAD_KINDS[kind]} heads**: {said}.")
     return "\n".join(items) + "\n"

@@ -28,25 +28,26 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
     random pick among the heads the mechanism does not predict near 0 (those of a kind it cannot test are
     no competitors): each block's verdict opens with its outcome in bold (``kind_verdicts``)."""
     verdicts = kind_verdicts(report, name, method, kind)
-    if len(verdicts) == 1 and not verdicts[0][2]:
+    if len(verdicts) == 1 and verdicts[0][2] is None:
         return verdicts[0][1]
     return "; ".join(f"**{outcome}.** {text}" for outcome, text, _ in verdicts) + "."
 
 
-def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple[str, str, bool]]:
-    """(outcome, text, whether a verdict was read) per block of ``kind``: the outcome in a few words, the verdict in
-    full; one entry, not read, where the design or the method cannot identify the kind or reaches none of its heads."""
+def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple[str, str, int | None]]:
+    """(outcome, text, block) per block of ``kind`` whose verdict is read: the outcome in a few words, the verdict in
+    full; one entry, its block None, where the design or the method cannot identify the kind or reaches none of its
+    heads."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
         return [(words["not_testable"], f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was "
-                 f"observed)." + by_method_observed(report, name, method, kind), False)]  # the prediction checked, as a method's is
+                 f"observed)." + by_method_observed(report, name, method, kind), None)]  # the prediction checked, as a method's is
     if kind in measured.get("not_testable_by_method", {}).get(method, ()):
         return [(f"{words['not_testable']} by this method", f"{words['not_testable']} by this method: "
-                 f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}", False)]
+                 f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}", None)]
     entries = [e for e in measured["heads"][method]["kinds"].values() if e["kind"] == kind]
     if not entries:
-        return [("no head it can reach", f"no {HEAD_KINDS[kind]} head this method can reach.", False)]
+        return [("no head it can reach", f"no {HEAD_KINDS[kind]} head this method can reach.", None)]
     said = []
     for entry in entries:
         fractions = entry["fractions"]
@@ -59,7 +60,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
-            outcome = (f"No test against chance; a named head tops the block in {null_top_outcome(entry, report['distribution']['pairs'])}"
+            outcome = (f"No test against chance; a named head on top and above the bar in {_percent(fractions['found'])} of "
+                       f"pairs; the bar aside, it tops the block in {null_top_outcome(entry, report['distribution']['pairs'])}"
                        if fixed and "null_top_named" in entry else "No test against chance" if fixed else "No test")
         elif other:
             chance = ""
@@ -77,12 +79,13 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                 where = f"; {found} of the {base} pairs where a head clears the null bar" if fractions["nothing"] > 0 else ""
                 reading = (f"a named head is on top in most pairs ({_percent(fractions['found'])}, "
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
-                           f"({against_chance(found, base, entry['chance'])})" + _one_head_carries(entry))  # fmt: skip
+                           f"(a sanity check, for a blind guess is a low bar: {against_chance(found, base, entry['chance'])})"
+                           + _one_head_carries(entry))  # fmt: skip
                 against_null = null_top_outcome(entry, pairs)  # first: the model's own null, then the random pick
-                outcome = ((f"A named head tops the block in {against_null}; on top and above the bar in " if against_null
-                            else "A named head on top and above the bar in ")
+                outcome = ((f"The bar aside, a named head tops the block in {against_null}; on top and above the bar in "
+                            if against_null else "A named head on top and above the bar in ")
                            + f"{_percent(fractions['found'])} of pairs (95 % Wilson {wilson(fractions['found'], pairs)}), "
-                           f"above a random pick ({_percent(entry['chance'])})")  # fmt: skip
+                           f"above a random pick ({_percent(entry['chance'])}, a sanity check)")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -114,7 +117,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
         said.append((outcome, f"Block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
                               f"{'; ' + chance if chance else ''}): " + verdict_fractions(entry, words)
-                              + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}", True))  # fmt: skip
+                              + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}",
+                      entry["block"]))  # fmt: skip
     return said
 
 

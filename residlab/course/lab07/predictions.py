@@ -102,7 +102,7 @@ def left_out_caveat(report: dict, design: str, method: str, block: int, fixed: l
     strong = {head for b, head in failed_predictions(report, design, method, corrected=True) if b == block}
     names = " and ".join(f"{block}.{head}" for head in rejected)
     how = ("even after the correction for the page's checks" if all(h in strong for h in rejected) else
-           "at 0.05 uncorrected only, weak evidence" if not strong else "for some of them only uncorrected")  # fmt: skip
+           f"at {PREDICTION_TEST:g} uncorrected only, weak evidence" if not strong else "for some of them only uncorrected")  # fmt: skip
     tops = [(head, top_count(report, design, method, block, head)) for head in rejected]
     pairs = report["distribution"]["pairs"]
     if any(count is None for _, count in tops):
@@ -113,6 +113,30 @@ def left_out_caveat(report: dict, design: str, method: str, block: int, fixed: l
                    + (f", so the verdict does not depend on leaving {'it' if len(tops) == 1 else 'them'} out" if all(c == 0 for _, c in tops) else ""))  # fmt: skip
     return (f"; this leaves out {'head' if len(rejected) == 1 else 'heads'} {names} on a prediction the check below "
             f"rejects ({how})" + (f"; {depends}" if depends else ""))
+
+
+def check_rule(report: dict) -> str:
+    """How every prediction near 0 is checked and read, said once (each check's cell gives its numbers and result):
+    the test, both levels and how many of the page's checks reject at each, and what the test cannot see."""
+    checks = prediction_checks(report)
+    if not checks:
+        return ""
+    pairs, level = report["distribution"]["pairs"], corrected_level(report)
+    rejecting = sum(cell["beyond_p"] < PREDICTION_TEST for *_, cell in checks)
+    surviving = sum(cell["beyond_p"] < level for *_, cell in checks)
+    return (f"The check of a prediction near 0 (every row marked not identifiable): a head's share is counted in "
+            f"size (absolute shares; the table below counts signed ones), so either sign could fail it, and how often it passes its block's null bar on the held-out pairs is "
+            f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
+            f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
+            f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "
+            f"uncorrected, {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
+            f"The test is weak: with {pairs} pairs a side it rejects only at {fewest_rejected(0, pairs, PREDICTION_TEST)} "
+            f"or more held-out passes where no null pair passes, {fewest_rejected(1, pairs, PREDICTION_TEST)} or more "
+            f"where one does. It sees only shares past the bar, so near 0 means within the null bar in size, and a "
+            f"consistent share below the bar passes it (a row says so where a head's mean's interval excludes 0). The "
+            f"null pairs' rate is in-sample (the bar is set by those pairs, so few pass it by construction), which "
+            f"leans the test toward rejecting; and the two sets are paired (each null pair shares its clean prompt "
+            f"with a held-out pair), which a test of two independent rates ignores.")
 
 
 def by_method_observed(report: dict, design: str, method: str, kind: str) -> str:
@@ -131,35 +155,21 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
         return ""
     pairs, bars = report["distribution"]["pairs"], measured["null"]["heads"][method]
     listed = "; ".join(f"head {block}.{head} {share_interval(cell)}{_sign(cell)}, past the null bar ({bars[block]:.3f} of "
-                       f"the gap) in size (absolute shares; the table counts signed ones) in {percent(cell['beyond_fraction'])} "
+                       f"the gap) in size in {percent(cell['beyond_fraction'])} "
                        f"of the held-out pairs and {percent(cell['null_beyond_fraction'])} of the null pairs "
                        f"(p = {cell['beyond_p']:.2g})" for block, head, cell in cells)  # fmt: skip
-    checks = prediction_checks(report)
     level = corrected_level(report)
-    rejecting = sum(cell["beyond_p"] < PREDICTION_TEST for *_, cell in checks)
-    surviving = sum(cell["beyond_p"] < level for *_, cell in checks)
     reach = [(f"{block}.{head}", fewest_rejected(round(cell["null_beyond_fraction"] * pairs), pairs, PREDICTION_TEST))
              for block, head, cell in cells]  # fmt: skip
     reachable = [(name, count) for name, count in reach if count is not None]
     if not reachable:
         reach_text = "; with these null counts it could reject at no count"
     elif len({count for _, count in reachable}) == 1:
-        reach_text = (f"; a weak test: with these null counts it rejects only at {reachable[0][1]} or more held-out "
-                      f"pairs past the bar")
+        reach_text = f"; with these null counts it rejects only at {reachable[0][1]} or more held-out pairs past the bar"
     else:
-        reach_text = "; a weak test: with these null counts it rejects only at " + ", ".join(
+        reach_text = "; with these null counts it rejects only at " + ", ".join(
             f"{count} or more held-out pairs past the bar for head {name}" for name, count in reachable)
-    test = (f"a one-sided Fisher exact test of the two rates (each head's p above), read at {PREDICTION_TEST:g} "
-            f"uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
-            f"{level:.2g}, Bonferroni over the page's {len(checks)} such checks ({rejecting} of the {len(checks)} reject "
-            f"uncorrected, {surviving} corrected){reach_text}; the null pairs' rate is in-sample: the bar is set by the "
-            f"same null pairs, so few of them pass it by construction, which leans the test toward rejecting; and the two "
-            f"sets of pairs share their clean prompts, so their rates are paired, which a test of two independent rates, "
-            f"as this is, ignores (conservative where the pairing makes them move together)")
-    block_bars = sorted({bars[block] for block, _, _ in cells})
-    scope = (f"; the test sees only shares past the null bar ({', '.join(f'{bar:.3f}' for bar in block_bars)} of the "
-             f"gap): a share that stays below it, however consistent, passes, so near 0 here means within the null bar "
-             f"in size")
+    test = f"the check (read as Part 6 says, before its tables){reach_text}"
     failed = [found for found in failed_predictions(report, design, method) if found in {(b, h) for b, h, _ in cells}]
     strong = set(failed_predictions(report, design, method, corrected=True))
     signed = [(f"{block}.{head}", cell, abs(cell["mean"]) < bars[block]) for block, head, cell in cells
@@ -169,9 +179,8 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
                        "share below the bar, which this test cannot see" if below else ", and its mean is as large as the "
                        "bar or larger") for name, cell, below in signed)  # fmt: skip
     if not failed:
-        held = (f"counted in size, so either sign could fail it, the prediction is not rejected here: no head passes "
-                f"the bar more often on the held-out pairs than on the null pairs by {test}{scope}{one_sign}; not "
-                f"rejected is not shown to be 0")
+        held = (f"the prediction is not rejected here: no head passes the bar more often on the held-out pairs than on "
+                f"the null pairs by {test}{one_sign}; not rejected is not shown to be 0")
     else:
         by_cell = {(block, head): cell for block, head, cell in cells}
         groups = [([f for f in failed if f in strong], f"the prediction fails for {{heads}}: {{verb}} the bar more "
@@ -185,6 +194,6 @@ def by_method_observed(report: dict, design: str, method: str, kind: str) -> str
                                 whose="its" if len(heads) == 1 else "each")
                 for heads, template in groups if heads]  # fmt: skip
         size = "; ".join(_size(f"{b}.{h}", by_cell[(b, h)], bars[b]) for b, h in failed)
-        held = f"counted in size, {'; '.join(said)}, by {test}{scope}; in size, {size}{one_sign}"
+        held = f"{'; '.join(said)}, by {test}; in size, {size}{one_sign}"
     return (f" Observed over the pairs: {listed}; {held}; only the verdict of which head is on top leaves these heads "
             f"out as competitors.")

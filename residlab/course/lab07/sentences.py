@@ -238,7 +238,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     apart = [f"{forced} of them identities, fixed by construction"] if forced else []
     apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
     forced_said = f" ({'; '.join(apart)})" if apart else ""
-    forced_said += (f", the last block's attention write at the readout aside (near 1 by observed attention, "
+    forced_said += (f", the last block's attention write at the readout not among them (near 1 by observed attention, "
                     f"{grids['attn_write'][structural[0][1]][structural[0][2]]:.3f}: not compared, for its null twin is "
                     f"left out of the bar)") if structural else ""
     zeros = {}
@@ -248,7 +248,11 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     zero_said = "; ".join(f"{count} {why}" for why, count in zeros.items())
     negative = [f"{site_name(block, kind)} at position {position} ({grids[kind][block][position]:.3f})"
                 for kind, block, position in moving if grids[kind][block][position] < 0]  # fmt: skip
-    negative_said = (f"; {len(negative)} of them negative, larger in size only: {'; '.join(negative)}" if negative else "")
+    observed = [f"{site_name(block, kind)} at position {position} ({grids[kind][block][position]:.3f})"
+                for kind, block, position in moving if not by_construction(design, kind, block, position)
+                and grids[kind][block][position] >= 0]  # fmt: skip
+    negative_said = (f"; the observed ones: {'; '.join(observed)}" if observed else "")
+    negative_said += (f"; {len(negative)} of them negative, larger in size only: {'; '.join(negative)}" if negative else "")
     return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} move "
             f"a larger share of the gap in size (|share|, either sign) than any cell of the {report['distribution']['pairs']} null "
             f"pairs does (the cells' bar: {floor:.3f} of the gap{_bar_cell(report, name, direction)}; {CELLS_BAR_LEFT_OUT})"

@@ -810,7 +810,7 @@ def test_the_figure_and_the_explorer_read_the_same_numbers():
     # estimate minus it, an observed value, said so); no hybrid prompt in a design that swaps nothing
     estimates = figures.attribution_figure(report, "copied_token")
     assert estimates.count("<circle") == 1 + 6 and "fixed by construction (an identity)" not in estimates
-    assert "in an error panel: the exact share is an identity (the error is the estimate minus it)" in estimates
+    assert "error panels: the exact share is an identity" in estimates and "in shares of the gap" in estimates
     assert "observed; the exact share here is an identity, so the error is the estimate minus it" in estimates
     assert ", an identity</title>" not in estimates
     assert "same intervention" not in estimates and "columns before the first *: 0 by construction" in estimates
@@ -1021,16 +1021,17 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     # the reason, then what was observed, on the held-out and on the null pairs, and the test of the two
     assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('matched_position', 'noising')}. "
                            "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04] (mean's 95 % interval [-0.004, 0.005], "
-                           "positive in 50 % of pairs), past the null bar (0.021 of the gap) in size (absolute shares; the table "
-                           "counts signed ones) in 3 % of the held-out pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
-    assert "counted in size, so either sign could fail it, the prediction is not rejected here" in text
-    # uncorrected, and why: a correction would favour the hypothesis; with how large a failure the test can see
-    # uncorrected and corrected, and why both; with how large a failure the test can see, head by head where it differs
-    assert ("a one-sided Fisher exact test of the two rates (each head's p above), read at 0.05 uncorrected (a rejection "
-            "counts against the mechanism, so a correction would favour it) and at 0.025, Bonferroni over the page's 2 such "
-            "checks (0 of the 2 reject uncorrected, 0 corrected); a weak test: with these null counts it rejects only at "
+                           "positive in 50 % of pairs), past the null bar (0.021 of the gap) in size in 3 % of the held-out "
+                           "pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
+    assert "the prediction is not rejected here" in text
+    # the check's rule said once (check_rule): uncorrected and corrected, and why both; here how large a failure the
+    # test can see, head by head where it differs
+    assert ("by the check (read as Part 6 says, before its tables); with these null counts it rejects only at "
             f"{predictions.fewest_rejected(2, 64, 0.05)} or more held-out pairs past the bar") in text
-    assert "the null pairs' rate is in-sample: the bar is set by the same null pairs" in text
+    rule = predictions.check_rule(report)
+    assert ("read at 0.05 uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
+            "0.025, Bonferroni over the page's 2 such checks: 0 of them reject uncorrected, 0 corrected") in rule
+    assert "null pairs' rate is in-sample" in rule and "which a test of two independent rates ignores" in rule
     assert "not 0 on average" not in text
     rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")

@@ -34,15 +34,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1546    make_design
-#   line 1773  residlab/course/lab07/patching.py
-#   line 1937    activation_grids
-#   line 2001    path_patching
-#   line 2222  residlab/course/lab07/attribution.py
-#   line 2270    attribution_grids
-#   line 2389    error_split
-#   line 2495  residlab/course/lab07/distribution.py
-#   line 2630    null_design
-#   line 2882    measure_distribution
+#   line 1774  residlab/course/lab07/patching.py
+#   line 1938    activation_grids
+#   line 2002    path_patching
+#   line 2223  residlab/course/lab07/attribution.py
+#   line 2271    attribution_grids
+#   line 2390    error_split
+#   line 2496  residlab/course/lab07/distribution.py
+#   line 2631    null_design
+#   line 2883    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -59,11 +59,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1349  residlab/course/lab07/verdicts.py
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1574  residlab/course/lab07/predictions.py
-#   line 1773  residlab/course/lab07/patching.py
-#   line 2023  residlab/course/lab07/cells.py
-#   line 2222  residlab/course/lab07/attribution.py
-#   line 2495  residlab/course/lab07/distribution.py
-#   line 2954  residlab/course/lab07/lab.py (the entry)
+#   line 1774  residlab/course/lab07/patching.py
+#   line 2024  residlab/course/lab07/cells.py
+#   line 2223  residlab/course/lab07/attribution.py
+#   line 2496  residlab/course/lab07/distribution.py
+#   line 2955  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1696,7 +1696,8 @@ def check_rule(report: dict) -> str:
     rejecting = sum(cell["beyond_p"] < PREDICTION_TEST for *_, cell in checks)
     surviving = sum(cell["beyond_p"] < level for *_, cell in checks)
     return (f"The check of a prediction near 0 (every row marked not identifiable): a head's share is counted in "
-            f"size (absolute shares; the table below counts signed ones), so either sign could fail it, and how often it passes its block's null bar on the held-out pairs is "
+            f"size (absolute shares, said past the null bar; the per-head table above counts signed ones, said above "
+            f"the null bar), so either sign could fail it, and how often it passes its block's null bar on the held-out pairs is "
             f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
             f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
             f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "

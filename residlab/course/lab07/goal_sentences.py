@@ -5,6 +5,7 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 
 from __future__ import annotations
 
+from residlab.course.lab07.compare_sentences import null_top_outcome
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads
@@ -18,8 +19,9 @@ def which_are_tests(report: dict) -> str:
     for a kind the mechanism does not name, the complement of a mechanism kind's verdict (every head of the block named
     one or the other). Read from the per-head denoising verdicts; every method's have the same heads and chance. A
     Markdown list, a kind an item."""
-    said = []
-    for kind, named in report["heads"]["named"].items():
+    said, pairs = [], report["distribution"]["pairs"]
+    for kind in (kind for kind in HEAD_KINDS if kind in report["heads"]["named"]):  # the mechanism's kinds first
+        named = report["heads"]["named"][kind]
         if not named:
             said.append(f"**{HEAD_KINDS[kind]} heads**: none is named, so there is nothing to find")
             continue
@@ -44,6 +46,9 @@ def which_are_tests(report: dict) -> str:
                           f"head of the block near 0, so none competes: those verdicts are read against the model's "
                           f"own null only"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
+                tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry, pairs)]
+                notes += [f"the bar aside, per-head denoising puts a named head on top of the block in "
+                          f"{null_top_outcome(tested[0], pairs)}"] if tested else []
                 changed = report["designs"][name]["changed"]
                 scope = (f"at period {report['distribution']['period']} in every pair, "
                          f"position{'s' if len(changed) > 1 else ''} {' and '.join(map(str, changed))} changed")

@@ -110,6 +110,13 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                     outcome = "Better than chance, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
+            if not outcome.startswith(("The bar aside", "A named head on top")):  # the found outcome leads with it
+                against_null = null_top_outcome(entry, pairs)
+                outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
+            if shortfall:  # attribution misses what the exact patch it estimates finds
+                exact = measured["heads"]["denoising"]["kinds"][f"{entry['kind']}/{entry['block']}"]["fractions"]["found"]
+                outcome += (f"; misses the named heads the exact patch finds (on top and above the bar in "
+                            f"{_percent(fractions['found'])} of pairs against per-head denoising's {_percent(exact)})")
             reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
         by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
@@ -466,7 +473,7 @@ def outside_sentence(report: dict) -> str:
         said = [_head_reading(b, h, table[b][h]) for b, h in named]
         carry_anywhere |= any(table[b][h]["clears_fraction"] >= MOSTLY for b, h in named)
         parts.append(f"in the {name.replace('_', '-')} design (denoising), " + "; ".join(said))
-    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.3f}" for b, h in named)
+    heads = "; ".join(f"block {b} head {h} attends to its own position with weight {scores[b][h]:.3f} on average" for b, h in named)
     closing = (" How they carry it is not measured head by head on this page. One reading the numbers allow, untested "
                "here: a head that attends to its own position writes that position's token into the stream, and block "
                "1's values, which read the position the induction head attends to, carry it to the readout beside the "

@@ -125,7 +125,8 @@ def check_rule(report: dict) -> str:
     rejecting = sum(cell["beyond_p"] < PREDICTION_TEST for *_, cell in checks)
     surviving = sum(cell["beyond_p"] < level for *_, cell in checks)
     return (f"The check of a prediction near 0 (every row marked not identifiable): a head's share is counted in "
-            f"size (absolute shares; the table below counts signed ones), so either sign could fail it, and how often it passes its block's null bar on the held-out pairs is "
+            f"size (absolute shares, said past the null bar; the per-head table above counts signed ones, said above "
+            f"the null bar), so either sign could fail it, and how often it passes its block's null bar on the held-out pairs is "
             f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
             f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
             f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "

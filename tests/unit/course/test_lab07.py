@@ -929,7 +929,7 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
              "current_token/0": entry("current_token", 0, 0.5, ["previous_token"]),
              "induction/1": entry("induction", 1, 1.0, [])}  # fmt: skip
     report = {"heads": {"named": named}, "designs": {"matched_position": {"changed": [5, 6]}}, "distribution": {
-        "period": 8, "designs": {"matched_position": {"not_testable": [], "heads": {"denoising": {"kinds": kinds}}}}}}
+        "period": 8, "pairs": 64, "designs": {"matched_position": {"not_testable": [], "heads": {"denoising": {"kinds": kinds}}}}}}
     text = goal_sentences.which_are_tests(report)
     lines = text.splitlines()  # a Markdown list, a kind an item
     # the scope of a test said with it: one period, the positions the design changes

@@ -34,15 +34,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1546    make_design
-#   line 1774  residlab/course/lab07/patching.py
-#   line 1938    activation_grids
-#   line 2002    path_patching
-#   line 2223  residlab/course/lab07/attribution.py
-#   line 2271    attribution_grids
-#   line 2390    error_split
-#   line 2496  residlab/course/lab07/distribution.py
-#   line 2631    null_design
-#   line 2883    measure_distribution
+#   line 1775  residlab/course/lab07/patching.py
+#   line 1939    activation_grids
+#   line 2003    path_patching
+#   line 2224  residlab/course/lab07/attribution.py
+#   line 2272    attribution_grids
+#   line 2391    error_split
+#   line 2497  residlab/course/lab07/distribution.py
+#   line 2632    null_design
+#   line 2884    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -59,11 +59,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1349  residlab/course/lab07/verdicts.py
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1574  residlab/course/lab07/predictions.py
-#   line 1774  residlab/course/lab07/patching.py
-#   line 2024  residlab/course/lab07/cells.py
-#   line 2223  residlab/course/lab07/attribution.py
-#   line 2496  residlab/course/lab07/distribution.py
-#   line 2955  residlab/course/lab07/lab.py (the entry)
+#   line 1775  residlab/course/lab07/patching.py
+#   line 2025  residlab/course/lab07/cells.py
+#   line 2224  residlab/course/lab07/attribution.py
+#   line 2497  residlab/course/lab07/distribution.py
+#   line 2956  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1609,7 +1609,8 @@ def _sign(cell: dict) -> str:
     if "mean_interval" not in cell:
         return ""
     low, high = cell["mean_interval"]
-    return f" (mean's 95 % interval [{low:.3f}, {high:.3f}], positive in {percent(cell['positive_fraction'])} of pairs)"
+    return (f" (mean {round(cell['mean'], 3) or 0.0:.3f}, its 95 % interval [{low:.3f}, {high:.3f}], positive in "
+            f"{percent(cell['positive_fraction'])} of pairs)")
 
 
 def _size(name: str, cell: dict, bar: float) -> str:

@@ -135,7 +135,7 @@ def test_the_sentences_are_the_ones_this_report_chooses(built_site, report):
 
     glance = goal_sentences.results_at_a_glance(report).splitlines()  # the verdicts at a glance, one item a design and kind
     assert glance and all(line.removeprefix("- ").replace("**:", " :").replace("**", "") in text for line in glance)
-    assert any("previous-token heads**: per-head denoising: the bar aside, a named head tops the block in" in line for line in glance)
+    assert any("previous-token heads**: per-head denoising: a named head on top and above the bar in" in line for line in glance)
 
 
 def test_no_figure_legend_runs_past_the_figure(report):

@@ -138,9 +138,9 @@ def gap_rank_sentence(report: dict, name: str) -> str:
 SLIM_MARGIN = 0.05  # two Wilson intervals that clear each other by less than this: told apart, by a slim margin
 
 
-def null_top_outcome(entry: dict, pairs: int) -> str:
+def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
     """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
-    reads it, in short); "" for a report without it."""
+    reads it, in short), with ``meaning`` what that null's rate says; "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
@@ -151,7 +151,8 @@ def null_top_outcome(entry: dict, pairs: int) -> str:
         told += f", by a slim margin (the intervals {100 * (held_low - null_high):.1f} points apart)"
     if told.startswith("told apart") and entry.get("fixed"):  # as null_top_sentence says: the design's prediction
         told += ", partly by design (the other heads are predicted near 0)"
-    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs: {told}"
+    said = " (which head moves most under a change the mechanism does not read)" if meaning else ""
+    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs{said}: {told}"
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
@@ -312,7 +313,7 @@ def key_step_sentence(report: dict) -> str:
                  f"patches, which need not add up to the whole){_one_carrier(report)}")
     return (f"Zeroing that write removes more than the note: it removes everything block 0's heads write there, the "
             f"current-token heads' included. {route}. So the write's total effect does not isolate the key step. "
-            f"Lab 07's matched-position design lets path patching isolate the key route: block 0's whole write sent "
+            f"Lab 07's matched-position design lets path patching separate the key route from the value route: block 0's whole write sent "
             f"into block 1's keys alone carries {_interval(isolated)} of its gap{whose}.")
 
 
@@ -453,7 +454,9 @@ def on_average(rows: list, null: list, flagged: list) -> str:
     survive = [(b, h, c) for b, h, c in told if _two_sided_p(c) < 0.05 / len(heads) and _apart_from_null(c, null[b][h])]
     if survive:
         each = "; ".join(f"for head {b}.{h} on average {'denoising exceeds noising' if c['mean'] > 0 else 'noising exceeds denoising'}"
-                         f"{' by less than ' + str(DIFFER) + ' of the gap' if abs(c['mean']) < DIFFER else ''}"
+                         f"{' by less than ' + str(DIFFER) + ' of the gap' if abs(c['mean']) < DIFFER else ''} "
+                         f"(mean {c['mean']:.4f} [{c['mean_interval'][0]:.4f}, {c['mean_interval'][1]:.4f}], "
+                         f"p = {_two_sided_p(c):.2g})"
                          for b, h, c in survive)  # fmt: skip
         read = (f"{len(survive)} of them {'survives' if len(survive) == 1 else 'survive'} a Bonferroni correction over "
                 f"the {len(heads)} heads (p below 0.05 / {len(heads)} by the normal approximation) apart from "

@@ -109,3 +109,22 @@ def results_at_a_glance(report: dict) -> str:
                 for method, verdicts in by_method.items())  # fmt: skip
             items.append(f"- **{name.replace('_', '-')} design, {HEAD_KINDS[kind]} heads**: {said}.")
     return "\n".join(items) + "\n"
+
+
+def tests_against_chance(report: dict) -> str:
+    """Which verdicts are tests against chance (a random pick among the heads the mechanism does not predict near 0
+    could miss the named ones): per design, kind and method, with the period every pair has; said before the list."""
+    found = []
+    for name, measured in report["distribution"]["designs"].items():
+        for method in (method for method in METHOD_NAMES if method in measured["heads"]):
+            for entry in measured["heads"][method]["kinds"].values():
+                if (entry["chance"] < 1 and not complement_of(entry)
+                        and entry["kind"] not in measured.get("not_testable_by_method", {}).get(method, ())):
+                    found.append(f"{METHOD_NAMES[method]} of the {HEAD_KINDS[entry['kind']]} heads in the "
+                                 f"{name.replace('_', '-')} design")  # fmt: skip
+    period = report["distribution"]["period"]
+    if not found:
+        return "No verdict on this page is a test against chance."
+    return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
+            f"{'is a test' if len(found) == 1 else 'are tests'} against chance: {'; '.join(found)}, at period {period} "
+            f"in every pair. Every other comparison is read against the model's own null only, or is no test:")

@@ -40,8 +40,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
-        return [(words["not_testable"], f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why, with what was "
-                 f"observed)." + by_method_observed(report, name, method, kind), None)]  # the prediction checked, as a method's is
+        return [(words["not_testable"], f"{words['not_testable']}: {PREDICTED_NEAR_ZERO} (Part 4 says why)."
+                 + by_method_observed(report, name, method, kind), None)]  # the prediction checked, as a method's is
     if kind in measured.get("not_testable_by_method", {}).get(method, ()):
         return [(f"{words['not_testable']} by this method", f"{words['not_testable']} by this method: "
                  f"{by_method_reason(name, method)}.{by_method_observed(report, name, method, kind)}", None)]
@@ -81,11 +81,11 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"(a sanity check, for a blind guess is a low bar: {against_chance(found, base, entry['chance'])})"
                            + _one_head_carries(entry))  # fmt: skip
-                against_null = null_top_outcome(entry, pairs)  # first: the model's own null, then the random pick
-                outcome = ((f"The bar aside, a named head tops the block in {against_null}; on top and above the bar in "
-                            if against_null else "A named head on top and above the bar in ")
-                           + f"{_percent(fractions['found'])} of pairs (95 % Wilson {wilson(fractions['found'], pairs)}), "
-                           f"above a random pick ({_percent(entry['chance'])}, a sanity check)")  # fmt: skip
+                against_null = null_top_outcome(entry, pairs, meaning=True)  # the verdict, the model's null, the random pick
+                outcome = (f"A named head on top and above the bar in {_percent(fractions['found'])} of pairs (95 % "
+                           f"Wilson {wilson(fractions['found'], pairs)})"
+                           + (f"; the bar aside, in {against_null}" if against_null else "")
+                           + f"; above a random pick ({_percent(entry['chance'])}, a sanity check)")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -110,13 +110,14 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                     outcome = "Better than chance, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
-            if not outcome.startswith(("The bar aside", "A named head on top")):  # the found outcome leads with it
+            if not outcome.startswith("A named head on top"):  # the found outcome says it already
                 against_null = null_top_outcome(entry, pairs)
                 outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
-            if shortfall:  # attribution misses what the exact patch it estimates finds
+            if shortfall:  # attribution misses what the exact patch it estimates finds: said first
                 exact = measured["heads"]["denoising"]["kinds"][f"{entry['kind']}/{entry['block']}"]["fractions"]["found"]
-                outcome += (f"; misses the named heads the exact patch finds (on top and above the bar in "
-                            f"{_percent(fractions['found'])} of pairs against per-head denoising's {_percent(exact)})")
+                outcome = (f"Misses the named heads the exact patch finds (on top and above the bar in "
+                           f"{_percent(fractions['found'])} of pairs against per-head denoising's {_percent(exact)}); "
+                           f"against chance: {outcome[0].lower()}{outcome[1:]}")
             reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
         by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
                               for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)

@@ -38,7 +38,8 @@ def _sign(cell: dict) -> str:
     if "mean_interval" not in cell:
         return ""
     low, high = cell["mean_interval"]
-    return f" (mean's 95 % interval [{low:.3f}, {high:.3f}], positive in {percent(cell['positive_fraction'])} of pairs)"
+    return (f" (mean {round(cell['mean'], 3) or 0.0:.3f}, its 95 % interval [{low:.3f}, {high:.3f}], positive in "
+            f"{percent(cell['positive_fraction'])} of pairs)")
 
 
 def _size(name: str, cell: dict, bar: float) -> str:

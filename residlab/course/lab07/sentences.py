@@ -235,12 +235,13 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     if any(same_intervention(design, "attn_write", 0, p) for p in range(len(grids["attn_write"][0]))):
         merges.append("block 0's attention write where the prompts agree is the same intervention as its output there")
     shared = f"; {' and '.join(merges)}, each counted once" if merges else ""
-    apart = [f"{forced} of them identities, fixed by construction"] if forced else []
-    apart += [f"{hybrids} {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'}, observed"] if hybrids else []
-    forced_said = f" ({'; '.join(apart)})" if apart else ""
+    # the observed cells are counted apart from the identities, which clear the bar by construction, not as findings
+    forced_said = (f" ({hybrids} of them {'a hybrid prompt' if hybrids == 1 else 'hybrid prompts'})" if hybrids else "")
     forced_said += (f", the last block's attention write at the readout not among them (near 1 by observed attention, "
                     f"{grids['attn_write'][structural[0][1]][structural[0][2]]:.3f}: not compared, for its null twin is "
                     f"left out of the bar)") if structural else ""
+    identities_said = (f"; {forced} {'identity is' if forced == 1 else 'identities are'} larger too, fixed by "
+                       f"construction, not findings" if forced else "")
     zeros = {}
     for _, position, kind, block in cells:
         if why := zero_identity(design, kind, block, position):
@@ -251,12 +252,13 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
     observed = [f"{site_name(block, kind)} at position {position} ({grids[kind][block][position]:.3f})"
                 for kind, block, position in moving if not by_construction(design, kind, block, position)
                 and grids[kind][block][position] >= 0]  # fmt: skip
-    negative_said = (f"; the observed ones: {'; '.join(observed)}" if observed else "")
+    negative_said = (f": {'; '.join(observed)}" if observed else "")
     negative_said += (f"; {len(negative)} of them negative, larger in size only: {'; '.join(negative)}" if negative else "")
-    return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving)}{forced_said} move "
-            f"a larger share of the gap in size (|share|, either sign) than any cell of the {report['distribution']['pairs']} null "
-            f"pairs does (the cells' bar: {floor:.3f} of the gap{_bar_cell(report, name, direction)}; {CELLS_BAR_LEFT_OUT})"
-            f"{negative_said}; {sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
+    return (f"{said} Of the {len(cells)} distinct interventions on the worked example (cells{shared}), {len(moving) - forced} "
+            f"observed cells{forced_said} move a larger share of the gap in size (|share|, either sign) than any cell of the "
+            f"{report['distribution']['pairs']} null pairs does (the cells' bar: {floor:.3f} of the gap"
+            f"{_bar_cell(report, name, direction)}; {CELLS_BAR_LEFT_OUT}){negative_said}{identities_said}; "
+            f"{sum(zeros.values())} are 0 by an identity ({zero_said}).")  # fmt: skip
 
 
 # Which null cells the cells' bar leaves out (``distribution.null_left_out``), said once where Part 3 opens.

@@ -776,8 +776,9 @@ def test_the_grid_sentence_counts_a_tensor_once_and_names_the_identities():
     # prompts agree (positions 0 and 2: its output there): 19 interventions, 6 of them above 0.01
     assert ("Of the 19 distinct interventions on the worked example (cells; each block's input is the block before's output and block 0's "
             "attention write where the prompts agree is the same intervention as its output there, each counted once), "
-            "6 (2 of them identities, fixed by construction) move a larger share of the gap in size (|share|, either sign) "
-            "than any cell of the 64 null pairs does (") in text
+            "4 observed cells move a larger share of the gap in size (|share|, either sign) than any cell of the 64 null "
+            "pairs does (") in text
+    assert "; 2 identities are larger too, fixed by construction, not findings; " in text  # counted apart, not read
     # position 0 of each of the 6 distinct interventions, block 0's input where the prompts agree, and the last block's
     # attention write, MLP write and output at position 1, which nothing downstream reads
     assert text.endswith("10 are 0 by an identity (6 before the first position where the prompts differ: attention is "
@@ -1020,7 +1021,7 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     text = head_sentences.kind_sentence(report, "matched_position", "noising", "current_token")
     # the reason, then what was observed, on the held-out and on the null pairs, and the test of the two
     assert text.startswith(f"not identifiable by this method: {designs.by_method_reason('matched_position', 'noising')}. "
-                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04] (mean's 95 % interval [-0.004, 0.005], "
+                           "Observed over the pairs: head 0.0 0.00 [-0.04, 0.04] (mean 0.000, its 95 % interval [-0.004, 0.005], "
                            "positive in 50 % of pairs), past the null bar (0.021 of the gap) in size in 3 % of the held-out "
                            "pairs and 3 % of the null pairs (p = 0.66); head 0.3 ")  # fmt: skip
     assert "the prediction is not rejected here" in text
@@ -1180,7 +1181,8 @@ def test_a_head_told_apart_on_average_but_not_by_one_sign_is_said_and_read_only_
     assert "Not flagged by one sign, yet told apart from 0 on average by the mean's own 95 % interval" in text
     assert "head 1.3 (0.22 [0.14, 0.30], above 0 in 74 % of pairs" in text and "above 0 in 74 % of pairs; apart from its null pairs' mean" in text
     assert "1 of them survives a Bonferroni correction over the 8 heads" in text
-    assert "for head 1.3 on average denoising exceeds noising, a difference of the mean, not of most pairs" in text
+    assert ("for head 1.3 on average denoising exceeds noising (mean 0.2200 [0.1370, 0.3030], p = 2e-07), a difference of "
+            "the mean, not of most pairs") in text  # unrounded, so the printed interval shows what the correction reads
     rows[1][3] = _differences([0.005, 0.004, 0.006, 0.005, -0.001, 0.005])  # told apart, but overlapping its null's mean
     rows[1][3]["above_zero"] = 0.7
     text = compare_sentences.head_direction_sentence(report, "copied_token")

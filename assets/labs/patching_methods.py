@@ -1702,7 +1702,7 @@ def check_rule(report: dict) -> str:
             f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
             f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
             f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "
-            f"uncorrected, {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
+            f"uncorrected (about {PREDICTION_TEST * len(checks):.1f} would by chance alone), {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
             f"The test is weak: with {pairs} pairs a side it rejects only at {fewest_rejected(0, pairs, PREDICTION_TEST)} "
             f"or more held-out passes where no null pair passes, {fewest_rejected(1, pairs, PREDICTION_TEST)} or more "
             f"where one does. It sees only shares past the bar, so near 0 means within the null bar in size, and a "

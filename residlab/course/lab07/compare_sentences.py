@@ -150,7 +150,8 @@ def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
     if told == "told apart" and held_low - null_high < SLIM_MARGIN:
         told += f", by a slim margin (the intervals {100 * (held_low - null_high):.1f} points apart)"
     if told.startswith("told apart") and entry.get("fixed"):  # as null_top_sentence says: the design's prediction
-        told += ", partly by design (the other heads are predicted near 0)"
+        told += (", but mostly by design (the other heads are predicted near 0), so uninformative about the named "
+                 "heads")
     said = " (which head moves most under a change the mechanism does not read)" if meaning else ""
     return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs{said}: {told}"
 

@@ -241,7 +241,7 @@ def grid_sentence(report: dict, name: str, direction: str) -> str:
                     f"{grids['attn_write'][structural[0][1]][structural[0][2]]:.3f}: not compared, for its null twin is "
                     f"left out of the bar)") if structural else ""
     identities_said = (f"; {forced} {'identity is' if forced == 1 else 'identities are'} larger too, fixed by "
-                       f"construction, not findings" if forced else "")
+                       f"construction, {'not a finding' if forced == 1 else 'not findings'}" if forced else "")
     zeros = {}
     for _, position, kind, block in cells:
         if why := zero_identity(design, kind, block, position):
@@ -367,8 +367,13 @@ def path_sentence(report: dict, name: str) -> str:
                    "design reaches the readout by another path" + (", the values" if over["values"]["mean"] >= HALF * everything else "")
                    + " (the changed token's own route into block 1's keys, through its embedding, is not split here)")  # fmt: skip
     elif everything and keys >= HALF * everything:
-        reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries, on average: the write "
-                   "acts mainly by telling block 1 where to attend")  # fmt: skip
+        paths = report["distribution"]["designs"][name].get("per_pair", {}).get("path", [])
+        ratios = sorted(pair["keys"] / pair["everything"] for pair in paths if pair["everything"])
+        spread = (f"; pair by pair the keys' part of the whole write runs from {ratios[0]:.2f} to {ratios[-1]:.2f} (about the "
+                  f"middle 95 %: {ratios[round(0.025 * (len(ratios) - 1))]:.2f} to "
+                  f"{ratios[round(0.975 * (len(ratios) - 1))]:.2f})" if ratios else "")
+        reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries, on average (a ratio "
+                   f"of means{spread}): on average the write acts mainly by telling block 1 where to attend")  # fmt: skip
     else:
         reading = f"the keys carry part of it ({keys / everything:.0%} of what the whole write carries)" if everything else "the whole write carries nothing"
     rest = report["distribution"]["designs"][name].get("path_rest")

@@ -1031,7 +1031,8 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
             f"{predictions.fewest_rejected(2, 64, 0.05)} or more held-out pairs past the bar") in text
     rule = predictions.check_rule(report)
     assert ("read at 0.05 uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
-            "0.025, Bonferroni over the page's 2 such checks: 0 of them reject uncorrected, 0 corrected") in rule
+            "0.025, Bonferroni over the page's 2 such checks: 0 of them reject uncorrected (about 0.1 would by chance "
+            "alone), 0 corrected") in rule
     assert "null pairs' rate is in-sample" in rule and "which a test of two independent rates ignores" in rule
     assert "not 0 on average" not in text
     rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size

@@ -138,17 +138,24 @@ def gap_rank_sentence(report: dict, name: str) -> str:
 SLIM_MARGIN = 0.05  # two Wilson intervals that clear each other by less than this: told apart, by a slim margin
 
 
+def _null_top_relation(held: float, null: float, pairs: int) -> tuple[str, float]:
+    """How the held-out and null rates of a named head on top compare by their 95 % Wilson intervals: "apart" (held
+    above), "other way" or "not", with how far the held-out interval clears the null's (negative where it does not)."""
+    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
+    relation = "apart" if held_low > null_high else "other way" if null_low > held_high else "not"
+    return relation, held_low - null_high
+
+
 def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
     """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
     reads it, in short), with ``meaning`` what that null's rate says; "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
-    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
-    told = ("told apart" if held_low > null_high else "told apart, the other way" if null_low > held_high else
-            "not told apart")  # fmt: skip
-    if told == "told apart" and held_low - null_high < SLIM_MARGIN:
-        told += f", by a slim margin (the intervals {100 * (held_low - null_high):.1f} points apart)"
+    relation, margin = _null_top_relation(held, null, pairs)
+    told = {"apart": "told apart", "other way": "told apart, the other way", "not": "not told apart"}[relation]
+    if relation == "apart" and margin < SLIM_MARGIN:
+        told += f", by a slim margin (the intervals {100 * margin:.1f} points apart)"
     if told.startswith("told apart") and entry.get("fixed"):  # as null_top_sentence says: the design's prediction
         told += (", but mostly by design (the other heads are predicted near 0), so uninformative about the named "
                  "heads")
@@ -164,8 +171,8 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
-    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
-    if held_low > null_high:
+    relation, _ = _null_top_relation(held, null, pairs)
+    if relation == "apart":
         reading = ("told apart: the named heads top the block more often under the design's change than under the "
                    f"null's (a {null_kind} at positions the mechanism does not read)")
         if entry.get("fixed"):  # the other heads are predicted near 0: the held-out rate is high by the design's own prediction
@@ -174,7 +181,7 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
                         f"heads ({others}) are predicted near 0 "
                         f"here, so wherever the design works as intended a named head tops the block, and the "
                         f"comparison says more of the design than of the named heads")
-    elif null_low > held_high:
+    elif relation == "other way":
         reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:
         reading = ("not told apart: the named heads top the block about as often under the null's change, so this "

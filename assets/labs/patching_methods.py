@@ -34,15 +34,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1546    make_design
-#   line 1775  residlab/course/lab07/patching.py
-#   line 1939    activation_grids
-#   line 2003    path_patching
-#   line 2224  residlab/course/lab07/attribution.py
-#   line 2272    attribution_grids
-#   line 2391    error_split
-#   line 2497  residlab/course/lab07/distribution.py
-#   line 2632    null_design
-#   line 2884    measure_distribution
+#   line 1786  residlab/course/lab07/patching.py
+#   line 1950    activation_grids
+#   line 2014    path_patching
+#   line 2235  residlab/course/lab07/attribution.py
+#   line 2283    attribution_grids
+#   line 2402    error_split
+#   line 2508  residlab/course/lab07/distribution.py
+#   line 2643    null_design
+#   line 2906    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -59,11 +59,11 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1349  residlab/course/lab07/verdicts.py
 #   line 1412  residlab/course/lab07/designs.py
 #   line 1574  residlab/course/lab07/predictions.py
-#   line 1775  residlab/course/lab07/patching.py
-#   line 2025  residlab/course/lab07/cells.py
-#   line 2224  residlab/course/lab07/attribution.py
-#   line 2497  residlab/course/lab07/distribution.py
-#   line 2956  residlab/course/lab07/lab.py (the entry)
+#   line 1786  residlab/course/lab07/patching.py
+#   line 2036  residlab/course/lab07/cells.py
+#   line 2235  residlab/course/lab07/attribution.py
+#   line 2508  residlab/course/lab07/distribution.py
+#   line 2978  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1598,6 +1598,15 @@ def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> floa
                for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
 
 
+def paired_p(held_only: int, null_only: int) -> float:
+    """Two-sided exact McNemar test over paired outcomes: of the pairs where the held-out and the null pair disagree
+    (``held_only`` where only the held-out pair has it, ``null_only`` where only the null pair does), the chance of
+    a split at least this uneven were either side equally likely (binomial, one half)."""
+    discordant = held_only + null_only
+    tail = sum(math.comb(discordant, k) for k in range(max(held_only, null_only), discordant + 1)) / 2**discordant
+    return min(1.0, 2 * tail) if discordant else 1.0
+
+
 def fewest_rejected(null: int, pairs: int, bar: float) -> int | None:
     """The fewest held-out passes of ``pairs`` that ``more_often_p`` rejects below ``bar`` against ``null`` null
     passes of as many null pairs (None where none does): how large a failure the test can see."""
@@ -1702,7 +1711,9 @@ def check_rule(report: dict) -> str:
             f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
             f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
             f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "
-            f"uncorrected (about {PREDICTION_TEST * len(checks):.1f} would by chance alone), {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
+            f"uncorrected (about {PREDICTION_TEST * len(checks):.1f} would by chance alone were each an exact test at "
+            f"{PREDICTION_TEST:g}: a rough guide, for these discrete tests reject less often than their level, and the "
+            f"in-sample null, below, leans them the other way), {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
             f"The test is weak: with {pairs} pairs a side it rejects only at {fewest_rejected(0, pairs, PREDICTION_TEST)} "
             f"or more held-out passes where no null pair passes, {fewest_rejected(1, pairs, PREDICTION_TEST)} or more "
             f"where one does. It sees only shares past the bar, so near 0 means within the null bar in size, and a "
@@ -2817,6 +2828,17 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
+def _paired_tops(held: list[bool], null: list[bool]) -> dict:
+    """The null pairs' rate of a named head on top (``null_top_named``) and the paired comparison with the held-out
+    pairs' (null pair i shares its clean prompt with held-out pair i): the pairs where only the held-out pair has one
+    on top and where only the null pair has (``top_named_discordant``), and the exact McNemar p of that split
+    (``top_named_p``, ``predictions.paired_p``)."""
+    held_only = sum(h and not n for h, n in zip(held, null, strict=True))
+    null_only = sum(n and not h for h, n in zip(held, null, strict=True))
+    return {"null_top_named": _round(sum(null) / len(null)), "top_named_discordant": [held_only, null_only],
+            "top_named_p": _round(paired_p(held_only, null_only))}
+
+
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
@@ -2829,7 +2851,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
     model for which head tops the block: the fraction of pairs, and of ``null_pairs``, whose top head is a named one,
-    the bar aside in both (``top_named``, ``null_top_named``)."""
+    the bar aside in both (``top_named``, ``null_top_named``), compared pair by pair (``_paired_tops``)."""
     fixed = fixed or {}
     largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
@@ -2876,7 +2898,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                                         "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
                                                     for h in in_block},
                                         "top_named": _round(sum(top in in_block for top, _ in outcomes) / len(outcomes)),
-                                        **({"null_top_named": _round(sum(top in in_block for top in null_tops) / len(null_tops))}
+                                        **(_paired_tops([top in in_block for top, _ in outcomes], [top in in_block for top in null_tops])
                                            if null_tops else {})}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
 
@@ -2962,7 +2984,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 
-REPORT_SCHEMA = "residlab-lab07-report/9"
+REPORT_SCHEMA = "residlab-lab07-report/10"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -146,3 +146,8 @@ def fraction_uncertainty(pairs: int) -> str:
             f"rounded; every fraction of pairs on this page is a point estimate, and where a verdict is read as holding "
             f"in most pairs, or a count is read among the pairs where a head clears the null bar, its Wilson interval is "
             f"said beside it")
+
+
+def p_text(p: float, smallest: float = 1e-6) -> str:
+    """A p value as the page prints it: two significant figures, or below ``smallest`` (the report's rounding)."""
+    return f"p < 1e-{round(-math.log10(smallest))}" if p < smallest else f"p = {p:.2g}"

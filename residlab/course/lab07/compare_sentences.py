@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.chance import null_bar_exceeded, wilson, wilson_bounds
+from residlab.course.lab07.chance import null_bar_exceeded, p_text, wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
-from residlab.course.lab07.sentences import MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, table_mean
+from residlab.course.lab07.sentences import (
+    MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, observed, table_mean,
+)
 from residlab.course.lab07.verdicts import HEAD_KINDS
 
 
@@ -135,15 +137,47 @@ def gap_rank_sentence(report: dict, name: str) -> str:
             f"{mean:.2f}); each share is a fraction of its own pair's gap, so the gap's size does not scale the shares.")
 
 
-SLIM_MARGIN = 0.05  # two Wilson intervals that clear each other by less than this: told apart, by a slim margin
+PAIRED_TEST = 0.05  # the level of the paired exact test that tells the held-out and null rates of a named head on top apart
 
 
-def _null_top_relation(held: float, null: float, pairs: int) -> tuple[str, float]:
-    """How the held-out and null rates of a named head on top compare by their 95 % Wilson intervals: "apart" (held
-    above), "other way" or "not", with how far the held-out interval clears the null's (negative where it does not)."""
-    (held_low, held_high), (null_low, null_high) = wilson_bounds(held, pairs), wilson_bounds(null, pairs)
-    relation = "apart" if held_low > null_high else "other way" if null_low > held_high else "not"
-    return relation, held_low - null_high
+def _null_top_relation(entry: dict) -> str:
+    """How the held-out and null rates of a named head on top compare pair by pair (``top_named_discordant``, its
+    two-sided exact McNemar p ``top_named_p``): "apart" (held above), "other way" or "not"."""
+    held_only, null_only = entry["top_named_discordant"]
+    if entry["top_named_p"] >= PAIRED_TEST:
+        return "not"
+    return "apart" if held_only > null_only else "other way"
+
+
+def paired_words(entry: dict) -> str:
+    """The paired test in a few words: the split of the pairs where only one side has a named head on top, and p."""
+    held_only, null_only = entry["top_named_discordant"]
+    return f"{held_only} pairs to {null_only}, paired exact test {p_text(entry['top_named_p'])}"
+
+
+def size_against_null(entry: dict, heads: list) -> str:
+    """Per named head of ``entry``'s block: its mean share and how often it passes the null bar in size on the
+    held-out pairs against the null pairs, with the one-sided Fisher p (``beyond_p``); a test of the heads' sizes
+    that no design decides, where which head tops the block may be decided. "" for a report without it."""
+    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
+    if not cells or any("beyond_p" not in cell for _, cell in cells):
+        return ""
+    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) past the null bar in size in "
+                     f"{_percent(cell['beyond_fraction'])} of pairs against {_percent(cell['null_beyond_fraction'])} of "
+                     f"the null pairs ({p_text(cell['beyond_p'])})" for head, cell in cells)  # fmt: skip
+
+
+def size_summary(entry: dict, heads: list) -> str:
+    """``size_against_null`` in a few words: per named head, how often it passes the null bar in size on the held-out
+    and on the null pairs, and the largest of their Fisher p. "" for a report without it."""
+    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
+    if not cells or any("beyond_p" not in cell for _, cell in cells):
+        return ""
+    listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['beyond_fraction'])} vs "
+                       f"{_percent(cell['null_beyond_fraction'])}" for head, cell in cells)  # fmt: skip
+    largest = p_text(max(cell["beyond_p"] for _, cell in cells))
+    return (f"sizes past the null bar: {listed} "
+            f"({'each ' + largest.replace('p =', 'p ≤') if len(cells) > 1 else largest})")
 
 
 def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
@@ -152,35 +186,34 @@ def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
-    relation, margin = _null_top_relation(held, null, pairs)
+    relation = _null_top_relation(entry)
     told = {"apart": "told apart", "other way": "told apart, the other way", "not": "not told apart"}[relation]
-    if relation == "apart" and margin < SLIM_MARGIN:
-        told += f", by a slim margin (the intervals {100 * margin:.1f} points apart)"
-    if told.startswith("told apart") and entry.get("fixed"):  # as null_top_sentence says: the design's prediction
-        told += (", but mostly by design (the other heads are predicted near 0), so uninformative about the named "
-                 "heads")
-    said = " (which head moves most under a change the mechanism does not read)" if meaning else ""
-    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs{said}: {told}"
+    if entry.get("fixed"):  # as null_top_sentence says: which head tops the block is the design's prediction here
+        told = (f"{'apart' if relation != 'not' else 'not apart'}, but the design decides which head tops the block "
+                f"(the other heads are predicted near 0), so this rate tests nothing about the named heads")
+    said = "which head moves most under a change the mechanism does not read; " if meaning else ""
+    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs ({said}{paired_words(entry)}): {told}"
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     """The model's own null for which head tops the block: how often a named head is the block's top head on the
     null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
-    Wilson interval; told apart where the intervals do not overlap. ``null_kind``: the null's change
+    Wilson interval, told apart by the paired exact test (``_null_top_relation``). ``null_kind``: the null's change
     (``distribution.NULL_KINDS``). "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
-    relation, _ = _null_top_relation(held, null, pairs)
+    relation = _null_top_relation(entry)
+    held_only, null_only = entry["top_named_discordant"]
     if relation == "apart":
         reading = ("told apart: the named heads top the block more often under the design's change than under the "
                    f"null's (a {null_kind} at positions the mechanism does not read)")
         if entry.get("fixed"):  # the other heads are predicted near 0: the held-out rate is high by the design's own prediction
             others = ", ".join(f"{entry['block']}.{head}" for head in entry["fixed"])
-            reading += (f", though the held-out rate is high partly by the design's own prediction: the block's other "
-                        f"heads ({others}) are predicted near 0 "
-                        f"here, so wherever the design works as intended a named head tops the block, and the "
-                        f"comparison says more of the design than of the named heads")
+            reading += (f", though the design decides the held-out rate: the block's other heads ({others}) are "
+                        f"predicted near 0 here, so wherever the design works as intended a named head tops the "
+                        f"block; the comparison tests the design, not the named heads (their sizes against the null "
+                        f"pairs do)")
     elif relation == "other way":
         reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:
@@ -188,7 +221,9 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
                    "verdict does not show that the design's change is what puts them there")
     return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
-            f"pairs in {_percent(held)} ({wilson(held, pairs)}), {reading}; on the null pairs the top share clears "
+            f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "
+            f"on top in {held_only} and only the null pair in {null_only} (two-sided exact McNemar test, "
+            f"{p_text(entry['top_named_p'])}): {reading}; on the null pairs the top share clears "
             f"the bar in at most {null_bar_exceeded(pairs)}, by construction (the bar is a high percentile of those "
             f"very pairs' largest share in size, and the top signed share is no larger), so that rate says which head "
             f"moves most under a change the mechanism does not use, not which head carries anything")

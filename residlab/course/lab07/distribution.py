@@ -34,7 +34,7 @@ import torch
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
 from residlab.course.lab07.cells import check_identities, check_mirror, identities
-from residlab.course.lab07.predictions import more_often_p
+from residlab.course.lab07.predictions import more_often_p, paired_p
 from residlab.course.lab07.designs import UNTESTABLE, Design, make_design, untestable
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
@@ -334,6 +334,17 @@ def head_outcome(row: list, named: list[int], bound: float, others: tuple = ()) 
     return top, "found" if top in named else "other_kind" if top in others else "unnamed"
 
 
+def _paired_tops(held: list[bool], null: list[bool]) -> dict:
+    """The null pairs' rate of a named head on top (``null_top_named``) and the paired comparison with the held-out
+    pairs' (null pair i shares its clean prompt with held-out pair i): the pairs where only the held-out pair has one
+    on top and where only the null pair has (``top_named_discordant``), and the exact McNemar p of that split
+    (``top_named_p``, ``predictions.paired_p``)."""
+    held_only = sum(h and not n for h, n in zip(held, null, strict=True))
+    null_only = sum(n and not h for h, n in zip(held, null, strict=True))
+    return {"null_top_named": _round(sum(null) / len(null)), "top_named_discordant": [held_only, null_only],
+            "top_named_p": _round(paired_p(held_only, null_only))}
+
+
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
                largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
@@ -346,7 +357,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
     model for which head tops the block: the fraction of pairs, and of ``null_pairs``, whose top head is a named one,
-    the bar aside in both (``top_named``, ``null_top_named``)."""
+    the bar aside in both (``top_named``, ``null_top_named``), compared pair by pair (``_paired_tops``)."""
     fixed = fixed or {}
     largest = largest or bound
     grids = [pair["heads"][method] for pair in pairs]
@@ -393,7 +404,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                                         "by_head": {str(h): _round(sum(top == h and verdict == "found" for top, verdict in outcomes) / len(outcomes))
                                                     for h in in_block},
                                         "top_named": _round(sum(top in in_block for top, _ in outcomes) / len(outcomes)),
-                                        **({"null_top_named": _round(sum(top in in_block for top in null_tops) / len(null_tops))}
+                                        **(_paired_tops([top in in_block for top, _ in outcomes], [top in in_block for top in null_tops])
                                            if null_tops else {})}  # fmt: skip
     return {"heads": per_head, "kinds": kinds}
 

@@ -10,6 +10,7 @@ from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdict
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of
+from residlab.course.ui.tables import markdown_table
 
 
 def which_are_tests(report: dict) -> str:
@@ -43,8 +44,8 @@ def which_are_tests(report: dict) -> str:
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
                 carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
                 notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
-                          f"head of the block near 0, so none competes: those verdicts are read against the model's "
-                          f"own null only"] if short else [])
+                          f"head of the block near 0, so none competes: which head tops the block is read there against "
+                          f"the model's own null only, and the heads' sizes against the null pairs"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
                 tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry, pairs)]
                 notes += [f"the bar aside, per-head denoising puts a named head on top of the block in "
@@ -61,9 +62,10 @@ def which_are_tests(report: dict) -> str:
         for fixed in (False, True):
             labels = [label for label, has_fixed in none if has_fixed == fixed]
             null_said = "; read against the model's own null" if fixed else ""
-            parts += [f"no test{' against chance' if fixed else ''} in the {' and '.join(labels)} design"
-                      f"{'s' if len(labels) > 1 else ''} (every head of {block_words} the mechanism does not predict "
-                      f"near 0 is named {HEAD_KINDS[kind]}{null_said})"] if labels else []  # fmt: skip
+            parts += [f"no test{' against chance' if fixed else ''} of which head tops {block_words} in the "
+                      f"{' and '.join(labels)} design{'s' if len(labels) > 1 else ''} (every head of {block_words} the "
+                      f"mechanism does not predict near 0 is named {HEAD_KINDS[kind]}{null_said}), but a test of their "
+                      f"sizes against the null pairs"] if labels else []  # fmt: skip
         parts += [f"in the {label} design the complement of the {HEAD_KINDS[other]} heads' verdict, not a test of its "
                   f"own (every head of block {block} is named one kind or the other, and the mechanism names only the "
                   f"{HEAD_KINDS[other]} heads)" + (f", and not identifiable by {' or '.join(by)}"
@@ -93,9 +95,10 @@ def checks_item(report: dict) -> str:
 
 
 def results_at_a_glance(report: dict) -> str:
-    """A Markdown list: per design and named kind with at least one verdict read, each method's outcome in a few words
-    (``head_sentences.kind_verdicts``), a block's named where the kind spans several; Part 6 gives each in full."""
-    items = []
+    """A Markdown table: a row per design and named kind with at least one verdict read, a column per method, each
+    cell the method's outcome in a few words (``head_sentences.kind_verdicts``), a block's named where the kind spans
+    several; Part 6 gives each in full."""
+    rows = []
     for name in report["distribution"]["designs"]:
         for kind in HEAD_KINDS:  # the mechanism's kinds first, as Part 1 names them
             named = report["heads"]["named"].get(kind, [])
@@ -103,12 +106,10 @@ def results_at_a_glance(report: dict) -> str:
             if not named or all(block is None for verdicts in by_method.values() for *_, block in verdicts):
                 continue
             several = len({block for block, _ in named}) > 1
-            said = "; ".join(f"{METHOD_NAMES[method]}: " + ", ".join(
-                (f"block {block} " if several and block is not None else "") + outcome[0].lower() + outcome[1:]
-                for outcome, _, block in verdicts)
-                for method, verdicts in by_method.items())  # fmt: skip
-            items.append(f"- **{name.replace('_', '-')} design, {HEAD_KINDS[kind]} heads**: {said}.")
-    return "\n".join(items) + "\n"
+            rows.append([f"{name.replace('_', '-')}, {HEAD_KINDS[kind]} heads", *(
+                "; ".join((f"block {block}: " if several and block is not None else "") + outcome
+                          for outcome, _, block in verdicts) for verdicts in by_method.values())])  # fmt: skip
+    return markdown_table(["design, heads", *METHOD_NAMES.values()], rows, align="l" * (len(METHOD_NAMES) + 1))
 
 
 def tests_against_chance(report: dict) -> str:
@@ -127,4 +128,5 @@ def tests_against_chance(report: dict) -> str:
         return "No verdict on this page is a test against chance."
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
             f"{'is a test' if len(found) == 1 else 'are tests'} against chance: {'; '.join(found)}, at period {period} "
-            f"in every pair. Every other comparison is read against the model's own null only, or is no test:")
+            f"in every pair. Elsewhere which head tops a block is read against the model's own null only, or is no "
+            f"test; the named heads' sizes are tested against the null pairs wherever a method reaches them (Part 6):")

@@ -11,7 +11,7 @@ from residlab.course.lab07.chance import (
     ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
     wilson,
 )
-from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence
+from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence, size_against_null, size_summary
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
 from residlab.course.lab07.predictions import by_method_observed, left_out_caveat
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
@@ -55,14 +55,18 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
         other = complement_of(entry)
         if entry["chance"] >= 1:
             chance = ""
-            # no test against chance; where the others are predicted near 0, still one against the model's own null
+            # no test of which head tops the block; where the others are predicted near 0, the model's own null still
+            # reads it; the named heads' sizes against the null pairs are a test whatever the design decides
             caveat = left_out_caveat(report, name, method, entry["block"], fixed)
+            sizes = size_against_null(entry, measured["heads"][method]["heads"])
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
-                       "every head of the block is named, so this is no test: any head on top is a named one")  # fmt: skip
-            outcome = (f"No test against chance; a named head on top and above the bar in {_percent(fractions['found'])} of "
-                       f"pairs; the bar aside, it tops the block in {null_top_outcome(entry, report['distribution']['pairs'])}"
-                       if fixed and "null_top_named" in entry else "No test against chance" if fixed else "No test")
+                       "every head of the block is named, so which head tops it is no test: any head on top is a "
+                       "named one") + (f". Their sizes are a test, against the null pairs: {sizes}" if sizes else "")  # fmt: skip
+            decided = "the design decides" if fixed else "every head named"
+            summary = size_summary(entry, measured["heads"][method]["heads"])
+            outcome = (f"Which head tops the block: no test ({decided}); {summary}" if summary else
+                       "No test against chance" if fixed else "No test")
         elif other:
             chance = ""
             reading = complement_words(other, entry["block"])

@@ -53,7 +53,7 @@ from residlab.course.lab07.verdicts import (
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/9"
+REPORT_SCHEMA = "residlab-lab07-report/10"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

@@ -27,6 +27,15 @@ def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> floa
                for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
 
 
+def paired_p(held_only: int, null_only: int) -> float:
+    """Two-sided exact McNemar test over paired outcomes: of the pairs where the held-out and the null pair disagree
+    (``held_only`` where only the held-out pair has it, ``null_only`` where only the null pair does), the chance of
+    a split at least this uneven were either side equally likely (binomial, one half)."""
+    discordant = held_only + null_only
+    tail = sum(math.comb(discordant, k) for k in range(max(held_only, null_only), discordant + 1)) / 2**discordant
+    return min(1.0, 2 * tail) if discordant else 1.0
+
+
 def fewest_rejected(null: int, pairs: int, bar: float) -> int | None:
     """The fewest held-out passes of ``pairs`` that ``more_often_p`` rejects below ``bar`` against ``null`` null
     passes of as many null pairs (None where none does): how large a failure the test can see."""
@@ -131,7 +140,9 @@ def check_rule(report: dict) -> str:
             f"set against how often on the null pairs by a one-sided Fisher exact test of the two rates, read at "
             f"{PREDICTION_TEST:g} uncorrected (a rejection counts against the mechanism, so a correction would favour "
             f"it) and at {level:.2g}, Bonferroni over the page's {len(checks)} such checks: {rejecting} of them reject "
-            f"uncorrected (about {PREDICTION_TEST * len(checks):.1f} would by chance alone), {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
+            f"uncorrected (about {PREDICTION_TEST * len(checks):.1f} would by chance alone were each an exact test at "
+            f"{PREDICTION_TEST:g}: a rough guide, for these discrete tests reject less often than their level, and the "
+            f"in-sample null, below, leans them the other way), {surviving} corrected; a rejection only uncorrected is weak evidence, not a failure shown. "
             f"The test is weak: with {pairs} pairs a side it rejects only at {fewest_rejected(0, pairs, PREDICTION_TEST)} "
             f"or more held-out passes where no null pair passes, {fewest_rejected(1, pairs, PREDICTION_TEST)} or more "
             f"where one does. It sees only shares past the bar, so near 0 means within the null bar in size, and a "

@@ -7,6 +7,7 @@ mark (Quarto shows an inline expression's text as it is)."""
 from __future__ import annotations
 
 import math
+import statistics
 
 from residlab.audit.measures import shown
 from residlab.capture.sites import site_name
@@ -15,7 +16,7 @@ from residlab.course.lab07.cells import (
 )
 from residlab.course.lab07.chance import wilson, wilson_bounds
 from residlab.course.lab07.designs import not_testable_reason
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, null_change
+from residlab.course.lab07.distribution import INTERVAL, INTERVAL_NAME, MEAN_Z, null_change
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES
 from residlab.course.lab07.verdicts import percent as _percent
 
@@ -369,9 +370,10 @@ def path_sentence(report: dict, name: str) -> str:
     elif everything and keys >= HALF * everything:
         paths = report["distribution"]["designs"][name].get("per_pair", {}).get("path", [])
         ratios = sorted(pair["keys"] / pair["everything"] for pair in paths if pair["everything"])
-        spread = (f"; pair by pair the keys' part of the whole write runs from {ratios[0]:.2f} to {ratios[-1]:.2f} (about the "
-                  f"middle 95 %: {ratios[round(0.025 * (len(ratios) - 1))]:.2f} to "
-                  f"{ratios[round(0.975 * (len(ratios) - 1))]:.2f})" if ratios else "")
+        # the 2.5th and 97.5th percentiles by linear interpolation, as every interval over pairs on the page
+        middle = statistics.quantiles(ratios, n=40, method="inclusive") if len(ratios) > 1 else ratios * 2
+        spread = (f"; pair by pair the keys' part of the whole write runs from {ratios[0]:.2f} to {ratios[-1]:.2f} (the "
+                  f"{INTERVAL_NAME}: {middle[0]:.2f} to {middle[-1]:.2f})" if ratios else "")
         reading = (f"the keys alone carry {keys / everything:.0%} of what the whole write carries, on average (a ratio "
                    f"of means{spread}): on average the write acts mainly by telling block 1 where to attend")  # fmt: skip
     else:

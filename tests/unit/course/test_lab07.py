@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -107,18 +108,35 @@ def test_a_verdicts_chance_counts_only_the_heads_the_design_can_move():
     null = {"heads": {"denoising": [[0.001, 0.0, 0.0, 0.002]]}}  # head 3 on top of a null pair, below any bar
     (entry,) = distribution.head_table([pair, pair], "denoising", [0.05], named, null_pairs=[null, pair])["kinds"].values()
     assert entry["top_named"] == 1.0 and entry["null_top_named"] == 1.0  # heads 0 and 3 named: both nulls' tops are named
+    assert entry["top_named_discordant"] == [0, 0] and entry["top_named_p"] == 1.0  # the pairs agree: nothing to test
     (entry,) = distribution.head_table([pair, pair], "denoising", [0.05], {"previous_token": [[0, 1], [0, 2]]},
                                        null_pairs=[null, null])["kinds"].values()  # fmt: skip
     assert entry["top_named"] == 0.0 and entry["null_top_named"] == 0.0
+    # paired: held-out pair i against null pair i; head 1 named, on top of the held-out pairs and of one null pair
+    held = {"heads": {"denoising": [[0.0, 0.6, 0.0, 0.1]]}}
+    (entry,) = distribution.head_table([held, held, held], "denoising", [0.05], {"previous_token": [[0, 1]]},
+                                       null_pairs=[null, held, null])["kinds"].values()  # fmt: skip
+    assert entry["top_named_discordant"] == [2, 0] and entry["top_named_p"] == 0.5  # 2 of 2 discordant: 2 * 1/4
+
+
+def test_the_paired_test_is_the_exact_two_sided_mcnemar():
+    assert predictions.paired_p(0, 0) == 1.0
+    assert predictions.paired_p(13, 0) == 2 * 0.5**13  # every discordant pair one way
+    assert predictions.paired_p(15, 2) == predictions.paired_p(2, 15) == 2 * sum(math.comb(17, k) for k in range(15, 18)) / 2**17
+    assert predictions.paired_p(3, 3) == 1.0  # an even split: capped at 1
 
 
 def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_tops():
-    entry = {"top_named": 0.95, "null_top_named": 0.59}
+    entry = {"top_named": 0.95, "null_top_named": 0.59, "top_named_discordant": [24, 1], "top_named_p": 1.5e-06}
     said = compare_sentences.null_top_sentence(entry, 64, "swap")
     assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "told apart: the named heads top" in said
+    assert "only the held-out pair has a named head on top in 24 and only the null pair in 1 (two-sided exact McNemar test, p = 1.5e-06)" in said
     assert "under the null's (a swap at positions the mechanism does not read)" in said  # the null the design has
-    assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9}, 64, "swap")
-    assert "told apart, the other way" in compare_sentences.null_top_sentence({"top_named": 0.42, "null_top_named": 0.8}, 64, "swap")
+    # the paired test decides, not the two rates: 95 % against 90 % told apart when every discordant pair goes one way
+    assert "not told apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9, "top_named_discordant": [5, 2], "top_named_p": 0.45}, 64, "swap")
+    assert "not told apart" not in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9, "top_named_discordant": [8, 0], "top_named_p": 0.0078}, 64, "swap")
+    assert "told apart, the other way" in compare_sentences.null_top_sentence(
+        {"top_named": 0.42, "null_top_named": 0.8, "top_named_discordant": [2, 26], "top_named_p": 1.6e-06}, 64, "swap")
     assert compare_sentences.null_top_sentence({"top_named": 0.5}, 64, "swap") == ""  # a report without it
 
 
@@ -447,7 +465,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert text.endswith("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0).")
     assert "block 0 heads 1, 2 not identifiable in this design" in text and "random pick" not in text
-    entry.update(top_named=1.0, null_top_named=0.56)  # no test against chance, but one against the model's own null
+    entry.update(top_named=1.0, null_top_named=0.56, top_named_discordant=[28, 0], top_named_p=7.5e-09)  # against the model's own null
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0). Against the model's own null" in text
     assert "told apart: the named heads top the block more often under the design's change than under the null's (a substitution" in text
@@ -939,7 +957,8 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
     assert lines[1].startswith("- **current-token heads** (block 0 head 0, block 0 head 3): in the matched-position design "
                                "the complement of the previous-token heads' verdict, not a test of its own")
     assert lines[2].startswith("- **induction heads** (block 1 head 0, block 1 head 1, block 1 head 2, block 1 head 3): no "
-                               "test in the matched-position design")
+                               "test of which head tops their block in the matched-position design")
+    assert lines[2].endswith("but a test of their sizes against the null pairs.")  # what no design decides
     kinds["current_token/0"]["unnamed_heads"] = 1  # a head the rule names no kind could be on top: its own test
     assert ("current-token heads** (block 0 head 0, block 0 head 3): a test in the matched-position design"
             in goal_sentences.which_are_tests(report))
@@ -1032,7 +1051,8 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     rule = predictions.check_rule(report)
     assert ("read at 0.05 uncorrected (a rejection counts against the mechanism, so a correction would favour it) and at "
             "0.025, Bonferroni over the page's 2 such checks: 0 of them reject uncorrected (about 0.1 would by chance "
-            "alone), 0 corrected") in rule
+            "alone were each an exact test at 0.05: a rough guide, for these discrete tests reject less often than their "
+            "level, and the in-sample null, below, leans them the other way), 0 corrected") in rule
     assert "null pairs' rate is in-sample" in rule and "which a test of two independent rates ignores" in rule
     assert "not 0 on average" not in text
     rows[0][3] = {**quiet, "beyond_fraction": 0.2, "beyond_p": 0.004, "mean_interval": [0.011, 0.028]}  # fails in size
@@ -1062,7 +1082,9 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     measured["per_pair"] = {"heads": {"noising": [[[0.0, 0.2, 0.5, 0.01], [0.1] * 4]] * 63 + [[[0.0, 0.2, 0.1, 0.3], [0.1] * 4]]}}
     report["verdict_words"] = verdicts.VERDICT_WORDS
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
-    assert verdict.startswith("**No test against chance.** Block 0")  # this test's entry has no null comparison
+    # no null comparison of which head tops in this test's entry; the sizes against the null pairs, whatever they show
+    assert verdict.startswith("**Which head tops the block: no test (the design decides); sizes past the null bar: 0.1 3 % "
+                              "vs 3 %")
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict

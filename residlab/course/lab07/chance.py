@@ -7,6 +7,7 @@ values, sits among them (``null_bar_position``, ``null_bar_exceeded``)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
@@ -151,3 +152,56 @@ def fraction_uncertainty(pairs: int) -> str:
 def p_text(p: float, smallest: float = 1e-6) -> str:
     """A p value as the page prints it: two significant figures, or below ``smallest`` (the report's rounding)."""
     return f"p < 1e-{round(-math.log10(smallest))}" if p < smallest else f"p = {p:.2g}"
+
+
+NAMING_TEST = 0.05  # the level a naming's permutation p is read at
+
+
+def naming_permutation(report: dict, name: str, method: str, entry: dict) -> tuple[float, int, float] | None:
+    """The random pick's other reading: chance over namings, not over pairs. A naming happens once per model, so the
+    question "would another naming do as well?" is asked of every way to name as many heads among those the
+    mechanism does not predict near 0: how often each puts one of its heads on top and above the bar, from the
+    report's per-pair shares. Returns the permutation p (the share of namings doing at least as well as the rule's),
+    the number of namings (1 over it is the smallest p there can be) and the best rate of another naming; None for a
+    report without per-pair shares."""
+    measured = report["distribution"]["designs"][name]
+    grids = measured.get("per_pair", {}).get("heads", {}).get(method)
+    if not grids:
+        return None
+    block, bar = entry["block"], measured["null"]["heads"][method][entry["block"]]
+    rows = [grid[block] for grid in grids]
+    tops = [max(range(len(row)), key=row.__getitem__) for row in rows]
+    tops = [top if row[top] > bar else None for top, row in zip(tops, rows)]  # as ``distribution.head_outcome``
+    movable = [head for head in range(len(rows[0])) if head not in entry.get("fixed", [])]
+    rates = {naming: sum(top in naming for top in tops) / len(tops)
+             for naming in itertools.combinations(movable, len(entry["named"]))}
+    rule = tuple(sorted(entry["named"]))
+    p = sum(rate >= rates[rule] for rate in rates.values()) / len(rates)
+    return p, len(rates), max((rate for naming, rate in rates.items() if naming != rule), default=0.0)
+
+
+def naming_sentence(report: dict, name: str, method: str, entry: dict) -> str:
+    """``naming_permutation`` in words: how many namings do at least as well, the best other's rate, the permutation p
+    and the least p the block allows; "" for a report without per-pair shares."""
+    found = naming_permutation(report, name, method, entry)
+    if found is None:
+        return ""
+    p, namings, best = found
+    size = len(entry["named"])
+    least = 1 / namings
+    reading = (f"no naming of this block could go below {least:.2g}, so against chance over namings this is no test, "
+               f"whatever the pairs show" if least >= NAMING_TEST else
+               f"{'below' if p < NAMING_TEST else 'not below'} {NAMING_TEST:g}")
+    return (f" Chance enters the rule once per model, where it names the heads, not once per pair: of the {namings} "
+            f"ways to name {size} of the block's heads the mechanism does not predict near 0, {round(p * namings)} "
+            f"{'puts' if round(p * namings) == 1 else 'put'} a head on top and above the bar at least as often as "
+            f"the rule's naming (the best other: {percent(best)} of pairs), a permutation p of {p:.2g}; {reading}.")
+
+
+def naming_outcome(report: dict, name: str, method: str, entry: dict) -> str:
+    """``naming_sentence`` in a few words: "over the 6 namings p = 0.17, no test"; "" without per-pair shares."""
+    found = naming_permutation(report, name, method, entry)
+    if found is None:
+        return ""
+    p, namings, _ = found
+    return f"over the {namings} namings p = {p:.2g}" + (", no test" if 1 / namings >= NAMING_TEST else "")

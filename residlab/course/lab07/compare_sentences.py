@@ -78,21 +78,24 @@ def example_place_sentence(report: dict, name: str) -> str:
     if not design["readable"]:
         return ""
     over = report["distribution"]["designs"][name]["activation"]
-    compared, outside = 0, []
+    compared, outside, hybrids = 0, [], 0
     for direction in ("denoising", "noising"):
         for site, position, kind, block in distinct_cells(design):
             value, spread = design["activation"][direction][kind][block][position], over[direction][kind][block][position]
             if value is None or spread is None or by_construction(design, kind, block, position) or zero_identity(design, kind, block, position):
                 continue
             compared += 1
+            hybrids += bool(hybrid(design, kind, block, position))
             if not spread["low"] <= value <= spread["high"]:
                 outside.append((abs(value - spread["mean"]), direction, site, position, value, spread,
                                 hybrid(design, kind, block, position)))  # fmt: skip
     if not compared:
         return ""
+    # the hybrid-prompt cells are observed, so counted here, though the directions' difference test leaves them out
+    with_hybrids = f", the {hybrids} hybrid-prompt cells in" if hybrids else ""
     chance = f"a pair drawn like the others would have about {0.05 * compared:.0f} of {compared} cells outside"
     if not outside:
-        return (f"Every one of the worked example's {compared} observed cells (both directions, the identities left out) "
+        return (f"Every one of the worked example's {compared} observed cells (both directions, the identities left out{with_hybrids}) "
                 f"lies within the pairs' interval ({chance}): a typical draw, cell by cell, as far as this can show (each "
                 f"interval is computed over a set that includes it, and its cells are linked, not independent draws)."
                 f"{gap_rank_sentence(report, name)}")
@@ -114,10 +117,10 @@ def example_place_sentence(report: dict, name: str) -> str:
                    "there, not the pairs" if unusual else "about what chance gives: a typical draw, and where it lies "
                    "outside, read the pairs' numbers, not the figure")  # fmt: skip
     return (f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
-            f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, but "
+            f"identities left out{with_hybrids}), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, but "
             f"{len(outside)} is {reading}." if linked else
             f"Where the worked example lies among the pairs: of its {compared} observed cells (both directions, the "
-            f"identities left out), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
+            f"identities left out{with_hybrids}), {len(outside)} fall outside the pairs' interval ({listed}); {chance}, so "
             f"{len(outside)} is {reading}.") + gap_rank_sentence(report, name)
 
 
@@ -156,27 +159,28 @@ def paired_words(entry: dict) -> str:
 
 
 def size_against_null(entry: dict, heads: list) -> str:
-    """Per named head of ``entry``'s block: its mean share and how often it passes the null bar in size on the
-    held-out pairs against the null pairs, with the one-sided Fisher p (``beyond_p``); a test of the heads' sizes
-    that no design decides, where which head tops the block may be decided. "" for a report without it."""
+    """Per named head of ``entry``'s block: its mean share and how often the share clears the null bar (signed: one
+    past it the wrong way is no detection) on the held-out pairs against the null pairs, with the one-sided Fisher p
+    (``clears_p``); a test of the heads' sizes that no design decides, where which head tops the block may be
+    decided. "" for a report without it."""
     cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
-    if not cells or any("beyond_p" not in cell for _, cell in cells):
+    if not cells or any("clears_p" not in cell for _, cell in cells):
         return ""
-    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) past the null bar in size in "
-                     f"{_percent(cell['beyond_fraction'])} of pairs against {_percent(cell['null_beyond_fraction'])} of "
-                     f"the null pairs ({p_text(cell['beyond_p'])})" for head, cell in cells)  # fmt: skip
+    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) above the null bar in "
+                     f"{_percent(cell['clears_fraction'])} of pairs against {_percent(cell['null_clears_fraction'])} of "
+                     f"the null pairs ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
 
 
 def size_summary(entry: dict, heads: list) -> str:
-    """``size_against_null`` in a few words: per named head, how often it passes the null bar in size on the held-out
-    and on the null pairs, and the largest of their Fisher p. "" for a report without it."""
+    """``size_against_null`` in a few words: per named head, how often its share clears the null bar (signed) on the
+    held-out and on the null pairs, and the largest of their Fisher p. "" for a report without it."""
     cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
-    if not cells or any("beyond_p" not in cell for _, cell in cells):
+    if not cells or any("clears_p" not in cell for _, cell in cells):
         return ""
-    listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['beyond_fraction'])} vs "
-                       f"{_percent(cell['null_beyond_fraction'])}" for head, cell in cells)  # fmt: skip
-    largest = p_text(max(cell["beyond_p"] for _, cell in cells))
-    return (f"sizes past the null bar: {listed} "
+    listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['clears_fraction'])} vs "
+                       f"{_percent(cell['null_clears_fraction'])}" for head, cell in cells)  # fmt: skip
+    largest = p_text(max(cell["clears_p"] for _, cell in cells))
+    return (f"sizes above the null bar: {listed} "
             f"({'each ' + largest.replace('p =', 'p ≤') if len(cells) > 1 else largest})")
 
 
@@ -197,7 +201,7 @@ def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     """The model's own null for which head tops the block: how often a named head is the block's top head on the
-    null pairs (nothing the mechanism uses changes) against the held-out pairs, the bar aside in both, each with its
+    null pairs (a change the mechanism does not read at the readout) against the held-out pairs, the bar aside in both, each with its
     Wilson interval, told apart by the paired exact test (``_null_top_relation``). ``null_kind``: the null's change
     (``distribution.NULL_KINDS``). "" for a report without it."""
     if "null_top_named" not in entry:
@@ -370,7 +374,9 @@ def _one_carrier(report: dict) -> str:
     carriers = [h for h in previous if per_head and whole and per_head[h]["mean"] >= HALF_OF * whole]
     if len(carriers) != 1:
         return ""
-    return f", head 0.{carriers[0]}'s alone at least half of the whole write's on average" + _pairs_at_least_half(matched, carriers[0])
+    ratio = per_head[carriers[0]]["mean"] / whole
+    return (f", head 0.{carriers[0]}'s write alone carries {ratio:.2f} of what the whole write sent into the keys "
+            f"carries (a ratio of means){_pairs_at_least_half(matched, carriers[0])}")
 
 
 def key_carrier_sentence(report: dict) -> str:
@@ -389,7 +395,7 @@ def _pairs_at_least_half(measured: dict, head: int) -> str:
     if not grids or not paths:
         return ""
     count = sum(grid[0][head] >= HALF_OF * path["keys"] for grid, path in zip(grids, paths))
-    return f" (pair by pair in {count} of the {len(paths)})"
+    return f"; pair by pair at least {HALF_OF:g} of it in {count} of the {len(paths)}"
 
 
 def head_direction_sentence(report: dict, name: str) -> str:

@@ -351,7 +351,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
     largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
     ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``predictions.more_often_p``
-    of the two); per
+    of the two; signed, how a named head's size is read: ``null_clears_fraction`` and ``clears_p``); per
     kind with named heads in a block, the fraction of pairs of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
@@ -373,13 +373,17 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
                   "positive_fraction": _round(sum(v > 0 for v in values) / len(values)),
                   "mean_interval": mean_interval(values)}
                  for head, values in enumerate(row)] for block, row in enumerate(held_cells)]  # fmt: skip
-    if null_pairs:  # the same passes in size on the null pairs, and whether the held-out pairs pass more often
+    if null_pairs:  # the same passes on the null pairs, and whether the held-out pairs pass more often
         null_cells = _cells([pair["heads"][method] for pair in null_pairs], shape)
         for block, (row, null_row) in enumerate(zip(held_cells, null_cells)):
             for head, (values, null_values) in enumerate(zip(row, null_row)):
                 held, null = passes(values, block), passes(null_values, block)
+                # signed, as a named head's share is read (a share past the bar the wrong way is no detection)
+                held_above, null_above = (sum(v > bound[block] for v in vs) for vs in (values, null_values))
                 per_head[block][head].update(null_beyond_fraction=_round(null / len(null_values)),
-                                             beyond_p=_round(more_often_p(held, len(values), null, len(null_values))))
+                                             beyond_p=_round(more_often_p(held, len(values), null, len(null_values))),
+                                             null_clears_fraction=_round(null_above / len(null_values)),
+                                             clears_p=_round(more_often_p(held_above, len(values), null_above, len(null_values))))
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):

@@ -5,11 +5,12 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 
 from __future__ import annotations
 
+from residlab.course.lab07.chance import NAMING_TEST, naming_permutation
 from residlab.course.lab07.compare_sentences import null_top_outcome
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
-from residlab.course.lab07.sentences import _heads
-from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of
+from residlab.course.lab07.sentences import _heads, observed
+from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, percent
 from residlab.course.ui.tables import markdown_table
 
 
@@ -53,10 +54,10 @@ def which_are_tests(report: dict) -> str:
                 changed = report["designs"][name]["changed"]
                 scope = (f"at period {report['distribution']['period']} in every pair, "
                          f"position{'s' if len(changed) > 1 else ''} {' and '.join(map(str, changed))} changed")
-                tests.append(f"the {label} design ({'; '.join([scope, *notes])})")
+                tests.append(f"the {label} design ({'; '.join([scope, *notes])})")  # a random pick could miss them
             else:  # no test; against chance only where the others are predicted near 0 (the null still reads it)
                 none.append((label, any(entry.get("fixed") for entry in entries)))
-        parts = [f"a test in {' and in '.join(tests)}"] if tests else []
+        parts = [f"compared with a random pick in {' and in '.join(tests)}"] if tests else []
         parts += [f"not identifiable in the {' and '.join(untestable)} design{'s' if len(untestable) > 1 else ''}"] if untestable else []
         block_words = "their block" if len({b for b, _ in named}) == 1 else "their blocks"
         for fixed in (False, True):
@@ -113,9 +114,10 @@ def results_at_a_glance(report: dict) -> str:
 
 
 def tests_against_chance(report: dict) -> str:
-    """Which verdicts are tests against chance (a random pick among the heads the mechanism does not predict near 0
-    could miss the named ones): per design, kind and method, with the period every pair has; said before the list."""
-    found = []
+    """Which verdicts a random pick among the heads the mechanism does not predict near 0 could miss: per design, kind
+    and method, with the period every pair has, and what that comparison is over namings (``chance.naming_permutation``:
+    the least p a block's namings allow); said before the list."""
+    found, least = [], []
     for name, measured in report["distribution"]["designs"].items():
         for method in (method for method in METHOD_NAMES if method in measured["heads"]):
             for entry in measured["heads"][method]["kinds"].values():
@@ -123,10 +125,52 @@ def tests_against_chance(report: dict) -> str:
                         and entry["kind"] not in measured.get("not_testable_by_method", {}).get(method, ())):
                     found.append(f"{METHOD_NAMES[method]} of the {HEAD_KINDS[entry['kind']]} heads in the "
                                  f"{name.replace('_', '-')} design")  # fmt: skip
+                    namings = naming_permutation(report, name, method, entry)
+                    least += [1 / namings[1]] if namings else []
     period = report["distribution"]["period"]
     if not found:
-        return "No verdict on this page is a test against chance."
+        return "No verdict on this page can be compared with a random pick."
+    over_namings = (f" Pair by pair that comparison is a sanity check, not a test against chance: chance enters once "
+                    f"per model, where the rule names the heads, and no naming of {'that block' if len(found) == 1 else 'those blocks'} "
+                    f"could reach a permutation p below {min(least):.2g}." if least and min(least) >= NAMING_TEST else "")
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
-            f"{'is a test' if len(found) == 1 else 'are tests'} against chance: {'; '.join(found)}, at period {period} "
-            f"in every pair. Elsewhere which head tops a block is read against the model's own null only, or is no "
-            f"test; the named heads' sizes are tested against the null pairs wherever a method reaches them (Part 6):")
+            f"{'is' if len(found) == 1 else 'are'} compared with a random pick among the heads the mechanism does not "
+            f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} What tests the named "
+            f"heads is the model's own null: for which head tops a block, the null pairs, pair by pair; for their "
+            f"sizes, the null bar, against the null pairs, wherever a method reaches them (Part 6):")
+
+
+def plain_summary(report: dict) -> str:
+    """Three results in plain words, each chosen from its numbers: where block 0's write enters block 1 in each
+    design (path patching), whether attribution finds the previous-token heads exact patching finds, and what the
+    current-token heads the mechanism does not name carry; "" where the report lacks one."""
+    designs = report["distribution"]["designs"]
+    said = []
+    routes = []
+    for name, measured in designs.items():
+        keys, values = measured["path"]["keys"]["mean"], measured["path"]["values"]["mean"]
+        larger, smaller = sorted((abs(keys), abs(values)), reverse=True)
+        main = (f"mostly through block 1's {'keys' if abs(keys) > abs(values) else 'values'}" if larger >= 2 * smaller
+                else "through block 1's keys and values alike")
+        routes.append(f"in the {name.replace('_', '-')} design {main} (keys alone {observed(keys)} of the gap, values "
+                      f"alone {observed(values)})")
+    said.append("Block 0's attention write reaches the readout " + "; ".join(routes) + ".")
+    exact = designs.get("matched_position", {}).get("heads", {}).get("denoising", {}).get("kinds", {}).get("previous_token/0")
+    estimate = designs.get("matched_position", {}).get("heads", {}).get("attribution", {}).get("kinds", {}).get("previous_token/0")
+    if exact and estimate:
+        top = max(exact["by_head"], key=exact["by_head"].get)
+        found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
+        verb = "misses them in most" if guessed < found / 2 else "finds them in about as many" if guessed >= 0.9 * found else "finds them in fewer"
+        said.append(f"Exact per-head patching puts a named previous-token head on top in {percent(found)} of the "
+                    f"matched-position pairs (head 0.{top} in {percent(exact['by_head'][top])}); attribution patching, "
+                    f"its first-order estimate, {verb} ({percent(guessed)}).")
+    current = report["heads"]["named"].get("current_token", [])
+    copied = designs.get("copied_token", {}).get("heads", {}).get("denoising", {}).get("heads")
+    if current and copied:
+        means = " and ".join(f"{observed(copied[b][h]['mean'])} (head {b}.{h})" for b, h in current)
+        said.append(f"The current-token heads, which the textbook mechanism does not name, carry on average {means} "
+                    f"of the gap in the copied-token design (per-head denoising).")
+    pairs = report["distribution"]["pairs"]
+    said.append(f"All of it is one trained model at period {report['distribution']['period']}, over {pairs} held-out "
+                f"pairs per design; the rest of the page says what each result rests on.")
+    return " ".join(said)

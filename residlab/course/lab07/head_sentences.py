@@ -1,15 +1,14 @@
-"""Lab 07's sentences about heads over the pairs (Part 6): each verdict against the chance of a random pick among
-the heads the design can move, attention-score ties said in the words of Lab 06 and the glossary (``TIE_MARGIN``)
-with the causal methods' preference pair by pair, and what the current-token heads carry, design by design. The
-helpers and the other sentences are ``sentences``'s."""
+"""Lab 07's sentences about heads over the pairs (Part 6): each verdict against a random pick among the heads the design
+can move, attention-score ties in the words of Lab 06 and the glossary (``TIE_MARGIN``) with the causal methods'
+preference pair by pair, and what the current-token heads carry. The helpers are ``sentences``'s."""
 
 from __future__ import annotations
 
 import math
 
 from residlab.course.lab07.chance import (
-    ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, rank_association, sign_test, smallest_tail,
-    wilson,
+    ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, naming_outcome, naming_sentence,
+    rank_association, sign_test, smallest_tail, wilson,
 )
 from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence, size_against_null, size_summary
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
@@ -63,7 +62,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so which head tops it is no test: any head on top is a "
                        "named one") + (f". Their sizes are a test, against the null pairs: {sizes}" if sizes else "")  # fmt: skip
-            decided = "the design decides" if fixed else "every head named"
+            decided = ("this method cannot reach the other heads" if _fixed_by_method(measured, report, method, entry)
+                       else "the design decides" if fixed else "every head named")
             summary = size_summary(entry, measured["heads"][method]["heads"])
             outcome = (f"Which head tops the block: no test ({decided}); {summary}" if summary else
                        "No test against chance" if fixed else "No test")
@@ -89,7 +89,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                 outcome = (f"A named head on top and above the bar in {_percent(fractions['found'])} of pairs (95 % "
                            f"Wilson {wilson(fractions['found'], pairs)})"
                            + (f"; the bar aside, in {against_null}" if against_null else "")
-                           + f"; above a random pick ({_percent(entry['chance'])}, a sanity check)")  # fmt: skip
+                           + f"; above a random pick pair by pair ({_percent(entry['chance'])}, a sanity check"
+                           + (f"; {naming}" if (naming := naming_outcome(report, name, method, entry)) else "") + ")")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -114,6 +115,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                     outcome = "Better than chance, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
+            over_namings = naming_sentence(report, name, method, entry)
+            reading += "." + over_namings.removesuffix(".") if over_namings else ""  # null_top_sentence ends it
             if not outcome.startswith("A named head on top"):  # the found outcome says it already
                 against_null = null_top_outcome(entry, pairs)
                 outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
@@ -123,8 +126,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                            f"{_percent(fractions['found'])} of pairs against per-head denoising's {_percent(exact)}); "
                            f"against chance: {outcome[0].lower()}{outcome[1:]}")
             reading += null_top_sentence(entry, pairs, NULL_KINDS[name])
-        by_method = any(h in [hh for k in measured.get("not_testable_by_method", {}).get(method, ())
-                              for b, hh in report["heads"]["named"].get(k, []) if b == entry["block"]] for h in fixed)
+        by_method = _fixed_by_method(measured, report, method, entry)
         frozen = (f"; block {entry['block']} heads {', '.join(map(str, fixed))} not identifiable "
                   f"{'by this method' if by_method else 'in this design'}" if fixed else "")  # fmt: skip
         said.append((outcome, f"Block {entry['block']} (heads {', '.join(map(str, entry['named']))} named{frozen}"
@@ -132,6 +134,13 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                               + f" ({_by_head(report, entry, measured['heads'][method].get('heads'))}); {reading}",
                       entry["block"]))  # fmt: skip
     return said
+
+
+def _fixed_by_method(measured: dict, report: dict, method: str, entry: dict) -> bool:
+    """Whether ``entry``'s ``fixed`` heads are left out by the method, not the design (``UNTESTABLE_BY_METHOD``)."""
+    kinds = measured.get("not_testable_by_method", {}).get(method, ())
+    left_out = {tuple(head) for k in kinds for head in report["heads"]["named"].get(k, [])}
+    return any((entry["block"], h) in left_out for h in entry.get("fixed", []))
 
 
 CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at least this share of the pairs found

@@ -713,9 +713,10 @@ def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
     assert "(head 0.0 0.50 [0.40, 0.60])" in text and "keys alone carries 0.70 [0.60, 0.80] of its gap" in text
     # the key route isolated, but whose: the previous-token heads' own path shares against the whole write's
     assert ("each previous-token head's own write sent there alone carries head 0.1's 0.10 [0.00, 0.20] and head 0.2's "
-            "0.50 [0.40, 0.60] (separate patches, which need not add up to the whole), head 0.2's alone at least half") in text
+            "0.50 [0.40, 0.60] (separate patches, which need not add up to the whole), head 0.2's write alone carries 0.71 "
+            "of what the whole write sent into the keys carries (a ratio of means)") in text
     matched["heads"]["path_keys"]["heads"][0][2] = _summary(0.1)
-    assert "at least half" not in compare_sentences.key_step_sentence(report)
+    assert "a ratio of means" not in compare_sentences.key_step_sentence(report)
     copied["path"].update(keys=_summary(0.6))
     assert "mostly through" not in compare_sentences.key_step_sentence(report)
 
@@ -952,7 +953,7 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
     text = goal_sentences.which_are_tests(report)
     lines = text.splitlines()  # a Markdown list, a kind an item
     # the scope of a test said with it: one period, the positions the design changes
-    assert lines[0] == ("- **previous-token heads** (block 0 head 1, block 0 head 2): a test in the matched-position design "
+    assert lines[0] == ("- **previous-token heads** (block 0 head 1, block 0 head 2): compared with a random pick in the matched-position design "
                         "(at period 8 in every pair, positions 5 and 6 changed).")
     assert lines[1].startswith("- **current-token heads** (block 0 head 0, block 0 head 3): in the matched-position design "
                                "the complement of the previous-token heads' verdict, not a test of its own")
@@ -960,7 +961,7 @@ def test_which_comparisons_are_tests_is_read_from_the_verdicts_and_a_complement_
                                "test of which head tops their block in the matched-position design")
     assert lines[2].endswith("but a test of their sizes against the null pairs.")  # what no design decides
     kinds["current_token/0"]["unnamed_heads"] = 1  # a head the rule names no kind could be on top: its own test
-    assert ("current-token heads** (block 0 head 0, block 0 head 3): a test in the matched-position design"
+    assert ("current-token heads** (block 0 head 0, block 0 head 3): compared with a random pick in the matched-position design"
             in goal_sentences.which_are_tests(report))
     # the verdict words leave out "a head the rule names no kind" where the block has none: 0 by construction
     verdict = {"kind": "current_token", "fractions": {"found": 0.05, "other_kind": 0.95, "unnamed": 0.0, "nothing": 0.0},
@@ -1083,8 +1084,13 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report["verdict_words"] = verdicts.VERDICT_WORDS
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
     # no null comparison of which head tops in this test's entry; the sizes against the null pairs, whatever they show
-    assert verdict.startswith("**Which head tops the block: no test (the design decides); sizes past the null bar: 0.1 3 % "
-                              "vs 3 %")
+    assert verdict.startswith("**No test against chance.** Block 0")  # this test's cells hold no signed null passes
+    for cell in rows[0]:
+        cell.update(null_clears_fraction=0.0, clears_p=1.0)
+    verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
+    # heads 0 and 3 are left out by the method (per-head noising), not by the design
+    assert verdict.startswith("**Which head tops the block: no test (this method cannot reach the other heads); sizes "
+                              "above the null bar: 0.1 0 % vs 0 %, 0.2 0 % vs 0 % (each p ≤ 1)")
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict
@@ -1238,3 +1244,50 @@ def test_the_named_heads_scores_are_said_once_in_score_order_with_every_neighbou
     assert "(tied: heads 1 and 2)" in text and "Two heads tie when their scores are within 0.05 on average" in text
     scores[2] = scores[1] - 0.2
     assert "tied" not in head_sentences.score_order_sentence(report)
+
+
+def test_chance_over_namings_is_a_permutation_over_every_naming_of_the_movable_heads():
+    # block 0 of 4 heads, heads 1 and 2 named, the bar 0.1: head 2 on top in 3 pairs, head 0 in 1, nothing above in 1
+    grids = [[[0.0, 0.2, 0.5, 0.0]]] * 3 + [[[0.4, 0.0, 0.2, 0.0]], [[0.05, 0.0, 0.0, 0.0]]]
+    report = {"distribution": {"designs": {"d": {"per_pair": {"heads": {"denoising": grids}},
+                                                 "null": {"heads": {"denoising": [0.1]}}}}}}  # fmt: skip
+    entry = {"block": 0, "named": [1, 2], "fixed": []}
+    p, namings, best = chance.naming_permutation(report, "d", "denoising", entry)
+    # 6 namings of 2 among 4: {0,2} does best (4 of 5), {1,2} {2,3} tie at 3 of 5 and beat the rest
+    assert namings == 6 and best == 0.8 and p == 3 / 6
+    assert chance.naming_permutation(report, "d", "denoising", {**entry, "named": [0, 2]})[0] == 1 / 6
+    assert chance.naming_permutation(report, "d", "denoising", {**entry, "fixed": [3]})[1] == 3  # only 3 heads can be named
+    said = chance.naming_sentence(report, "d", "denoising", entry)
+    assert "of the 6 ways to name 2" in said and "a permutation p of 0.5" in said and "could go below 0.17" in said
+    assert chance.naming_outcome(report, "d", "denoising", entry) == "over the 6 namings p = 0.5, no test"
+
+
+def test_a_named_heads_size_is_read_signed_against_the_null_pairs():
+    # a share past the bar the wrong way counts in size (the checks of predictions near 0), not as a detection
+    held = [{"heads": {"denoising": [[0.3, -0.3, 0.0, 0.0]]}}] * 4
+    null = [{"heads": {"denoising": [[0.0, 0.0, 0.0, 0.0]]}}] * 4
+    table = distribution.head_table(held, "denoising", [0.1], {"previous_token": [[0, 0], [0, 1]]}, null_pairs=null)
+    head0, head1 = table["heads"][0][0], table["heads"][0][1]
+    assert head0["beyond_fraction"] == head1["beyond_fraction"] == 1.0  # in size, both pass
+    assert head0["clears_fraction"] == 1.0 and head1["clears_fraction"] == 0.0  # signed, only head 0
+    assert head0["clears_p"] < 0.05 and head1["clears_p"] == 1.0 and head1["null_clears_fraction"] == 0.0
+
+
+def test_the_plain_summary_is_chosen_from_its_numbers():
+    def design(keys, values, found=None, guessed=None, current=None):
+        kinds = lambda fraction: {"previous_token/0": {"fractions": {"found": fraction}, "by_head": {"1": 0.1, "2": fraction - 0.1}}}  # noqa: E731
+        return {"path": {"keys": {"mean": keys}, "values": {"mean": values}},
+                "heads": {"denoising": {"kinds": kinds(found) if found else {}, "heads": [[{"mean": m} for m in current or [0.0] * 4]]},
+                          "attribution": {"kinds": kinds(guessed) if guessed else {}}}}  # fmt: skip
+    report = {"distribution": {"pairs": 64, "period": 8, "designs": {
+        "copied_token": design(-0.02, 0.79, current=[0.5, 0.0, 0.0, 0.25]),
+        "matched_position": design(0.70, 0.13, found=0.95, guessed=0.16)}},
+        "heads": {"named": {"current_token": [[0, 0], [0, 3]]}}}  # fmt: skip
+    said = goal_sentences.plain_summary(report)
+    assert "copied-token design mostly through block 1's values (keys alone -0.02 of the gap, values alone 0.79)" in said
+    assert "matched-position design mostly through block 1's keys" in said
+    assert "attribution patching, its first-order estimate, misses them in most (16 %)" in said
+    assert "carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
+    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, found=0.95, guessed=0.9)
+    said = goal_sentences.plain_summary(report)
+    assert "through block 1's keys and values alike" in said and "finds them in about as many (90 %)" in said

@@ -192,9 +192,9 @@ def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
     held, null = entry["top_named"], entry["null_top_named"]
     relation = _null_top_relation(entry)
     told = {"apart": "told apart", "other way": "told apart, the other way", "not": "not told apart"}[relation]
-    if entry.get("fixed"):  # as null_top_sentence says: which head tops the block is the design's prediction here
-        told = (f"{'apart' if relation != 'not' else 'not apart'}, but the design decides which head tops the block "
-                f"(the other heads are predicted near 0), so this rate tests nothing about the named heads")
+    if entry.get("fixed") and entry["chance"] >= 1:  # as null_top_sentence says: only the named heads can move here
+        told = (f"{'apart' if relation != 'not' else 'not apart'}, but only the named heads can top the block here "
+                f"(the others are predicted near 0), so this rate tests nothing about the named heads")
     said = "which head moves most under a change the mechanism does not read; " if meaning else ""
     return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs ({said}{paired_words(entry)}): {told}"
 
@@ -212,11 +212,11 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     if relation == "apart":
         reading = ("told apart: the named heads top the block more often under the design's change than under the "
                    f"null's (a {null_kind} at positions the mechanism does not read)")
-        if entry.get("fixed"):  # the other heads are predicted near 0: the held-out rate is high by the design's own prediction
+        if entry.get("fixed") and entry["chance"] >= 1:  # every other head predicted near 0: the design decides the rate
             others = ", ".join(f"{entry['block']}.{head}" for head in entry["fixed"])
-            reading += (f", though the design decides the held-out rate: the block's other heads ({others}) are "
-                        f"predicted near 0 here, so wherever the design works as intended a named head tops the "
-                        f"block; the comparison tests the design, not the named heads (their sizes against the null "
+            reading += (f", though the prediction decides the held-out rate: the block's other heads ({others}) are "
+                        f"predicted near 0 here, so wherever it holds a named head tops the "
+                        f"block; the comparison tests that prediction, not the named heads (their sizes against the null "
                         f"pairs do)")
     elif relation == "other way":
         reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"

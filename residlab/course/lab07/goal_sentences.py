@@ -143,7 +143,8 @@ def tests_against_chance(report: dict) -> str:
 def plain_summary(report: dict) -> str:
     """Three results in plain words, each chosen from its numbers: where block 0's write enters block 1 in each
     design (path patching), whether attribution finds the previous-token heads exact patching finds, and what the
-    current-token heads the mechanism does not name carry; "" where the report lacks one."""
+    current-token heads the mechanism does not name carry (a sentence left out where the report lacks its numbers);
+    then what all of it rests on."""
     designs = report["distribution"]["designs"]
     said = []
     routes = []
@@ -161,7 +162,7 @@ def plain_summary(report: dict) -> str:
         top = max(exact["by_head"], key=exact["by_head"].get)
         found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
         verb = "misses them in most" if guessed < found / 2 else "finds them in about as many" if guessed >= 0.9 * found else "finds them in fewer"
-        said.append(f"Exact per-head patching puts a named previous-token head on top in {percent(found)} of the "
+        said.append(f"Exact per-head patching puts a named previous-token head on top of block 0, above the null bar, in {percent(found)} of the "
                     f"matched-position pairs (head 0.{top} in {percent(exact['by_head'][top])}); attribution patching, "
                     f"its first-order estimate, {verb} ({percent(guessed)}).")
     current = report["heads"]["named"].get("current_token", [])

@@ -135,8 +135,10 @@ def null_bar_exceeded(pairs: int) -> str:
 
 
 def against_chance(found: int, base: int, rate: float) -> str:
-    """The one-sided exact binomial test of ``found`` of ``base`` pairs against the random pick's ``rate``, in words."""
-    return f"one-sided exact binomial test of {found} of {base} against {percent(rate)}: p = {binomial_tail(found, base, rate):.2g}"
+    """``found`` of ``base`` pairs against the random pick's ``rate``, in words, with no p: the pairs are not the unit
+    chance acts on (the rule names the heads once per model; ``naming_permutation`` is the test over namings)."""
+    return (f"{found} of {base} against {percent(rate)} for a blind pick, with no p, for the pairs are not what chance "
+            f"acts on: the rule names the heads once per model")
 
 
 def fraction_uncertainty(pairs: int) -> str:

@@ -163,7 +163,7 @@ def size_against_null(entry: dict, heads: list) -> str:
     past it the wrong way is no detection) on the held-out pairs against the null pairs, with the one-sided Fisher p
     (``clears_p``); a test of the heads' sizes that no design decides, where which head tops the block may be
     decided. "" for a report without it."""
-    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
+    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]] if heads else []
     if not cells or any("clears_p" not in cell for _, cell in cells):
         return ""
     return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) above the null bar in "
@@ -174,7 +174,7 @@ def size_against_null(entry: dict, heads: list) -> str:
 def size_summary(entry: dict, heads: list) -> str:
     """``size_against_null`` in a few words: per named head, how often its share clears the null bar (signed) on the
     held-out and on the null pairs, and the largest of their Fisher p. "" for a report without it."""
-    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]]
+    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]] if heads else []
     if not cells or any("clears_p" not in cell for _, cell in cells):
         return ""
     listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['clears_fraction'])} vs "
@@ -191,12 +191,10 @@ def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
         return ""
     held, null = entry["top_named"], entry["null_top_named"]
     relation = _null_top_relation(entry)
-    told = {"apart": "told apart", "other way": "told apart, the other way", "not": "not told apart"}[relation]
-    if entry.get("fixed") and entry["chance"] >= 1:  # as null_top_sentence says: only the named heads can move here
-        told = (f"{'apart' if relation != 'not' else 'not apart'}, but only the named heads can top the block here "
-                f"(the others are predicted near 0), so this rate tests nothing about the named heads")
+    told = {"apart": "more often", "other way": "less often", "not": "about as often"}[relation]
     said = "which head moves most under a change the mechanism does not read; " if meaning else ""
-    return f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs ({said}{paired_words(entry)}): {told}"
+    return (f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs ({said}{paired_words(entry)}): "
+            f"{told}, a description, not a test of the heads (the null pairs' top share lies below the bar)")
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
@@ -210,8 +208,8 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     relation = _null_top_relation(entry)
     held_only, null_only = entry["top_named_discordant"]
     if relation == "apart":
-        reading = ("told apart: the named heads top the block more often under the design's change than under the "
-                   f"null's (a {null_kind} at positions the mechanism does not read)")
+        reading = ("the named heads top the block more often under the design's change than under the "
+                   f"null's (a {null_kind} at positions the mechanism does not read at the readout)")
         if entry.get("fixed") and entry["chance"] >= 1:  # every other head predicted near 0: the design decides the rate
             others = ", ".join(f"{entry['block']}.{head}" for head in entry["fixed"])
             reading += (f", though the prediction decides the held-out rate: the block's other heads ({others}) are "
@@ -219,18 +217,19 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
                         f"block; the comparison tests that prediction, not the named heads (their sizes against the null "
                         f"pairs do)")
     elif relation == "other way":
-        reading = "told apart, the other way: a named head is the null pairs' top head more often than the held-out pairs'"
+        reading = "the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:
-        reading = ("not told apart: the named heads top the block about as often under the null's change, so this "
-                   "verdict does not show that the design's change is what puts them there")
+        reading = ("no difference the paired test tells apart: the named heads top the block about as often under the "
+                   "null's change")
     return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
             f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "
             f"on top in {held_only} and only the null pair in {null_only} (two-sided exact McNemar test, "
-            f"{p_text(entry['top_named_p'])}): {reading}; on the null pairs the top share clears "
-            f"the bar in at most {null_bar_exceeded(pairs)}, by construction (the bar is a high percentile of those "
-            f"very pairs' largest share in size, and the top signed share is no larger), so that rate says which head "
-            f"moves most under a change the mechanism does not use, not which head carries anything")
+            f"{p_text(entry['top_named_p'])}): {reading}. This describes; it does not test the named heads: on the "
+            f"null pairs the top share clears the bar in at most {null_bar_exceeded(pairs)}, by construction (the bar "
+            f"is a high percentile of those very pairs' largest share in size, and the top signed share is no larger), "
+            f"so that rate says which head moves most under a change the mechanism does not read, not which head "
+            f"carries anything; the heads' sizes against the null pairs are the test")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

@@ -5,8 +5,8 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 
 from __future__ import annotations
 
-from residlab.course.lab07.chance import NAMING_TEST, naming_permutation
-from residlab.course.lab07.compare_sentences import null_top_outcome
+from residlab.course.lab07.chance import NAMING_TEST, naming_permutation, wilson
+from residlab.course.lab07.compare_sentences import null_top_outcome, size_summary
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads, observed
@@ -45,12 +45,13 @@ def which_are_tests(report: dict) -> str:
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
                 carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
                 notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
-                          f"head of the block near 0, so none competes: which head tops the block is read there against "
-                          f"the model's own null only, and the heads' sizes against the null pairs"] if short else [])
+                          f"head of the block near 0, so none competes: which head tops the block is only described there "
+                          f"against the model's own null, and the heads' sizes are tested against the null pairs"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
                 tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry, pairs)]
                 notes += [f"the bar aside, per-head denoising puts a named head on top of the block in "
                           f"{null_top_outcome(tested[0], pairs)}"] if tested else []
+                notes += [size_summary(tested[0], measured["heads"]["denoising"]["heads"])] if tested else []
                 changed = report["designs"][name]["changed"]
                 scope = (f"at period {report['distribution']['period']} in every pair, "
                          f"position{'s' if len(changed) > 1 else ''} {' and '.join(map(str, changed))} changed")
@@ -62,7 +63,7 @@ def which_are_tests(report: dict) -> str:
         block_words = "their block" if len({b for b, _ in named}) == 1 else "their blocks"
         for fixed in (False, True):
             labels = [label for label, has_fixed in none if has_fixed == fixed]
-            null_said = "; read against the model's own null" if fixed else ""
+            null_said = "; described against the model's own null" if fixed else ""
             parts += [f"no test{' against chance' if fixed else ''} of which head tops {block_words} in the "
                       f"{' and '.join(labels)} design{'s' if len(labels) > 1 else ''} (every head of {block_words} the "
                       f"mechanism does not predict near 0 is named {HEAD_KINDS[kind]}{null_said}), but a test of their "
@@ -136,8 +137,10 @@ def tests_against_chance(report: dict) -> str:
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
             f"{'is' if len(found) == 1 else 'are'} compared with a random pick among the heads the mechanism does not "
             f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} What tests the named "
-            f"heads is the model's own null: for which head tops a block, the null pairs, pair by pair; for their "
-            f"sizes, the null bar, against the null pairs, wherever a method reaches them (Part 6):")
+            f"heads is their size against the model's own null: how often each clears the null bar on the held-out "
+            f"pairs against the null pairs, wherever a method reaches them (Part 6). Which head tops a block on the "
+            f"null pairs is given beside it as a description only, for there the top share lies below the bar by "
+            f"construction:")
 
 
 def plain_summary(report: dict) -> str:
@@ -161,16 +164,19 @@ def plain_summary(report: dict) -> str:
     if exact and estimate:
         top = max(exact["by_head"], key=exact["by_head"].get)
         found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
-        verb = "misses them in most" if guessed < found / 2 else "finds them in about as many" if guessed >= 0.9 * found else "finds them in fewer"
-        said.append(f"Exact per-head patching puts a named previous-token head on top of block 0, above the null bar, in {percent(found)} of the "
-                    f"matched-position pairs (head 0.{top} in {percent(exact['by_head'][top])}); attribution patching, "
-                    f"its first-order estimate, {verb} ({percent(guessed)}).")
+        pairs = report["distribution"]["pairs"]
+        verb = ("only in" if guessed < found / 2 else "in about as many," if guessed >= 0.9 * found else "in fewer,")
+        said.append(f"Exact per-head patching puts a named previous-token head on top of block 0, above the null bar, "
+                    f"in {percent(found)} of the matched-position pairs (head 0.{top} in {percent(exact['by_head'][top])}); "
+                    f"attribution patching, its first-order estimate, {verb} {percent(guessed)} (95 % Wilson "
+                    f"{wilson(guessed, pairs)}).")
     current = report["heads"]["named"].get("current_token", [])
     copied = designs.get("copied_token", {}).get("heads", {}).get("denoising", {}).get("heads")
     if current and copied:
         means = " and ".join(f"{observed(copied[b][h]['mean'])} (head {b}.{h})" for b, h in current)
         said.append(f"The current-token heads, which the textbook mechanism does not name, carry on average {means} "
-                    f"of the gap in the copied-token design (per-head denoising).")
+                    f"of the gap in the copied-token design (per-head denoising); there they write the changed token "
+                    f"itself, which Part 6 reads as possibly part of the copying step, untested.")
     pairs = report["distribution"]["pairs"]
     said.append(f"All of it is one trained model at period {report['distribution']['period']}, over {pairs} held-out "
                 f"pairs per design; the rest of the page says what each result rests on.")

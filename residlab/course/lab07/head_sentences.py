@@ -34,8 +34,7 @@ def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
 
 def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple[str, str, int | None]]:
     """(outcome, text, block) per block of ``kind`` whose verdict is read: the outcome in a few words, the verdict in
-    full; one entry, its block None, where the design or the method cannot identify the kind or reaches none of its
-    heads."""
+    full; one entry, block None, where the design or the method cannot identify the kind or reaches none of it."""
     measured = report["distribution"]["designs"][name]
     words = report["verdict_words"]
     if kind in measured["not_testable"]:  # the reason is said once, in Part 4 (``designs.not_testable_reason``)
@@ -62,8 +61,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so which head tops it is no test: any head on top is a "
                        "named one") + (f". Their sizes are a test, against the null pairs: {sizes}" if sizes else "")  # fmt: skip
-            decided = ("this method cannot reach the other heads" if _fixed_by_method(measured, report, method, entry)
-                       else "the design decides" if fixed else "every head named")
+            decided = (f"the mechanism predicts the other heads near 0 {'under this method' if _fixed_by_method(measured, report, method, entry) else 'in this design'}"
+                       if fixed else "every head named")
             summary = size_summary(entry, measured["heads"][method]["heads"])
             outcome = (f"Which head tops the block: no test ({decided}); {summary}" if summary else
                        "No test against chance" if fixed else "No test")
@@ -112,7 +111,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                 else:
                     reading = counted + (f"better than a random pick ({against_chance(found, base, entry['chance'])}), "
                                          f"but not in most pairs")
-                    outcome = "Better than chance, not in most pairs"
+                    outcome = "Above a random pick's rate, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
             over_namings = naming_sentence(report, name, method, entry)
@@ -120,6 +119,8 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             if not outcome.startswith("A named head on top"):  # the found outcome says it already
                 against_null = null_top_outcome(entry, pairs)
                 outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
+            sizes = size_summary(entry, measured["heads"][method].get("heads") or [])
+            outcome += f"; {sizes}" if sizes else ""  # the test of the named heads, as in every other cell
             if shortfall:  # attribution misses what the exact patch it estimates finds: said first
                 exact = measured["heads"]["denoising"]["kinds"][f"{entry['kind']}/{entry['block']}"]["fractions"]["found"]
                 outcome = (f"Misses the named heads the exact patch finds (on top and above the bar in "
@@ -177,8 +178,7 @@ def missed(measured: dict, method: str, entry: dict) -> str:
 
 
 def counts(fractions: dict, pairs: int) -> tuple[int, int]:
-    """(pairs with a named head on top, pairs where some head clears the null bar), counted back from a verdict's
-    fractions of ``pairs``."""
+    """(pairs with a named head on top, pairs where a head clears the null bar), from a verdict's fractions."""
     cleared = round((1 - fractions["nothing"]) * pairs)
     return min(round(fractions["found"] * pairs), cleared), cleared
 
@@ -268,9 +268,8 @@ def score_order_sentence(report: dict) -> str:
 
 
 def score_draw_gap(report: dict) -> float | None:
-    """How far the scores Lab 06 and the glossary print (``heads.scores``, on the held-out sequences) lie from this
-    page's (on the naming draw) at most, over the named heads of the kinds both score; None where the report has only
-    one."""
+    """How far the scores Lab 06 and the glossary print (``heads.scores``, held-out sequences) lie from this page's
+    (the naming draw) at most, over the named heads of the kinds both score; None where the report has only one."""
     theirs = report["heads"].get("scores", {})
     gaps = [abs(theirs[kind][block][head] - report["heads"]["name_scores"][kind]["scores"][block][head])
             for kind, heads in report["heads"]["named"].items() if kind in theirs for block, head in heads]
@@ -377,7 +376,8 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         if all(count * 2 < pairs for count in led):
             order += (f"in the counts the methods reverse the score order: head {other}'s share is the larger in "
                       f"{span([pairs - count for count in led])} of the {pairs} pairs though its score is the lower in "
-                      f"most (pair by pair, how the two orders line up is read below, not from these counts). ")
+                      f"{higher if leader == first else pairs - higher} of them (pair by pair, how the two orders line "
+                      f"up is read below, not from these counts). ")
         elif all(count * 2 > pairs for count in led):
             order += f"the methods follow the score order: head {leader}'s share is the larger in {span(led)} of the {pairs} pairs. "
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_POSITION
 from residlab.course.lab07.verdicts import percent
 
 def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
@@ -194,10 +194,12 @@ def naming_sentence(report: dict, name: str, method: str, entry: dict) -> str:
     reading = (f"no naming of this block could go below {least:.2g}, so against chance over namings this is no test, "
                f"whatever the pairs show" if least >= NAMING_TEST else
                f"{'below' if p < NAMING_TEST else 'not below'} {NAMING_TEST:g}")
+    others = round(p * namings) - 1  # the rule's own naming does as well as itself
     return (f" Chance enters the rule once per model, where it names the heads, not once per pair: of the {namings} "
-            f"ways to name {size} of the block's heads the mechanism does not predict near 0, {round(p * namings)} "
-            f"{'puts' if round(p * namings) == 1 else 'put'} a head on top and above the bar at least as often as "
-            f"the rule's naming (the best other: {percent(best)} of pairs), a permutation p of {p:.2g}; {reading}.")
+            f"ways to name {size} of the block's heads the mechanism does not predict near 0, "
+            f"{'no other naming puts' if not others else f'{others} other naming puts' if others == 1 else f'{others} other namings put'} "
+            f"a head on top and above the bar at least as often as the rule's (the best other: {percent(best)} of "
+            f"pairs); counting the rule's own, {others + 1} of {namings}, a permutation p of {p:.2g}; {reading}.")
 
 
 def naming_outcome(report: dict, name: str, method: str, entry: dict) -> str:
@@ -207,3 +209,25 @@ def naming_outcome(report: dict, name: str, method: str, entry: dict) -> str:
         return ""
     p, namings, _ = found
     return f"over the {namings} namings p = {p:.2g}" + (", no test" if 1 / namings >= NAMING_TEST else "")
+
+
+def null_reach_sentence(report: dict) -> str:
+    """How much attention the null's changed positions get from the end of the prompt (``distribution.null_attention``),
+    design by design, the head that gives them most named, beside what the prompt's first positions get, and whether
+    leaving those alone was the quieter choice; "" for a report without it."""
+    said, quieter = [], True
+    for name, measured in report["distribution"]["designs"].items():
+        attention = measured["null"].get("attention")
+        if not attention:
+            return ""
+        most = max((value, block, head) for block, row in enumerate(attention["changed"]) for head, value in enumerate(row))
+        first = max((value, block, head) for block, row in enumerate(attention["first"]) for head, value in enumerate(row))
+        quieter = quieter and first[0] > most[0]
+        said.append(f"in the {name.replace('_', '-')} design its positions ({' and '.join(map(str, measured['null']['changed']))}) "
+                    f"get at most {most[0]:.2f} of a head's attention (head {most[1]}.{most[2]}), the prompt's first "
+                    f"{NULL_POSITION} positions up to {first[0]:.2f} (head {first[1]}.{first[2]})")
+    reading = ("the null leaves the first positions alone because this model's heads read them more from there" if quieter
+               else "here the first positions are read no more than the null's own, so leaving them alone gains nothing")
+    return ("How far the null's change reaches the end of the prompt, averaged over the pairs' clean prompts, of the "
+            "attention each head gives from the readout and the position before it: " + "; ".join(said) + ". A head "
+            f"that reads a null's positions from there carries its change to the readout; {reading}.")

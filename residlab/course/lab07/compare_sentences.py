@@ -225,11 +225,10 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
             f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "
             f"on top in {held_only} and only the null pair in {null_only} (two-sided exact McNemar test, "
-            f"{p_text(entry['top_named_p'])}): {reading}. This describes; it does not test the named heads: on the "
-            f"null pairs the top share clears the bar in at most {null_bar_exceeded(pairs)}, by construction (the bar "
-            f"is a high percentile of those very pairs' largest share in size, and the top signed share is no larger), "
-            f"so that rate says which head moves most under a change the mechanism does not read, not which head "
-            f"carries anything; the heads' sizes against the null pairs are the test")
+            f"{p_text(entry['top_named_p'])}, of whether the two rates differ): {reading}. This describes; it does not "
+            f"test the named heads (on the null pairs the top share clears the bar in at most "
+            f"{null_bar_exceeded(pairs)}, by construction, as the rule above these tables says); their sizes against "
+            f"the null pairs are the test")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

@@ -8,11 +8,13 @@ which each verdict holds. The per-pair shares are in the report, so every mean c
 (``check_distribution``, asserted when the report is built).
 
 The null (``null_design``) is the same trained model on a pair that makes a change of the design's own kind where the
-readout does not depend on it: for the copied-token design (a substitution) the first token, at both of its
-occurrences, replaced by one the prompt does not hold; for the matched-position design (a swap) the first two tokens
-of the first half swapped. Induction predicts the same answer at the readout, so every share it gives is expected to
-be 0; the spread of its shares over pairs, read with the design's own metric and divided by the design's own gap,
-is what a share must clear.
+readout does not depend on it: for the copied-token design (a substitution) the third token, at both of its
+occurrences, replaced by one the prompt does not hold; for the matched-position design (a swap) the third and fourth
+tokens of the first half swapped. Not the first tokens: this model's block-0 heads attend there from the end of the
+prompt (an attention sink), so a change there is read at the readout. ``null_attention`` measures how much attention
+the null's positions get from the readout and the position before it, head by head. Induction predicts the same
+answer at the readout, so every share the null gives is expected to be near 0; the spread of its shares over pairs,
+read with the design's own metric and divided by the design's own gap, is what a share must clear.
 
 Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
 head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
@@ -135,10 +137,11 @@ def held_out_designs(name: str, pairs: int = PAIRS) -> list[Design]:
 # Each design's null makes a change of the design's own kind (``null_change``): where the design substitutes a token,
 # the null substitutes one; where it swaps two, the null swaps two. The words are the page's and the runner's.
 NULL_KINDS = {"copied_token": "substitution", "matched_position": "swap"}
-NULL_WORDS = {"substitution": "the first token replaced at both its occurrences (positions 0 and P) by one the prompt "
-                              "does not hold",
-              "swap": "the first two tokens of the first half swapped (positions 0 and 1; the second half keeps their "
-                      "order, as the matched-position design keeps it)"}
+NULL_POSITION = 2  # where the null changes the prompt: past positions 0 and 1, where block 0's heads sink attention
+NULL_WORDS = {"substitution": f"the token at position {NULL_POSITION} replaced at both its occurrences (positions "
+                              f"{NULL_POSITION} and P + {NULL_POSITION}) by one the prompt does not hold",
+              "swap": f"the tokens at positions {NULL_POSITION} and {NULL_POSITION + 1} of the first half swapped (the "
+                      f"second half keeps their order, as the matched-position design keeps it)"}
 
 
 def null_change(name: str) -> str:
@@ -150,14 +153,14 @@ def null_design(design: Design) -> Design:
     """The design's null pair (``NULL_KINDS``): the same clean prompt with a change of the design's own kind at
     positions no step of the mechanism reads at the readout; the design's target and rival, so M is the design's
     metric."""
-    corrupt = list(design.clean)
+    corrupt, first = list(design.clean), NULL_POSITION
     if NULL_KINDS[design.name] == "swap":
-        changed = (0, 1)
-        corrupt[0], corrupt[1] = design.clean[1], design.clean[0]
+        changed = (first, first + 1)
+        corrupt[first], corrupt[first + 1] = design.clean[first + 1], design.clean[first]
     else:
         held = set(design.clean) | set(design.corrupt) | {design.target, design.rival}
         replacement = min(t for t in range(VOCAB_SIZE) if t not in held)
-        changed = (0, design.period)
+        changed = (first, first + design.period)
         for position in changed:
             corrupt[position] = replacement
     # the readout, the token before it, the earlier occurrence and the token after it: what induction reads
@@ -166,6 +169,18 @@ def null_design(design: Design) -> Design:
         raise ValueError(f"the null of {design.name} would change what the readout reads")
     return Design(f"{design.name}_null", design.clean, tuple(corrupt), design.target, design.rival, changed,
                   design.period)  # fmt: skip
+
+
+def null_attention(model, designs: list[Design]) -> dict[str, list[list[float]]]:
+    """Per block and head, the attention the readout and the position before it give the null's changed positions
+    ("changed") and the positions before ``NULL_POSITION`` ("first"), each summed over its positions and averaged
+    over the two queries and the pairs' clean prompts: how much of each head's reading at the end of the prompt the
+    null's change can reach, beside what it leaves alone."""
+    weights = attention_weights(model, torch.tensor([design.clean for design in designs]))  # (blocks, heads, pairs, n, n)
+    readout, changed = designs[0].readout, list(null_design(designs[0]).changed)
+    ending = weights[..., [readout - 1, readout], :]
+    return {key: [[_round(v) for v in row] for row in ending[..., positions].sum(-1).mean(dim=(-2, -1)).tolist()]
+            for key, positions in (("changed", changed), ("first", list(range(NULL_POSITION))))}  # fmt: skip
 
 
 def pair_shares(model, design: Design, gap: float | None = None) -> dict:
@@ -433,6 +448,7 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
         out["designs"][name] = {
             "gap": summarise([pair["gap"] for pair in measured]),
             "null": {**bounds, "kind": NULL_KINDS[name], "changed": list(null_design(designs[0]).changed),
+                     "attention": null_attention(model, designs),
                      "heads_summary": {m: [[summarise(v) for v in row] for row in _cells([p["heads"][m] for p in nulls], nulls[0]["heads"][m])]
                                                  for m in HEAD_METHODS}},  # fmt: skip
             "heads": {method: head_table(measured, method, bounds["heads"][method],

@@ -139,8 +139,8 @@ def tests_against_chance(report: dict) -> str:
             f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} What tests the named "
             f"heads is their size against the model's own null: how often each clears the null bar on the held-out "
             f"pairs against the null pairs, wherever a method reaches them (Part 6). Which head tops a block on the "
-            f"null pairs is given beside it as a description only, for there the top share lies below the bar by "
-            f"construction:")
+            f"null pairs is given beside it as a description only, for there the top share lies below the bar in all but "
+            f"a few pairs by construction:")
 
 
 def plain_summary(report: dict) -> str:
@@ -166,10 +166,14 @@ def plain_summary(report: dict) -> str:
         found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
         pairs = report["distribution"]["pairs"]
         verb = ("only in" if guessed < found / 2 else "in about as many," if guessed >= 0.9 * found else "in fewer,")
-        said.append(f"Exact per-head patching puts a named previous-token head on top of block 0, above the null bar, "
-                    f"in {percent(found)} of the matched-position pairs (head 0.{top} in {percent(exact['by_head'][top])}); "
-                    f"attribution patching, its first-order estimate, {verb} {percent(guessed)} (95 % Wilson "
-                    f"{wilson(guessed, pairs)}).")
+        heads = designs["matched_position"]["heads"]["denoising"].get("heads")
+        sizes = size_summary(exact, heads) if heads else ""
+        said.append(f"In the matched-position design, exact per-head denoising finds the named previous-token heads "
+                    + (f"by their own sizes against the null pairs, {sizes.removeprefix('sizes ')}; " if sizes else "")
+                    + f"a named head is the block's top head, above the null bar, in {percent(found)} of pairs (95 % "
+                    f"Wilson {wilson(found, pairs)}; head 0.{top} in {percent(exact['by_head'][top])}, and no test of the "
+                    f"naming itself, Part 6 says why). Attribution patching, its first-order estimate, puts one there "
+                    f"{verb} {percent(guessed)} (95 % Wilson {wilson(guessed, pairs)}).")
     current = report["heads"]["named"].get("current_token", [])
     copied = designs.get("copied_token", {}).get("heads", {}).get("denoising", {}).get("heads")
     if current and copied:

@@ -130,7 +130,7 @@ def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_top
     entry = {"top_named": 0.95, "null_top_named": 0.59, "top_named_discordant": [24, 1], "top_named_p": 1.5e-06}
     said = compare_sentences.null_top_sentence(entry, 64, "swap")
     assert "on the null pairs a named head is the top head in 59 % (95 % Wilson [" in said and "the named heads top the block more often" in said
-    assert "only the held-out pair has a named head on top in 24 and only the null pair in 1 (two-sided exact McNemar test, p = 1.5e-06)" in said
+    assert "only the held-out pair has a named head on top in 24 and only the null pair in 1 (two-sided exact McNemar test, p = 1.5e-06, of whether the two rates differ)" in said
     assert "under the null's (a swap at positions the mechanism does not read at the readout)" in said  # the null the design has
     # the paired test decides, not the two rates: 95 % against 90 % told apart when every discordant pair goes one way
     assert "no difference the paired test tells apart" in compare_sentences.null_top_sentence({**entry, "null_top_named": 0.9, "top_named_discordant": [5, 2], "top_named_p": 0.45}, 64, "swap")
@@ -182,14 +182,18 @@ def test_the_null_pair_changes_only_tokens_the_readout_does_not_read(small_distr
     model, _, _ = small_distribution
     design = designs.make_design("copied_token")
     null = distribution.null_design(design)
-    assert null.changed == (0, design.period) and (null.target, null.rival) == (design.target, design.rival)
-    assert [p for p in range(len(null.clean)) if null.clean[p] != null.corrupt[p]] == [0, design.period]
-    assert null.corrupt[0] == null.corrupt[design.period] and null.corrupt[0] not in design.clean
+    first = distribution.NULL_POSITION  # past the first positions, where block 0's heads sink attention
+    assert null.changed == (first, first + design.period) and (null.target, null.rival) == (design.target, design.rival)
+    assert [p for p in range(len(null.clean)) if null.clean[p] != null.corrupt[p]] == [first, first + design.period]
+    assert null.corrupt[first] == null.corrupt[first + design.period] and null.corrupt[first] not in design.clean
     matched = designs.make_design("matched_position")
     swap = distribution.null_design(matched)  # a swap, as the matched-position design makes, away from its positions
-    assert swap.changed == (0, 1) and sorted(swap.corrupt) == sorted(matched.clean) != list(swap.corrupt)
+    assert swap.changed == (first, first + 1) and sorted(swap.corrupt) == sorted(matched.clean) != list(swap.corrupt)
     assert swap.corrupt[design.period:] == matched.clean[design.period:]
     assert not set(swap.changed) & {*matched.changed, matched.readout, matched.readout - 1, matched.period - 1}
+    # how much the end of the prompt reads the null's positions, beside the first positions it leaves alone
+    reach = distribution.null_attention(model, [design, design])
+    assert set(reach) == {"changed", "first"} and all(0 <= v <= 1 for row in reach["changed"] + reach["first"] for v in row)
     own, scaled = distribution.pair_shares(model, null), distribution.pair_shares(model, null, gap=2.0)
     for own_row, scaled_row in zip(own["heads"]["denoising"], scaled["heads"]["denoising"]):
         for a, b in zip(own_row, scaled_row):
@@ -691,7 +695,7 @@ def test_the_gap_is_read_over_the_pairs_too():
     assert "is at least 10.8 times it (the ratio taken before rounding). " in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["per_pair"]["gap"] = [30.0, 25.0, 24.0]
     assert "3.8 % of the pairs' mean gap (26.33), a quiet null." in sentences.gap_sentence(report, "copied_token")
-    assert "the first token replaced at both its occurrences (positions 0 and P) by one the prompt does not hold, at positions the mechanism does not use, give gaps of" in sentences.gap_sentence(report, "copied_token")
+    assert "the token at position 2 replaced at both its occurrences (positions 2 and P + 2) by one the prompt does not hold, at positions the mechanism does not use, give gaps of" in sentences.gap_sentence(report, "copied_token")
 
 
 def test_lab06s_corruption_and_the_key_step_are_said_from_the_report():
@@ -1278,7 +1282,8 @@ def test_a_named_heads_size_is_read_signed_against_the_null_pairs():
 
 def test_the_plain_summary_is_chosen_from_its_numbers():
     def design(keys, values, found=None, guessed=None, current=None):
-        kinds = lambda fraction: {"previous_token/0": {"fractions": {"found": fraction}, "by_head": {"1": 0.1, "2": fraction - 0.1}}}  # noqa: E731
+        kinds = lambda fraction: {"previous_token/0": {"fractions": {"found": fraction}, "by_head": {"1": 0.1, "2": fraction - 0.1},  # noqa: E731
+                                                       "block": 0, "named": [1, 2]}}
         return {"path": {"keys": {"mean": keys}, "values": {"mean": values}},
                 "heads": {"denoising": {"kinds": kinds(found) if found else {}, "heads": [[{"mean": m} for m in current or [0.0] * 4]]},
                           "attribution": {"kinds": kinds(guessed) if guessed else {}}}}  # fmt: skip
@@ -1289,8 +1294,21 @@ def test_the_plain_summary_is_chosen_from_its_numbers():
     said = goal_sentences.plain_summary(report)
     assert "copied-token design mostly through block 1's values (keys alone -0.02 of the gap, values alone 0.79)" in said
     assert "matched-position design mostly through block 1's keys" in said
-    assert "attribution patching, its first-order estimate, only in 16 % (95 % Wilson [" in said
+    assert "Attribution patching, its first-order estimate, puts one there only in 16 % (95 % Wilson [" in said
+    assert "a named head is the block's top head, above the null bar, in 95 % of pairs (95 % Wilson [" in said
     assert "carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
     report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, found=0.95, guessed=0.9)
     said = goal_sentences.plain_summary(report)
     assert "through block 1's keys and values alike" in said and "in about as many, 90 % (95 % Wilson [" in said
+
+
+def test_the_nulls_reach_at_the_end_of_the_prompt_is_said_from_the_attention():
+    def design(changed, first):
+        return {"null": {"changed": [2, 3], "attention": {"changed": [[changed, 0.0], [0.01, 0.0]], "first": [[first, 0.0], [0.0, 0.0]]}}}
+    report = {"distribution": {"designs": {"matched_position": design(0.03, 0.75)}}}
+    said = chance.null_reach_sentence(report)
+    assert "its positions (2 and 3) get at most 0.03 of a head's attention (head 0.0), the prompt's first 2 positions up to 0.75 (head 0.0)" in said
+    assert "the null leaves the first positions alone because this model's heads read them more from there" in said
+    report["distribution"]["designs"]["matched_position"] = design(0.4, 0.1)  # a model that reads the null's positions
+    assert "leaving them alone gains nothing" in chance.null_reach_sentence(report)
+    assert chance.null_reach_sentence({"distribution": {"designs": {"d": {"null": {}}}}}) == ""

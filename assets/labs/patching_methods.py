@@ -41,8 +41,8 @@ train`` writes), otherwise it trains one as the site does.
 #   line 2283    attribution_grids
 #   line 2402    error_split
 #   line 2508  residlab/course/lab07/distribution.py
-#   line 2646    null_design
-#   line 2925    measure_distribution
+#   line 2654    null_design
+#   line 2933    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   72  residlab/course/models/needs_torch.py
@@ -63,7 +63,7 @@ train`` writes), otherwise it trains one as the site does.
 #   line 2036  residlab/course/lab07/cells.py
 #   line 2235  residlab/course/lab07/attribution.py
 #   line 2508  residlab/course/lab07/distribution.py
-#   line 2998  residlab/course/lab07/lab.py (the entry)
+#   line 3006  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2601,7 +2601,15 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
     out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
-    paired = _positional_scores(attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD]))
+    pair_weights = attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD])
+    paired = _positional_scores(pair_weights)
+    # position by position on the pairs' sequences: each head's attention one position back at every query position
+    # (the score averages them all), and at the queries that read the matched-position design's changed tokens
+    back = pair_weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (blocks, heads, pairs, n - 1): query t + 1 reads t
+    changed = [position + 1 for position in make_design("matched_position", held_out_sequences()[EXAMPLE_PERIOD][0]).changed]
+    out["previous_token"]["by_query"] = [[[_round(v) for v in row] for row in block] for block in back.mean(dim=2).tolist()]
+    out["previous_token"]["at_changed"] = {"queries": changed, "pair_sequences": [[[_round(v) for v in row] for row in block]
+                                           for block in back[..., [q - 1 for q in changed]].mean(dim=-1).tolist()]}  # fmt: skip
     for kind, values in per_sequence.items():  # the spread of each head's score over the naming sequences
         pooled = torch.cat(values, dim=-1)
         out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]

@@ -32,9 +32,12 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   ``error_sentences``: Part 5's, about attribution patching's error and its exact split.
 - ``compare_sentences``: the two directions cell by cell over the pairs and pair by pair, the worked example beside
   the pairs, and the copied-token corruption beside Lab 06's and the glossary's.
-- ``goal_sentences``: the Goal box's list of which verdicts are tests, with their scope.
+- ``goal_sentences``: the Goal's results in plain words, its list of which verdicts are tests, with their scope, and
+  the verdicts at a glance.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads);
-  ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation).
+  ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation,
+  the permutation over namings) and the null's reach at the end of the prompt; ``position_sentences``: attention read
+  position by position, where the matched-position design acts.
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).
 - ``page``: the report of this render's induction model, once per render, and the invariants the page asserts.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.chance import null_bar_exceeded, p_text, wilson, wilson_bounds
-from residlab.course.lab07.distribution import MEAN_Z
+from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
 from residlab.course.lab07.sentences import (
     MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, observed, table_mean,
@@ -153,9 +153,10 @@ def _null_top_relation(entry: dict) -> str:
 
 
 def paired_words(entry: dict) -> str:
-    """The paired test in a few words: the split of the pairs where only one side has a named head on top, and p."""
+    """The paired comparison in a few words: the split of the pairs where only one side has a named head on top (its
+    p is given in full where the verdict is, ``null_top_sentence``: the comparison is a description)."""
     held_only, null_only = entry["top_named_discordant"]
-    return f"{held_only} pairs to {null_only}, paired exact test {p_text(entry['top_named_p'])}"
+    return f"{held_only} pairs to {null_only}"
 
 
 def size_against_null(entry: dict, heads: list) -> str:
@@ -178,10 +179,10 @@ def size_summary(entry: dict, heads: list) -> str:
     if not cells or any("clears_p" not in cell for _, cell in cells):
         return ""
     listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['clears_fraction'])} vs "
-                       f"{_percent(cell['null_clears_fraction'])}" for head, cell in cells)  # fmt: skip
-    largest = p_text(max(cell["clears_p"] for _, cell in cells))
-    return (f"sizes above the null bar: {listed} "
-            f"({'each ' + largest.replace('p =', 'p ≤') if len(cells) > 1 else largest})")
+                       f"{_percent(cell['null_clears_fraction'])} ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
+    pairs = cells[0][1]["pairs"]
+    cap = pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))  # as ``chance.null_bar_exceeded``
+    return f"sizes above the null bar, held-out vs null pairs (the null's at most {_percent(cap / pairs)} by construction): {listed}"
 
 
 def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:

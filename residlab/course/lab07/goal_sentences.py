@@ -159,21 +159,20 @@ def plain_summary(report: dict) -> str:
         routes.append(f"in the {name.replace('_', '-')} design {main} (keys alone {observed(keys)} of the gap, values "
                       f"alone {observed(values)})")
     said.append("Block 0's attention write reaches the readout " + "; ".join(routes) + ".")
-    exact = designs.get("matched_position", {}).get("heads", {}).get("denoising", {}).get("kinds", {}).get("previous_token/0")
-    estimate = designs.get("matched_position", {}).get("heads", {}).get("attribution", {}).get("kinds", {}).get("previous_token/0")
+    matched = designs.get("matched_position", {}).get("heads", {})
+    exact = matched.get("denoising", {}).get("kinds", {}).get("previous_token/0")
+    estimate = matched.get("attribution", {}).get("kinds", {}).get("previous_token/0")
     if exact and estimate:
         top = max(exact["by_head"], key=exact["by_head"].get)
         found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
         pairs = report["distribution"]["pairs"]
         verb = ("only in" if guessed < found / 2 else "in about as many," if guessed >= 0.9 * found else "in fewer,")
-        heads = designs["matched_position"]["heads"]["denoising"].get("heads")
-        sizes = size_summary(exact, heads) if heads else ""
-        said.append(f"In the matched-position design, exact per-head denoising finds the named previous-token heads "
-                    + (f"by their own sizes against the null pairs, {sizes.removeprefix('sizes ')}; " if sizes else "")
-                    + f"a named head is the block's top head, above the null bar, in {percent(found)} of pairs (95 % "
-                    f"Wilson {wilson(found, pairs)}; head 0.{top} in {percent(exact['by_head'][top])}, and no test of the "
-                    f"naming itself, Part 6 says why). Attribution patching, its first-order estimate, puts one there "
-                    f"{verb} {percent(guessed)} (95 % Wilson {wilson(guessed, pairs)}).")
+        said.append(_role_sentence(report, matched)
+                    + f"Per-head denoising puts a named previous-token head on top of block 0, above the null bar, in "
+                    f"{percent(found)} of pairs (95 % Wilson {wilson(found, pairs)}; head 0.{top} in "
+                    f"{percent(exact['by_head'][top])}; no test of the naming itself, Part 6 says why). Attribution "
+                    f"patching, its first-order estimate, puts one there {verb} {percent(guessed)} (95 % Wilson "
+                    f"{wilson(guessed, pairs)}).")
     current = report["heads"]["named"].get("current_token", [])
     copied = designs.get("copied_token", {}).get("heads", {}).get("denoising", {}).get("heads")
     if current and copied:
@@ -185,3 +184,32 @@ def plain_summary(report: dict) -> str:
     said.append(f"All of it is one trained model at period {report['distribution']['period']}, over {pairs} held-out "
                 f"pairs per design; the rest of the page says what each result rests on.")
     return " ".join(said)
+
+
+def _clears(cells: list, heads: list[int]) -> str:
+    """Block 0's ``heads`` as "0.1 47 % vs 3 %": how often each share clears the null bar, held-out vs null pairs."""
+    return ", ".join(f"0.{h} {percent(cells[h]['clears_fraction'])} vs {percent(cells[h]['null_clears_fraction'])}"
+                     for h in heads)
+
+
+def _role_sentence(report: dict, matched: dict) -> str:
+    """Which method's sizes single out block 0's previous-token heads in the matched-position design: their own writes
+    into block 1's keys (path patching) against the current-token heads', and whether per-head denoising's sizes
+    (every head of block 0 reached) tell the two kinds apart; "" without the numbers."""
+    named = report["heads"]["named"]
+    previous = [h for b, h in named.get("previous_token", []) if b == 0]
+    current = [h for b, h in named.get("current_token", []) if b == 0]
+    keys = (matched.get("path_keys", {}).get("heads") or [[]])[0]
+    denoised = (matched.get("denoising", {}).get("heads") or [[]])[0]
+    if not (previous and current and keys and denoised) or any("null_clears_fraction" not in c for c in keys + denoised):
+        return ""
+    apart = min(keys[h]["clears_fraction"] for h in previous) > max(keys[h]["clears_fraction"] for h in current)
+    every = min(c["clears_fraction"] for c in denoised) >= 0.5
+    return (f"In the matched-position design the named previous-token heads' own writes into block 1's keys (path "
+            f"patching) clear the null bar in {_clears(keys, previous)} (held-out vs null pairs), the current-token "
+            f"heads' in {_clears(keys, current)}: "
+            + ("the key route singles them out" if apart else "the key route does not single them out")
+            + ". By per-head denoising "
+            + (f"every head of block 0 clears it in at least half the pairs ({_clears(denoised, range(len(denoised)))}), "
+               f"so there a head's size says it carries the contrast, not its role. " if every else
+               f"the heads clear it in {_clears(denoised, range(len(denoised)))}. "))

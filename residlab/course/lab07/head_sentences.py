@@ -14,7 +14,7 @@ from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_s
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
 from residlab.course.lab07.predictions import by_method_observed, left_out_caveat
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
-from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _value, most_caveat
+from residlab.course.lab07.sentences import MOSTLY, _heads, _percent, _up, _value, most_caveat
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, complement_words, verdict_fractions
 from residlab.course.models.induction.sentences import TIE_MARGIN
 
@@ -69,7 +69,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
         elif other:
             chance = ""
             reading = complement_words(other, entry["block"])
-            outcome = "Not a test of its own"
+            outcome = "Not a test of its own" + (f"; {sizes}" if (sizes := size_summary(entry, measured["heads"][method].get("heads") or [])) else "")
         else:
             movable = entry.get("movable", len(entry["named"]))
             chance = (f"a random pick among the {movable} heads the mechanism does not predict near 0 in this design would "
@@ -281,7 +281,7 @@ def _other_draw(report: dict) -> str:
     if gap is None:
         return ""
     return (f" (Lab 06 and the glossary score the same heads on the held-out sequences, this page on its own naming "
-            f"draw, so a head's two scores differ, here by at most {gap:.3f})")
+            f"draw, so a head's two scores differ, here by at most {_up(gap, 1)})")
 
 
 def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int, int], methods: list[str]) -> str:

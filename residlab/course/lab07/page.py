@@ -5,7 +5,7 @@ per render, by the prefetch while the pages before it render."""
 
 from __future__ import annotations
 
-from residlab.course.lab07 import chance, compare_sentences, error_sentences, figures, goal_sentences, head_sentences, predictions, sentences  # noqa: F401 (the page reads them from here)
+from residlab.course.lab07 import chance, compare_sentences, error_sentences, figures, goal_sentences, head_sentences, position_sentences, predictions, sentences  # noqa: F401 (the page reads them from here)
 from residlab.course.lab07.distribution import HEAD_METHODS, check_distribution  # noqa: F401
 from residlab.course.lab07.attribution import SPLIT_TOLERANCE, tolerance_text  # noqa: F401 (the page says it)
 from residlab.course.lab07.cells import check_identities, same_prompt_pairs  # noqa: F401

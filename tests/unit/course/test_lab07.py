@@ -1097,7 +1097,8 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
     # heads 0 and 3 are left out by the method (per-head noising), not by the design
     assert verdict.startswith("**Which head tops the block: no test (the mechanism predicts the other heads near 0 under this method); sizes "
-                              "above the null bar: 0.1 0 % vs 0 %, 0.2 0 % vs 0 % (each p ≤ 1)")
+                              "above the null bar, held-out vs null pairs (the null's at most 3 % by construction): "
+                              "0.1 0 % vs 0 % (p = 1), 0.2 0 % vs 0 % (p = 1)")
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict
@@ -1295,7 +1296,8 @@ def test_the_plain_summary_is_chosen_from_its_numbers():
     assert "copied-token design mostly through block 1's values (keys alone -0.02 of the gap, values alone 0.79)" in said
     assert "matched-position design mostly through block 1's keys" in said
     assert "Attribution patching, its first-order estimate, puts one there only in 16 % (95 % Wilson [" in said
-    assert "a named head is the block's top head, above the null bar, in 95 % of pairs (95 % Wilson [" in said
+    assert "the key route" not in said  # no path patching's per-head sizes in this report: no reading of roles
+    assert "Per-head denoising puts a named previous-token head on top of block 0, above the null bar, in 95 % of pairs (95 % Wilson [" in said
     assert "carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
     report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, found=0.95, guessed=0.9)
     said = goal_sentences.plain_summary(report)
@@ -1312,3 +1314,25 @@ def test_the_nulls_reach_at_the_end_of_the_prompt_is_said_from_the_attention():
     report["distribution"]["designs"]["matched_position"] = design(0.4, 0.1)  # a model that reads the null's positions
     assert "leaving them alone gains nothing" in chance.null_reach_sentence(report)
     assert chance.null_reach_sentence({"distribution": {"designs": {"d": {"null": {}}}}}) == ""
+
+
+def test_attention_where_the_design_acts_is_read_beside_the_whole_sequence_score():
+    from residlab.course.lab07 import position_sentences
+
+    pairs = 4
+    report = {"heads": {"named": {"previous_token": [[0, 1], [0, 2]]},
+                        "name_scores": {"previous_token": {
+                            "scores": [[0.05, 0.85, 0.81, 0.1]],
+                            "by_query": [[[0.05] * 5, [0.9] * 5, [0.97, 0.97, 0.97, 0.3, 0.1], [0.1] * 5]],
+                            "at_changed": {"queries": [3, 4], "pair_sequences": [[[0.0] * pairs, [0.9] * pairs, [0.96, 0.96, 0.96, 0.5], [0.1] * pairs]]}}}},
+              "distribution": {"designs": {"matched_position": {"per_pair": {"heads": {"denoising": [
+                  [[0.0, 0.1, 0.6, 0.0]], [[0.0, 0.1, 0.6, 0.0]], [[0.0, 0.6, 0.1, 0.0]], [[0.0, 0.6, 0.1, 0.0]]]}}}}}}  # fmt: skip
+    said = position_sentences.changed_positions_sentence(report)
+    # head 2 (the lower whole-sequence score) leads where the design acts in 3 of 4 pairs; its share is the larger in 2
+    assert "(3 and 4), head 2 gives the previous token 0.84 of its attention on average and head 1 0.90" in said
+    assert "head 2's is the higher in 3 of the 4 pairs, so there head 2 leads" in said and "in 3 of the 4 pairs." in said
+    assert "from position 4 on head 2 gives the previous token less than half of its attention (0.30, 0.10;" in said
+    report["heads"]["name_scores"]["previous_token"]["by_query"][0][2] = [0.97] * 5  # no turn: no such clause
+    assert "less than half" not in position_sentences.changed_positions_sentence(report)
+    report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.5  # no tie: nothing to read apart
+    assert position_sentences.changed_positions_sentence(report) == ""

@@ -229,7 +229,7 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
             f"{p_text(entry['top_named_p'])}, of whether the two rates differ): {reading}. This describes; it does not "
             f"test the named heads (on the null pairs the top share clears the bar in at most "
             f"{null_bar_exceeded(pairs)}, by construction, as the rule above these tables says); their sizes against "
-            f"the null pairs are the test")
+            f"the null pairs test whether they carry part of the contrast, though not their role")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

@@ -89,8 +89,9 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
     over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
     also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
     period pooled (``summarise``), "spread_periods", the periods pooled, and "pair_sequences" (blocks x heads x
-    sequences): each head's score on each held-out sequence of ``EXAMPLE_PERIOD``, the sequences the pairs are built
-    from, in their order (so a head's attention can be set beside its causal shares pair by pair)."""
+    sequences): each head's score on each clean prompt of the pairs (the held-out sequences of ``EXAMPLE_PERIOD``
+    less their last token), in their order, so a head's attention is set beside its causal shares on the very inputs
+    the methods patch; "by_query" and "at_changed" read the same prompts position by position."""
     sequences = naming_sequences() if sequences is None else sequences
     generator = torch.Generator().manual_seed(CONTROL_SEED)
     parts = {kind: ([], []) for kind in HEAD_KINDS}
@@ -107,7 +108,8 @@ def head_name_scores(model, sequences: dict | None = None) -> dict:
         parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
     out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
                   for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
-    pair_weights = attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD])
+    # on the prompts the methods patch (2P - 1 tokens: the target is no query position of theirs)
+    pair_weights = attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD][:, : 2 * EXAMPLE_PERIOD - 1])
     paired = _positional_scores(pair_weights)
     # position by position on the pairs' sequences: each head's attention one position back at every query position
     # (the score averages them all), and at the queries that read the matched-position design's changed tokens

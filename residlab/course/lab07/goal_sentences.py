@@ -136,9 +136,10 @@ def tests_against_chance(report: dict) -> str:
                     f"could reach a permutation p below {min(least):.2g}." if least and min(least) >= NAMING_TEST else "")
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
             f"{'is' if len(found) == 1 else 'are'} compared with a random pick among the heads the mechanism does not "
-            f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} What tests the named "
-            f"heads is their size against the model's own null: how often each clears the null bar on the held-out "
-            f"pairs against the null pairs, wherever a method reaches them (Part 6). Which head tops a block on the "
+            f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} Whether a named head "
+            f"carries part of the contrast is tested by its size against the model's own null: how often it clears "
+            f"the null bar on the held-out pairs against the null pairs, wherever a method reaches it (Part 6); a "
+            f"head the mechanism does not name can pass that test too, so it says what a head carries, not its role. Which head tops a block on the "
             f"null pairs is given beside it as a description only, for there the top share lies below the bar in all but "
             f"a few pairs by construction:")
 
@@ -208,7 +209,8 @@ def _role_sentence(report: dict, matched: dict) -> str:
     return (f"In the matched-position design the named previous-token heads' own writes into block 1's keys (path "
             f"patching) clear the null bar in {_clears(keys, previous)} (held-out vs null pairs), the current-token "
             f"heads' in {_clears(keys, current)}: "
-            + ("the key route singles them out" if apart else "the key route does not single them out")
+            + ("in these counts the key route separates the two kinds (not tested as a contrast)" if apart else
+               "in these counts the key route does not separate the two kinds")
             + ". By per-head denoising "
             + (f"every head of block 0 clears it in at least half the pairs ({_clears(denoised, range(len(denoised)))}), "
                f"so there a head's size says it carries the contrast, not its role. " if every else

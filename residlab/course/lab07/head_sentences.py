@@ -23,9 +23,8 @@ HALF_PAIRS = 0.5  # "in most pairs": at least half of them
 
 
 def kind_sentence(report: dict, name: str, method: str, kind: str) -> str:
-    """Over the pairs, how often the method puts a head the rule named on top of its block, against the chance of a
-    random pick among the heads the mechanism does not predict near 0 (those of a kind it cannot test are
-    no competitors): each block's verdict opens with its outcome in bold (``kind_verdicts``)."""
+    """Over the pairs, how often the method puts a named head on top of its block, each block's verdict opening with
+    its outcome in bold (``kind_verdicts``)."""
     verdicts = kind_verdicts(report, name, method, kind)
     if len(verdicts) == 1 and verdicts[0][2] is None:
         return verdicts[0][1]
@@ -60,7 +59,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so which head tops it is no test: any head on top is a "
-                       "named one") + (f". Their sizes are a test, against the null pairs: {sizes}" if sizes else "")  # fmt: skip
+                       "named one") + (f". Whether they carry part of the contrast (not their role) is tested by their sizes against the null pairs: {sizes}" if sizes else "")  # fmt: skip
             decided = (f"the mechanism predicts the other heads near 0 {'under this method' if _fixed_by_method(measured, report, method, entry) else 'in this design'}"
                        if fixed else "every head named")
             summary = size_summary(entry, measured["heads"][method]["heads"])
@@ -148,8 +147,7 @@ CARRIES = 0.75  # one named head "carries" a verdict when it is on top in at lea
 
 
 def _one_head_carries(entry: dict) -> str:
-    """Where one named head is on top in most of the pairs where a named head is, the verdict is mostly that head's:
-    said with the others' fractions, so a kind's verdict is not read as every named head's."""
+    """Where one named head tops most pairs a named head tops, the verdict is mostly that head's, said so."""
     by_head = {int(head): fraction for head, fraction in entry.get("by_head", {}).items()}
     found = entry.get("fractions", {}).get("found", 0)
     if len(by_head) < 2 or not found:
@@ -163,9 +161,8 @@ def _one_head_carries(entry: dict) -> str:
 
 
 def missed(measured: dict, method: str, entry: dict) -> str:
-    """For attribution, an estimate of per-head denoising: where the exact patch finds the named heads (a named head on
-    top in most pairs) and attribution does not, the miss said after the verdict's own reading (which, like every
-    other cell's, may be "inconclusive"), with both fractions; else ""."""
+    """For attribution, an estimate of per-head denoising: where the exact patch puts a named head on top in most pairs
+    and attribution does not, the miss, with both fractions; else ""."""
     if method != "attribution" or entry["fractions"]["found"] >= MOSTLY:
         return ""
     exact = measured["heads"]["denoising"]["kinds"].get(f"{entry['kind']}/{entry['block']}")
@@ -184,9 +181,8 @@ def counts(fractions: dict, pairs: int) -> tuple[int, int]:
 
 
 def inconclusive(fractions: dict, pairs: int) -> str:
-    """A verdict whose pairs mostly have no head clearing the null bar: the chance of a random pick (a pick that
-    need not clear the null) is no yardstick, so it is read among the pairs where a head does clear it, counted from
-    the fractions (found / (1 - nothing)) and the number of pairs."""
+    """A verdict whose pairs mostly have no head clearing the null bar, read among the pairs where one does (a
+    random pick need not clear the null, so it is no yardstick there)."""
     found, cleared = counts(fractions, pairs)
     said = f"inconclusive: no head clears the null bar in {_percent(fractions['nothing'])} of pairs"
     if cleared == 0:
@@ -365,14 +361,18 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     paired = (f" (two-sided exact sign test {said_p}; the mean paired score difference is {mean:.3f} ± "
               f"{(high - low) / 2:.3f}, {MEAN_Z:.2f} standard errors)")  # fmt: skip
     apart = p_sign < ASSOCIATION_P and not low <= 0 <= high
-    order = "So " if not apart else (f"So pair by pair the scores are ordered after all: head "
-                                     f"{first if higher * 2 > pairs else second}'s is reliably the higher; ")
-    if higher * 2 == pairs:
+    span = lambda counts: f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"  # noqa: E731
+    if not apart:  # the scores tie pair by pair too: no score order for the methods to follow or reverse
+        favoured, counts = ((second, [pairs - c for c in shares_first]) if sum(shares_first) * 2 < pairs * len(shares_first)
+                            else (first, shares_first))  # fmt: skip
+        order = (f"So pair by pair the scores do not order the two reliably either, while the methods give head "
+                 f"{favoured}'s share the larger in {span(counts)} of the {pairs} pairs. ")
+    elif higher * 2 == pairs:
         order = ""  # the scores split the pairs evenly: no order to follow or reverse
     else:
+        order = f"So pair by pair the scores are ordered after all: head {first if higher * 2 > pairs else second}'s is reliably the higher; "
         leader, other = (first, second) if higher * 2 > pairs else (second, first)
         led = [count if leader == first else pairs - count for count in shares_first]  # pairs where leader's share is larger
-        span = lambda counts: f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"  # noqa: E731
         if all(count * 2 < pairs for count in led):
             order += (f"in the counts the methods reverse the score order: head {other}'s share is the larger in "
                       f"{span([pairs - count for count in led])} of the {pairs} pairs though its score is the lower in "

@@ -5,6 +5,7 @@ word is chosen from the report's ``heads.name_scores.previous_token`` (``by_quer
 
 from __future__ import annotations
 
+from residlab.course.lab07.chance import independent_range
 from residlab.course.lab07.head_sentences import score_tie
 
 HALF = 0.5  # a head "turns away" from the previous token where less than half its attention goes there
@@ -41,11 +42,16 @@ def changed_positions_sentence(report: dict) -> str:
     mean = {h: sum(values[h]) / pairs for h in tie}
     leader = second if sum(second_higher) * 2 > pairs else first
     queries = " and ".join(map(str, at["queries"]))
+    low, high = independent_range(pairs, sum(second_higher), sum(second_larger))
+    aligned = (f"more than independent orders with these counts would ({low} to {high}, a two-sided 95 % range), so "
+               f"pair by pair too" if agree > high else
+               f"within what independent orders with these counts give ({low} to {high}, a two-sided 95 % range), so "
+               f"the two agree on which head leads overall, not pair by pair beyond chance")
     said = (f"Read where the matched-position design acts, at the query positions that read its changed tokens "
             f"({queries}), head {second} gives the previous token {mean[second]:.2f} of its attention on average and "
             f"head {first} {mean[first]:.2f}; head {second}'s is the higher in {sum(second_higher)} of the {pairs} "
-            f"pairs, so there head {leader} leads, and that order agrees with per-head denoising's (whose share is the "
-            f"larger) in {agree} of the {pairs} pairs.")
+            f"pairs, so there head {leader} leads, and pair by pair that order agrees with per-head denoising's (whose "
+            f"share is the larger) in {agree} of the {pairs} pairs, {aligned}.")
     turn = _turns_away(by_query[0][second])
     if turn is not None:
         late = ", ".join(f"{value:.2f}" for value in by_query[0][second][turn - 1:])

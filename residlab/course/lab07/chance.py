@@ -127,10 +127,15 @@ def null_bar_position(pairs: int) -> str:
             f"{_nth_largest(nearer)}")
 
 
-def null_bar_exceeded(pairs: int) -> str:
+def null_bar_count(pairs: int) -> int:
     """In how many of ``pairs`` null pairs some head of the block clears the null bar (``null_bar_position``): the
     values above the interpolated percentile, ties aside."""
-    above = pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))
+    return pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))
+
+
+def null_bar_exceeded(pairs: int) -> str:
+    """``null_bar_count`` in words."""
+    above = null_bar_count(pairs)
     return f"{above} of the {pairs} null pairs ({percent(above / pairs)}, ties aside)"
 
 
@@ -182,33 +187,30 @@ def naming_permutation(report: dict, name: str, method: str, entry: dict) -> tup
     return p, len(rates), max((rate for naming, rate in rates.items() if naming != rule), default=0.0)
 
 
-def naming_sentence(report: dict, name: str, method: str, entry: dict) -> str:
-    """``naming_permutation`` in words: how many namings do at least as well, the best other's rate, the permutation p
-    and the least p the block allows; "" for a report without per-pair shares."""
-    found = naming_permutation(report, name, method, entry)
-    if found is None:
+def naming_sentence(namings: tuple[float, int, float] | None, size: int) -> str:
+    """``naming_permutation``'s result, for a naming of ``size`` heads, in words: how many namings do at least as
+    well, the best other's rate, the permutation p and the least p the block allows; "" for None."""
+    if namings is None:
         return ""
-    p, namings, best = found
-    size = len(entry["named"])
-    least = 1 / namings
+    p, count, best = namings
+    least = 1 / count
     reading = (f"no naming of this block could go below {least:.2g}, so against chance over namings this is no test, "
                f"whatever the pairs show" if least >= NAMING_TEST else
                f"{'below' if p < NAMING_TEST else 'not below'} {NAMING_TEST:g}")
-    others = round(p * namings) - 1  # the rule's own naming does as well as itself
-    return (f" Chance enters the rule once per model, where it names the heads, not once per pair: of the {namings} "
+    others = round(p * count) - 1  # the rule's own naming does as well as itself
+    return (f" Chance enters the rule once per model, where it names the heads, not once per pair: of the {count} "
             f"ways to name {size} of the block's heads the mechanism does not predict near 0, "
             f"{'no other naming puts' if not others else f'{others} other naming puts' if others == 1 else f'{others} other namings put'} "
             f"a head on top and above the bar at least as often as the rule's (the best other: {percent(best)} of "
-            f"pairs); counting the rule's own, {others + 1} of {namings}, a permutation p of {p:.2g}; {reading}.")
+            f"pairs); counting the rule's own, {others + 1} of {count}, a permutation p of {p:.2g}; {reading}.")
 
 
-def naming_outcome(report: dict, name: str, method: str, entry: dict) -> str:
-    """``naming_sentence`` in a few words: "over the 6 namings p = 0.17, no test"; "" without per-pair shares."""
-    found = naming_permutation(report, name, method, entry)
-    if found is None:
+def naming_outcome(namings: tuple[float, int, float] | None) -> str:
+    """``naming_sentence`` in a few words: "over the 6 namings p = 0.17, no test"; "" for None."""
+    if namings is None:
         return ""
-    p, namings, _ = found
-    return f"over the {namings} namings p = {p:.2g}" + (", no test" if 1 / namings >= NAMING_TEST else "")
+    p, count, _ = namings
+    return f"over the {count} namings p = {p:.2g}" + (", no test" if 1 / count >= NAMING_TEST else "")
 
 
 def null_reach_sentence(report: dict) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.chance import null_bar_exceeded, p_text, wilson, wilson_bounds
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z
+from residlab.course.lab07.chance import null_bar_count, null_bar_exceeded, p_text, wilson, wilson_bounds
+from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
 from residlab.course.lab07.sentences import (
     MOSTLY, _interval, _percent, _small_interval, _small_parts, _up, _value, observed, table_mean,
@@ -160,32 +160,34 @@ def paired_words(entry: dict) -> str:
 
 
 def size_against_null(entry: dict, heads: list) -> str:
-    """Per named head of ``entry``'s block: its mean share and how often the share clears the null bar (signed: one
-    past it the wrong way is no detection) on the held-out pairs against the null pairs, with the one-sided Fisher p
-    (``clears_p``); a test of the heads' sizes that no design decides, where which head tops the block may be
-    decided. "" for a report without it."""
-    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]] if heads else []
-    if not cells or any("clears_p" not in cell for _, cell in cells):
+    """Per named head: its mean share and how often it clears the null bar (signed: past it the wrong way is no
+    detection) on the held-out against the null pairs, with the one-sided Fisher p (``clears_p``); "" without it."""
+    cells = _named_cells(entry, heads)
+    if not cells:
         return ""
     return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) above the null bar in "
                      f"{_percent(cell['clears_fraction'])} of pairs against {_percent(cell['null_clears_fraction'])} of "
                      f"the null pairs ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
 
 
-def size_summary(entry: dict, heads: list) -> str:
-    """``size_against_null`` in a few words: per named head, how often its share clears the null bar (signed) on the
-    held-out and on the null pairs, and the largest of their Fisher p. "" for a report without it."""
+def _named_cells(entry: dict, heads: list) -> list[tuple[int, dict]]:
+    """(head, per-head cell) for ``entry``'s named heads; [] where the report lacks the signed null passes."""
     cells = [(head, heads[entry["block"]][head]) for head in entry["named"]] if heads else []
-    if not cells or any("clears_p" not in cell for _, cell in cells):
+    return [] if any("clears_p" not in cell for _, cell in cells) else cells
+
+
+def size_summary(entry: dict, heads: list) -> str:
+    """``size_against_null`` in a few words, with the null's cap by construction; "" for a report without it."""
+    cells = _named_cells(entry, heads)
+    if not cells:
         return ""
     listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['clears_fraction'])} vs "
                        f"{_percent(cell['null_clears_fraction'])} ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
     pairs = cells[0][1]["pairs"]
-    cap = pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))  # as ``chance.null_bar_exceeded``
-    return f"sizes above the null bar, held-out vs null pairs (the null's at most {_percent(cap / pairs)} by construction): {listed}"
+    return f"sizes above the null bar, held-out vs null pairs (the null's at most {_percent(null_bar_count(pairs) / pairs)} by construction): {listed}"
 
 
-def null_top_outcome(entry: dict, pairs: int, meaning: bool = False) -> str:
+def null_top_outcome(entry: dict, meaning: bool = False) -> str:
     """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
     reads it, in short), with ``meaning`` what that null's rate says; "" for a report without it."""
     if "null_top_named" not in entry:

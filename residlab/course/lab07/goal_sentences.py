@@ -48,9 +48,9 @@ def which_are_tests(report: dict) -> str:
                           f"head of the block near 0, so none competes: which head tops the block is only described there "
                           f"against the model's own null, and the heads' sizes are tested against the null pairs"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
-                tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry, pairs)]
+                tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry)]
                 notes += [f"the bar aside, per-head denoising puts a named head on top of the block in "
-                          f"{null_top_outcome(tested[0], pairs)}"] if tested else []
+                          f"{null_top_outcome(tested[0])}"] if tested else []
                 notes += [size_summary(tested[0], measured["heads"]["denoising"]["heads"])] if tested else []
                 changed = report["designs"][name]["changed"]
                 scope = (f"at period {report['distribution']['period']} in every pair, "

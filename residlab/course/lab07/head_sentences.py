@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from residlab.course.lab07.chance import (
-    ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, naming_outcome, naming_sentence,
-    rank_association, sign_test, smallest_tail, wilson,
+    ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, naming_outcome, naming_permutation,
+    naming_sentence, rank_association, sign_test, smallest_tail, wilson,
 )
 from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence, size_against_null, size_summary
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
@@ -70,7 +70,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             reading = complement_words(other, entry["block"])
             outcome = "Not a test of its own" + (f"; {sizes}" if (sizes := size_summary(entry, measured["heads"][method].get("heads") or [])) else "")
         else:
-            movable = entry.get("movable", len(entry["named"]))
+            movable, namings = entry.get("movable", len(entry["named"])), naming_permutation(report, name, method, entry)
             chance = (f"a random pick among the {movable} heads the mechanism does not predict near 0 in this design would "
                       f"name one in {_percent(entry['chance'])} of the pairs where a head clears the null bar")  # fmt: skip
             cleared = 1 - fractions["nothing"]
@@ -83,12 +83,12 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"(a sanity check, for a blind guess is a low bar: {against_chance(found, base, entry['chance'])})"
                            + _one_head_carries(entry))  # fmt: skip
-                against_null = null_top_outcome(entry, pairs, meaning=True)  # the verdict, the model's null, the random pick
+                against_null = null_top_outcome(entry, meaning=True)  # the verdict, the model's null, the random pick
                 outcome = (f"A named head on top and above the bar in {_percent(fractions['found'])} of pairs (95 % "
                            f"Wilson {wilson(fractions['found'], pairs)})"
                            + (f"; the bar aside, in {against_null}" if against_null else "")
                            + f"; above a random pick pair by pair ({_percent(entry['chance'])}, a sanity check"
-                           + (f"; {naming}" if (naming := naming_outcome(report, name, method, entry)) else "") + ")")  # fmt: skip
+                           + (f"; {naming}" if (naming := naming_outcome(namings)) else "") + ")")  # fmt: skip
             elif fractions.get("other_kind", 0) >= MOSTLY:
                 reading = (f"heads of another named kind are on top in most pairs ({_percent(fractions['other_kind'])}, "
                            f"{most_caveat(fractions['other_kind'], pairs)}): the verdict says which kind carries "
@@ -113,10 +113,10 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                     outcome = "Above a random pick's rate, not in most pairs"
             shortfall = missed(measured, method, entry)
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
-            over_namings = naming_sentence(report, name, method, entry)
+            over_namings = naming_sentence(namings, len(entry["named"]))
             reading += "." + over_namings.removesuffix(".") if over_namings else ""  # null_top_sentence ends it
             if not outcome.startswith("A named head on top"):  # the found outcome says it already
-                against_null = null_top_outcome(entry, pairs)
+                against_null = null_top_outcome(entry)
                 outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
             sizes = size_summary(entry, measured["heads"][method].get("heads") or [])
             outcome += f"; {sizes}" if sizes else ""  # the test of the named heads, as in every other cell

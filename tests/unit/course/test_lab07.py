@@ -1266,9 +1266,10 @@ def test_chance_over_namings_is_a_permutation_over_every_naming_of_the_movable_h
     assert namings == 6 and best == 0.8 and p == 3 / 6
     assert chance.naming_permutation(report, "d", "denoising", {**entry, "named": [0, 2]})[0] == 1 / 6
     assert chance.naming_permutation(report, "d", "denoising", {**entry, "fixed": [3]})[1] == 3  # only 3 heads can be named
-    said = chance.naming_sentence(report, "d", "denoising", entry)
+    said = chance.naming_sentence(chance.naming_permutation(report, "d", "denoising", entry), len(entry["named"]))
     assert "of the 6 ways to name 2" in said and "a permutation p of 0.5" in said and "could go below 0.17" in said
-    assert chance.naming_outcome(report, "d", "denoising", entry) == "over the 6 namings p = 0.5, no test"
+    assert chance.naming_outcome(chance.naming_permutation(report, "d", "denoising", entry)) == "over the 6 namings p = 0.5, no test"
+    assert chance.naming_sentence(None, 2) == chance.naming_outcome(None) == ""  # a report without per-pair shares
 
 
 def test_a_named_heads_size_is_read_signed_against_the_null_pairs():

@@ -3,7 +3,12 @@
 Derived files: the runners in ``assets/labs/``, ``assets/labs/residual-requirements.txt``, ``_variables.yml`` and
 ``_pages.yml`` (the navbar, the sidebar and the resources, from the registry of page families,
 ``residlab/course/pages.py``), ``_releases.yml`` (the navbar's Releases menu, from the course releases under
-``releases/``, ``release``), and the README's table of pages (between its markers). The tests run the check, so a page, a runner and the pins cannot drift apart.
+``releases/``, ``release``), and the generated blocks of hand-written files (``GENERATED_BLOCKS``: the README's
+table of pages, the home page's learning path and downloads table, the Instructors page's table of pins), each
+between its two marker lines. The tests run the check, so a page, a runner and the pins cannot drift apart.
+
+A page whose every value is written here executes no Python when the site renders: each executed page costs a
+Jupyter kernel's start and stop, more than these pages' own cells took (``benchmarks/README.md``, "The render").
 """
 
 from __future__ import annotations
@@ -16,9 +21,35 @@ from residlab.build import pins
 from residlab.build import release
 from residlab.build import runners
 from residlab.course import pages
+from residlab.pythia.lock import load_lock
 
 
 LOCK_NAME = "residlab/locks/pythia-14m.lock.json"
+REGISTRY_NAME = "residlab/course/pages.py"
+
+# file -> its generated blocks: (the block's name in its markers, the source its markers name, what writes it)
+GENERATED_BLOCKS = {
+    "README.md": [("the table of pages", REGISTRY_NAME, pages.readme_table)],
+    "index.qmd": [("the learning path", REGISTRY_NAME, pages.learning_path),
+                  ("the downloads table", REGISTRY_NAME, pages.downloads_table)],
+    "instructors.qmd": [("the table of pins", LOCK_NAME, lambda: pins.pins_table(load_lock()))],
+}
+
+
+def block_markers(name: str, source: str) -> tuple[str, str]:
+    """The two lines that enclose a generated block."""
+    return f"<!-- {name}: written by `residlab sync` from {source} -->", f"<!-- end of {name} -->"
+
+
+def with_generated_blocks(text: str, where: str) -> str:
+    """``text`` (the file ``where``) with each of its ``GENERATED_BLOCKS`` rewritten between its markers."""
+    for name, source, write in GENERATED_BLOCKS[where]:
+        start, end = block_markers(name, source)
+        if text.count(start) != 1 or text.count(end) != 1:
+            raise ValueError(f"{where} must hold the lines {start} and {end} once each")
+        before, rest = text.split(start)
+        text = f"{before}{start}\n{write()}{end}{rest.split(end)[1]}"
+    return text
 
 
 def default_site_root() -> Path:
@@ -32,9 +63,10 @@ def derived_files(site_root: Path) -> dict[Path, str]:
     outputs.update(pins.pinned_outputs(site_root, lock))
     outputs[site_root / pages.METADATA_FILE] = pages.metadata_yaml()
     outputs[site_root / release.RELEASES_FILE] = release.releases_yaml(site_root)
-    readme = site_root / "README.md"
-    if readme.is_file():  # the table of pages between its markers; the rest of the README is written by hand
-        outputs[readme] = pages.readme_with_table(readme.read_text(encoding="utf-8"))
+    for where in GENERATED_BLOCKS:  # the blocks between their markers; the rest of each file is written by hand
+        path = site_root / where
+        if path.is_file():
+            outputs[path] = with_generated_blocks(path.read_text(encoding="utf-8"), where)
     return outputs
 
 

@@ -8,9 +8,8 @@ What reads it, so that no page or runner name is typed twice:
   includes that file through Quarto's own ``metadata-files``, and ``residlab sync --check`` fails when it has
   drifted;
 - ``residlab sync`` builds the runners ``RUNNERS`` lists (``residlab/build/runners.py`` reads them from here);
-- the home page's learning path and downloads table are ``learning_path()`` and ``downloads_table()``, through
-  the front door; the README's table of pages is ``readme_table()``, which ``residlab sync`` writes between its
-  markers;
+- the home page's learning path and downloads table are ``learning_path()`` and ``downloads_table()``, and the
+  README's table of pages is ``readme_table()``: ``residlab sync`` writes each between its markers in that file;
 - a page's shown cells that run from a download (``ShownCode``): ``residlab/course/downloads.py`` while the page is
   built, ``residlab site check`` and ``tests/runners/test_shown_code.py``;
 - the tests read their lists of pages, runners and downloads from here.
@@ -331,7 +330,7 @@ FAMILIES = (
                     "capture/patching.py", "capture/versions.py", "capture/vectors.py", "audit/measures.py",
                     "course/models/threads.py", "course/models/induction/recipe.py", "course/models/induction/measures.py",
                     *(f"course/lab07/{name}.py" for name in ("verdicts", "designs", "predictions", "patching", "cells",
-                                                              "attribution", "distribution", "lab")),
+                                                              "attribution", "distribution", "naming", "lab")),
                 ),
                 "Lab 07: activation, path and attribution patching on the induction model, over held-out prompt pairs "
                 "and their null pairs",
@@ -496,10 +495,6 @@ def learning_path() -> str:
                    for number, family in enumerate(on_path, 1))
 
 
-README_TABLE_START = "<!-- the table of pages: written by `residlab sync` from residlab/course/pages.py -->"
-README_TABLE_END = "<!-- end of the table of pages -->"
-
-
 def readme_table() -> str:
     """The README's table of pages (Markdown), every family but the front page, in the registry's order."""
     rows = ["| page | source | what it holds |", "| --- | --- | --- |"]
@@ -508,12 +503,3 @@ def readme_table() -> str:
         name = f'{family.label} "{family.title}"' if family.label else family.navbar_text or family.title
         rows.append(f"| {name} | `{source}` | {family.summary} |")
     return "\n".join(rows) + "\n"
-
-
-def readme_with_table(readme: str) -> str:
-    """``readme`` with the text between its table markers replaced by ``readme_table()``."""
-    if readme.count(README_TABLE_START) != 1 or readme.count(README_TABLE_END) != 1:
-        raise ValueError(f"README.md must hold the lines {README_TABLE_START} and {README_TABLE_END} once each")
-    before, rest = readme.split(README_TABLE_START)
-    after = rest.split(README_TABLE_END)[1]
-    return f"{before}{README_TABLE_START}\n{readme_table()}{README_TABLE_END}{after}"

@@ -22,9 +22,10 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   grids are one tensor or one intervention under two names, or a hybrid prompt's run: marked before any value is read.
 - ``predictions``: where the mechanism predicts a head's share near 0, the prediction tested against the null pairs
   (one-sided Fisher exact test of how often the share passes the null bar, counted in size), said in words.
-- ``distribution``: the held-out pairs, their null pairs (a change of each design's own kind), the heads named by a
-  rule that can fail on a draw of their own, and every method's mean share, interval and verdict fractions over the
-  pairs.
+- ``distribution``: the held-out pairs, their null pairs (a change of each design's own kind), every method's mean
+  share, interval and verdict fractions over the pairs, the null bar with its resampled range, and each head's share
+  against its own null pair's, pair by pair (``null_paired``).
+- ``naming``: the heads named by a rule that can fail (a score above its own control), on a draw of their own.
 - ``lab``: ``run_lab(model)``, the whole report (plain data: the worked example, the distribution over pairs, the
   untrained models' gaps as a labelled baseline), ``summary_lines`` and ``main``, the runner
   ``assets/labs/patching_methods.py``.
@@ -36,8 +37,9 @@ trained model: pairs that change a token the mechanism does not use (``distribut
   the verdicts at a glance.
 - ``head_sentences``: Part 6's sentences about heads over the pairs (verdicts, score ties, current-token heads);
   ``chance``: the chance models they read counts against (Wilson intervals, independent orders, rank correlation,
-  the permutation over namings) and the null's reach at the end of the prompt; ``position_sentences``: attention read
-  position by position, where the matched-position design acts.
+  the permutation over namings, the null bar's resampled range) and the null's reach at the end of the prompt;
+  ``position_sentences``: attention read position by position, where the matched-position design acts;
+  ``size_sentences``: a named head's size against its own null pair's share, pair by pair.
 - ``figures``: the SVG heatmaps drawn at build time and the explorer's data island
   (``assets/explorers/patching-explorer.js``).
 - ``page``: the report of this render's induction model, once per render, and the invariants the page asserts.

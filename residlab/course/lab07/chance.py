@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_POSITION
-from residlab.course.lab07.verdicts import percent
+from residlab.course.lab07.distribution import BAR_RESAMPLES, INTERVAL, MEAN_Z, NULL_POSITION
+from residlab.course.lab07.verdicts import METHOD_NAMES, percent
 
 def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
     """The 95 % Wilson score interval of a fraction of ``pairs`` pairs."""
@@ -52,6 +52,22 @@ def smallest_tail(pairs: int, first_by_score: int, first_by_share: int) -> float
     test whose smallest p is above its bar could not have rejected, whatever the orders."""
     most = _agreement_law(pairs, first_by_score, first_by_share)[-1][0]
     return agreement_tail(pairs, first_by_score, first_by_share, most)
+
+
+def unreachable_order_words(tails: list[tuple[str, float, float]], tests: int) -> str:
+    """The order tests that no margin lets pass a Bonferroni bar over ``tests`` tests, read for what they show:
+    ``tails``, per method (name, observed one-sided p, the least p its margins allow). Where the agreement is the most
+    the counts allow, that is said, with its p: below 0.05 uncorrected it is suggestive, not shown."""
+    at_most = [method for method, tail, least in tails if tail <= least]
+    where = "in every method" if len(at_most) == len(tails) else f"for {' and '.join(at_most)}"
+    observed_p = ", ".join(f"{tail:.3f}" for _, tail, _ in tails)
+    lead = (f"by order, the agreement is the most these counts allow {where} (one-sided p {observed_p} under independent "
+            f"orders), " if at_most else f"by order, the one-sided p of agreement under independent orders is {observed_p}; ")
+    linked = at_most and max(tail for _, tail, _ in tails) < ASSOCIATION_P
+    return (f"{lead}yet no order test here could pass a Bonferroni bar over the {tests} tests ({ASSOCIATION_P / tests:.3f}: even "
+            f"the most agreement possible has p {min(least for _, _, least in tails):.2f} or more), and the tests share "
+            f"their pairs" + (": suggestive of a link between score and share order, not shown" if linked else
+                              ", so the orders are not read as linked"))
 
 
 def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list[tuple[int, float]]:
@@ -131,6 +147,24 @@ def null_bar_count(pairs: int) -> int:
     """In how many of ``pairs`` null pairs some head of the block clears the null bar (``null_bar_position``): the
     values above the interpolated percentile, ties aside."""
     return pairs - 1 - math.floor(INTERVAL[1] / 100 * (pairs - 1))
+
+
+def bar_range_sentence(report: dict, name: str = "matched_position", method: str = "denoising") -> str:
+    """How far one draw's null bar could lie from another's (``null.heads_bar_range``: the null pairs resampled), for
+    ``method`` in design ``name``, block by block; "" for a report without it."""
+    null = report["distribution"]["designs"][name]["null"]
+    if "heads_bar_range" not in null:
+        return ""
+    bars, ranges = null["heads"][method], null["heads_bar_range"][method]
+    listed = " and ".join(f"block {block}'s {bar:.3f} between {low:.3f} and {high:.3f}"
+                          for block, (bar, (low, high)) in enumerate(zip(bars, ranges)))  # fmt: skip
+    widest = max(high / low for low, high in ranges if low > 0)
+    return (f"Resampling the null pairs shows how far another draw's bar could lie (a rough range: the middle 95 % of "
+            f"the bar over {BAR_RESAMPLES:,} resamples, which cannot reach past the draw's own largest value, so it "
+            f"understates how high another draw's bar could lie); for {METHOD_NAMES[method]} in the "
+            f"{name.replace('_', '-')} design, {listed}, up to {widest:.0f} times apart. Every fraction counted against "
+            f"a bar moves with it, the verdicts' included, so a named head's size is tested pair by pair instead, "
+            f"against its share on the held-out pair's own null pair, which no bar enters (Part 6).")
 
 
 def null_bar_exceeded(pairs: int) -> str:

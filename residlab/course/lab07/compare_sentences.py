@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from residlab.course.lab07.chance import null_bar_count, null_bar_exceeded, p_text, wilson, wilson_bounds
+from residlab.course.lab07.chance import p_text, wilson, wilson_bounds
 from residlab.course.lab07.distribution import MEAN_Z
 from residlab.course.lab07.cells import by_construction, distinct_cells, hybrid, zero_identity
 from residlab.course.lab07.sentences import (
@@ -159,34 +159,6 @@ def paired_words(entry: dict) -> str:
     return f"{held_only} pairs to {null_only}"
 
 
-def size_against_null(entry: dict, heads: list) -> str:
-    """Per named head: its mean share and how often it clears the null bar (signed: past it the wrong way is no
-    detection) on the held-out against the null pairs, with the one-sided Fisher p (``clears_p``); "" without it."""
-    cells = _named_cells(entry, heads)
-    if not cells:
-        return ""
-    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) above the null bar in "
-                     f"{_percent(cell['clears_fraction'])} of pairs against {_percent(cell['null_clears_fraction'])} of "
-                     f"the null pairs ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
-
-
-def _named_cells(entry: dict, heads: list) -> list[tuple[int, dict]]:
-    """(head, per-head cell) for ``entry``'s named heads; [] where the report lacks the signed null passes."""
-    cells = [(head, heads[entry["block"]][head]) for head in entry["named"]] if heads else []
-    return [] if any("clears_p" not in cell for _, cell in cells) else cells
-
-
-def size_summary(entry: dict, heads: list) -> str:
-    """``size_against_null`` in a few words, with the null's cap by construction; "" for a report without it."""
-    cells = _named_cells(entry, heads)
-    if not cells:
-        return ""
-    listed = ", ".join(f"{entry['block']}.{head} {_percent(cell['clears_fraction'])} vs "
-                       f"{_percent(cell['null_clears_fraction'])} ({p_text(cell['clears_p'])})" for head, cell in cells)  # fmt: skip
-    pairs = cells[0][1]["pairs"]
-    return f"sizes above the null bar, held-out vs null pairs (the null's at most {_percent(null_bar_count(pairs) / pairs)} by construction): {listed}"
-
-
 def null_top_outcome(entry: dict, meaning: bool = False) -> str:
     """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
     reads it, in short), with ``meaning`` what that null's rate says; "" for a report without it."""
@@ -229,9 +201,8 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
             f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "
             f"on top in {held_only} and only the null pair in {null_only} (two-sided exact McNemar test, "
             f"{p_text(entry['top_named_p'])}, of whether the two rates differ): {reading}. This describes; it does not "
-            f"test the named heads (on the null pairs the top share clears the bar in at most "
-            f"{null_bar_exceeded(pairs)}, by construction, as the rule above these tables says); their sizes against "
-            f"the null pairs test whether they carry part of the contrast, though not their role")
+            f"test the named heads (on the null pairs the top share lies below the bar by construction, the rule above "
+            f"these tables says why)")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

@@ -16,12 +16,6 @@ the null's positions get from the readout and the position before it, head by he
 answer at the readout, so every share the null gives is expected to be near 0; the spread of its shares over pairs,
 read with the design's own metric and divided by the design's own gap, is what a share must clear.
 
-Heads are named by a rule that can fail (``named_heads``): a head is a previous-token, current-token or induction
-head when its attention score exceeds its own control score by ``NAME_MARGIN``; the control is the same head's
-attention two positions back (no mechanism of the task reads that offset) and, for induction, its attention at the
-induction offset on sequences whose second half is no repeat. Any number of heads, none included, can be named.
-The scores are taken on a draw of their own (``naming_sequences``), so no pair's sequence names a head.
-
 ``cells.identities`` lists the cells whose value the construction fixes; they are marked, checked, and never read as a
 finding.
 """
@@ -36,100 +30,26 @@ import torch
 from residlab.capture.sites import site_name
 from residlab.course.lab07.attribution import corrupt_gradients, head_attribution, head_error_split
 from residlab.course.lab07.cells import check_identities, check_mirror, identities
-from residlab.course.lab07.predictions import more_often_p, paired_p
 from residlab.course.lab07.designs import UNTESTABLE, Design, make_design, untestable
+from residlab.course.lab07.predictions import higher_p, more_often_p, paired_p
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, activation_grids, head_grid, head_path_patching, path_patching, prepare,
 )
-from residlab.course.lab07.verdicts import HEAD_KINDS, VERDICTS
+from residlab.course.lab07.verdicts import VERDICTS
 from residlab.course.models.induction.measures import (
-    EXAMPLE_PERIOD, HELD_OUT_PER_PERIOD, attention_weights, held_out_sequences, induction_score,
+    EXAMPLE_PERIOD, HELD_OUT_PER_PERIOD, attention_weights, held_out_sequences,
 )
-from residlab.course.models.induction.recipe import VOCAB_SIZE, repeated_sequences
+from residlab.course.models.induction.recipe import VOCAB_SIZE
 
 PAIRS = HELD_OUT_PER_PERIOD  # held-out pairs per design: every held-out sequence of the example's period
 INTERVAL = (2.5, 97.5)  # the percentile interval over pairs the report gives beside each mean
 INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
 MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
-NAME_MARGIN = 0.5  # a head is named a kind when its score exceeds its control score by this much attention
-CONTROL_OFFSET = 2  # the control of a positional score: attention this many positions back
-CONTROL_SEED = 2027 + 11  # draws the unrepeated second halves of the induction control
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
+BAR_RESAMPLES = 2000  # resamples of the null pairs that show how far one draw's null bar could lie from another's
+BAR_SEED = 2027 + 17
 def _round(value):
     return None if value is None else round(float(value), 6)
-
-
-# ---- heads named by attention scores against their own control ------------------------------------------------
-
-
-NAMING_SEED = 2027 + 13  # the naming draw: the site's rule from a generator of its own, apart from the pairs' draw
-
-
-def naming_sequences() -> dict[int, torch.Tensor]:
-    """Period -> the sequences the heads are named on: as many per period as the held-out draw, by the same rule, from
-    ``NAMING_SEED``; none of them is a held-out sequence (checked), so a verdict over the pairs tests the naming on
-    sequences it never saw."""
-    naming, held_out = held_out_sequences(seed=NAMING_SEED), held_out_sequences()
-    for period, tokens in naming.items():
-        shared = {tuple(row) for row in tokens.tolist()} & {tuple(row) for row in held_out[period].tolist()}
-        if shared:
-            raise ValueError(f"the naming draw shares {len(shared)} sequence(s) of period {period} with the held-out one")
-    return naming
-
-
-def _positional_scores(weights: torch.Tensor) -> dict[str, torch.Tensor]:
-    """kind -> (blocks, heads, sequences): each head's mean attention one position back and at its own position."""
-    # from query position 1 on: at position 0 a head can attend only to itself (causal), a forced 1
-    return {kind: weights.diagonal(offset=offset, dim1=-2, dim2=-1)[..., 1 + offset:].mean(dim=-1)
-            for kind, offset in (("previous_token", -1), ("current_token", 0))}  # fmt: skip
-
-
-def head_name_scores(model, sequences: dict | None = None) -> dict:
-    """kind -> {"scores": (blocks x heads), "controls": (blocks x heads)}, each the mean over periods of the mean
-    over that period's ``sequences`` (default: ``naming_sequences``, apart from the pairs); for the positional kinds
-    also "spread" (blocks x heads), each head's score sequence by sequence, summarised over every sequence of every
-    period pooled (``summarise``), "spread_periods", the periods pooled, and "pair_sequences" (blocks x heads x
-    sequences): each head's score on each clean prompt of the pairs (the held-out sequences of ``EXAMPLE_PERIOD``
-    less their last token), in their order, so a head's attention is set beside its causal shares on the very inputs
-    the methods patch; "by_query" and "at_changed" read the same prompts position by position."""
-    sequences = naming_sequences() if sequences is None else sequences
-    generator = torch.Generator().manual_seed(CONTROL_SEED)
-    parts = {kind: ([], []) for kind in HEAD_KINDS}
-    per_sequence = {"previous_token": [], "current_token": []}  # (blocks, heads, sequences) per period
-    for period, tokens in sequences.items():
-        weights = attention_weights(model, tokens)
-        control = weights.diagonal(offset=-CONTROL_OFFSET, dim1=-2, dim2=-1).mean(dim=(-2, -1))
-        for kind, each in _positional_scores(weights).items():
-            per_sequence[kind].append(each)
-            parts[kind][0].append(each.mean(dim=-1))
-            parts[kind][1].append(control)
-        unrepeated = torch.cat([tokens[:, :period], repeated_sequences(generator, len(tokens), period)[:, period:]], 1)
-        parts["induction"][0].append(induction_score(weights, period))
-        parts["induction"][1].append(induction_score(attention_weights(model, unrepeated), period))
-    out = {kind: {key: [[_round(v) for v in row] for row in torch.stack(values).mean(0).tolist()]
-                  for key, values in zip(("scores", "controls"), pair)} for kind, pair in parts.items()}  # fmt: skip
-    # on the prompts the methods patch (2P - 1 tokens: the target is no query position of theirs)
-    pair_weights = attention_weights(model, held_out_sequences()[EXAMPLE_PERIOD][:, : 2 * EXAMPLE_PERIOD - 1])
-    paired = _positional_scores(pair_weights)
-    # position by position on the pairs' sequences: each head's attention one position back at every query position
-    # (the score averages them all), and at the queries that read the matched-position design's changed tokens
-    back = pair_weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (blocks, heads, pairs, n - 1): query t + 1 reads t
-    changed = [position + 1 for position in make_design("matched_position", held_out_sequences()[EXAMPLE_PERIOD][0]).changed]
-    out["previous_token"]["by_query"] = [[[_round(v) for v in row] for row in block] for block in back.mean(dim=2).tolist()]
-    out["previous_token"]["at_changed"] = {"queries": changed, "pair_sequences": [[[_round(v) for v in row] for row in block]
-                                           for block in back[..., [q - 1 for q in changed]].mean(dim=-1).tolist()]}  # fmt: skip
-    for kind, values in per_sequence.items():  # the spread of each head's score over the naming sequences
-        pooled = torch.cat(values, dim=-1)
-        out[kind]["spread"] = [[summarise(row.tolist()) for row in block] for block in pooled]
-        out[kind]["spread_periods"] = [int(period) for period in sequences]
-        out[kind]["pair_sequences"] = [[[_round(v) for v in row] for row in block] for block in paired[kind].tolist()]
-    return out
-
-
-def named_heads(scores: dict, margin: float = NAME_MARGIN) -> dict[str, list[list[int]]]:
-    """kind -> [[block, head], ...]: every head whose score exceeds its control by ``margin`` (none, one or many)."""
-    return {kind: [[block, head] for block, row in enumerate(table["scores"]) for head, score in enumerate(row)
-                   if score - table["controls"][block][head] >= margin] for kind, table in scores.items()}  # fmt: skip
 
 
 # ---- the pairs ---------------------------------------------------------------------------------------------
@@ -255,6 +175,10 @@ def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = fr
               for method in HEAD_METHODS}  # fmt: skip
     bars = {method: [_round(torch.quantile(torch.tensor(block, dtype=torch.float64), INTERVAL[1] / 100)) for block in blocks]
             for method, blocks in maxima.items()}  # fmt: skip
+    # the bar is an upper percentile of few heavy-tailed values: resampled, its middle 95 % (the fractions read
+    # against it move with it; a named head's size is therefore also read pair by pair, with no bar: ``head_table``)
+    generator = torch.Generator().manual_seed(BAR_SEED)
+    bar_range = {method: [bar_interval(block, generator) for block in blocks] for method, blocks in maxima.items()}
     largest = {method: [{"largest": _round(max(block)), "pairs": len(block)} for block in blocks]
                for method, blocks in maxima.items()}  # fmt: skip
     cells, cells_at = {}, {}
@@ -264,13 +188,33 @@ def null_bounds(null_pairs: list[dict], left_out: set[tuple[str, int, int]] = fr
              for index, pair in enumerate(null_pairs) for kind, rows in pair["activation"][direction].items()
              for block, row in enumerate(rows) for position, v in enumerate(row)
              if v is not None and (kind, block, position) not in left_out), key=lambda found: found[0])  # fmt: skip
-    return {"heads": bars, "heads_largest": largest,
+    return {"heads": bars, "heads_largest": largest, "heads_bar_range": bar_range,
             "cells": {d: _round(v) for d, v in cells.items()}, "cells_at": cells_at,
             "path": _round(max(abs(v) for pair in null_pairs for v in pair["path"].values())),
             # each path patch's own largest: a path is read against its own null, not the loosest of the four
             "path_each": {key: _round(max(abs(pair["path"][key]) for pair in null_pairs)) for key in null_pairs[0]["path"]},
             "gap": summarise([pair["gap"] for pair in null_pairs]),
             "largest_gap": _round(max(abs(pair["gap"]) for pair in null_pairs))}  # fmt: skip
+
+
+def bar_interval(maxima: list[float], generator: torch.Generator) -> list[float]:
+    """The middle 95 % of the null bar over ``BAR_RESAMPLES`` resamples (with replacement) of the null pairs' block
+    maxima: a rough range, for a bootstrap of an upper percentile of few values is itself rough."""
+    values = torch.tensor(maxima, dtype=torch.float64)
+    draws = values[torch.randint(len(maxima), (BAR_RESAMPLES, len(maxima)), generator=generator)]
+    bars = torch.quantile(draws, INTERVAL[1] / 100, dim=1)
+    return [_round(v) for v in torch.quantile(bars, torch.tensor([INTERVAL[0] / 100, INTERVAL[1] / 100], dtype=torch.float64)).tolist()]
+
+
+def null_paired(values: list[float], null_values: list[float]) -> dict:
+    """A head's share on each held-out pair against its share on that pair's null pair (the same clean prompt): the
+    mean difference and its 95 % interval (``mean_interval``), the pairs where the held-out share is the higher and
+    the lower, and the one-sided exact sign test that it is the higher more often (``predictions.higher_p``). No bar
+    enters it, so it does not move with one draw's null bar."""
+    differences = [v - n for v, n in zip(values, null_values, strict=True)]
+    higher, lower = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+    return {"mean": _round(statistics.fmean(differences)), "mean_interval": mean_interval(differences),
+            "higher": higher, "lower": lower, "p": _round(higher_p(higher, lower))}
 
 
 ERROR_PARTS = ("total", "final_norm_shapley", "upstream_shapley", "final_norm", "final_norm_final_first")
@@ -371,13 +315,15 @@ def _paired_tops(held: list[bool], null: list[bool]) -> dict:
 
 
 def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, fixed: dict | None = None,
-               largest: list[float] | None = None, null_pairs: list[dict] = ()) -> dict:
+               largest: list[float] | None = None, null_pairs: list[dict] = (), bar_range: list | None = None) -> dict:
     """Per block and head: the summary over pairs, the fraction of pairs in which the head is on top of its block
     and in which it clears the null (its bar, ``bound``, which the verdicts use, and, beside it, the null pairs'
     largest, ``largest``), and in which its share passes the bar in size, either sign (``beyond_fraction``; with
     ``null_pairs``, the same on them, ``null_beyond_fraction``, and ``beyond_p``, ``predictions.more_often_p``
-    of the two; signed, how a named head's size is read: ``null_clears_fraction`` and ``clears_p``); per
-    kind with named heads in a block, the fraction of pairs of each verdict.
+    of the two; signed: ``null_clears_fraction``, and with ``bar_range`` (the bar's resampled range per block)
+    ``clears_range``, the signed fraction at the range's two ends); how a named head's size is read, pair by pair
+    against its null pair, with no bar (``null_paired``); per kind with named heads in a block, the fraction of pairs
+    of each verdict.
     ``fixed``: the kinds the design cannot test (their heads' shares near 0 if the mechanism holds), kind -> heads.
     The chance of a verdict counts as competitors only the heads the mechanism does not predict near 0: the block's heads
     less those of ``fixed``; where only the named heads can move, the chance is 1 (no test). Beside it, a null of the
@@ -404,11 +350,14 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
             for head, (values, null_values) in enumerate(zip(row, null_row)):
                 held, null = passes(values, block), passes(null_values, block)
                 # signed, as a named head's share is read (a share past the bar the wrong way is no detection)
-                held_above, null_above = (sum(v > bound[block] for v in vs) for vs in (values, null_values))
+                null_above = sum(v > bound[block] for v in null_values)
                 per_head[block][head].update(null_beyond_fraction=_round(null / len(null_values)),
                                              beyond_p=_round(more_often_p(held, len(values), null, len(null_values))),
                                              null_clears_fraction=_round(null_above / len(null_values)),
-                                             clears_p=_round(more_often_p(held_above, len(values), null_above, len(null_values))))
+                                             null_paired=null_paired(values, null_values))
+                if bar_range:  # at the high end of the bar's range fewer pairs clear it: (fewest, most)
+                    per_head[block][head]["clears_range"] = [_round(sum(v > bar for v in values) / len(values))
+                                                             for bar in reversed(bar_range[block])]  # fmt: skip
     kinds = {}
     for kind, heads in named.items():
         for block in sorted({b for b, _ in heads}):
@@ -440,7 +389,7 @@ def head_table(pairs: list[dict], method: str, bound: list[float], named: dict, 
 
 def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
     """Per design: every method over ``pairs`` held-out pairs and over their null pairs, summarised."""
-    out = {"pairs": pairs, "period": EXAMPLE_PERIOD, "interval": INTERVAL_NAME, "name_margin": NAME_MARGIN, "designs": {}}
+    out = {"pairs": pairs, "period": EXAMPLE_PERIOD, "interval": INTERVAL_NAME, "designs": {}}
     for name in UNTESTABLE:
         designs = held_out_designs(name, pairs)
         measured, nulls = [], []
@@ -464,7 +413,8 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "heads": {method: head_table(measured, method, bounds["heads"][method],
                                          {k: v for k, v in named.items() if k not in untestable(name, method)},
                                          {k: v for k, v in named.items() if k in untestable(name, method)},
-                                         [t["largest"] for t in bounds["heads_largest"][method]], nulls)
+                                         [t["largest"] for t in bounds["heads_largest"][method]], nulls,
+                                         bounds["heads_bar_range"][method])
                       for method in HEAD_METHODS},  # fmt: skip
             "not_testable": list(UNTESTABLE[name]),
             # the kinds a method cannot test beyond the design's own (``designs.UNTESTABLE_BY_METHOD``)
@@ -487,14 +437,16 @@ def measure_distribution(model, named: dict, pairs: int = PAIRS) -> dict:
             "per_pair": {"gap": [pair["gap"] for pair in measured],
                          "heads": {method: [pair["heads"][method] for pair in measured] for method in HEAD_METHODS},
                          "path": [pair["path"] for pair in measured],
-                         "null_gap": [pair["gap"] for pair in nulls]},  # fmt: skip
+                         "null_gap": [pair["gap"] for pair in nulls],
+                         "null_heads": {method: [pair["heads"][method] for pair in nulls] for method in HEAD_METHODS}},  # fmt: skip
         }
     return out
 
 
 def check_distribution(distribution: dict, least: int = PAIRS) -> None:
     """What a distribution keeps whatever the model (AssertionError naming the one that fails): at least ``least``
-    pairs, and every per-head mean, interval and fraction recomputed here from the per-pair shares."""
+    pairs, and every per-head mean, interval and fraction recomputed here from the per-pair shares, and each head's
+    comparison with its own null pairs (``null_paired``) from theirs."""
     for name, design in distribution["designs"].items():
         per_pair = design["per_pair"]
         count = len(per_pair["gap"])
@@ -509,3 +461,6 @@ def check_distribution(distribution: dict, least: int = PAIRS) -> None:
                     assert abs(summary["mean"] - mean) < 1e-5, f"{name} {method} block {block} head {head}: mean {summary['mean']}, not {mean:.6f}"
                     assert summary["low"] <= summary["high"], f"{name} {method} block {block} head {head}: an empty interval"
                     assert summary["pairs"] == count, f"{name} {method}: {summary['pairs']} pairs summarised of {count}"
+                    if "null_paired" in summary:
+                        null_values = [grid[block][head] for grid in per_pair["null_heads"][method]]
+                        assert summary["null_paired"] == null_paired(values, null_values), f"{name} {method} block {block} head {head}: null_paired"

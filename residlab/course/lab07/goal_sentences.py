@@ -6,7 +6,7 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 from __future__ import annotations
 
 from residlab.course.lab07.chance import NAMING_TEST, naming_permutation, wilson
-from residlab.course.lab07.compare_sentences import null_top_outcome, size_summary
+from residlab.course.lab07.size_sentences import size_summary
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
 from residlab.course.lab07.sentences import _heads, observed
@@ -44,14 +44,12 @@ def which_are_tests(report: dict) -> str:
                          if kind in measured.get("not_testable_by_method", {}).get(m, ())
                          or any(e["chance"] >= 1 for e in table["kinds"].values() if e["kind"] == kind)]  # fmt: skip
                 carried = [_one_head_carries(entry) for entry in entries if entry["chance"] < 1]
-                notes = ([f"not against chance by {' or '.join(short)}, under which the mechanism predicts every other "
-                          f"head of the block near 0, so none competes: which head tops the block is only described there "
-                          f"against the model's own null, and the heads' sizes are tested against the null pairs"] if short else [])
+                notes = ([f"not against chance by {' or '.join(short)} (under them the mechanism predicts the block's "
+                          f"other heads near 0, so none competes)"] if short else [])
                 notes += [f"per-head denoising's verdict there{carried[0].removeprefix('; it')}"] if carried and carried[0] else []
-                tested = [entry for entry in entries if entry["chance"] < 1 and null_top_outcome(entry)]
-                notes += [f"the bar aside, per-head denoising puts a named head on top of the block in "
-                          f"{null_top_outcome(tested[0])}"] if tested else []
-                notes += [size_summary(tested[0], measured["heads"]["denoising"]["heads"])] if tested else []
+                tested = [entry for entry in entries if entry["chance"] < 1]
+                sizes = size_summary(tested[0], measured["heads"]["denoising"].get("heads") or []) if tested else ""
+                notes += [sizes] if sizes else []
                 changed = report["designs"][name]["changed"]
                 scope = (f"at period {report['distribution']['period']} in every pair, "
                          f"position{'s' if len(changed) > 1 else ''} {' and '.join(map(str, changed))} changed")
@@ -137,8 +135,9 @@ def tests_against_chance(report: dict) -> str:
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
             f"{'is' if len(found) == 1 else 'are'} compared with a random pick among the heads the mechanism does not "
             f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} Whether a named head "
-            f"carries part of the contrast is tested by its size against the model's own null: how often it clears "
-            f"the null bar on the held-out pairs against the null pairs, wherever a method reaches it (Part 6); a "
+            f"carries part of the contrast is tested by its size against the model's own null, pair by pair: whether "
+            f"its share on a held-out pair is above its share on that pair's own null pair (a one-sided sign test over "
+            f"the pairs, which no bar enters), wherever a method reaches it (Part 6); a "
             f"head the mechanism does not name can pass that test too, so it says what a head carries, not its role. Which head tops a block on the "
             f"null pairs is given beside it as a description only, for there the top share lies below the bar in all but "
             f"a few pairs by construction:")
@@ -187,31 +186,37 @@ def plain_summary(report: dict) -> str:
     return " ".join(said)
 
 
-def _clears(cells: list, heads: list[int]) -> str:
-    """Block 0's ``heads`` as "0.1 47 % vs 3 %": how often each share clears the null bar, held-out vs null pairs."""
-    return ", ".join(f"0.{h} {percent(cells[h]['clears_fraction'])} vs {percent(cells[h]['null_clears_fraction'])}"
-                     for h in heads)
+def _higher(cells: list, heads) -> str:
+    """Block 0's ``heads`` as "0.1 55": in how many pairs each share is above its own null pair's."""
+    return ", ".join(f"0.{h} {cells[h]['null_paired']['higher']}" for h in heads)
+
+
+PAIRED_LEVEL = 0.05  # a head's share is read as above its null pair's when the one-sided sign test's p is below this
 
 
 def _role_sentence(report: dict, matched: dict) -> str:
     """Which method's sizes single out block 0's previous-token heads in the matched-position design: their own writes
     into block 1's keys (path patching) against the current-token heads', and whether per-head denoising's sizes
-    (every head of block 0 reached) tell the two kinds apart; "" without the numbers."""
+    (every head of block 0 reached) tell the two kinds apart, each head pair by pair against its own null pair
+    (``distribution.null_paired``: no bar enters); "" without the numbers."""
     named = report["heads"]["named"]
     previous = [h for b, h in named.get("previous_token", []) if b == 0]
     current = [h for b, h in named.get("current_token", []) if b == 0]
     keys = (matched.get("path_keys", {}).get("heads") or [[]])[0]
     denoised = (matched.get("denoising", {}).get("heads") or [[]])[0]
-    if not (previous and current and keys and denoised) or any("null_clears_fraction" not in c for c in keys + denoised):
+    if not (previous and current and keys and denoised) or any("null_paired" not in c for c in keys + denoised):
         return ""
-    apart = min(keys[h]["clears_fraction"] for h in previous) > max(keys[h]["clears_fraction"] for h in current)
-    every = min(c["clears_fraction"] for c in denoised) >= 0.5
+    pairs = keys[0]["pairs"]
+    higher = lambda cells, heads: [cells[h]["null_paired"]["higher"] for h in heads]  # noqa: E731
+    apart = min(higher(keys, previous)) > max(higher(keys, current))
+    every = all(c["null_paired"]["p"] < PAIRED_LEVEL for c in denoised)
     return (f"In the matched-position design the named previous-token heads' own writes into block 1's keys (path "
-            f"patching) clear the null bar in {_clears(keys, previous)} (held-out vs null pairs), the current-token "
-            f"heads' in {_clears(keys, current)}: "
+            f"patching) are above their own null pair's in {_higher(keys, previous)} of the {pairs} pairs, the "
+            f"current-token heads' in {_higher(keys, current)}: "
             + ("in these counts the key route separates the two kinds (not tested as a contrast)" if apart else
                "in these counts the key route does not separate the two kinds")
             + ". By per-head denoising "
-            + (f"every head of block 0 clears it in at least half the pairs ({_clears(denoised, range(len(denoised)))}), "
+            + (f"every head of block 0 is above its null pair's share more often than below "
+               f"({_higher(denoised, range(len(denoised)))} of {pairs}, each one-sided sign test p below {PAIRED_LEVEL}), "
                f"so there a head's size says it carries the contrast, not its role. " if every else
-               f"the heads clear it in {_clears(denoised, range(len(denoised)))}. "))
+               f"the heads are above their null pair's share in {_higher(denoised, range(len(denoised)))} of {pairs}. "))

@@ -8,9 +8,10 @@ import math
 
 from residlab.course.lab07.chance import (
     ASSOCIATION_P, PERMUTATIONS, against_chance, agreement_tail, independent_range, naming_outcome, naming_permutation,
-    naming_sentence, rank_association, sign_test, smallest_tail, wilson,
+    naming_sentence, rank_association, sign_test, smallest_tail, unreachable_order_words, wilson,
 )
-from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence, size_against_null, size_summary
+from residlab.course.lab07.compare_sentences import null_top_outcome, null_top_sentence
+from residlab.course.lab07.size_sentences import size_against_null, size_summary
 from residlab.course.lab07.designs import PREDICTED_NEAR_ZERO, by_method_reason
 from residlab.course.lab07.predictions import by_method_observed, left_out_caveat
 from residlab.course.lab07.distribution import INTERVAL, MEAN_Z, NULL_KINDS, spread_of_differences
@@ -59,7 +60,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             reading = (words["no_test"] + caveat + _one_head_carries(entry)
                        + null_top_sentence(entry, report["distribution"]["pairs"], NULL_KINDS[name]) if fixed else
                        "every head of the block is named, so which head tops it is no test: any head on top is a "
-                       "named one") + (f". Whether they carry part of the contrast (not their role) is tested by their sizes against the null pairs: {sizes}" if sizes else "")  # fmt: skip
+                       "named one") + (f". What they carry (not their role), pair by pair against their own null pairs: {sizes}" if sizes else "")  # fmt: skip
             decided = (f"the mechanism predicts the other heads near 0 {'under this method' if _fixed_by_method(measured, report, method, entry) else 'in this design'}"
                        if fixed else "every head named")
             summary = size_summary(entry, measured["heads"][method]["heads"])
@@ -305,13 +306,15 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
         larger = first if sum(share_first) * 2 >= pairs else second
         count = sum(share_first) if larger == first else pairs - sum(share_first)
         agree = sum(a == b for a, b in zip(score_first, share_first))
+        most = pairs - abs(sum(score_first) - sum(share_first))  # the fewer "head first first" pairs all among the other's
         low, high = independent_range(pairs, sum(score_first), sum(share_first))
         rho, p_value = rank_association(score_gap, share_gap)
         tails.append((METHOD_NAMES[method], agreement_tail(pairs, sum(score_first), sum(share_first), agree),
                       smallest_tail(pairs, sum(score_first), sum(share_first))))
         ranks.append((METHOD_NAMES[method], rho, p_value))
         said.append(f"{METHOD_NAMES[method]} gives head {larger} the larger share in {count}, ordering the two as their "
-                    f"scores do in {agree} (independent orders with these counts: {low} to {high}, a two-sided 95 % range), the two "
+                    f"scores do in {agree}{', the most these counts allow' if agree == most else ''} (independent orders "
+                    f"with these counts: {low} to {high}, a two-sided 95 % range{'; above it' if agree > high else ''}), the two "
                     f"differences' rank correlation ρ = {rho:.2f} (two-sided permutation p = {p_value:.2g}, "
                     f"{PERMUTATIONS:,} permutations, Monte Carlo error about "
                     f"{math.sqrt(max(p_value * (1 - p_value), 1e-12) / PERMUTATIONS):.1g})")  # fmt: skip
@@ -323,14 +326,11 @@ def _pair_by_pair(report: dict, name: str, kind: str, block: int, tie: tuple[int
     unable = [least for _, _, least in tails if least >= ASSOCIATION_P / (2 * len(methods))]
     tests = len(ranks) + len(able)
     bar = ASSOCIATION_P / tests
-    counted = (f"a Bonferroni correction over the {tests} tests here" + (
-        f", the order tests that could not reject left out" if unable else ""))
+    counted = f"a Bonferroni correction over the {tests} tests here" + (", the order tests that could not reject left out" if unable else "")
     beyond = [method for method, tail in able if tail < bar]
     listed = ", ".join(f"{tail:.2f}" for _, tail in able)
-    if not able:
-        by_order = (f"by order, no one-sided test of agreement could reject: with these counts even the most agreement possible has one-sided p "
-                    f"{min(unable):.2f}" + (f" to {max(unable):.2f}" if max(unable) > min(unable) else "")
-                    + " under independent orders, so the order tests are left out")  # fmt: skip
+    if not able:  # no order test could pass the corrected bar; what the observed agreement is, said as it is
+        by_order = unreachable_order_words(tails, len(ranks) + len(tails))
     elif beyond:
         by_order = (f"by order, {' and '.join(beyond)} agree{'s' if len(beyond) == 1 else ''} with the scores more often "
                     f"than independent orders would (one-sided p {listed}, against {bar:.3f}, {counted})")  # fmt: skip

@@ -4,7 +4,7 @@ pairs, each read against a null of the same trained model (``distribution``), as
 ``run_lab(model)`` returns the report the page shows and the runner writes (``patching_methods.py --output``):
 
 - ``heads``: the previous-token and induction heads by the model's own head scores (the induction pages' rule),
-  and the heads named by the rule that can fail (``distribution.named_heads``: a score above its own control);
+  and the heads named by the rule that can fail (``naming.named_heads``: a score above its own control);
 - ``untrained``: the gap random-weight models of the same shape give on the worked example (``UNTRAINED_SEEDS``:
   seed 0 is the trained model's own starting point) and their highest head scores: the scale of an untrained
   model, a labelled baseline, not the null;
@@ -42,9 +42,8 @@ from residlab.course.lab07.designs import (
 )
 from residlab.course.lab07.cells import check_identities, check_mirror, identities, is_swap
 from residlab.course.lab07.predictions import by_method_observed
-from residlab.course.lab07.distribution import (
-    NAME_MARGIN, PAIRS, _round, check_distribution, head_name_scores, measure_distribution, named_heads,
-)
+from residlab.course.lab07.distribution import PAIRS, _round, check_distribution, measure_distribution
+from residlab.course.lab07.naming import NAME_MARGIN, head_name_scores, named_heads
 from residlab.course.lab07.patching import (
     DIRECTIONS, KINDS, _readout_metric, activation_grids, head_grid, head_path_patching, path_patching, prepare, share,
 )
@@ -53,7 +52,7 @@ from residlab.course.lab07.verdicts import (
 )
 from residlab.course.models.threads import single_thread
 
-REPORT_SCHEMA = "residlab-lab07-report/10"
+REPORT_SCHEMA = "residlab-lab07-report/11"
 UNTRAINED_SEEDS = (0, 1, 2)  # random-weight models of the same shape: the scale of an untrained model, no null
 READ_FACTOR = 3.0  # a design's gap is read when it exceeds this many times the largest gap of its null pairs
 

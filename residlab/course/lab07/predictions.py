@@ -27,6 +27,14 @@ def more_often_p(held: int, held_pairs: int, null: int, null_pairs: int) -> floa
                for k in range(held, min(passes, held_pairs) + 1)) / math.comb(held_pairs + null_pairs, passes)
 
 
+def higher_p(higher: int, lower: int) -> float:
+    """One-sided exact sign test over paired values: of the pairs that differ, ``higher`` with the first value the
+    higher and ``lower`` with it the lower, the chance of at least ``higher`` were either equally likely (binomial,
+    one half); 1 where none differ."""
+    differ = higher + lower
+    return sum(math.comb(differ, k) for k in range(higher, differ + 1)) / 2**differ
+
+
 def paired_p(held_only: int, null_only: int) -> float:
     """Two-sided exact McNemar test over paired outcomes: of the pairs where the held-out and the null pair disagree
     (``held_only`` where only the held-out pair has it, ``null_only`` where only the null pair does), the chance of

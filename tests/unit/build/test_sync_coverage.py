@@ -35,8 +35,10 @@ def relative(paths) -> set[str]:
 
 
 def test_sync_derives_exactly_the_expected_files():
-    # and, where there is a README (the repository's; not a bare site), its table of pages
-    assert relative(sync.derived_files(ROOT)) == EXPECTED_DERIVED | {"README.md"}
+    # and, where they exist (the repository's; not a bare site), the hand-written files' generated blocks: the
+    # README's table of pages, the home page's path and downloads, the Instructors page's table of pins
+    assert relative(sync.derived_files(ROOT)) == EXPECTED_DERIVED | {"README.md", "index.qmd", "instructors.qmd"}
+    assert set(sync.GENERATED_BLOCKS) == {"README.md", "index.qmd", "instructors.qmd"}
 
 
 def test_every_published_runner_is_built_by_sync():

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from residlab.course.lab07 import (
-    cells, chance, compare_sentences, designs, distribution, error_sentences, goal_sentences, head_sentences, lab, predictions, sentences, verdicts,
+    cells, chance, compare_sentences, designs, distribution, error_sentences, goal_sentences, head_sentences, lab, naming, predictions, sentences, verdicts,
 )
 from residlab.course.models.induction import measures
 from residlab.course.models.induction import sentences as induction_sentences
@@ -141,10 +141,10 @@ def test_a_tested_verdict_is_read_against_the_models_own_null_for_which_head_top
 
 
 def test_a_head_that_does_not_clear_the_margin_is_not_named():
-    margin = distribution.NAME_MARGIN
+    margin = naming.NAME_MARGIN
     scores = {"previous_token": {"scores": [[0.25 + margin, 0.25 + margin - 0.01, 0.9, 0.1]], "controls": [[0.25, 0.25, 0.5, 0.0]]},
               "induction": {"scores": [[0.3, 0.3, 0.3, 0.3]], "controls": [[0.1, 0.1, 0.1, 0.1]]}}  # fmt: skip
-    named = distribution.named_heads(scores)
+    named = naming.named_heads(scores)
     assert named["previous_token"] == [[0, 0]]  # head 1 falls short by 0.01, head 2 by 0.1: not named
     assert named["induction"] == []  # a rule that can fail: no head named at all
 
@@ -166,6 +166,14 @@ def test_the_means_over_pairs_are_recomputed_from_the_pairs(small_distribution):
     per_pair = measured["designs"]["matched_position"]["per_pair"]["heads"]["denoising"]
     mean = sum(grid[0][2] for grid in per_pair) / len(per_pair)
     assert measured["designs"]["matched_position"]["heads"]["denoising"]["heads"][0][2]["mean"] == pytest.approx(mean, abs=1e-6)
+    # each head against its own null pairs is recomputed from the null pairs' shares, kept pair by pair
+    cell = measured["designs"]["matched_position"]["heads"]["denoising"]["heads"][0][2]
+    null_shares = [grid[0][2] for grid in measured["designs"]["matched_position"]["per_pair"]["null_heads"]["denoising"]]
+    assert cell["null_paired"]["higher"] == sum(v > n for v, n in zip((grid[0][2] for grid in per_pair), null_shares))
+    cell["null_paired"] = {**cell["null_paired"], "higher": cell["null_paired"]["higher"] + 1}
+    with pytest.raises(AssertionError, match="block 0 head 2: null_paired"):
+        distribution.check_distribution(measured, least=4)
+    cell["null_paired"] = {**cell["null_paired"], "higher": cell["null_paired"]["higher"] - 1}
 
 
 def test_a_planted_one_pair_verdict_is_caught(small_distribution, monkeypatch):
@@ -414,11 +422,19 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert ("on the 4 sequences of period 8 the copied-token pairs are built from: head 1's score is the higher in 2 of 4 "
             "and head 2's in 2 (two-sided exact sign test p = 1.000; the mean paired score difference is 0.025 ± 0."
             in text)  # the same pairs, not a pooled score
-    assert ("; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores do in 3 "
-            "(independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text
-    # with these margins no agreement could be rare under independent orders: no test, left out of the correction
-    assert (". Beyond that, by order, no one-sided test of agreement could reject: with these counts even the most agreement possible has "
-            "one-sided p 0.50 under independent orders, so the order tests are left out") in text
+    assert ("; per-head denoising gives head 2 the larger share in 3, ordering the two as their scores do in 3, the most "
+            "these counts allow (independent orders with these counts: 1 to 3, a two-sided 95 % range)") in text
+    # with these margins no agreement could be rare under independent orders: no test, left out of the correction, and
+    # the observed agreement said as it is (here the most possible, and still not rare)
+    assert (". Beyond that, by order, the agreement is the most these counts allow in every method (one-sided p 0.500, "
+            "0.500, 0.500 under independent orders), yet no order test here could pass a Bonferroni bar over the 6 tests "
+            "(0.008: even the most agreement possible has p 0.50 or more), and the tests share their pairs, so the orders "
+            "are not read as linked") in text
+    tails = [("a", 0.044, 0.044), ("b", 0.025, 0.025), ("c", 0.06, 0.03)]  # the page's case: two at the most, p < 0.05
+    said = chance.unreachable_order_words(tails, 6)
+    assert said.startswith("by order, the agreement is the most these counts allow for a and b (one-sided p 0.044, 0.025, 0.060")
+    assert said.endswith(", so the orders are not read as linked")  # one method's p is above 0.05
+    assert chance.unreachable_order_words(tails[:2], 6).endswith(": suggestive of a link between score and share order, not shown")
     assert "(permutation p against 0.017, a Bonferroni correction over the 3 tests here, the order tests that could not reject left out)" in text
     assert chance.smallest_tail(64, 53, 6) == pytest.approx(0.306, abs=1e-3)  # the page's margins: never below 0.25
     assert chance.smallest_tail(64, 32, 32) < 1e-6  # balanced margins: a test that can reject
@@ -476,7 +492,7 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     assert "the named heads top the block more often under the design's change than under the null's (a substitution" in text
     assert "This describes; it does not test the named heads" in text
     # near 0 if the mechanism holds: observed, never a construction; the one identity said is the null bar's own rate
-    assert text.count("construction") == 1 and "clears the bar in at most 2 of the 64 null pairs (3 %, ties aside), by construction" in text
+    assert text.count("construction") == 1 and "the top share lies below the bar by construction" in text
 
 
 def _differences(values: list[float]) -> dict:
@@ -1092,14 +1108,14 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
     report["verdict_words"] = verdicts.VERDICT_WORDS
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
     # no null comparison of which head tops in this test's entry; the sizes against the null pairs, whatever they show
-    assert verdict.startswith("**No test against chance.** Block 0")  # this test's cells hold no signed null passes
+    assert verdict.startswith("**No test against chance.** Block 0")  # this test's cells hold no paired null comparison
     for cell in rows[0]:
-        cell.update(null_clears_fraction=0.0, clears_p=1.0)
+        cell.update(null_clears_fraction=0.0, clears_range=[0.0, 0.0],
+                    null_paired={"mean": 0.0, "mean_interval": [0.0, 0.0], "higher": 0, "lower": 0, "p": 1.0})
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
     # heads 0 and 3 are left out by the method (per-head noising), not by the design
     assert verdict.startswith("**Which head tops the block: no test (the mechanism predicts the other heads near 0 under this method); sizes "
-                              "above the null bar, held-out vs null pairs (the null's at most 3 % by construction): "
-                              "0.1 0 % vs 0 % (p = 1), 0.2 0 % vs 0 % (p = 1)")
+                              "above their own null pair's: 0.1 in 0 of 64 (p = 1), 0.2 in 0 of 64 (p = 1)")
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict
@@ -1147,12 +1163,12 @@ def test_the_naming_sequences_are_counted_from_the_report():
 
 
 def test_the_heads_are_named_on_sequences_apart_from_the_pairs(monkeypatch):
-    naming, held_out = distribution.naming_sequences(), measures.held_out_sequences()
-    assert naming.keys() == held_out.keys() and all(naming[p].shape == held_out[p].shape for p in naming)
+    drawn, held_out = naming.naming_sequences(), measures.held_out_sequences()
+    assert drawn.keys() == held_out.keys() and all(drawn[p].shape == held_out[p].shape for p in drawn)
     # a naming draw that repeats a pair's sequence is refused, not used
-    monkeypatch.setattr(distribution, "NAMING_SEED", measures.HELD_OUT_SEED)
+    monkeypatch.setattr(naming, "NAMING_SEED", measures.HELD_OUT_SEED)
     with pytest.raises(ValueError, match="shares 64 sequence"):
-        distribution.naming_sequences()
+        naming.naming_sequences()
 
 
 def test_a_bound_that_rounds_to_0_keeps_its_sign_and_a_negligible_mean_is_said_so():
@@ -1280,7 +1296,16 @@ def test_a_named_heads_size_is_read_signed_against_the_null_pairs():
     head0, head1 = table["heads"][0][0], table["heads"][0][1]
     assert head0["beyond_fraction"] == head1["beyond_fraction"] == 1.0  # in size, both pass
     assert head0["clears_fraction"] == 1.0 and head1["clears_fraction"] == 0.0  # signed, only head 0
-    assert head0["clears_p"] < 0.05 and head1["clears_p"] == 1.0 and head1["null_clears_fraction"] == 0.0
+    assert head1["null_clears_fraction"] == 0.0
+    # the size test is pair by pair against the null pair's share, with no bar: head 0 above in all 4 (p = 1/16),
+    # head 1 below in all 4 (p = 1)
+    assert head0["null_paired"] == {"mean": 0.3, "mean_interval": [0.3, 0.3], "higher": 4, "lower": 0, "p": 0.0625}
+    assert head1["null_paired"]["higher"] == 0 and head1["null_paired"]["p"] == 1.0
+    ranged = distribution.head_table(held, "denoising", [0.1], {}, null_pairs=null, bar_range=[[0.05, 0.35]])
+    assert ranged["heads"][0][0]["clears_range"] == [0.0, 1.0]  # above the range's top bar in none, its bottom in all
+    maxima = [0.01] * 62 + [0.2, 0.5]  # two outliers of 64: the bar lies between them and the bulk
+    low, high = distribution.bar_interval(maxima, torch.Generator().manual_seed(0))
+    assert low < 0.2 < high <= 0.5  # resampled, the bar moves from near the bulk to the largest
 
 
 def test_the_plain_summary_is_chosen_from_its_numbers():

@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
+from residlab.build import sync
 from residlab.build.site_check import load_config, site_pages
 from residlab import course
 from residlab.course import pages
@@ -91,8 +93,11 @@ def test_the_documents_name_no_runner_the_registry_lacks():
             assert name in runner_names or name in modules, f"{document} names {name}, which is no runner or module"
 
 
-def test_the_readme_holds_the_registry_s_table_of_pages():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert pages.readme_with_table(text) == text  # residlab sync --check says the same
+def test_the_readme_and_the_pages_hold_their_generated_blocks():
+    for where in sync.GENERATED_BLOCKS:
+        text = (ROOT / where).read_text(encoding="utf-8")
+        assert sync.with_generated_blocks(text, where) == text, where  # residlab sync --check says the same
+    with pytest.raises(ValueError, match="index.qmd must hold the lines <!-- the learning path"):
+        sync.with_generated_blocks("no markers", "index.qmd")
     sources = re.findall(r"^\| [^|]+ \| `([^`]+)` \|", pages.readme_table(), flags=re.M)
     assert len(sources) == len(pages.FAMILIES) - 1 and all((ROOT / source).exists() for source in sources)

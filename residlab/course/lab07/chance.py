@@ -158,13 +158,29 @@ def bar_range_sentence(report: dict, name: str = "matched_position", method: str
     bars, ranges = null["heads"][method], null["heads_bar_range"][method]
     listed = " and ".join(f"block {block}'s {bar:.3f} between {low:.3f} and {high:.3f}"
                           for block, (bar, (low, high)) in enumerate(zip(bars, ranges)))  # fmt: skip
-    widest = max(high / low for low, high in ranges if low > 0)
-    return (f"Resampling the null pairs shows how far another draw's bar could lie (a rough range: the middle 95 % of "
-            f"the bar over {BAR_RESAMPLES:,} resamples, which cannot reach past the draw's own largest value, so it "
-            f"understates how high another draw's bar could lie); for {METHOD_NAMES[method]} in the "
-            f"{name.replace('_', '-')} design, {listed}, up to {widest:.0f} times apart. Every fraction counted against "
-            f"a bar moves with it, the verdicts' included, so a named head's size is tested pair by pair instead, "
-            f"against its share on the held-out pair's own null pair, which no bar enters (Part 6).")
+    largest = null["heads_largest"][method]
+    return (f"Resampling the null pairs gives a floor on how far another draw's bar could lie, not its reach: for "
+            f"{METHOD_NAMES[method]} in the {name.replace('_', '-')} design, {listed} (the middle 95 % of the bar over "
+            f"{BAR_RESAMPLES:,} resamples). A resample cannot go past this draw's largest value ("
+            + ", ".join(f"block {block}'s {entry['largest']:.3f}" for block, entry in enumerate(largest))
+            + f"), and a fresh draw can{_beyond_whole_change(report, name, method)}: another draw's bar can lie well "
+            f"above this range. Every fraction counted against a bar moves with it, the "
+            f"verdicts' included, and its Wilson interval covers the sampling of pairs under this draw's bar only; so "
+            f"a named head's size is tested pair by pair instead, against its share on the held-out pair's own null "
+            f"pair, which no bar enters (Part 6), and the summary above counts nothing against the bar.")
+
+
+def _beyond_whole_change(report: dict, name: str, method: str) -> str:
+    """", for ..." where in some null pairs a single head moves M by more than the null's whole change does (the
+    shares' long tail, counted from the pairs' own numbers); "" where none does."""
+    per_pair = report["distribution"]["designs"][name]["per_pair"]
+    if "null_heads" not in per_pair:
+        return ""
+    wholes = [abs(null / gap) for null, gap in zip(per_pair["null_gap"], per_pair["gap"])]
+    beyond = sum(max(abs(v) for row in grid for v in row if v is not None) > whole
+                 for grid, whole in zip(per_pair["null_heads"][method], wholes))  # fmt: skip
+    return (f", for in {beyond} of these {len(wholes)} null pairs a single head moves M by more than the null's whole "
+            f"change does" if beyond else "")
 
 
 def null_bar_exceeded(pairs: int) -> str:
@@ -187,7 +203,8 @@ def fraction_uncertainty(pairs: int) -> str:
             f"{wilson(half / pairs, pairs)}, and {most} ({percent(most / pairs)}) {wilson(most / pairs, pairs)}, outward "
             f"rounded; every fraction of pairs on this page is a point estimate, and where a verdict is read as holding "
             f"in most pairs, or a count is read among the pairs where a head clears the null bar, its Wilson interval is "
-            f"said beside it")
+            f"said beside it (for a count against the bar, an interval over the pairs' sampling under this draw's bar: "
+            f"another draw's bar moves the count further, Part 1)")
 
 
 def p_text(p: float, smallest: float = 1e-6) -> str:

@@ -159,17 +159,14 @@ def paired_words(entry: dict) -> str:
     return f"{held_only} pairs to {null_only}"
 
 
-def null_top_outcome(entry: dict, meaning: bool = False) -> str:
-    """The verdict's headline against the model's own null for which head tops the block (as ``null_top_sentence``
-    reads it, in short), with ``meaning`` what that null's rate says; "" for a report without it."""
+def null_top_outcome(entry: dict) -> str:
+    """The verdict's headline against the model's own null for which head tops the block, in a few words (as
+    ``null_top_sentence`` reads it in full); "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
-    held, null = entry["top_named"], entry["null_top_named"]
-    relation = _null_top_relation(entry)
-    told = {"apart": "more often", "other way": "less often", "not": "about as often"}[relation]
-    said = "which head moves most under a change the mechanism does not read; " if meaning else ""
-    return (f"{_percent(held)} of pairs against {_percent(null)} of the model's own null pairs ({said}{paired_words(entry)}): "
-            f"{told}, a description, not a test of the heads (the null pairs' top share lies below the bar)")
+    told = {"apart": "more often", "other way": "less often", "not": "about as often"}[_null_top_relation(entry)]
+    return (f"{_percent(entry['top_named'])} of pairs vs {_percent(entry['null_top_named'])} of the null pairs "
+            f"({paired_words(entry)}: {told}; a description)")
 
 
 def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:

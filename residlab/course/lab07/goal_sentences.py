@@ -6,6 +6,7 @@ chosen from the report (``lab.run_lab``) by the rules ``head_sentences`` reads v
 from __future__ import annotations
 
 from residlab.course.lab07.chance import NAMING_TEST, naming_permutation, wilson
+from residlab.course.lab07.compare_sentences import _null_top_relation
 from residlab.course.lab07.size_sentences import size_summary
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
@@ -144,12 +145,13 @@ def tests_against_chance(report: dict) -> str:
 
 
 def plain_summary(report: dict) -> str:
-    """Three results in plain words, each chosen from its numbers: where block 0's write enters block 1 in each
-    design (path patching), whether attribution finds the previous-token heads exact patching finds, and what the
-    current-token heads the mechanism does not name carry (a sentence left out where the report lacks its numbers);
-    then what all of it rests on."""
-    designs = report["distribution"]["designs"]
-    said = []
+    """The page's results in plain words, a Markdown list, one result an item, each chosen from its numbers and none
+    counted against the null bar (one draw's: Part 1): where block 0's write enters block 1 in each design (path
+    patching); whether per-head denoising and attribution put a named previous-token head on top of block 0, beside
+    the model's own null, and the sign attribution gives the head exact patching finds; what a head's size says and
+    does not; what the current-token heads the mechanism does not name carry (an item left out where the report lacks
+    its numbers); then what all of it rests on."""
+    designs, pairs = report["distribution"]["designs"], report["distribution"]["pairs"]
     routes = []
     for name, measured in designs.items():
         keys, values = measured["path"]["keys"]["mean"], measured["path"]["values"]["mean"]
@@ -158,32 +160,47 @@ def plain_summary(report: dict) -> str:
                 else "through block 1's keys and values alike")
         routes.append(f"in the {name.replace('_', '-')} design {main} (keys alone {observed(keys)} of the gap, values "
                       f"alone {observed(values)})")
-    said.append("Block 0's attention write reaches the readout " + "; ".join(routes) + ".")
-    matched = designs.get("matched_position", {}).get("heads", {})
-    exact = matched.get("denoising", {}).get("kinds", {}).get("previous_token/0")
-    estimate = matched.get("attribution", {}).get("kinds", {}).get("previous_token/0")
-    if exact and estimate:
-        top = max(exact["by_head"], key=exact["by_head"].get)
-        found, guessed = exact["fractions"]["found"], estimate["fractions"]["found"]
-        pairs = report["distribution"]["pairs"]
-        verb = ("only in" if guessed < found / 2 else "in about as many," if guessed >= 0.9 * found else "in fewer,")
-        said.append(_role_sentence(report, matched)
-                    + f"Per-head denoising puts a named previous-token head on top of block 0, above the null bar, in "
-                    f"{percent(found)} of pairs (95 % Wilson {wilson(found, pairs)}; head 0.{top} in "
-                    f"{percent(exact['by_head'][top])}; no test of the naming itself, Part 6 says why). Attribution "
-                    f"patching, its first-order estimate, puts one there {verb} {percent(guessed)} (95 % Wilson "
-                    f"{wilson(guessed, pairs)}).")
+    items = ["**Routes.** Block 0's attention write reaches the readout " + "; ".join(routes) + "."]
+    matched = designs.get("matched_position", {})
+    items += _previous_token_items(matched, pairs)
+    role = _role_sentence(report, matched.get("heads", {}))
+    items += [f"**What a head carries, not its role.** {role}"] if role else []
     current = report["heads"]["named"].get("current_token", [])
     copied = designs.get("copied_token", {}).get("heads", {}).get("denoising", {}).get("heads")
     if current and copied:
         means = " and ".join(f"{observed(copied[b][h]['mean'])} (head {b}.{h})" for b, h in current)
-        said.append(f"The current-token heads, which the textbook mechanism does not name, carry on average {means} "
-                    f"of the gap in the copied-token design (per-head denoising); there they write the changed token "
-                    f"itself, which Part 6 reads as possibly part of the copying step, untested.")
-    pairs = report["distribution"]["pairs"]
-    said.append(f"All of it is one trained model at period {report['distribution']['period']}, over {pairs} held-out "
-                f"pairs per design; the rest of the page says what each result rests on.")
-    return " ".join(said)
+        items.append(f"**The current-token heads.** The textbook mechanism does not name them; they carry on average "
+                     f"{means} of the gap in the copied-token design (per-head denoising), where they write the changed "
+                     f"token itself, which Part 6 reads as possibly part of the copying step, untested.")
+    items.append(f"**Scope.** One trained model at period {report['distribution']['period']}, over {pairs} held-out "
+                 f"pairs per design; the rest of the page says what each result rests on.")
+    return "\n".join(f"- {item}" for item in items) + "\n"
+
+
+def _previous_token_items(matched: dict, pairs: int) -> list[str]:
+    """In the matched-position design: how often per-head denoising, then attribution, puts a named previous-token
+    head on top of block 0, the bar aside, beside the model's own null pairs (a description); the head with the larger
+    exact share, its size against its null pairs, and the sign attribution gives it pair by pair. [] without them."""
+    kinds = {m: matched.get("heads", {}).get(m, {}).get("kinds", {}).get("previous_token/0") for m in ("denoising", "attribution")}
+    exact, estimate = kinds["denoising"], kinds["attribution"]
+    if not (exact and estimate and "null_top_named" in exact and "null_top_named" in estimate and matched.get("per_pair")):
+        return []
+    head = max(exact["named"], key=lambda h: matched["heads"]["denoising"]["heads"][0][h]["mean"])
+    cell = matched["heads"]["denoising"]["heads"][0][head]
+    estimated = [grid[0][head] for grid in matched["per_pair"]["heads"]["attribution"]]
+    negative, mean = sum(v < 0 for v in estimated), sum(estimated) / len(estimated)
+    said = (f"**The previous-token heads.** Per-head denoising puts a named one on top of block 0 in "
+            f"{percent(exact['top_named'])} of pairs (95 % Wilson {wilson(exact['top_named'], pairs)}), against "
+            f"{percent(exact['null_top_named'])} of the model's own null pairs (a description, not a test of the naming: "
+            f"Part 6). Head 0.{head} carries {observed(cell['mean'])} of the gap on average, more than on its own null "
+            f"pair in {cell['null_paired']['higher']} of {pairs} pairs.")
+    as_often = {"apart": "more often than", "other way": "less often than", "not": "about as often as"}[_null_top_relation(estimate)]
+    reading = ("so in most pairs it reverses the sign of the head exact patching finds" if negative * 2 > len(estimated)
+               else "so it understates that head" if mean < cell["mean"] / 2 else "close to the exact patch in sign and size")
+    return [said, f"**Attribution patching.** Exact patching's first-order estimate puts a named one on top {as_often} "
+                  f"on the null pairs ({percent(estimate['top_named'])} of pairs against {percent(estimate['null_top_named'])}), "
+                  f"and gives head 0.{head} a negative share in {negative} of {len(estimated)} pairs (mean "
+                  f"{observed(mean)}), {reading}; Part 5 splits its error."]
 
 
 def _higher(cells: list, heads) -> str:

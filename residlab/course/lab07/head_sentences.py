@@ -84,7 +84,7 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
                            f"{most_caveat(fractions['found'], pairs)}{where}), above what a random pick would do "
                            f"(a sanity check, for a blind guess is a low bar: {against_chance(found, base, entry['chance'])})"
                            + _one_head_carries(entry))  # fmt: skip
-                against_null = null_top_outcome(entry, meaning=True)  # the verdict, the model's null, the random pick
+                against_null = null_top_outcome(entry)  # the verdict, the model's null, the random pick
                 outcome = (f"A named head on top and above the bar in {_percent(fractions['found'])} of pairs (95 % "
                            f"Wilson {wilson(fractions['found'], pairs)})"
                            + (f"; the bar aside, in {against_null}" if against_null else "")

@@ -6,6 +6,7 @@ does over its resampled range (one draw of 64 null pairs sets the bar, an upper 
 from __future__ import annotations
 
 from residlab.course.lab07.chance import p_text
+from residlab.course.lab07.predictions import higher_p
 from residlab.course.lab07.sentences import _percent, observed
 
 
@@ -26,10 +27,17 @@ def size_against_null(entry: dict, heads: list) -> str:
 
 
 def _paired(cell: dict) -> str:
-    """A head's share against its null pair's in words: the counts and the one-sided sign test's p."""
+    """A head's share against its null pair's in words: the counts and the one-sided sign test's p, and where the
+    share is below more often than above, that direction's own one-sided p (a method can reverse a head's sign)."""
     pairs = cell["pairs"]
     return (f"above its own null pair's share in {cell['null_paired']['higher']} of {pairs} pairs, below in "
-            f"{cell['null_paired']['lower']} (one-sided sign test, {p_text(cell['null_paired']['p'])})")
+            f"{cell['null_paired']['lower']} (one-sided sign test, {p_text(cell['null_paired']['p'])}{_below(cell)})")
+
+
+def _below(cell: dict) -> str:
+    """", below more often: p = ..." where a head's share is below its null pair's in more pairs than above."""
+    higher, lower = cell["null_paired"]["higher"], cell["null_paired"]["lower"]
+    return f"; below more often: {p_text(higher_p(lower, higher))}" if lower > higher else ""
 
 
 def _named_cells(entry: dict, heads: list) -> list[tuple[int, dict]]:
@@ -44,5 +52,5 @@ def size_summary(entry: dict, heads: list) -> str:
     if not cells:
         return ""
     listed = ", ".join(f"{entry['block']}.{head} in {cell['null_paired']['higher']} of {cell['pairs']} "
-                       f"({p_text(cell['null_paired']['p'])})" for head, cell in cells)  # fmt: skip
+                       f"({p_text(cell['null_paired']['p'])}{_below(cell)})" for head, cell in cells)  # fmt: skip
     return f"sizes above their own null pair's: {listed}"

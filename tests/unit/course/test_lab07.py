@@ -1309,26 +1309,38 @@ def test_a_named_heads_size_is_read_signed_against_the_null_pairs():
 
 
 def test_the_plain_summary_is_chosen_from_its_numbers():
-    def design(keys, values, found=None, guessed=None, current=None):
-        kinds = lambda fraction: {"previous_token/0": {"fractions": {"found": fraction}, "by_head": {"1": 0.1, "2": fraction - 0.1},  # noqa: E731
-                                                       "block": 0, "named": [1, 2]}}
-        return {"path": {"keys": {"mean": keys}, "values": {"mean": values}},
-                "heads": {"denoising": {"kinds": kinds(found) if found else {}, "heads": [[{"mean": m} for m in current or [0.0] * 4]]},
-                          "attribution": {"kinds": kinds(guessed) if guessed else {}}}}  # fmt: skip
+    def kinds(top, null, discordant):
+        return {"previous_token/0": {"block": 0, "named": [1, 2], "top_named": top, "null_top_named": null,
+                                     "top_named_discordant": discordant, "top_named_p": predictions.paired_p(*discordant)}}
+
+    def design(keys, values, current=None, attribution_head2=None):
+        heads = [[{"mean": m, "null_paired": {"higher": 60, "lower": 4, "p": 1e-9}} for m in current or [0.0, 0.1, 0.78, 0.0]]]
+        per_pair = {"heads": {"attribution": [[[0.0, 0.0, v, 0.0]] for v in attribution_head2 or [0.0]]}}
+        return {"path": {"keys": {"mean": keys}, "values": {"mean": values}}, "per_pair": per_pair,
+                "heads": {"denoising": {"kinds": kinds(0.95, 0.38, [39, 2]), "heads": heads},
+                          "attribution": {"kinds": kinds(0.42, 0.42, [14, 14])}}}  # fmt: skip
     report = {"distribution": {"pairs": 64, "period": 8, "designs": {
         "copied_token": design(-0.02, 0.79, current=[0.5, 0.0, 0.0, 0.25]),
-        "matched_position": design(0.70, 0.13, found=0.95, guessed=0.16)}},
+        "matched_position": design(0.70, 0.13, attribution_head2=[-0.1] * 42 + [0.3] * 22)}},
         "heads": {"named": {"current_token": [[0, 0], [0, 3]]}}}  # fmt: skip
     said = goal_sentences.plain_summary(report)
+    items = said.strip().split("\n")
+    assert all(item.startswith("- **") for item in items)  # a list, one result an item
     assert "copied-token design mostly through block 1's values (keys alone -0.02 of the gap, values alone 0.79)" in said
     assert "matched-position design mostly through block 1's keys" in said
-    assert "Attribution patching, its first-order estimate, puts one there only in 16 % (95 % Wilson [" in said
+    # nothing counted against the bar: the rates with the bar aside, beside the model's own null
+    assert ("Per-head denoising puts a named one on top of block 0 in 95 % of pairs (95 % Wilson [86.6 %, 98.3 %]), "
+            "against 38 % of the model's own null pairs") in said
+    assert "Head 0.2 carries 0.78 of the gap on average, more than on its own null pair in 60 of 64 pairs" in said
+    assert ("puts a named one on top about as often as on the null pairs (42 % of pairs against 42 %), and gives head 0.2 "
+            "a negative share in 42 of 64 pairs (mean 0.04), so in most pairs it reverses the sign") in said
     assert "the key route" not in said  # no path patching's per-head sizes in this report: no reading of roles
-    assert "Per-head denoising puts a named previous-token head on top of block 0, above the null bar, in 95 % of pairs (95 % Wilson [" in said
-    assert "carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
-    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, found=0.95, guessed=0.9)
+    assert "they carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
+    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, attribution_head2=[0.7] * 64)
     said = goal_sentences.plain_summary(report)
-    assert "through block 1's keys and values alike" in said and "in about as many, 90 % (95 % Wilson [" in said
+    assert "through block 1's keys and values alike" in said and "(mean 0.70), close to the exact patch in sign and size" in said
+    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, attribution_head2=[0.1] * 64)
+    assert "(mean 0.10), so it understates that head" in goal_sentences.plain_summary(report)
 
 
 def test_the_nulls_reach_at_the_end_of_the_prompt_is_said_from_the_attention():
@@ -1364,3 +1376,26 @@ def test_attention_where_the_design_acts_is_read_beside_the_whole_sequence_score
     assert "less than half" not in position_sentences.changed_positions_sentence(report)
     report["heads"]["name_scores"]["previous_token"]["scores"][0][2] = 0.5  # no tie: nothing to read apart
     assert position_sentences.changed_positions_sentence(report) == ""
+
+
+def test_the_bar_is_said_as_one_draw_s_and_a_reversed_sign_is_said():
+    from residlab.course.lab07 import size_sentences
+
+    null = {"heads": {"denoising": [0.05, 0.03]}, "heads_bar_range": {"denoising": [[0.03, 0.08], [0.02, 0.06]]},
+            "heads_largest": {"denoising": [{"largest": 0.08, "pairs": 2}, {"largest": 0.06, "pairs": 2}]}}
+    per_pair = {"gap": [2.0, 2.0], "null_gap": [0.1, -1.0],  # the null's whole change: 0.05 and 0.5 of the gap
+                "null_heads": {"denoising": [[[0.0, 0.07], [0.01, 0.0]], [[0.2, 0.0], [0.0, 0.0]]]}}
+    report = {"distribution": {"designs": {"matched_position": {"null": null, "per_pair": per_pair}}}}
+    said = chance.bar_range_sentence(report)
+    assert "block 0's 0.050 between 0.030 and 0.080 and block 1's 0.030 between 0.020 and 0.060" in said
+    assert "a floor on how far another draw's bar could lie, not its reach" in said
+    # one null pair's single head (0.07) moves M more than that null's whole change (0.05); the other's does not
+    assert "for in 1 of these 2 null pairs a single head moves M by more than the null's whole change does" in said
+    per_pair["null_heads"]["denoising"][0] = [[0.0, 0.01], [0.01, 0.0]]
+    assert "single head" not in chance.bar_range_sentence(report)
+    assert chance.bar_range_sentence({"distribution": {"designs": {"matched_position": {"null": {}}}}}) == ""
+    cell = {"pairs": 64, "null_paired": {"higher": 25, "lower": 39, "p": 0.97}}
+    assert size_sentences._paired(cell) == ("above its own null pair's share in 25 of 64 pairs, below in 39 (one-sided "
+                                            "sign test, p = 0.97; below more often: p = 0.052)")
+    cell["null_paired"].update(higher=39, lower=25, p=0.05)
+    assert "below more often" not in size_sentences._paired(cell)

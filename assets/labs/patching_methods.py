@@ -42,8 +42,8 @@ train`` writes), otherwise it trains one as the site does.
 #   line 2293    attribution_grids
 #   line 2412    error_split
 #   line 2518  residlab/course/lab07/distribution.py
-#   line 2586    null_design
-#   line 2894    measure_distribution
+#   line 2588    null_design
+#   line 2896    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   74  residlab/course/models/needs_torch.py
@@ -64,8 +64,8 @@ train`` writes), otherwise it trains one as the site does.
 #   line 2046  residlab/course/lab07/cells.py
 #   line 2245  residlab/course/lab07/attribution.py
 #   line 2518  residlab/course/lab07/distribution.py
-#   line 2973  residlab/course/lab07/naming.py
-#   line 3060  residlab/course/lab07/lab.py (the entry)
+#   line 2975  residlab/course/lab07/naming.py
+#   line 3062  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -2551,7 +2551,9 @@ INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
 MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 BAR_RESAMPLES = 2000  # resamples of the null pairs that show how far one draw's null bar could lie from another's
-BAR_SEED = 2027 + 17
+BAR_SEED = 2027 + 17  # draws the resamples of the null bar
+
+
 def _round(value):
     return None if value is None else round(float(value), 6)
 

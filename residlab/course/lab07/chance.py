@@ -159,7 +159,7 @@ def bar_range_sentence(report: dict, name: str = "matched_position", method: str
     listed = " and ".join(f"block {block}'s {bar:.3f} between {low:.3f} and {high:.3f}"
                           for block, (bar, (low, high)) in enumerate(zip(bars, ranges)))  # fmt: skip
     largest = null["heads_largest"][method]
-    return (f"Resampling the null pairs gives a floor on how far another draw's bar could lie, not its reach: for "
+    return (f"Resampling the null pairs gives a rough range for another draw's bar, which understates how far it can move: for "
             f"{METHOD_NAMES[method]} in the {name.replace('_', '-')} design, {listed} (the middle 95 % of the bar over "
             f"{BAR_RESAMPLES:,} resamples). A resample cannot go past this draw's largest value ("
             + ", ".join(f"block {block}'s {entry['largest']:.3f}" for block, entry in enumerate(largest))

@@ -197,9 +197,8 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
             f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "
             f"on top in {held_only} and only the null pair in {null_only} (two-sided exact McNemar test, "
-            f"{p_text(entry['top_named_p'])}, of whether the two rates differ): {reading}. This describes; it does not "
-            f"test the named heads (on the null pairs the top share lies below the bar by construction, the rule above "
-            f"these tables says why)")
+            f"{p_text(entry['top_named_p'])}, of whether the two rates differ): {reading}. A description, not a test "
+            f"of the named heads (the rule above these tables says why)")
 
 
 def told_apart(pairs: list, spread: dict, lead: str) -> str:

@@ -47,7 +47,9 @@ INTERVAL_NAME = "2.5th to 97.5th percentile over pairs"
 MEAN_Z = 1.959964  # a mean paired difference's 95 % interval: the mean +- this many standard errors
 HEAD_METHODS = ("denoising", "noising", "attribution", "path_keys")  # path_keys: block 0's heads only
 BAR_RESAMPLES = 2000  # resamples of the null pairs that show how far one draw's null bar could lie from another's
-BAR_SEED = 2027 + 17
+BAR_SEED = 2027 + 17  # draws the resamples of the null bar
+
+
 def _round(value):
     return None if value is None else round(float(value), 6)
 

@@ -10,7 +10,7 @@ from residlab.course.lab07.compare_sentences import _null_top_relation
 from residlab.course.lab07.size_sentences import size_summary
 from residlab.course.lab07.head_sentences import _one_head_carries, kind_verdicts
 from residlab.course.lab07.predictions import PREDICTION_TEST, corrected_level, prediction_checks
-from residlab.course.lab07.sentences import _heads, observed
+from residlab.course.lab07.sentences import MOSTLY, _heads, observed
 from residlab.course.lab07.verdicts import HEAD_KINDS, METHOD_NAMES, complement_of, percent
 from residlab.course.ui.tables import markdown_table
 
@@ -189,18 +189,21 @@ def _previous_token_items(matched: dict, pairs: int) -> list[str]:
     cell = matched["heads"]["denoising"]["heads"][0][head]
     estimated = [grid[0][head] for grid in matched["per_pair"]["heads"]["attribution"]]
     negative, mean = sum(v < 0 for v in estimated), sum(estimated) / len(estimated)
-    said = (f"**The previous-token heads.** Per-head denoising puts a named one on top of block 0 in "
-            f"{percent(exact['top_named'])} of pairs (95 % Wilson {wilson(exact['top_named'], pairs)}), against "
-            f"{percent(exact['null_top_named'])} of the model's own null pairs (a description, not a test of the naming: "
-            f"Part 6). Head 0.{head} carries {observed(cell['mean'])} of the gap on average, more than on its own null "
-            f"pair in {cell['null_paired']['higher']} of {pairs} pairs.")
+    said = (f"**The previous-token heads.** In the matched-position design, per-head denoising gives a named one the "
+            f"largest share in block 0, the null bar set aside, in {percent(exact['top_named'])} of pairs (95 % Wilson "
+            f"{wilson(exact['top_named'], pairs)}), against {percent(exact['null_top_named'])} of the model's own null "
+            f"pairs (a description, not a test of the naming: Part 6). Head 0.{head} carries {observed(cell['mean'])} of "
+            f"the gap on average, more than on its own null pair in {cell['null_paired']['higher']} of {pairs} pairs.")
     as_often = {"apart": "more often than", "other way": "less often than", "not": "about as often as"}[_null_top_relation(estimate)]
-    reading = ("so in most pairs it reverses the sign of the head exact patching finds" if negative * 2 > len(estimated)
-               else "so it understates that head" if mean < cell["mean"] / 2 else "close to the exact patch in sign and size")
-    return [said, f"**Attribution patching.** Exact patching's first-order estimate puts a named one on top {as_often} "
-                  f"on the null pairs ({percent(estimate['top_named'])} of pairs against {percent(estimate['null_top_named'])}), "
-                  f"and gives head 0.{head} a negative share in {negative} of {len(estimated)} pairs (mean "
-                  f"{observed(mean)}), {reading}; Part 5 splits its error."]
+    share = negative / len(estimated)
+    reading = ("it reverses that head's sign in most pairs" if share >= MOSTLY else "it misses most of that head's share"
+               if mean < cell["mean"] / 2 else "close to the exact patch in size")
+    return [said, f"**Attribution patching.** In the same design, exact patching's first-order estimate gives a named one "
+                  f"the largest share, the bar set aside, {as_often} on the null pairs ({percent(estimate['top_named'])} "
+                  f"of pairs against {percent(estimate['null_top_named'])}). It gives head 0.{head} a mean share of "
+                  f"{observed(mean)} against the exact patch's {observed(cell['mean'])}, negative in {negative} of "
+                  f"{len(estimated)} pairs ({percent(share)}, 95 % Wilson {wilson(share, len(estimated))}): {reading}; "
+                  f"Part 5 splits its error."]
 
 
 def _higher(cells: list, heads) -> str:

@@ -121,8 +121,8 @@ def gap_sentence(report: dict, name: str) -> str:
     if design["readable"]:
         ratio = abs(design["gap"]) / null["largest_gap"] if null["largest_gap"] else math.inf
         times = "infinitely many" if math.isinf(ratio) else f"{math.floor(ratio)}"
-        return (f"{head}, so the example's gap is more than {times} times the largest gap any null pair gives (the page reads a gap "
-                f"above {report['read_factor']:.0f} times){_pairs_ratio(report, name)}.{scale}")
+        return (f"{head}, so the example's gap is more than {times} times the largest gap any null pair gives, one draw's largest "
+                f"from a long tail, which another draw can exceed (the page reads a gap above {report['read_factor']:.0f} times){_pairs_ratio(report, name)}.{scale}")
     return f"{head}: the example's gap is within {report['read_factor']:.0f} times that, so no share of it is read.{scale}"
 
 

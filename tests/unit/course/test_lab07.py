@@ -318,7 +318,7 @@ def test_a_gap_within_its_null_is_not_read():
 def test_sentences_follow_their_numbers():
     report = _small_report(gap=20.0, floor=0.01)
     # the ratio printed is the one computed (20 / 0.01), floored so that more than it stays true
-    assert "more than 2000 times the largest gap any null pair gives (the page reads a gap above 3 times)" in sentences.gap_sentence(report, "copied_token")
+    assert "more than 2000 times the largest gap any null pair gives, one draw's largest from a long tail, which another draw can exceed (the page reads a gap above 3 times)" in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 1.05
     assert "more than 19 times the largest gap any null pair gives" in sentences.gap_sentence(report, "copied_token")
     report["distribution"]["designs"]["copied_token"]["null"]["largest_gap"] = 0.01
@@ -490,9 +490,9 @@ def test_a_verdict_names_the_kind_on_top_and_a_design_that_fixes_the_rest_is_no_
     text = head_sentences.kind_sentence(report, "copied_token", "denoising", "current_token")
     assert "no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0). Against the model's own null" in text
     assert "the named heads top the block more often under the design's change than under the null's (a substitution" in text
-    assert "This describes; it does not test the named heads" in text
-    # near 0 if the mechanism holds: observed, never a construction; the one identity said is the null bar's own rate
-    assert text.count("construction") == 1 and "the top share lies below the bar by construction" in text
+    assert "A description, not a test of the named heads" in text
+    # near 0 if the mechanism holds: observed, never a construction (the null bar's own rate is said once, in the rule)
+    assert "construction" not in text
 
 
 def _differences(values: list[float]) -> dict:
@@ -1329,18 +1329,21 @@ def test_the_plain_summary_is_chosen_from_its_numbers():
     assert "copied-token design mostly through block 1's values (keys alone -0.02 of the gap, values alone 0.79)" in said
     assert "matched-position design mostly through block 1's keys" in said
     # nothing counted against the bar: the rates with the bar aside, beside the model's own null
-    assert ("Per-head denoising puts a named one on top of block 0 in 95 % of pairs (95 % Wilson [86.6 %, 98.3 %]), "
-            "against 38 % of the model's own null pairs") in said
+    assert ("In the matched-position design, per-head denoising gives a named one the largest share in block 0, the null "
+            "bar set aside, in 95 % of pairs (95 % Wilson [86.6 %, 98.3 %]), against 38 % of the model's own null pairs") in said
     assert "Head 0.2 carries 0.78 of the gap on average, more than on its own null pair in 60 of 64 pairs" in said
-    assert ("puts a named one on top about as often as on the null pairs (42 % of pairs against 42 %), and gives head 0.2 "
-            "a negative share in 42 of 64 pairs (mean 0.04), so in most pairs it reverses the sign") in said
+    assert ("gives a named one the largest share, the bar set aside, about as often as on the null pairs (42 % of pairs "
+            "against 42 %). It gives head 0.2 a mean share of 0.04 against the exact patch's 0.78, negative in 42 of 64 "
+            "pairs (66 %, 95 % Wilson [") in said
+    assert "): it misses most of that head's share;" in said  # negative in 66 %: not "most pairs" (at least 90 %)
     assert "the key route" not in said  # no path patching's per-head sizes in this report: no reading of roles
     assert "they carry on average 0.50 (head 0.0) and 0.25 (head 0.3) of the gap" in said
     report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, attribution_head2=[0.7] * 64)
     said = goal_sentences.plain_summary(report)
-    assert "through block 1's keys and values alike" in said and "(mean 0.70), close to the exact patch in sign and size" in said
-    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, attribution_head2=[0.1] * 64)
-    assert "(mean 0.10), so it understates that head" in goal_sentences.plain_summary(report)
+    assert "through block 1's keys and values alike" in said and "): close to the exact patch in size;" in said
+    report["distribution"]["designs"]["matched_position"] = design(0.40, 0.30, attribution_head2=[-0.1] * 60 + [0.1] * 4)
+    assert "negative in 60 of 64 pairs (94 %, 95 % Wilson [" in (said := goal_sentences.plain_summary(report))
+    assert "): it reverses that head's sign in most pairs;" in said
 
 
 def test_the_nulls_reach_at_the_end_of_the_prompt_is_said_from_the_attention():
@@ -1388,7 +1391,7 @@ def test_the_bar_is_said_as_one_draw_s_and_a_reversed_sign_is_said():
     report = {"distribution": {"designs": {"matched_position": {"null": null, "per_pair": per_pair}}}}
     said = chance.bar_range_sentence(report)
     assert "block 0's 0.050 between 0.030 and 0.080 and block 1's 0.030 between 0.020 and 0.060" in said
-    assert "a floor on how far another draw's bar could lie, not its reach" in said
+    assert "a rough range for another draw's bar, which understates how far it can move" in said
     # one null pair's single head (0.07) moves M more than that null's whole change (0.05); the other's does not
     assert "for in 1 of these 2 null pairs a single head moves M by more than the null's whole change does" in said
     per_pair["null_heads"]["denoising"][0] = [[0.0, 0.01], [0.01, 0.0]]

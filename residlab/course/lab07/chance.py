@@ -163,24 +163,10 @@ def bar_range_sentence(report: dict, name: str = "matched_position", method: str
             f"{METHOD_NAMES[method]} in the {name.replace('_', '-')} design, {listed} (the middle 95 % of the bar over "
             f"{BAR_RESAMPLES:,} resamples). A resample cannot go past this draw's largest value ("
             + ", ".join(f"block {block}'s {entry['largest']:.3f}" for block, entry in enumerate(largest))
-            + f"), and a fresh draw can{_beyond_whole_change(report, name, method)}: another draw's bar can lie well "
-            f"above this range. Every fraction counted against a bar moves with it, the "
-            f"verdicts' included, and its Wilson interval covers the sampling of pairs under this draw's bar only; so "
+            + "), so another draw's bar can lie outside this range, most readily above it. Every fraction counted "
+            f"against a bar moves with it, the verdicts' included, and its Wilson interval covers the sampling of pairs under this draw's bar only; so "
             f"a named head's size is tested pair by pair instead, against its share on the held-out pair's own null "
             f"pair, which no bar enters (Part 6), and the summary above counts nothing against the bar.")
-
-
-def _beyond_whole_change(report: dict, name: str, method: str) -> str:
-    """", for ..." where in some null pairs a single head moves M by more than the null's whole change does (the
-    shares' long tail, counted from the pairs' own numbers); "" where none does."""
-    per_pair = report["distribution"]["designs"][name]["per_pair"]
-    if "null_heads" not in per_pair:
-        return ""
-    wholes = [abs(null / gap) for null, gap in zip(per_pair["null_gap"], per_pair["gap"])]
-    beyond = sum(max(abs(v) for row in grid for v in row if v is not None) > whole
-                 for grid, whole in zip(per_pair["null_heads"][method], wholes))  # fmt: skip
-    return (f", for in {beyond} of these {len(wholes)} null pairs a single head moves M by more than the null's whole "
-            f"change does" if beyond else "")
 
 
 def null_bar_exceeded(pairs: int) -> str:

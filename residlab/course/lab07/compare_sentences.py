@@ -164,7 +164,7 @@ def null_top_outcome(entry: dict) -> str:
     ``null_top_sentence`` reads it in full); "" for a report without it."""
     if "null_top_named" not in entry:
         return ""
-    told = {"apart": "more often", "other way": "less often", "not": "about as often"}[_null_top_relation(entry)]
+    told = {"apart": "more often", "other way": "less often", "not": "not told apart"}[_null_top_relation(entry)]
     return (f"{_percent(entry['top_named'])} of pairs vs {_percent(entry['null_top_named'])} of the null pairs "
             f"({paired_words(entry)}: {told}; a description)")
 
@@ -191,8 +191,8 @@ def null_top_sentence(entry: dict, pairs: int, null_kind: str) -> str:
     elif relation == "other way":
         reading = "the other way: a named head is the null pairs' top head more often than the held-out pairs'"
     else:
-        reading = ("no difference the paired test tells apart: the named heads top the block about as often under the "
-                   "null's change")
+        reading = ("no difference the paired test tells apart (which does not show the two rates equal: the null's "
+                   "rate is one draw's too)")
     return (f". Against the model's own null for which head tops the block (the bar aside in both): on the null pairs "
             f"a named head is the top head in {_percent(null)} (95 % Wilson {wilson(null, pairs)}), on the held-out "
             f"pairs in {_percent(held)} ({wilson(held, pairs)}); pair by pair, only the held-out pair has a named head "

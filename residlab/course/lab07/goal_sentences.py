@@ -192,9 +192,10 @@ def _previous_token_items(matched: dict, pairs: int) -> list[str]:
     said = (f"**The previous-token heads.** In the matched-position design, per-head denoising gives a named one the "
             f"largest share in block 0, the null bar set aside, in {percent(exact['top_named'])} of pairs (95 % Wilson "
             f"{wilson(exact['top_named'], pairs)}), against {percent(exact['null_top_named'])} of the model's own null "
-            f"pairs (a description, not a test of the naming: Part 6). Head 0.{head} carries {observed(cell['mean'])} of "
+            f"pairs (that rate is one draw's too; a description, not a test of the naming: Part 6). Head 0.{head} carries {observed(cell['mean'])} of "
             f"the gap on average, more than on its own null pair in {cell['null_paired']['higher']} of {pairs} pairs.")
-    as_often = {"apart": "more often than", "other way": "less often than", "not": "about as often as"}[_null_top_relation(estimate)]
+    as_often = {"apart": "more often than", "other way": "less often than",
+                "not": "no more often, by the paired test, than"}[_null_top_relation(estimate)]
     share = negative / len(estimated)
     reading = ("it reverses that head's sign in most pairs" if share >= MOSTLY else "it misses most of that head's share"
                if mean < cell["mean"] / 2 else "close to the exact patch in size")

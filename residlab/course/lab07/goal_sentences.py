@@ -135,10 +135,10 @@ def tests_against_chance(report: dict) -> str:
                     f"could reach a permutation p below {min(least):.2g}." if least and min(least) >= NAMING_TEST else "")
     return (f"{'Only one verdict' if len(found) == 1 else f'{len(found)} verdicts'} on this page "
             f"{'is' if len(found) == 1 else 'are'} compared with a random pick among the heads the mechanism does not "
-            f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} Whether a named head "
-            f"carries part of the contrast is tested by its size against the model's own null, pair by pair: whether "
-            f"its share on a held-out pair is above its share on that pair's own null pair (a one-sided sign test over "
-            f"the pairs, which no bar enters), wherever a method reaches it (Part 6); a "
+            f"predict near 0: {'; '.join(found)}, at period {period} in every pair.{over_namings} How much a named "
+            f"head carries is read against the model's own null, pair by pair: its share minus its share on the same "
+            f"prompt's null pair, the mean with its interval, and a one-sided sign test of whether it is the higher "
+            f"(no bar enters either), wherever a method reaches it (Part 6); a "
             f"head the mechanism does not name can pass that test too, so it says what a head carries, not its role. Which head tops a block on the "
             f"null pairs is given beside it as a description only, for there the top share lies below the bar in all but "
             f"a few pairs by construction:")
@@ -239,5 +239,5 @@ def _role_sentence(report: dict, matched: dict) -> str:
             + ". By per-head denoising "
             + (f"every head of block 0 is above its null pair's share more often than below "
                f"({_higher(denoised, range(len(denoised)))} of {pairs}, each one-sided sign test p below {PAIRED_LEVEL}), "
-               f"so there a head's size says it carries the contrast, not its role. " if every else
+               f"so there the sign test says each carries some of the contrast, not its role. " if every else
                f"the heads are above their null pair's share in {_higher(denoised, range(len(denoised)))} of {pairs}. "))

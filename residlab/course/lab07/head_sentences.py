@@ -116,11 +116,11 @@ def kind_verdicts(report: dict, name: str, method: str, kind: str) -> list[tuple
             reading += f". {shortfall}" if shortfall else ""  # a sentence of its own: the verdict stands as read
             over_namings = naming_sentence(namings, len(entry["named"]))
             reading += "." + over_namings.removesuffix(".") if over_namings else ""  # null_top_sentence ends it
-            if not outcome.startswith("A named head on top"):  # the found outcome says it already
-                against_null = null_top_outcome(entry)
-                outcome += f"; the bar aside, a named head tops the block in {against_null}" if against_null else ""
+            if not outcome.startswith("A named head on top"):  # the found outcome says both already
+                outcome += f" ({naming})" if (naming := naming_outcome(namings)) else ""
+                outcome += f"; the bar aside, a named head tops the block in {against}" if (against := null_top_outcome(entry)) else ""
             sizes = size_summary(entry, measured["heads"][method].get("heads") or [])
-            outcome += f"; {sizes}" if sizes else ""  # the test of the named heads, as in every other cell
+            outcome += f"; {sizes}" if sizes else ""  # the named heads against their null pairs, as in every cell
             if shortfall:  # attribution misses what the exact patch it estimates finds: said first
                 exact = measured["heads"]["denoising"]["kinds"][f"{entry['kind']}/{entry['block']}"]["fractions"]["found"]
                 outcome = (f"Misses the named heads the exact patch finds (on top and above the bar in "

@@ -11,16 +11,17 @@ from residlab.course.lab07.sentences import _percent, observed
 
 
 def size_against_null(entry: dict, heads: list) -> str:
-    """Per named head: its mean share; pair by pair against its own null pair's share (no bar enters: the sign test
-    and the mean difference with its interval, ``distribution.null_paired``); and, as a description, how often it
-    clears the null bar (signed) on the held-out and the null pairs, with how far that moves over the bar's resampled
-    range. "" without them."""
+    """Per named head: its mean share; pair by pair against its own null pair's share (no bar enters: the mean
+    difference with its interval, then the one-sided sign test, ``distribution.null_paired``); and, as a description,
+    how often it clears the null bar (signed) on the held-out and the null pairs, with how far that moves over the
+    bar's resampled range. "" without them."""
     cells = _named_cells(entry, heads)
     if not cells:
         return ""
-    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}) {_paired(cell)}, mean difference "
-                     f"{observed(cell['null_paired']['mean'])} (95 % interval {observed(cell['null_paired']['mean_interval'][0])} "
-                     f"to {observed(cell['null_paired']['mean_interval'][1])}); above the null bar in "
+    return "; ".join(f"head {entry['block']}.{head} (mean {observed(cell['mean'])}): its share minus its own null pair's "
+                     f"averages {observed(cell['null_paired']['mean'])} (95 % interval "
+                     f"{observed(cell['null_paired']['mean_interval'][0])} to {observed(cell['null_paired']['mean_interval'][1])}), "
+                     f"{_paired(cell)}; above the null bar in "
                      f"{_percent(cell['clears_fraction'])} of pairs against {_percent(cell['null_clears_fraction'])} of "
                      f"the null pairs ({_percent(cell['clears_range'][0])} to {_percent(cell['clears_range'][1])} over "
                      f"the bar's resampled range)" for head, cell in cells)  # fmt: skip
@@ -30,8 +31,8 @@ def _paired(cell: dict) -> str:
     """A head's share against its null pair's in words: the counts and the one-sided sign test's p, and where the
     share is below more often than above, that direction's own one-sided p (a method can reverse a head's sign)."""
     pairs = cell["pairs"]
-    return (f"above its own null pair's share in {cell['null_paired']['higher']} of {pairs} pairs, below in "
-            f"{cell['null_paired']['lower']} (one-sided sign test, {p_text(cell['null_paired']['p'])}{_below(cell)})")
+    return (f"above it in {cell['null_paired']['higher']} of {pairs} pairs, below in {cell['null_paired']['lower']} "
+            f"(one-sided sign test, {p_text(cell['null_paired']['p'])}{_below(cell)})")
 
 
 def _below(cell: dict) -> str:
@@ -47,10 +48,13 @@ def _named_cells(entry: dict, heads: list) -> list[tuple[int, dict]]:
 
 
 def size_summary(entry: dict, heads: list) -> str:
-    """``size_against_null`` in a few words: pair by pair against each pair's own null pair; "" without it."""
+    """``size_against_null`` in a few words: each head's share minus its own null pair's, the mean with its interval,
+    then the pairs above and the sign test's p; "" without it."""
     cells = _named_cells(entry, heads)
     if not cells:
         return ""
-    listed = ", ".join(f"{entry['block']}.{head} in {cell['null_paired']['higher']} of {cell['pairs']} "
-                       f"({p_text(cell['null_paired']['p'])}{_below(cell)})" for head, cell in cells)  # fmt: skip
-    return f"sizes above their own null pair's: {listed}"
+    listed = ", ".join(f"{entry['block']}.{head} {observed(cell['null_paired']['mean'])} "
+                       f"[{observed(cell['null_paired']['mean_interval'][0])}, {observed(cell['null_paired']['mean_interval'][1])}], "
+                       f"above in {cell['null_paired']['higher']} of {cell['pairs']} ({p_text(cell['null_paired']['p'])}{_below(cell)})"
+                       for head, cell in cells)  # fmt: skip
+    return f"share minus its own null pair's, mean [95 % interval], pairs above (sign test): {listed}"

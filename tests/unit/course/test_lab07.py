@@ -429,12 +429,12 @@ def test_a_score_tie_is_no_disagreement_and_the_per_pair_preference_is_said():
     assert (". Beyond that, by order, the agreement is the most these counts allow in every method (one-sided p 0.500, "
             "0.500, 0.500 under independent orders), yet no order test here could pass a Bonferroni bar over the 6 tests "
             "(0.008: even the most agreement possible has p 0.50 or more), and the tests share their pairs, so the orders "
-            "are not read as linked") in text
+            "are not read as linked (an uncorrected p below 0.05 on one draw's pairs is no finding)") in text
     tails = [("a", 0.044, 0.044), ("b", 0.025, 0.025), ("c", 0.06, 0.03)]  # the page's case: two at the most, p < 0.05
     said = chance.unreachable_order_words(tails, 6)
     assert said.startswith("by order, the agreement is the most these counts allow for a and b (one-sided p 0.044, 0.025, 0.060")
-    assert said.endswith(", so the orders are not read as linked")  # one method's p is above 0.05
-    assert chance.unreachable_order_words(tails[:2], 6).endswith(": suggestive of a link between score and share order, not shown")
+    assert "suggestive" not in said  # an uncorrected p below 0.05 on one draw is not read
+    assert chance.unreachable_order_words(tails[:2], 6).endswith("so the orders are not read as linked (an uncorrected p below 0.05 on one draw's pairs is no finding)")
     assert "(permutation p against 0.017, a Bonferroni correction over the 3 tests here, the order tests that could not reject left out)" in text
     assert chance.smallest_tail(64, 53, 6) == pytest.approx(0.306, abs=1e-3)  # the page's margins: never below 0.25
     assert chance.smallest_tail(64, 32, 32) < 1e-6  # balanced margins: a test that can reject
@@ -1114,8 +1114,9 @@ def test_a_kind_one_method_cannot_test_is_said_so_and_leaves_the_named_heads_no_
                     null_paired={"mean": 0.0, "mean_interval": [0.0, 0.0], "higher": 0, "lower": 0, "p": 1.0})
     verdict = head_sentences.kind_sentence(report, "matched_position", "noising", "previous_token")
     # heads 0 and 3 are left out by the method (per-head noising), not by the design
-    assert verdict.startswith("**Which head tops the block: no test (the mechanism predicts the other heads near 0 under this method); sizes "
-                              "above their own null pair's: 0.1 in 0 of 64 (p = 1), 0.2 in 0 of 64 (p = 1)")
+    assert verdict.startswith("**Which head tops the block: no test (the mechanism predicts the other heads near 0 under this method); "
+                              "share minus its own null pair's, mean [95 % interval], pairs above (sign test): "
+                              "0.1 0.00 [0.00, 0.00], above in 0 of 64 (p = 1), 0.2 0.00 [0.00, 0.00], above in 0 of 64 (p = 1)")
     assert ("no test against chance: the block's other heads are not identifiable here (the mechanism predicts them near 0); "
             "this leaves out head 0.3 on a prediction the check below rejects (at 0.05 uncorrected only, weak evidence); "
             "competing, head 0.3 would have the block's largest share (the bar aside) in 1 of the 64 pairs") in verdict
@@ -1395,7 +1396,7 @@ def test_the_bar_is_said_as_one_draw_s_and_a_reversed_sign_is_said():
     assert "cannot go past this draw's largest value (block 0's 0.080, block 1's 0.060), so another draw's bar can lie outside" in said
     assert chance.bar_range_sentence({"distribution": {"designs": {"matched_position": {"null": {}}}}}) == ""
     cell = {"pairs": 64, "null_paired": {"higher": 25, "lower": 39, "p": 0.97}}
-    assert size_sentences._paired(cell) == ("above its own null pair's share in 25 of 64 pairs, below in 39 (one-sided "
+    assert size_sentences._paired(cell) == ("above it in 25 of 64 pairs, below in 39 (one-sided "
                                             "sign test, p = 0.97; below more often: p = 0.052)")
     cell["null_paired"].update(higher=39, lower=25, p=0.05)
     assert "below more often" not in size_sentences._paired(cell)

@@ -35,15 +35,15 @@ train`` writes), otherwise it trains one as the site does.
 # Read this first: the designs and the patched runs.
 #   line 1414  residlab/course/lab07/designs.py
 #   line 1548    make_design
-#   line 1796  residlab/course/lab07/patching.py
-#   line 1960    activation_grids
-#   line 2024    path_patching
-#   line 2245  residlab/course/lab07/attribution.py
-#   line 2293    attribution_grids
-#   line 2412    error_split
-#   line 2518  residlab/course/lab07/distribution.py
-#   line 2588    null_design
-#   line 2896    measure_distribution
+#   line 1794  residlab/course/lab07/patching.py
+#   line 1958    activation_grids
+#   line 2022    path_patching
+#   line 2243  residlab/course/lab07/attribution.py
+#   line 2291    attribution_grids
+#   line 2410    error_split
+#   line 2516  residlab/course/lab07/distribution.py
+#   line 2586    null_design
+#   line 2894    measure_distribution
 #
 # Contents (the line where each section's marker starts):
 #   line   74  residlab/course/models/needs_torch.py
@@ -60,12 +60,12 @@ train`` writes), otherwise it trains one as the site does.
 #   line 1351  residlab/course/lab07/verdicts.py
 #   line 1414  residlab/course/lab07/designs.py
 #   line 1576  residlab/course/lab07/predictions.py
-#   line 1796  residlab/course/lab07/patching.py
-#   line 2046  residlab/course/lab07/cells.py
-#   line 2245  residlab/course/lab07/attribution.py
-#   line 2518  residlab/course/lab07/distribution.py
-#   line 2975  residlab/course/lab07/naming.py
-#   line 3062  residlab/course/lab07/lab.py (the entry)
+#   line 1794  residlab/course/lab07/patching.py
+#   line 2044  residlab/course/lab07/cells.py
+#   line 2243  residlab/course/lab07/attribution.py
+#   line 2516  residlab/course/lab07/distribution.py
+#   line 2973  residlab/course/lab07/naming.py
+#   line 3060  residlab/course/lab07/lab.py (the entry)
 #   then the entry's __main__ block: what runs when the file runs as a script
 
 from __future__ import annotations
@@ -1612,9 +1612,7 @@ def paired_p(held_only: int, null_only: int) -> float:
     """Two-sided exact McNemar test over paired outcomes: of the pairs where the held-out and the null pair disagree
     (``held_only`` where only the held-out pair has it, ``null_only`` where only the null pair does), the chance of
     a split at least this uneven were either side equally likely (binomial, one half)."""
-    discordant = held_only + null_only
-    tail = sum(math.comb(discordant, k) for k in range(max(held_only, null_only), discordant + 1)) / 2**discordant
-    return min(1.0, 2 * tail) if discordant else 1.0
+    return min(1.0, 2 * higher_p(max(held_only, null_only), min(held_only, null_only)))
 
 
 def fewest_rejected(null: int, pairs: int, bar: float) -> int | None:

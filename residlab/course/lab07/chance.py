@@ -11,6 +11,7 @@ import itertools
 import math
 
 from residlab.course.lab07.distribution import BAR_RESAMPLES, INTERVAL, MEAN_Z, NULL_POSITION
+from residlab.course.lab07.predictions import higher_p
 from residlab.course.lab07.verdicts import METHOD_NAMES, percent
 
 def wilson_bounds(fraction: float, pairs: int) -> tuple[float, float]:
@@ -78,14 +79,9 @@ def _agreement_law(pairs: int, first_by_score: int, first_by_share: int) -> list
              math.comb(first_by_score, k) * math.comb(pairs - first_by_score, first_by_share - k) / total) for k in support]
 
 
-def binomial_tail(successes: int, trials: int, rate: float) -> float:
-    """One-sided exact binomial test: the chance of at least ``successes`` in ``trials`` draws at ``rate``."""
-    return min(1.0, sum(math.comb(trials, k) * rate**k * (1 - rate) ** (trials - k) for k in range(successes, trials + 1)))
-
-
 def sign_test(first: int, pairs: int) -> float:
     """Two-sided exact sign test: P(a fair coin's count is at least as far from pairs / 2 as ``first``), at most 1."""
-    return min(1.0, 2 * binomial_tail(max(first, pairs - first), pairs, 0.5))
+    return min(1.0, 2 * higher_p(max(first, pairs - first), min(first, pairs - first)))
 
 
 def rank_association(x: list[float], y: list[float], permutations: int = PERMUTATIONS, seed: int = 0) -> tuple[float, float]:

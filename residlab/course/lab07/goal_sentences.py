@@ -147,8 +147,8 @@ def tests_against_chance(report: dict) -> str:
 def plain_summary(report: dict) -> str:
     """The page's results in plain words, a Markdown list, one result an item, each chosen from its numbers and none
     counted against the null bar (one draw's: Part 1): where block 0's write enters block 1 in each design (path
-    patching); whether per-head denoising and attribution put a named previous-token head on top of block 0, beside
-    the model's own null, and the sign attribution gives the head exact patching finds; what a head's size says and
+    patching); how often per-head denoising and attribution give a named previous-token head block 0's largest
+    share, the bar set aside, beside the model's own null, and the sign attribution gives the head exact patching finds; what a head's size says and
     does not; what the current-token heads the mechanism does not name carry (an item left out where the report lacks
     its numbers); then what all of it rests on."""
     designs, pairs = report["distribution"]["designs"], report["distribution"]["pairs"]
@@ -178,8 +178,8 @@ def plain_summary(report: dict) -> str:
 
 
 def _previous_token_items(matched: dict, pairs: int) -> list[str]:
-    """In the matched-position design: how often per-head denoising, then attribution, puts a named previous-token
-    head on top of block 0, the bar aside, beside the model's own null pairs (a description); the head with the larger
+    """In the matched-position design: how often per-head denoising, then attribution, gives a named previous-token
+    head block 0's largest share, the bar set aside, beside the model's own null pairs (a description); the head with the larger
     exact share, its size against its null pairs, and the sign attribution gives it pair by pair. [] without them."""
     kinds = {m: matched.get("heads", {}).get(m, {}).get("kinds", {}).get("previous_token/0") for m in ("denoising", "attribution")}
     exact, estimate = kinds["denoising"], kinds["attribution"]

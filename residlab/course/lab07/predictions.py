@@ -39,9 +39,7 @@ def paired_p(held_only: int, null_only: int) -> float:
     """Two-sided exact McNemar test over paired outcomes: of the pairs where the held-out and the null pair disagree
     (``held_only`` where only the held-out pair has it, ``null_only`` where only the null pair does), the chance of
     a split at least this uneven were either side equally likely (binomial, one half)."""
-    discordant = held_only + null_only
-    tail = sum(math.comb(discordant, k) for k in range(max(held_only, null_only), discordant + 1)) / 2**discordant
-    return min(1.0, 2 * tail) if discordant else 1.0
+    return min(1.0, 2 * higher_p(max(held_only, null_only), min(held_only, null_only)))
 
 
 def fewest_rejected(null: int, pairs: int, bar: float) -> int | None:
